@@ -1,0 +1,98 @@
+// Command aiod is the execution gateway daemon: Python in Jupyter kernels
+// (or a native REPL) and JavaScript in Node.js REPLs, over REST and
+// WebSocket on one port.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/aiod/aiod/gateway"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr, nil); err != nil {
+		fmt.Fprintln(os.Stderr, "aiod:", err)
+		os.Exit(1)
+	}
+}
+
+// run is main without the exit, for tests. ready, when set, receives the
+// bound address once the daemon serves.
+func run(args []string, stdout, stderr io.Writer, ready chan<- string) error {
+	o, err := parseOptions(args, os.LookupEnv, stderr)
+	if err != nil {
+		if errors.Is(err, errHelp) {
+			return nil
+		}
+		return err
+	}
+	log := newLogger(stderr, o.logLevel, o.logFormat)
+	srv, err := gateway.New(o.gatewayConfig(log))
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", o.addr)
+	if err != nil {
+		_ = srv.Shutdown(context.Background())
+		return fmt.Errorf("listen on %s: %w", o.addr, err)
+	}
+	env := srv.Environment()
+	log.Info("aiod started", "addr", ln.Addr().String(), "version", gateway.Version,
+		"python_backend", env.PythonBackend, "python_problem", env.BackendError,
+		"node", env.Node.Version, "node_problem", env.Node.Error)
+	for _, w := range env.Warnings {
+		log.Warn("discovery", "warning", w)
+	}
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	if ready != nil {
+		ready <- ln.Addr().String()
+	}
+
+	var serveErr error
+	select {
+	case sig := <-sigs:
+		log.Info("shutting down", "signal", sig.String())
+	case serveErr = <-served:
+		log.Error("server stopped", "err", serveErr)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
+	defer cancel()
+	go func() {
+		// A second signal cuts the drain short; runtimes are still killed.
+		select {
+		case sig := <-sigs:
+			log.Warn("second signal: stopping now", "signal", sig.String())
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	start := time.Now()
+	err = srv.Shutdown(ctx)
+	log.Info("stopped", "took", time.Since(start).Round(time.Millisecond).String(), "err", err)
+	if serveErr != nil {
+		return serveErr
+	}
+	return nil
+}
+
+func newLogger(w io.Writer, level slog.Level, format string) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: level}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

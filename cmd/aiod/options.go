@@ -1,0 +1,142 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aiod/aiod/gateway"
+)
+
+var errHelp = errors.New("help requested")
+
+// options are the daemon's settings. Each comes from its flag, else its
+// AIO_* variable, else the default.
+type options struct {
+	addr               string
+	codeBackend        string
+	kernelName         string
+	defaultTimeout     time.Duration
+	maxTimeout         time.Duration
+	kernelIdle         time.Duration
+	nativeIdle         time.Duration
+	kernelStartTimeout time.Duration
+	outputBudget       int
+	maxBody            int
+	workdir            string
+	shutdownTimeout    time.Duration
+	logLevel           slog.Level
+	logFormat          string
+}
+
+// setting is one flag with its variable, for parsing and for --help.
+type setting struct {
+	flag, env, def, help string
+	set                  func(string) error
+}
+
+func (o *options) settings() []setting {
+	return []setting{
+		{"addr", "AIO_ADDR", "127.0.0.1:18091", "HOST:PORT to listen on", strSetter(&o.addr)},
+		{"code-backend", "AIO_CODE_BACKEND", "auto", "Python backend on the code routes: auto, native or kernel", strSetter(&o.codeBackend)},
+		{"kernel-name", "AIO_KERNEL_NAME", "", "kernelspec for Python kernels (default: python3, else the first with ipykernel)", strSetter(&o.kernelName)},
+		{"default-timeout", "AIO_DEFAULT_TIMEOUT", "30", "execution timeout in seconds when a call gives none", secSetter(&o.defaultTimeout)},
+		{"max-timeout", "AIO_MAX_TIMEOUT", "900", "largest timeout a call may ask for, in seconds", secSetter(&o.maxTimeout)},
+		{"kernel-idle", "AIO_KERNEL_IDLE", "300", "seconds an unused kernel session lives", secSetter(&o.kernelIdle)},
+		{"native-idle", "AIO_NATIVE_IDLE", "1800", "seconds an unused native REPL session lives", secSetter(&o.nativeIdle)},
+		{"kernel-start-timeout", "AIO_KERNEL_START_TIMEOUT", "60", "seconds a kernel may take to start", secSetter(&o.kernelStartTimeout)},
+		{"output-budget", "AIO_OUTPUT_BUDGET", "8388608", "bytes of output kept per execution (head and tail kept past it)", intSetter(&o.outputBudget)},
+		{"max-body", "AIO_MAX_BODY", "67108864", "largest request body in bytes (413 past it)", intSetter(&o.maxBody)},
+		{"workdir", "AIO_WORKDIR", "", "working directory of kernels and REPLs (default: the daemon's)", strSetter(&o.workdir)},
+		{"shutdown-timeout", "AIO_SHUTDOWN_TIMEOUT", "20", "seconds to drain requests and stop runtimes on SIGINT/SIGTERM", secSetter(&o.shutdownTimeout)},
+		{"log-level", "AIO_LOG_LEVEL", "info", "debug, info, warn or error", levelSetter(&o.logLevel)},
+		{"log-format", "AIO_LOG_FORMAT", "text", "text or json", strSetter(&o.logFormat)},
+	}
+}
+
+func strSetter(p *string) func(string) error {
+	return func(v string) error { *p = v; return nil }
+}
+
+func secSetter(p *time.Duration) func(string) error {
+	return func(v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f <= 0 {
+			return fmt.Errorf("want a positive number of seconds, got %q", v)
+		}
+		*p = time.Duration(f * float64(time.Second))
+		return nil
+	}
+}
+
+func intSetter(p *int) func(string) error {
+	return func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			return fmt.Errorf("want a positive integer, got %q", v)
+		}
+		*p = n
+		return nil
+	}
+}
+
+func levelSetter(p *slog.Level) func(string) error {
+	return func(v string) error { return p.UnmarshalText([]byte(v)) }
+}
+
+// parseOptions reads defaults, then AIO_* variables, then flags.
+func parseOptions(args []string, lookup func(string) (string, bool), out io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("aiod", flag.ContinueOnError)
+	fs.SetOutput(out)
+	sets := o.settings()
+	for _, s := range sets {
+		v := s.def
+		if e, ok := lookup(s.env); ok && e != "" {
+			v = e
+		}
+		if v != "" {
+			if err := s.set(v); err != nil {
+				return nil, fmt.Errorf("%s: %w", s.env, err)
+			}
+		}
+		fs.Func(s.flag, fmt.Sprintf("%s (env %s, default %q)", s.help, s.env, s.def), s.set)
+	}
+	fs.Usage = func() {
+		fmt.Fprintf(out, "Usage: aiod [flags]\n\nEvery flag can also be set by its AIO_* variable; a flag wins over its variable.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, errHelp
+		}
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	switch o.codeBackend {
+	case "auto", "native", "kernel":
+	default:
+		return nil, fmt.Errorf("code backend %q: want auto, native or kernel", o.codeBackend)
+	}
+	if o.logFormat != "text" && o.logFormat != "json" {
+		return nil, fmt.Errorf("log format %q: want text or json", o.logFormat)
+	}
+	return o, nil
+}
+
+func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
+	return gateway.Config{
+		DefaultTimeout: o.defaultTimeout, MaxTimeout: o.maxTimeout,
+		KernelIdle: o.kernelIdle, NativeIdle: o.nativeIdle,
+		OutputBudget: o.outputBudget, MaxBody: o.maxBody,
+		CodeBackend: o.codeBackend, KernelName: o.kernelName,
+		KernelStartTimeout: o.kernelStartTimeout, Workdir: o.workdir, Logger: log,
+	}
+}

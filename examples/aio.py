@@ -1,0 +1,30 @@
+"""The page's small helper for aiod's v2 routes.
+
+Aio(base_url).post/get/delete return the envelope's ``data`` and raise
+RuntimeError when ``success`` is false; ``.http`` is the underlying httpx
+client for raw requests (downloads, status codes).
+"""
+import httpx
+
+
+class Aio:
+    def __init__(self, base_url, timeout=120.0):
+        self.http = httpx.Client(base_url=base_url, timeout=timeout)
+
+    def _unwrap(self, response):
+        try:
+            body = response.json()
+        except ValueError:
+            raise RuntimeError(f"HTTP {response.status_code}: {response.text[:200]}")
+        if not body.get("success"):
+            raise RuntimeError(f"HTTP {response.status_code}: {body.get('message')}")
+        return body.get("data")
+
+    def post(self, path, /, **body):
+        return self._unwrap(self.http.post(path, json=body))
+
+    def get(self, path, /, **params):
+        return self._unwrap(self.http.get(path, params=params))
+
+    def delete(self, path, /, **params):
+        return self._unwrap(self.http.delete(path, params=params))

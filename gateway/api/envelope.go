@@ -1,0 +1,64 @@
+// Package api holds what every aiod route shares: the JSON envelope, the two
+// shapes of validation errors (v2's envelope and v1's FastAPI detail list),
+// and a lenient-but-typed decoder for request bodies.
+package api
+
+import (
+	"github.com/goccy/go-json"
+	"github.com/valyala/fasthttp"
+)
+
+// Envelope is the body of every JSON route: {"success","message","data"}.
+type Envelope struct {
+	Success bool   `json:"success"`
+	Message string `json:"message"`
+	Data    any    `json:"data"`
+}
+
+// WriteJSON writes v as JSON with the given status.
+func WriteJSON(ctx *fasthttp.RequestCtx, status int, v any) {
+	b, err := json.MarshalNoEscape(v)
+	if err != nil {
+		// Only our own types reach here; a marshal failure is a bug, but the
+		// caller still gets an envelope, never an empty 500.
+		b, _ = json.Marshal(Envelope{Message: "encode response: " + err.Error()})
+		status = fasthttp.StatusInternalServerError
+	}
+	ctx.SetStatusCode(status)
+	ctx.SetContentType("application/json")
+	ctx.SetBody(b)
+}
+
+// OK answers 200 with success true.
+func OK(ctx *fasthttp.RequestCtx, data any) {
+	WriteJSON(ctx, fasthttp.StatusOK, Envelope{Success: true, Message: "ok", Data: data})
+}
+
+// Fail answers status with success false, the message, and data null.
+func Fail(ctx *fasthttp.RequestCtx, status int, msg string) {
+	WriteJSON(ctx, status, Envelope{Success: false, Message: msg, Data: nil})
+}
+
+// Invalid answers a v2 route's 422: the envelope, naming the field.
+func Invalid(ctx *fasthttp.RequestCtx, fe *FieldError) {
+	Fail(ctx, fasthttp.StatusUnprocessableEntity, fe.Error())
+}
+
+// ValidationDetail is one entry of FastAPI's 422 body.
+type ValidationDetail struct {
+	Loc  []any  `json:"loc"`
+	Msg  string `json:"msg"`
+	Type string `json:"type"`
+}
+
+// InvalidV1 answers a v1 route's 422 in the FastAPI shape the agent_sandbox
+// SDK parses: {"detail":[{"loc":["body","code"],"msg":"...","type":"..."}]}.
+func InvalidV1(ctx *fasthttp.RequestCtx, fe *FieldError) {
+	loc := []any{fe.In}
+	if fe.Field != "" {
+		loc = append(loc, fe.Field)
+	}
+	WriteJSON(ctx, fasthttp.StatusUnprocessableEntity, map[string]any{
+		"detail": []ValidationDetail{{Loc: loc, Msg: fe.Msg, Type: fe.Type}},
+	})
+}

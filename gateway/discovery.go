@@ -1,0 +1,127 @@
+package gateway
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/aiod/aiod/gateway/api"
+	"github.com/valyala/fasthttp"
+)
+
+// codeInterpreter is capabilities.code_interpreter of /v2/sandbox and
+// code_interpreter of /v1/capabilities.
+type codeInterpreter struct {
+	Available     bool                   `json:"available"`
+	Backend       string                 `json:"backend"`
+	BackendError  string                 `json:"backend_error,omitempty"`
+	Languages     []string               `json:"languages"`
+	PythonKernels []KernelInfo           `json:"python_kernels"`
+	DefaultKernel string                 `json:"default_kernel"`
+	Interpreters  map[string]Interpreter `json:"interpreters"`
+	Limits        limits                 `json:"limits"`
+}
+
+type limits struct {
+	DefaultTimeout    float64 `json:"default_timeout"`
+	MaxTimeout        float64 `json:"max_timeout"`
+	KernelIdleSeconds float64 `json:"kernel_idle_seconds"`
+	NativeIdleSeconds float64 `json:"native_idle_seconds"`
+	OutputBudgetBytes int     `json:"output_budget_bytes"`
+	MaxBodyBytes      int     `json:"max_body_bytes"`
+}
+
+func (s *Server) limits() limits {
+	return limits{
+		DefaultTimeout: s.cfg.DefaultTimeout.Seconds(), MaxTimeout: s.cfg.MaxTimeout.Seconds(),
+		KernelIdleSeconds: s.cfg.KernelIdle.Seconds(), NativeIdleSeconds: s.cfg.NativeIdle.Seconds(),
+		OutputBudgetBytes: s.cfg.OutputBudget, MaxBodyBytes: s.cfg.MaxBody,
+	}
+}
+
+func (s *Server) codeInterpreter() codeInterpreter {
+	env := s.env
+	ci := codeInterpreter{
+		Backend:       env.PythonBackend,
+		BackendError:  env.BackendError,
+		Languages:     []string{},
+		PythonKernels: []KernelInfo{},
+		Interpreters:  map[string]Interpreter{"python": env.Python, "javascript": env.Node},
+		Limits:        s.limits(),
+	}
+	for _, k := range env.Kernels {
+		if k.IPyKernel != "" {
+			ci.PythonKernels = append(ci.PythonKernels, k)
+		}
+	}
+	if env.PythonKernel != nil {
+		ci.DefaultKernel = env.PythonKernel.Name
+	}
+	if env.BackendError == "" {
+		ci.Languages = append(ci.Languages, "python")
+	}
+	if env.Node.Error == "" {
+		ci.Languages = append(ci.Languages, "javascript")
+	}
+	ci.Available = len(ci.Languages) > 0
+	return ci
+}
+
+func (s *Server) v2Sandbox(ctx *fasthttp.RequestCtx) {
+	api.OK(ctx, map[string]any{
+		"version":        Version,
+		"uptime_seconds": int(time.Since(s.started).Seconds()),
+		"sessions":       s.reg.Len(),
+		"capabilities": map[string]any{
+			"code_interpreter": s.codeInterpreter(),
+			"file_system":      map[string]any{"available": true},
+			"streaming":        map[string]any{"available": false},
+		},
+	})
+}
+
+func (s *Server) v1Capabilities(ctx *fasthttp.RequestCtx) {
+	api.OK(ctx, map[string]any{"code_interpreter": s.codeInterpreter()})
+}
+
+// languageInfo is one entry of /v2/code/info's languages.
+type languageInfo struct {
+	Language  string `json:"language"`
+	Available bool   `json:"available"`
+	Backend   string `json:"backend"`
+	Runtime   string `json:"runtime"`
+	Version   string `json:"version"`
+	Path      string `json:"path"`
+	Error     string `json:"error,omitempty"`
+}
+
+func (s *Server) languages() []languageInfo {
+	env := s.env
+	py := languageInfo{Language: "python", Backend: env.PythonBackend, Error: env.BackendError}
+	if env.PythonBackend == "kernel" && env.PythonKernel != nil {
+		py.Runtime = fmt.Sprintf("ipykernel %s (kernelspec %s)", env.PythonKernel.IPyKernel, env.PythonKernel.Name)
+		py.Version, py.Path = env.PythonKernel.Python, env.PythonKernel.Interpreter
+	} else {
+		py.Runtime, py.Version, py.Path = "native python REPL", env.Python.Version, env.Python.Path
+	}
+	py.Available = py.Error == ""
+	js := languageInfo{Language: "javascript", Backend: "native", Runtime: "node REPL",
+		Version: env.Node.Version, Path: env.Node.Path, Error: env.Node.Error}
+	js.Available = js.Error == ""
+	return []languageInfo{py, js}
+}
+
+func (s *Server) v2CodeInfo(ctx *fasthttp.RequestCtx) {
+	l := s.limits()
+	api.OK(ctx, map[string]any{
+		"backend":             s.env.PythonBackend,
+		"languages":           s.languages(),
+		"python_kernels":      s.codeInterpreter().PythonKernels,
+		"default_timeout":     l.DefaultTimeout,
+		"max_timeout":         l.MaxTimeout,
+		"kernel_idle_seconds": l.KernelIdleSeconds,
+		"native_idle_seconds": l.NativeIdleSeconds,
+		"output_budget_bytes": l.OutputBudgetBytes,
+		"max_body_bytes":      l.MaxBodyBytes,
+		"warnings":            append([]string{}, s.env.Warnings...),
+	})
+}

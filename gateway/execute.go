@@ -1,0 +1,170 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/stream"
+	"github.com/valyala/fasthttp"
+)
+
+// execCall is one validated execute request, whichever route it came from.
+type execCall struct {
+	Language  string
+	Code      string
+	SessionID string // "" is a one-shot call
+	Timeout   time.Duration
+	Ref       string
+	Subs      []stream.Subscriber
+	Kernel    bool // always run Python in a kernel (the /v1/jupyter routes)
+}
+
+// codeLanguages are the languages of the code routes.
+var codeLanguages = map[string]bool{"python": true, "javascript": true}
+
+// parseTimeout reads an optional timeout in seconds within (0, max].
+func (s *Server) parseTimeout(f *api.Fields, name string) (time.Duration, *api.FieldError) {
+	v, ok := f.Float(name)
+	if err := f.Err(); err != nil {
+		return 0, err
+	}
+	if !ok {
+		return s.cfg.DefaultTimeout, nil
+	}
+	max := s.cfg.MaxTimeout.Seconds()
+	if v <= 0 || v > max || math.IsNaN(v) {
+		return 0, &api.FieldError{In: "body", Field: name, Type: "less_than_equal",
+			Msg: fmt.Sprintf("must be more than 0 and at most %g seconds, got %g", max, v)}
+	}
+	return time.Duration(v * float64(time.Second)), nil
+}
+
+// validSessionID accepts ids that survive a URL path unescaped.
+func validSessionID(name, id string) *api.FieldError {
+	if len(id) > 128 {
+		return &api.FieldError{In: "body", Field: name, Msg: "must be at most 128 characters", Type: "string_too_long"}
+	}
+	for _, c := range id {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' ||
+			c == '-' || c == '_' || c == '.' || c == ':' || c == '@'
+		if !ok {
+			return &api.FieldError{In: "body", Field: name, Type: "string_pattern_mismatch",
+				Msg: fmt.Sprintf("may hold only letters, digits and - _ . : @ (got %q)", id)}
+		}
+	}
+	return nil
+}
+
+// parseV2Execute validates POST /v2/code/execute.
+func (s *Server) parseV2Execute(body []byte) (execCall, *api.FieldError) {
+	f, fe := api.Decode(body)
+	if fe != nil {
+		return execCall{}, fe
+	}
+	c := execCall{Language: f.Str("language", true), Code: f.Str("code", true)}
+	if sid := f.OptStr("session_id"); sid != nil {
+		c.SessionID = *sid
+	}
+	if err := f.Err(); err != nil {
+		return c, err
+	}
+	if !codeLanguages[c.Language] {
+		return c, &api.FieldError{In: "body", Field: "language", Type: "literal_error",
+			Msg: fmt.Sprintf("unsupported language %q: use python or javascript", c.Language)}
+	}
+	if err := validSessionID("session_id", c.SessionID); err != nil {
+		return c, err
+	}
+	t, err := s.parseTimeout(f, "timeout")
+	c.Timeout = t
+	return c, err
+}
+
+// callError is a failure to run at all, with its HTTP status.
+type callError struct {
+	Status int
+	Msg    string
+}
+
+// run executes a validated call: in a temporary runtime, or in the named
+// session created on first use.
+func (s *Server) run(ctx context.Context, c execCall) (*stream.Result, *callError) {
+	b, err := s.backendFor(c.Language, c.Kernel)
+	if err != nil {
+		return nil, &callError{fasthttp.StatusServiceUnavailable, err.Error()}
+	}
+	req := stream.ExecRequest{Code: c.Code, Timeout: c.Timeout, Ref: c.Ref, Subs: c.Subs}
+	var res *stream.Result
+	if c.SessionID == "" {
+		sess := s.reg.Temp(b)
+		defer s.reg.Release(sess)
+		res, err = sess.Execute(ctx, req)
+	} else {
+		sess, _, oerr := s.reg.Open(c.Language, c.SessionID, b)
+		if oerr != nil {
+			return nil, &callError{fasthttp.StatusServiceUnavailable, oerr.Error()}
+		}
+		res, err = sess.Execute(ctx, req)
+	}
+	var se *stream.StartError
+	switch {
+	case err == nil:
+		return res, nil
+	case errors.As(err, &se):
+		return nil, &callError{fasthttp.StatusServiceUnavailable, se.Error()}
+	case errors.Is(err, stream.ErrSessionClosed):
+		return nil, &callError{fasthttp.StatusConflict, fmt.Sprintf("session %q was deleted before this call ran", c.SessionID)}
+	default:
+		return nil, &callError{fasthttp.StatusServiceUnavailable, err.Error()}
+	}
+}
+
+// v2ExecData is data of POST /v2/code/execute.
+type v2ExecData struct {
+	Code           string  `json:"code"`
+	Language       string  `json:"language"`
+	Status         string  `json:"status"`
+	ExecutionCount *int    `json:"execution_count"`
+	ExitCode       int     `json:"exit_code"`
+	Outputs        []any   `json:"outputs"`
+	Stdout         string  `json:"stdout"`
+	Stderr         string  `json:"stderr"`
+	SessionID      *string `json:"session_id"`
+	Truncated      bool    `json:"truncated,omitempty"`
+	FreshRuntime   bool    `json:"fresh_runtime,omitempty"`
+}
+
+// V2Data renders a result as POST /v2/code/execute's data.
+func V2Data(r *stream.Result) any {
+	d := v2ExecData{
+		Code: r.Code, Language: r.Language, Status: r.Status, ExecutionCount: r.ExecutionCount,
+		ExitCode: r.ExitCode(), Outputs: make([]any, len(r.Outputs)),
+		Stdout: r.Text("stdout"), Stderr: r.Text("stderr"),
+		Truncated: r.Truncated, FreshRuntime: r.Fresh,
+	}
+	for i, o := range r.Outputs {
+		d.Outputs[i] = o.Compact()
+	}
+	if r.SessionID != "" {
+		d.SessionID = &r.SessionID
+	}
+	return d
+}
+
+func (s *Server) v2Execute(ctx *fasthttp.RequestCtx) {
+	c, fe := s.parseV2Execute(ctx.PostBody())
+	if fe != nil {
+		api.Invalid(ctx, fe)
+		return
+	}
+	res, ce := s.run(ctx, c)
+	if ce != nil {
+		api.Fail(ctx, ce.Status, ce.Msg)
+		return
+	}
+	api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: res.Success(), Message: res.Message(), Data: V2Data(res)})
+}

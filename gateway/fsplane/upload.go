@@ -1,0 +1,94 @@
+package fsplane
+
+import (
+	"errors"
+	"io"
+	"io/fs"
+	"mime/multipart"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/aiod/aiod/gateway/api"
+	"github.com/valyala/fasthttp"
+)
+
+// upload is a parsed multipart upload: the file part and where it goes.
+type upload struct {
+	file *multipart.FileHeader
+	dest string // not yet resolved; may be relative (then refused)
+}
+
+// readUpload parses the multipart body: part "file" is required; text part
+// "path" is optional. Without a path the file lands in the workspace under
+// its own name; a path ending in "/" or naming a folder receives it by name.
+func (s *server) readUpload(ctx *fasthttp.RequestCtx) (upload, *api.FieldError) {
+	var form *multipart.Form
+	var err error
+	if s.maxBody > 0 {
+		form, err = ctx.MultipartFormWithLimit(int(s.maxBody))
+	} else {
+		form, err = ctx.MultipartForm()
+	}
+	if err != nil {
+		return upload{}, &api.FieldError{In: "body", Field: "file", Type: "missing",
+			Msg: "a multipart/form-data body with a 'file' part is required: " + err.Error()}
+	}
+	fhs := form.File["file"]
+	if len(fhs) == 0 {
+		return upload{}, &api.FieldError{In: "body", Field: "file", Type: "missing", Msg: "Field required"}
+	}
+	name := safeName(fhs[0].Filename)
+	dest := ""
+	if v := form.Value["path"]; len(v) > 0 {
+		dest = v[0]
+	}
+	switch {
+	case dest == "":
+		dest = filepath.Join(s.workspace, name)
+	case strings.HasSuffix(dest, "/"):
+		dest = filepath.Join(dest, name)
+	case filepath.IsAbs(dest):
+		if fi, err := os.Stat(dest); err == nil && fi.IsDir() {
+			dest = filepath.Join(dest, name)
+		}
+	}
+	return upload{file: fhs[0], dest: dest}, nil
+}
+
+// safeName reduces a client's file name to one path element.
+func safeName(name string) string {
+	name = strings.ReplaceAll(strings.ReplaceAll(name, "\\", "/"), "\x00", "")
+	base := filepath.Base(name)
+	if base == "." || base == ".." || base == "/" || base == "" {
+		return "upload"
+	}
+	return base
+}
+
+// saveUpload copies the uploaded part to dest, creating parent folders, and
+// returns the bytes written.
+func saveUpload(fh *multipart.FileHeader, dest string) (int64, error) {
+	if fi, err := os.Stat(dest); err == nil && fi.IsDir() {
+		return 0, errIsDir()
+	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return 0, err
+	}
+	src, err := fh.Open()
+	if err != nil {
+		return 0, err
+	}
+	defer src.Close()
+	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
+		return 0, err
+	}
+	out, err := os.OpenFile(dest, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	n, err := io.Copy(out, src)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return n, err
+}

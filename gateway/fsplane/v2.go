@@ -1,0 +1,190 @@
+package fsplane
+
+import (
+	"encoding/base64"
+	"errors"
+	"os"
+	"syscall"
+	"unicode/utf8"
+
+	"github.com/aiod/aiod/gateway/api"
+	"github.com/valyala/fasthttp"
+)
+
+// pathV2 resolves a v2 path field. A malformed path is a 422 naming the
+// field; a path outside Root is a 403. ok false means it has answered.
+func (s *server) pathV2(ctx *fasthttp.RequestCtx, field, raw string) (string, bool) {
+	p, err := s.resolve(raw)
+	if err == nil {
+		return p, true
+	}
+	c := classify(err)
+	if c.kind == kindInvalidPath {
+		api.Invalid(ctx, &api.FieldError{In: "body", Field: field, Msg: c.reason, Type: "value_error"})
+		return "", false
+	}
+	s.failV2(ctx, "resolve", raw, err)
+	return "", false
+}
+
+// v2Write answers POST /v2/fs/write {path, content, encoding, append}.
+func (s *server) v2Write(ctx *fasthttp.RequestCtx) {
+	f := decodeV2(ctx)
+	if f == nil {
+		return
+	}
+	raw, content := f.Str("path", true), f.Str("content", true)
+	enc, appendMode := f.Str("encoding", false), f.Bool("append", false)
+	if fe := f.Err(); fe != nil {
+		api.Invalid(ctx, fe)
+		return
+	}
+	data, fe := decodeContent(content, enc, false)
+	if fe != nil {
+		api.Invalid(ctx, fe)
+		return
+	}
+	p, ok := s.pathV2(ctx, "path", raw)
+	if !ok {
+		return
+	}
+	created, err := writeFile(p, data, appendMode)
+	if err != nil {
+		s.failV2(ctx, "write", p, err)
+		return
+	}
+	api.OK(ctx, map[string]any{"path": p, "size": len(data), "created": created, "append": appendMode})
+}
+
+// v2List answers GET /v2/fs/list?path=DIR. A file given as DIR is a 422
+// (invalid target), the same status a directory gets on download.
+func (s *server) v2List(ctx *fasthttp.RequestCtx) {
+	p, ok := s.queryPathV2(ctx)
+	if !ok {
+		return
+	}
+	entries, err := readDirEntries(p)
+	if err != nil {
+		s.failV2(ctx, "list", p, err)
+		return
+	}
+	files := make([]map[string]any, 0, len(entries))
+	for _, e := range entries {
+		files = append(files, map[string]any{
+			"name": e.name, "path": e.path, "size": e.info.Size(),
+			"is_dir": e.isDir, "modified": rfc3339(e.info.ModTime()),
+		})
+	}
+	api.OK(ctx, map[string]any{"path": p, "files": files})
+}
+
+// queryPathV2 reads the required ?path= of a v2 GET or DELETE.
+func (s *server) queryPathV2(ctx *fasthttp.RequestCtx) (string, bool) {
+	q := queryFields(ctx)
+	raw := q.Str("path", true)
+	if fe := q.Err(); fe != nil {
+		api.Invalid(ctx, fe)
+		return "", false
+	}
+	return s.pathV2(ctx, "path", raw)
+}
+
+// v2Download answers GET /v2/fs/download?path=FILE with the raw bytes.
+func (s *server) v2Download(ctx *fasthttp.RequestCtx) {
+	p, ok := s.queryPathV2(ctx)
+	if !ok {
+		return
+	}
+	if err := sendFile(ctx, p, false); err != nil {
+		s.failV2(ctx, "download", p, err)
+	}
+}
+
+// v2Read answers GET /v2/fs/read?path= and POST /v2/fs/read {path}: the
+// content as UTF-8 text, or base64 when the bytes are not valid UTF-8.
+func (s *server) v2Read(ctx *fasthttp.RequestCtx) {
+	var f *api.Fields
+	if ctx.IsGet() {
+		f = queryFields(ctx)
+	} else if f = decodeV2(ctx); f == nil {
+		return
+	}
+	raw := f.Str("path", true)
+	if fe := f.Err(); fe != nil {
+		api.Invalid(ctx, fe)
+		return
+	}
+	p, ok := s.pathV2(ctx, "path", raw)
+	if !ok {
+		return
+	}
+	b, err := readAll(p, maxRead)
+	if err != nil {
+		s.failV2(ctx, "read", p, err)
+		return
+	}
+	content, enc := string(b), "utf-8"
+	if !utf8.Valid(b) {
+		content, enc = base64.StdEncoding.EncodeToString(b), "base64"
+	}
+	api.OK(ctx, map[string]any{"path": p, "content": content, "encoding": enc, "size": len(b)})
+}
+
+// v2Upload answers POST /v2/fs/upload, multipart: part "file" and an
+// optional text part "path" (a file path, or a folder ending in "/").
+func (s *server) v2Upload(ctx *fasthttp.RequestCtx) {
+	up, fe := s.readUpload(ctx)
+	if fe != nil {
+		api.Invalid(ctx, fe)
+		return
+	}
+	p, ok := s.pathV2(ctx, "path", up.dest)
+	if !ok {
+		return
+	}
+	n, err := saveUpload(up.file, p)
+	if err != nil {
+		s.failV2(ctx, "upload", p, err)
+		return
+	}
+	api.OK(ctx, map[string]any{"path": p, "size": n})
+}
+
+// v2Delete answers DELETE /v2/fs/delete?path=[&recursive=true]. A non-empty
+// folder needs recursive; "/" and Root itself are never deleted.
+func (s *server) v2Delete(ctx *fasthttp.RequestCtx) {
+	p, ok := s.queryPathV2(ctx)
+	if !ok {
+		return
+	}
+	q := queryFields(ctx)
+	recursive := q.Bool("recursive", false)
+	if fe := q.Err(); fe != nil {
+		api.Invalid(ctx, fe)
+		return
+	}
+	if err := s.remove(p, recursive); err != nil {
+		s.failV2(ctx, "delete", p, err)
+		return
+	}
+	api.OK(ctx, map[string]any{"path": p, "deleted": true})
+}
+
+func (s *server) remove(p string, recursive bool) error {
+	if p == "/" || (s.root != "" && p == s.root) {
+		return &fsErr{kind: kindTarget, exc: "OSError", msg: "refusing to delete " + p}
+	}
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return err
+	}
+	if recursive && fi.IsDir() {
+		return os.RemoveAll(p)
+	}
+	err = os.Remove(p)
+	if fi.IsDir() && (errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST)) {
+		return &fsErr{kind: kindTarget, errno: syscall.ENOTEMPTY, exc: "OSError",
+			msg: "directory not empty; pass recursive=true to delete it with its contents"}
+	}
+	return err
+}

@@ -1,0 +1,159 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/goccy/go-json"
+	"go.uber.org/goleak"
+)
+
+// TestMain fails the run if a test leaves a goroutine or a child process.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		if kids := liveChildren(); len(kids) > 0 {
+			fmt.Fprintf(os.Stderr, "leaked child processes: %v\n", kids)
+			code = 1
+		}
+	}
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreCurrent(),
+			goleak.IgnoreTopFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
+			goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+			goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+		); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// liveChildren lists this process's children that are not zombies.
+func liveChildren() []string {
+	self := strconv.Itoa(os.Getpid())
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var kids []string
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+			if err != nil {
+				continue
+			}
+			s := string(b)
+			i := strings.LastIndexByte(s, ')')
+			if i < 0 {
+				continue
+			}
+			f := strings.Fields(s[i+1:])
+			if len(f) > 2 && f[2] == self && f[0] != "Z" {
+				kids = append(kids, e.Name()+" "+s[:i+1])
+			}
+		}
+		if len(kids) == 0 || time.Now().After(deadline) {
+			return kids
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// testServer is a live gateway on a random loopback port.
+type testServer struct {
+	*Server
+	URL    string
+	client *http.Client
+}
+
+// startServer starts a gateway with cfg (defaults filled) and stops it,
+// with every runtime, when the test ends.
+func startServer(t testing.TB, cfg Config) *testServer {
+	t.Helper()
+	if cfg.KernelStartTimeout == 0 {
+		cfg.KernelStartTimeout = 120 * time.Second
+	}
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	ts := &testServer{Server: srv, URL: "http://" + ln.Addr().String(),
+		client: &http.Client{Timeout: 5 * time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 100}}}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		<-done
+		ts.client.CloseIdleConnections()
+	})
+	return ts
+}
+
+// call sends a request and decodes the JSON answer.
+func (ts *testServer) call(t testing.TB, method, path string, body any) (int, map[string]any) {
+	t.Helper()
+	var rd io.Reader
+	switch b := body.(type) {
+	case nil:
+	case string:
+		rd = strings.NewReader(b)
+	case []byte:
+		rd = strings.NewReader(string(b))
+	default:
+		j, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rd = strings.NewReader(string(j))
+	}
+	req, err := http.NewRequest(method, ts.URL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := ts.client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	if err := json.Unmarshal(raw, &m); err != nil {
+		t.Fatalf("%s %s: status %d, body is not JSON: %q", method, path, resp.StatusCode, raw)
+	}
+	return resp.StatusCode, m
+}
+
+// exec posts /v2/code/execute and returns status, envelope and data.
+func (ts *testServer) exec(t testing.TB, body map[string]any) (int, map[string]any, map[string]any) {
+	t.Helper()
+	st, env := ts.call(t, "POST", "/v2/code/execute", body)
+	data, _ := env["data"].(map[string]any)
+	return st, env, data
+}
+
+func processAlive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && !strings.HasPrefix(strings.TrimSpace(s[i+1:]), "Z")
+}

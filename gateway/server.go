@@ -1,0 +1,209 @@
+// Package gateway serves aiod's HTTP routes (v2 code plane, v1 SDK routes,
+// the file plane, discovery) over fasthttp, on top of the session registry
+// of package stream.
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"runtime/debug"
+	"time"
+
+	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/gateway/fsplane"
+	"github.com/aiod/aiod/stream"
+	"github.com/fasthttp/router"
+	"github.com/valyala/fasthttp"
+)
+
+// Version is aiod's version, reported by discovery routes.
+var Version = "0.1.0"
+
+// Config is everything the gateway needs. Zero values take the defaults
+// documented on each field (the daemon's flags set them all).
+type Config struct {
+	DefaultTimeout     time.Duration // 30 s
+	MaxTimeout         time.Duration // 900 s
+	KernelIdle         time.Duration // 300 s: idle kernel sessions are reclaimed
+	NativeIdle         time.Duration // 1800 s: idle native REPL sessions are reclaimed
+	OutputBudget       int           // bytes of output kept per execution; 8 MiB
+	MaxBody            int           // largest request body; 64 MiB
+	CodeBackend        string        // auto, native or kernel
+	KernelName         string        // kernelspec for Python; "" picks python3 or the first ipykernel
+	KernelStartTimeout time.Duration // 60 s
+	Workdir            string        // working directory of runtimes; "" is the daemon's
+	ReapInterval       time.Duration // how often idle sessions are looked for; 5 s
+	Logger             *slog.Logger
+}
+
+func (c *Config) defaults() {
+	if c.DefaultTimeout <= 0 {
+		c.DefaultTimeout = 30 * time.Second
+	}
+	if c.MaxTimeout <= 0 {
+		c.MaxTimeout = 900 * time.Second
+	}
+	if c.KernelIdle <= 0 {
+		c.KernelIdle = 300 * time.Second
+	}
+	if c.NativeIdle <= 0 {
+		c.NativeIdle = 1800 * time.Second
+	}
+	if c.OutputBudget <= 0 {
+		c.OutputBudget = stream.DefaultBudget
+	}
+	if c.MaxBody <= 0 {
+		c.MaxBody = 64 << 20
+	}
+	if c.CodeBackend == "" {
+		c.CodeBackend = "auto"
+	}
+	if c.KernelStartTimeout <= 0 {
+		c.KernelStartTimeout = 60 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Server is the gateway. Create it with New, run it with Serve, stop it
+// with Shutdown.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	reg     *stream.Registry
+	env     *Environment
+	started time.Time
+	http    *fasthttp.Server
+}
+
+// New discovers the interpreters and builds the routes.
+func New(cfg Config) (*Server, error) {
+	cfg.defaults()
+	switch cfg.CodeBackend {
+	case "auto", "native", "kernel":
+	default:
+		return nil, fmt.Errorf("code backend %q: want auto, native or kernel", cfg.CodeBackend)
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now()}
+	s.env = Discover(context.Background(), cfg)
+	s.reg = stream.NewRegistry(stream.Config{Budget: cfg.OutputBudget, ReapInterval: cfg.ReapInterval, Logger: cfg.Logger})
+	s.http = &fasthttp.Server{
+		Handler:              s.routes().Handler,
+		Name:                 "aiod",
+		MaxRequestBodySize:   cfg.MaxBody,
+		ReadTimeout:          60 * time.Second,
+		IdleTimeout:          120 * time.Second,
+		ErrorHandler:         s.transportError,
+		NoDefaultContentType: true,
+		CloseOnShutdown:      true,
+		TCPKeepalive:         true,
+		Logger:               fasthttpLogger{cfg.Logger},
+		ExpectHandler:        s.expect,
+	}
+	return s, nil
+}
+
+// Registry is the session registry, for tests and the daemon's status.
+func (s *Server) Registry() *stream.Registry { return s.reg }
+
+// Environment is what discovery found.
+func (s *Server) Environment() *Environment { return s.env }
+
+// Handler is the root request handler (for in-process tests and fuzzing).
+func (s *Server) Handler() fasthttp.RequestHandler { return s.http.Handler }
+
+func (s *Server) routes() *router.Router {
+	r := router.New()
+	r.RedirectTrailingSlash = false
+	r.HandleMethodNotAllowed = true
+	r.NotFound = func(ctx *fasthttp.RequestCtx) {
+		api.Fail(ctx, fasthttp.StatusNotFound, fmt.Sprintf("no route %s %s", ctx.Method(), ctx.Path()))
+	}
+	r.MethodNotAllowed = func(ctx *fasthttp.RequestCtx) {
+		api.Fail(ctx, fasthttp.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", ctx.Method(), ctx.Path()))
+	}
+	r.PanicHandler = func(ctx *fasthttp.RequestCtx, v any) {
+		s.log.Error("handler panic", "path", string(ctx.Path()), "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		api.Fail(ctx, fasthttp.StatusInternalServerError, fmt.Sprintf("internal error: %v", v))
+	}
+
+	r.POST("/v2/code/execute", s.v2Execute)
+	r.GET("/v2/code/sessions", s.v2ListSessions)
+	r.DELETE("/v2/code/sessions/{id}", s.v2DeleteSession)
+	r.GET("/v2/code/info", s.v2CodeInfo)
+	r.GET("/v2/sandbox", s.v2Sandbox)
+	r.GET("/v1/capabilities", s.v1Capabilities)
+	r.GET("/healthz", func(ctx *fasthttp.RequestCtx) { api.OK(ctx, map[string]any{"status": "ok"}) })
+	fsplane.Register(r, fsplane.Config{MaxBody: int64(s.cfg.MaxBody), Logger: s.log})
+	return r
+}
+
+// transportError answers requests fasthttp could not read.
+func (s *Server) transportError(ctx *fasthttp.RequestCtx, err error) {
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		api.Fail(ctx, fasthttp.StatusRequestEntityTooLarge,
+			fmt.Sprintf("request body is larger than the %d-byte limit (--max-body)", s.cfg.MaxBody))
+		return
+	}
+	var te interface{ Timeout() bool }
+	if errors.As(err, &te) && te.Timeout() {
+		api.Fail(ctx, fasthttp.StatusRequestTimeout, "request was not read in time")
+		return
+	}
+	api.Fail(ctx, fasthttp.StatusBadRequest, "cannot read request: "+err.Error())
+}
+
+// expect refuses an "Expect: 100-continue" upload larger than the body
+// limit before the client sends it (curl asks for bodies over 1 MiB).
+func (s *Server) expect(ctx *fasthttp.RequestCtx) int {
+	if n := ctx.Request.Header.ContentLength(); n > s.cfg.MaxBody {
+		return fasthttp.StatusRequestEntityTooLarge
+	}
+	return fasthttp.StatusContinue
+}
+
+// Serve answers requests from ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error {
+	s.log.Info("serving", "addr", ln.Addr().String(), "python_backend", s.env.PythonBackend)
+	return s.http.Serve(ln)
+}
+
+// Shutdown stops accepting requests, waits for those in flight (bounded by
+// ctx), then ends every session and waits for every runtime to exit.
+//
+// Requests still running after a short drain (5 s) end when their sessions
+// close: they answer with an error result that says the session was deleted.
+func (s *Server) Shutdown(ctx context.Context) error {
+	hdone := make(chan error, 1)
+	go func() { hdone <- s.http.ShutdownWithContext(ctx) }()
+	drain := time.NewTimer(5 * time.Second)
+	defer drain.Stop()
+	var herr error
+	select {
+	case herr = <-hdone:
+		hdone = nil
+	case <-drain.C:
+	case <-ctx.Done():
+	}
+	rerr := s.reg.Close(ctx)
+	if hdone != nil {
+		select {
+		case herr = <-hdone:
+		case <-ctx.Done():
+			herr = ctx.Err()
+		}
+	}
+	return errors.Join(herr, rerr)
+}
+
+// fasthttpLogger sends fasthttp's own messages (connections it could not
+// serve) to the daemon's log at debug level.
+type fasthttpLogger struct{ l *slog.Logger }
+
+func (f fasthttpLogger) Printf(format string, args ...any) {
+	f.l.Debug("http", "detail", fmt.Sprintf(format, args...))
+}

@@ -1,0 +1,49 @@
+package gateway
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/aiod/aiod/gateway/api"
+	"github.com/valyala/fasthttp"
+)
+
+// sessionView is one session in listings.
+type sessionView struct {
+	SessionID   string    `json:"session_id"`
+	Language    string    `json:"language"`
+	Backend     string    `json:"backend"`
+	Busy        bool      `json:"busy"`
+	Running     bool      `json:"running"` // a runtime process is up
+	PID         int       `json:"pid,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	LastUsed    time.Time `json:"last_used"`
+	IdleSeconds float64   `json:"idle_seconds"`
+	Watchers    int       `json:"watchers"`
+}
+
+func (s *Server) v2ListSessions(ctx *fasthttp.RequestCtx) {
+	out := []sessionView{}
+	for _, ss := range s.reg.List() {
+		v := sessionView{
+			SessionID: ss.ID, Language: ss.Language, Backend: ss.Backend.Name, Busy: ss.Busy(),
+			CreatedAt: ss.Created.UTC(), LastUsed: ss.LastUsed().UTC(),
+			IdleSeconds: time.Since(ss.LastUsed()).Seconds(), Watchers: ss.Mux().Watchers(),
+		}
+		if rt := ss.Runtime(); rt != nil {
+			v.Running, v.PID = true, rt.Info().PID
+		}
+		out = append(out, v)
+	}
+	api.OK(ctx, map[string]any{"sessions": out})
+}
+
+func (s *Server) v2DeleteSession(ctx *fasthttp.RequestCtx) {
+	id, _ := ctx.UserValue("id").(string)
+	n := s.reg.Delete(ctx, id)
+	if n == 0 {
+		api.Fail(ctx, fasthttp.StatusNotFound, fmt.Sprintf("session %q not found", id))
+		return
+	}
+	api.OK(ctx, map[string]any{"session_id": id, "closed": n})
+}

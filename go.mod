@@ -1,0 +1,22 @@
+module github.com/aiod/aiod
+
+go 1.26.8
+
+require (
+	github.com/coder/websocket v1.8.15
+	github.com/fasthttp/router v1.5.4
+	github.com/go-zeromq/zmq4 v0.17.0
+	github.com/goccy/go-json v0.12.0
+	github.com/valyala/fasthttp v1.78.0
+)
+
+require (
+	github.com/go-zeromq/goczmq/v4 v4.2.2 // indirect
+	github.com/klauspost/compress v1.20.3 // indirect
+	github.com/molecule-man/go-brrr v1.3.1 // indirect
+	github.com/savsgio/gotils v0.0.0-20240704082632-aef3928b8a38 // indirect
+	github.com/valyala/bytebufferpool v1.0.0 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
+)

@@ -1,0 +1,241 @@
+package kernel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+	"github.com/goccy/go-json"
+)
+
+// channel is one of the kernel's five sockets with its reader and, for
+// the sockets aiod writes to, its writer. Every socket has exactly one
+// reader goroutine, reading for the socket's whole life (zmq4 leaks its own
+// goroutines when a socket is not read), and at most one writer goroutine.
+type channel struct {
+	name string
+	sock zmq4.Socket
+	port int
+
+	out chan sendReq // to the writer; nil for iopub
+
+	reading bool          // a reader was started; set before it starts
+	eofOnce sync.Once     //
+	eof     chan struct{} // closed by the reader on its first read error
+}
+
+// sendReq asks a writer to send frames and report on done (buffered; nil
+// when nobody waits).
+type sendReq struct {
+	frames [][]byte
+	done   chan error
+}
+
+func newChannel(name string, sock zmq4.Socket, port int, writable bool) *channel {
+	c := &channel{name: name, sock: sock, port: port, eof: make(chan struct{})}
+	if writable {
+		c.out = make(chan sendReq)
+	}
+	return c
+}
+
+func (c *channel) markEOF() { c.eofOnce.Do(func() { close(c.eof) }) }
+
+// readLoop is c's only reader. It decodes each message and dispatches it,
+// never blocking on anything but Recv. After a read error (the kernel went
+// away: zmq4 then never delivers again) it waits for the socket to be
+// closed.
+func (k *Kernel) readLoop(c *channel) {
+	defer k.wg.Done()
+	defer c.markEOF()
+	for {
+		zm, err := c.sock.Recv()
+		if err != nil {
+			if k.sockCtx.Err() == nil {
+				k.log.Debug("read failed", "channel", c.name, "err", err)
+				c.markEOF()
+				<-k.sockCtx.Done()
+			}
+			return
+		}
+		if c == k.hb {
+			k.lastPong.Store(time.Now().UnixNano())
+			continue
+		}
+		m, err := decode(k.key, c.name, zm.Frames)
+		if err != nil {
+			k.countDrop(c, err)
+			continue
+		}
+		k.dispatch(m)
+	}
+}
+
+func (k *Kernel) countDrop(c *channel, err error) {
+	if errors.Is(err, errBadSignature) {
+		k.badSig.Add(1)
+	} else {
+		k.malformed.Add(1)
+	}
+	k.log.Debug("message dropped", "channel", c.name, "err", err)
+}
+
+// dispatch routes a decoded message: to the waiter of an internal request
+// (see expect), or to the Handler once the kernel is ready. Before that,
+// messages are dropped; the first iopub message proves the subscription.
+func (k *Kernel) dispatch(m *Message) {
+	if m.Channel == "iopub" && !k.ready.Load() {
+		k.iopubOnce.Do(func() { close(k.iopubSeen) })
+	}
+	if ch, ok := k.internalWaiter(m.Parent.MsgID); ok {
+		if ch != nil {
+			select {
+			case ch <- m:
+			default:
+			}
+		}
+		return
+	}
+	if k.ready.Load() {
+		k.opts.Handler(m)
+	}
+}
+
+// expect routes the replies to aiod's own request msgID (kernel_info,
+// interrupt, shutdown) to ch instead of the Handler. Delivery is
+// non-blocking: ch must be buffered. A nil ch drops them.
+func (k *Kernel) expect(msgID string, ch chan *Message) {
+	k.pmu.Lock()
+	defer k.pmu.Unlock()
+	k.internal[msgID] = ch
+}
+
+// forget stops delivering to the channels given to expect. Late replies to
+// those requests are still kept from the Handler.
+func (k *Kernel) forget(msgIDs ...string) {
+	k.pmu.Lock()
+	defer k.pmu.Unlock()
+	for _, id := range msgIDs {
+		k.internal[id] = nil
+	}
+}
+
+func (k *Kernel) internalWaiter(parentID string) (chan *Message, bool) {
+	if parentID == "" {
+		return nil, false
+	}
+	k.pmu.Lock()
+	defer k.pmu.Unlock()
+	ch, ok := k.internal[parentID]
+	return ch, ok
+}
+
+// writeLoop is c's only writer. It runs until teardown begins; a send
+// stuck in zmq4 is released when teardown closes the socket.
+func (k *Kernel) writeLoop(c *channel) {
+	defer k.wg.Done()
+	for {
+		select {
+		case <-k.stop:
+			return
+		case r := <-c.out:
+			err := c.sock.SendMulti(zmq4.NewMsgFrom(r.frames...))
+			if r.done != nil {
+				r.done <- err
+			}
+		}
+	}
+}
+
+// send signs m with the kernel's key and hands it to c's writer. It
+// returns when the frames are written, ctx is done, or the kernel ends.
+// When ctx ends first the message may still be sent.
+func (k *Kernel) send(ctx context.Context, c *channel, m *Message) error {
+	frames, err := encode(k.key, m)
+	if err != nil {
+		return err
+	}
+	r := sendReq{frames: frames, done: make(chan error, 1)}
+	select {
+	case c.out <- r:
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-k.stop:
+		return k.Err()
+	}
+	select {
+	case err := <-r.done:
+		return err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-k.stop:
+		return k.Err()
+	}
+}
+
+// Execute sends an execute_request with msg_id req.MsgID on shell and
+// returns once it is written (output arrives through the Handler). It
+// fails when req.MsgID is empty, when ctx ends first, or when the kernel
+// has ended (the error then wraps Err's value).
+func (k *Kernel) Execute(ctx context.Context, req ExecuteRequest) error {
+	if req.MsgID == "" {
+		return errors.New("send execute_request: empty msg_id")
+	}
+	content, err := json.Marshal(executeContent{
+		Code:            req.Code,
+		Silent:          req.Silent,
+		StoreHistory:    !req.NoHistory,
+		UserExpressions: map[string]string{},
+		// aiod already runs one request at a time per kernel. With
+		// stop_on_error true, ipykernel 6 aborts the next request when it
+		// arrives within its abort window after an error, so an agent's
+		// follow-up call after a failing cell would be refused.
+		StopOnError: false,
+	})
+	if err != nil {
+		return fmt.Errorf("send execute_request: %w", err)
+	}
+	m := &Message{
+		Channel: "shell",
+		Header:  NewHeader(k.session, req.MsgID, "execute_request"),
+		Content: content,
+	}
+	if err := k.send(ctx, k.shell, m); err != nil {
+		return fmt.Errorf("send execute_request: %w", err)
+	}
+	return nil
+}
+
+type executeContent struct {
+	Code            string            `json:"code"`
+	Silent          bool              `json:"silent"`
+	StoreHistory    bool              `json:"store_history"`
+	UserExpressions map[string]string `json:"user_expressions"`
+	AllowStdin      bool              `json:"allow_stdin"`
+	StopOnError     bool              `json:"stop_on_error"`
+}
+
+// Send passes a client's message through to the kernel on m.Channel
+// ("shell", "control" or "stdin"), signed with the kernel's key. The
+// header, parent header, metadata, content and buffers are sent as given.
+// Replies arrive through the Handler. Send fails like Execute.
+func (k *Kernel) Send(ctx context.Context, m *Message) error {
+	var c *channel
+	switch m.Channel {
+	case "shell":
+		c = k.shell
+	case "control":
+		c = k.control
+	case "stdin":
+		c = k.stdin
+	default:
+		return fmt.Errorf("send %s: cannot send on channel %q", m.Header.MsgType, m.Channel)
+	}
+	if err := k.send(ctx, c, m); err != nil {
+		return fmt.Errorf("send %s on %s: %w", m.Header.MsgType, m.Channel, err)
+	}
+	return nil
+}

@@ -1,0 +1,233 @@
+package kernel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/goccy/go-json"
+)
+
+// Defaults for the zero values of Options.
+const (
+	DefaultStartTimeout      = 60 * time.Second
+	DefaultHeartbeatInterval = time.Second
+	DefaultHeartbeatTimeout  = 5 * time.Second
+)
+
+// Options configure Start. Only Spec is required.
+type Options struct {
+	// Spec is the kernelspec to launch.
+	Spec *Spec
+	// Handler receives every message read from the iopub, shell, control
+	// and stdin channels once the kernel is ready, with Message.Channel
+	// set. It is called from the kernel's reader goroutines, possibly
+	// several at once, and must not block. Nil discards the messages.
+	Handler Handler
+	// Cwd is the kernel's working directory; empty means aiod's.
+	Cwd string
+	// Env holds extra KEY=VALUE entries. The kernel's environment is aiod's
+	// own, then the spec's env, then Env; later entries win.
+	Env []string
+	// StartTimeout bounds the launch up to the readiness handshake;
+	// zero means DefaultStartTimeout. The ctx given to Start bounds it too.
+	StartTimeout time.Duration
+	// HeartbeatInterval is the time between two heartbeat pings; zero
+	// means DefaultHeartbeatInterval.
+	HeartbeatInterval time.Duration
+	// HeartbeatTimeout is how long the kernel may leave pings unanswered
+	// before it is declared dead and killed; zero means
+	// DefaultHeartbeatTimeout.
+	HeartbeatTimeout time.Duration
+	// Logger receives debug logs and the kernel's stdout and stderr (at
+	// debug level). Nil discards them.
+	Logger *slog.Logger
+}
+
+func (o *Options) setDefaults() {
+	if o.StartTimeout <= 0 {
+		o.StartTimeout = DefaultStartTimeout
+	}
+	if o.HeartbeatInterval <= 0 {
+		o.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if o.HeartbeatTimeout <= 0 {
+		o.HeartbeatTimeout = DefaultHeartbeatTimeout
+	}
+	if o.Handler == nil {
+		o.Handler = func(*Message) {}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Kernel is a running Jupyter kernel process and aiod's connection to it.
+// All methods are safe for concurrent use.
+//
+// A Kernel ends in one of two ways: Close, or death (its process exited or
+// was killed, or it stopped answering heartbeats). Either way Done is closed
+// once its process is gone and every goroutine and socket it owned has been
+// released, and Err says which way it ended.
+type Kernel struct {
+	// Static after Start.
+	id, session string
+	spec        *Spec
+	opts        Options
+	log         *slog.Logger
+	conn        *connectionInfo
+	key         []byte
+	connDir     string
+	cmd         *exec.Cmd
+	pid         int
+	output      *outputTail
+	outPipe     *os.File      // read end of the kernel's stdout and stderr
+	outDone     chan struct{} // closed when copyOutput returns
+	shell       *channel
+	control     *channel
+	stdin       *channel
+	iopub       *channel
+	hb          *channel
+	channels    []*channel // all five
+	sockCtx     context.Context
+	sockCancel  context.CancelFunc // closes every socket's life line
+	exitCtx     context.Context    // done once the process has exited
+	exitCancel  context.CancelFunc // called by wait only
+
+	// Set by the handshake before ready is stored; read-only afterwards.
+	info      json.RawMessage
+	infoReply kernelInfoReply
+
+	ready     atomic.Bool  // the handshake is over: messages go to Handler
+	closing   atomic.Bool  // Close has been called
+	lastPong  atomic.Int64 // unix nanoseconds of the last heartbeat answer
+	badSig    atomic.Uint64
+	malformed atomic.Uint64
+
+	iopubOnce sync.Once
+	iopubSeen chan struct{} // closed on the first iopub message
+
+	pmu      sync.Mutex
+	internal map[string]chan *Message // guarded by pmu; see expect
+
+	emu sync.Mutex
+	err error // guarded by emu; the first cause set, never cleared
+
+	exitErr *DeadError     // written by wait before exitCtx is done
+	started chan struct{}  // closed when Start no longer touches sockets
+	stop    chan struct{}  // closed when teardown begins
+	done    chan struct{}  // closed when teardown is over
+	wg      sync.WaitGroup // readers, writers, heartbeat, wait
+}
+
+// kernelInfoReply is the part of kernel_info_reply's content aiod reads.
+type kernelInfoReply struct {
+	ProtocolVersion string `json:"protocol_version"`
+	Implementation  string `json:"implementation"`
+	LanguageInfo    struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	} `json:"language_info"`
+}
+
+// Start launches the kernelspec opts.Spec and returns once the kernel has
+// answered a kernel_info_request on shell and published on iopub (so that
+// no output of a later execution can be lost to a late subscription). It
+// gives up after opts.StartTimeout or when ctx is done, and then leaves no
+// process, goroutine, socket or file behind. Errors read "start kernel
+// NAME: ...".
+func Start(ctx context.Context, opts Options) (*Kernel, error) {
+	if opts.Spec == nil {
+		return nil, errors.New("start kernel: no kernelspec given")
+	}
+	opts.setDefaults()
+	k, err := newKernel(opts)
+	if err != nil {
+		return nil, fmt.Errorf("start kernel %s: %w", opts.Spec.Name, err)
+	}
+	if err := k.launch(); err != nil {
+		k.sockCancel()
+		os.RemoveAll(k.connDir)
+		return nil, fmt.Errorf("start kernel %s: %w", opts.Spec.Name, err)
+	}
+	if err := k.connect(ctx); err != nil {
+		return nil, fmt.Errorf("start kernel %s: %w", opts.Spec.Name, k.abort(err))
+	}
+	return k, nil
+}
+
+// ID returns the kernel's id, a random UUID.
+func (k *Kernel) ID() string { return k.id }
+
+// Session returns the session id written in the headers aiod sends.
+func (k *Kernel) Session() string { return k.session }
+
+// Spec returns the kernelspec the kernel was started from.
+func (k *Kernel) Spec() *Spec { return k.spec }
+
+// KernelInfo returns the content of the kernel's kernel_info_reply.
+func (k *Kernel) KernelInfo() json.RawMessage { return k.info }
+
+// Info describes the kernel for the runtime interface.
+func (k *Kernel) Info() RuntimeInfo {
+	lang := strings.ToLower(k.spec.Language)
+	if lang == "" {
+		lang = k.infoReply.LanguageInfo.Name
+	}
+	return RuntimeInfo{
+		Backend:  "kernel",
+		Language: lang,
+		Name:     k.spec.Name,
+		PID:      k.pid,
+		Version:  k.infoReply.LanguageInfo.Version,
+	}
+}
+
+// Stats counts the messages read from the kernel and dropped.
+type Stats struct {
+	BadSignature uint64 // signature did not match the key
+	Malformed    uint64 // not a Jupyter message
+}
+
+// Stats returns the drop counters.
+func (k *Kernel) Stats() Stats {
+	return Stats{BadSignature: k.badSig.Load(), Malformed: k.malformed.Load()}
+}
+
+// Done is closed when the kernel has been closed or has died, and all its
+// resources are released.
+func (k *Kernel) Done() <-chan struct{} { return k.done }
+
+// Err returns nil while the kernel runs. Once it has ended it returns
+// ErrClosed after a Close, or a *DeadError when the kernel died first.
+func (k *Kernel) Err() error {
+	k.emu.Lock()
+	defer k.emu.Unlock()
+	return k.err
+}
+
+// setErr records why the kernel ends; only the first cause is kept.
+func (k *Kernel) setErr(err error) {
+	k.emu.Lock()
+	defer k.emu.Unlock()
+	if k.err == nil {
+		k.err = err
+	}
+}
+
+// stopped reports whether teardown has begun.
+func (k *Kernel) stopped() bool {
+	select {
+	case <-k.stop:
+		return true
+	default:
+		return false
+	}
+}

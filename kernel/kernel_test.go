@@ -1,0 +1,363 @@
+package kernel
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/goccy/go-json"
+)
+
+func TestExecute(t *testing.T) {
+	k, rec := startKernel(t, nil)
+	id := execute(t, k, `print("hi")`)
+	ms := rec.waitFor(t, id, "execute_reply and idle", complete)
+
+	want := []struct{ channel, typ string }{
+		{"iopub", "status"}, {"iopub", "execute_input"}, {"iopub", "stream"}, {"shell", "execute_reply"},
+	}
+	for _, w := range want {
+		if find(ms, w.channel, w.typ) == nil {
+			t.Errorf("no %s %s in %s", w.channel, w.typ, summary(ms))
+		}
+	}
+	if findStatus(ms, "busy") == nil {
+		t.Errorf("no busy status in %s", summary(ms))
+	}
+	if got := stdout(ms); got != "hi\n" {
+		t.Errorf("stdout = %q, want %q", got, "hi\n")
+	}
+	if got := field(find(ms, "iopub", "execute_input"), "code"); got != `print("hi")` {
+		t.Errorf("execute_input code = %q", got)
+	}
+	if st := field(find(ms, "shell", "execute_reply"), "status"); st != "ok" {
+		t.Errorf("execute_reply status = %q", st)
+	}
+	for _, m := range ms {
+		if m.Header.Session == "" || m.Parent.Session != k.Session() {
+			t.Errorf("%s: header session %q, parent session %q", m.Header.MsgType, m.Header.Session, m.Parent.Session)
+		}
+	}
+
+	info := k.Info()
+	if info.Backend != "kernel" || info.Language != "python" || info.Name != "python3" ||
+		info.PID <= 0 || !strings.HasPrefix(info.Version, "3.") {
+		t.Errorf("info = %+v", info)
+	}
+	var ki kernelInfoReply
+	if err := json.Unmarshal(k.KernelInfo(), &ki); err != nil || ki.Implementation != "ipython" {
+		t.Errorf("kernel info %s: %v", k.KernelInfo(), err)
+	}
+	if s := k.Stats(); s != (Stats{}) {
+		t.Errorf("stats = %+v", s)
+	}
+}
+
+func TestExecuteError(t *testing.T) {
+	k, rec := startKernel(t, nil)
+	ms := run(t, k, rec, "1/0")
+	e := find(ms, "iopub", "error")
+	if e == nil || field(e, "ename") != "ZeroDivisionError" {
+		t.Fatalf("no ZeroDivisionError in %s", summary(ms))
+	}
+	if st := field(find(ms, "shell", "execute_reply"), "status"); st != "error" {
+		t.Errorf("execute_reply status = %q, want error", st)
+	}
+}
+
+func TestExecuteDisplayData(t *testing.T) {
+	k, rec := startKernel(t, nil)
+	ms := run(t, k, rec, "%matplotlib inline\nimport matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()")
+	d := find(ms, "iopub", "display_data")
+	if d == nil {
+		t.Fatalf("no display_data in %s", summary(ms))
+	}
+	var c struct {
+		Data map[string]any `json:"data"`
+	}
+	if err := json.Unmarshal(d.Content, &c); err != nil {
+		t.Fatal(err)
+	}
+	if png, _ := c.Data["image/png"].(string); len(png) < 100 {
+		t.Errorf("display_data has no image/png: keys %v", keys(c.Data))
+	}
+}
+
+func keys(m map[string]any) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func TestInterruptSignal(t *testing.T) {
+	k, rec := startKernel(t, nil)
+	testInterrupt(t, k, rec)
+}
+
+func TestInterruptMessage(t *testing.T) {
+	k, rec := startKernel(t, func(o *Options) {
+		s := *o.Spec
+		s.InterruptMode = InterruptMessage
+		o.Spec = &s
+	})
+	testInterrupt(t, k, rec)
+}
+
+// testInterrupt interrupts an endless loop and checks the kernel kept its
+// state. The interrupt is repeated only if the loop still runs seconds
+// later: one landing while the kernel handles the previous could break its
+// reply.
+func testInterrupt(t *testing.T, k *Kernel, rec *recorder) {
+	run(t, k, rec, "x = 42")
+	// An interrupt landing in IPython's own code around the cell (even
+	// after execute_input) makes ipykernel publish idle without any
+	// execute_reply; wait until the user's code runs.
+	id := execute(t, k, "print('looping', flush=True)\nwhile True: pass")
+	rec.waitFor(t, id, "output", func(ms []*Message) bool { return stdout(ms) != "" })
+	deadline := time.Now().Add(execTimeout)
+	for !complete(rec.children(id)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("loop still running: %s", summary(rec.children(id)))
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := k.Interrupt(ctx); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		for wait := time.Now().Add(5 * time.Second); time.Now().Before(wait) && !complete(rec.children(id)); {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	ms := rec.children(id)
+	if e := find(ms, "iopub", "error"); e == nil || field(e, "ename") != "KeyboardInterrupt" {
+		t.Fatalf("no KeyboardInterrupt in %s", summary(ms))
+	}
+	if got := stdout(run(t, k, rec, "print(x)")); got != "42\n" {
+		t.Errorf("after interrupt, x printed %q, want 42", got)
+	}
+}
+
+func TestKilledKernelIsDetected(t *testing.T) {
+	k, _ := startKernel(t, nil)
+	pid := k.Info().PID
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-k.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done not closed 10s after SIGKILL")
+	}
+	var dead *DeadError
+	if err := k.Err(); !errors.As(err, &dead) || dead.Signal != "SIGKILL" ||
+		err.Error() != "kernel died: killed by signal SIGKILL" {
+		t.Fatalf("Err = %v (%#v)", err, err)
+	}
+	if err := k.Execute(context.Background(), ExecuteRequest{MsgID: NewMsgID(), Code: "1"}); !errors.As(err, &dead) {
+		t.Errorf("Execute after death: %v", err)
+	}
+	if err := k.Interrupt(context.Background()); !errors.As(err, &dead) {
+		t.Errorf("Interrupt after death: %v", err)
+	}
+	start := time.Now()
+	if err := k.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Close after death took %s", d)
+	}
+	if !errors.As(k.Err(), &dead) {
+		t.Errorf("after Close, Err = %v, want the DeadError", k.Err())
+	}
+	assertGone(t, k)
+}
+
+func TestHeartbeatLoss(t *testing.T) {
+	k, _ := startKernel(t, func(o *Options) {
+		o.HeartbeatInterval = 100 * time.Millisecond
+		o.HeartbeatTimeout = 2 * time.Second
+	})
+	// A stopped process answers nothing but stays alive.
+	if err := syscall.Kill(k.Info().PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-k.Done():
+	case <-time.After(15 * time.Second):
+		t.Fatal("Done not closed 15s after the kernel stopped answering")
+	}
+	var dead *DeadError
+	if err := k.Err(); !errors.As(err, &dead) || err.Error() != "kernel died: stopped answering heartbeats for 2s" {
+		t.Fatalf("Err = %v", err)
+	}
+	assertGone(t, k)
+}
+
+func TestClose(t *testing.T) {
+	k, rec := startKernel(t, nil)
+	run(t, k, rec, "import subprocess; p = subprocess.Popen(['sleep', '600'])")
+	pid, dir := k.Info().PID, k.connDir
+	start := time.Now()
+	if err := k.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Close took %s", time.Since(start))
+	if err := k.Close(context.Background()); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	select {
+	case <-k.Done():
+	default:
+		t.Fatal("Done not closed after Close")
+	}
+	if !errors.Is(k.Err(), ErrClosed) {
+		t.Errorf("Err = %v, want ErrClosed", k.Err())
+	}
+	if err := k.Execute(context.Background(), ExecuteRequest{MsgID: NewMsgID(), Code: "1"}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Execute after Close: %v", err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("connection folder %s still there: %v", dir, err)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("kernel process %d still there: %v", pid, err)
+	}
+	assertGone(t, k)
+}
+
+func TestCloseConcurrent(t *testing.T) {
+	k, _ := startKernel(t, nil)
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			if err := k.Close(ctx); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	assertGone(t, k)
+}
+
+func TestTwoKernels(t *testing.T) {
+	var (
+		ks   [2]*Kernel
+		recs [2]*recorder
+		wg   sync.WaitGroup
+	)
+	for i := range ks {
+		wg.Go(func() {
+			var err error
+			if ks[i], recs[i], err = tryStartKernel(t, nil); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	if ks[0].Info().PID == ks[1].Info().PID {
+		t.Fatal("both kernels have the same process")
+	}
+	run(t, ks[0], recs[0], "a = 'first'")
+	run(t, ks[1], recs[1], "a = 'second'")
+	for i, want := range []string{"first\n", "second\n"} {
+		if got := stdout(run(t, ks[i], recs[i], "print(a)")); got != want {
+			t.Errorf("kernel %d printed %q, want %q", i, got, want)
+		}
+	}
+	if err := ks[0].Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := stdout(run(t, ks[1], recs[1], "print(a)")); got != "second\n" {
+		t.Errorf("after closing the first, the second printed %q", got)
+	}
+}
+
+func TestStartFailure(t *testing.T) {
+	spec := &Spec{Name: "broken", Argv: []string{"/usr/bin/python3", "-c", "import sys; sys.exit('no kernel here')"},
+		InterruptMode: InterruptSignal}
+	_, err := Start(context.Background(), Options{Spec: spec, StartTimeout: startTimeout})
+	if err == nil || !strings.Contains(err.Error(), "start kernel broken: kernel died: exited with code 1: no kernel here") {
+		t.Fatalf("err = %v", err)
+	}
+
+	spec = &Spec{Name: "mute", Argv: []string{"sleep", "600"}, InterruptMode: InterruptSignal}
+	start := time.Now()
+	_, err = Start(context.Background(), Options{Spec: spec, StartTimeout: time.Second})
+	if err == nil || err.Error() != "start kernel mute: not ready within 1s" {
+		t.Fatalf("err = %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("failed start took %s", d)
+	}
+}
+
+// assertGone checks that the kernel's process and connection file are gone.
+func assertGone(t *testing.T, k *Kernel) {
+	t.Helper()
+	// Killed members of the group may take a moment to be reaped.
+	var err error
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if err = syscall.Kill(-k.pid, 0); errors.Is(err, syscall.ESRCH) {
+			break
+		}
+	}
+	if !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("process group %d still there: %v", k.pid, err)
+	}
+	if _, err := os.Stat(k.connDir); !os.IsNotExist(err) {
+		t.Errorf("connection folder %s still there", k.connDir)
+	}
+}
+
+func TestEnvAndCwd(t *testing.T) {
+	dir := t.TempDir()
+	k, rec := startKernel(t, func(o *Options) {
+		s := *o.Spec
+		s.Env = map[string]string{"AIOD_SPEC_VAR": "from spec", "AIOD_BOTH": "spec"}
+		o.Spec = &s
+		o.Env = []string{"AIOD_OPT_VAR=from options", "AIOD_BOTH=options"}
+		o.Cwd = dir
+	})
+	got := stdout(run(t, k, rec, "import os\n"+
+		"print(os.environ['AIOD_SPEC_VAR'], os.environ['AIOD_OPT_VAR'], os.environ['AIOD_BOTH'], sep='|')\n"+
+		"print(os.getcwd())"))
+	want := "from spec|from options|options\n" + dir + "\n"
+	if got != want {
+		t.Errorf("kernel printed %q, want %q", got, want)
+	}
+}
+
+func TestSendPassThrough(t *testing.T) {
+	k, rec := startKernel(t, nil)
+	id := NewMsgID()
+	m := &Message{
+		Channel: "shell",
+		Header:  NewHeader("client-session", id, "complete_request"),
+		Content: []byte(`{"code": "import o", "cursor_pos": 8}`),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), execTimeout)
+	defer cancel()
+	if err := k.Send(ctx, m); err != nil {
+		t.Fatal(err)
+	}
+	ms := rec.waitFor(t, id, "complete_reply", func(ms []*Message) bool { return find(ms, "shell", "complete_reply") != nil })
+	r := find(ms, "shell", "complete_reply")
+	if r.Parent.Session != "client-session" || !strings.Contains(string(r.Content), `"os"`) {
+		t.Errorf("complete_reply parent %+v content %s", r.Parent, r.Content)
+	}
+	if err := k.Send(ctx, &Message{Channel: "iopub"}); err == nil {
+		t.Error("Send on iopub succeeded")
+	}
+}

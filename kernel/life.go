@@ -1,0 +1,227 @@
+package kernel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+)
+
+const (
+	// shutdownGrace is how long Close waits after shutdown_request, and
+	// again after SIGTERM, before escalating.
+	shutdownGrace = 2 * time.Second
+	// eofGrace bounds how long teardown waits for the readers to see the
+	// dead process's connections close before closing the sockets.
+	eofGrace = time.Second
+)
+
+// wait is the only caller of cmd.Wait. It records how the process ended
+// and marks the exit on exitCtx.
+func (k *Kernel) wait() {
+	defer k.wg.Done()
+	err := k.cmd.Wait()
+	var st syscall.WaitStatus
+	if ps := k.cmd.ProcessState; ps != nil {
+		st, _ = ps.Sys().(syscall.WaitStatus)
+	}
+	d := deadFromExit(st, err)
+	d.Output = k.output.String()
+	k.exitErr = d
+	k.log.Debug("kernel process ended", "cause", d.Cause)
+	k.exitCancel()
+}
+
+// supervise turns the process's exit, whatever caused it, into the end of
+// the Kernel. It is not in wg: it is the goroutine that waits for wg.
+func (k *Kernel) supervise() {
+	<-k.exitCtx.Done()
+	<-k.started
+	k.setErr(k.exitErr) // no-op when Close, the heartbeat or Start set a cause
+	k.teardown()
+}
+
+// teardown releases everything once the process has exited: the rest of
+// its process group, the goroutines, the sockets and the connection file.
+func (k *Kernel) teardown() {
+	k.killGroup(syscall.SIGKILL) // leftovers of the kernel's group
+	close(k.stop)
+	// Let each reader take the EOF of its dead connection first: a zmq4
+	// connection goroutine blocked on an unread message would leak.
+	grace, cancel := context.WithTimeout(context.Background(), eofGrace)
+	defer cancel()
+	select { // the rest of the output, unless something still holds the pipe
+	case <-k.outDone:
+	case <-grace.Done():
+	}
+	k.outPipe.Close()
+	for _, c := range k.channels {
+		if !c.reading {
+			continue
+		}
+		select {
+		case <-c.eof:
+		case <-grace.Done():
+		}
+	}
+	k.sockCancel()
+	for _, c := range k.channels {
+		c.sock.Close()
+	}
+	k.wg.Wait()
+	removeAll(k.connDir, k.log)
+	k.log.Debug("kernel ended", "err", k.Err())
+	close(k.done)
+}
+
+// Close shuts the kernel down and releases all it holds: shutdown_request
+// on control, then SIGTERM to its process group after a grace period, then
+// SIGKILL after another; it then waits for its goroutines and removes the
+// connection file. ctx cuts the polite steps short (straight to SIGKILL);
+// the rest is bounded and always completes. Close is idempotent and safe
+// to call after the kernel died; it returns nil.
+func (k *Kernel) Close(ctx context.Context) error {
+	if k.closing.CompareAndSwap(false, true) {
+		k.setErr(ErrClosed)
+		k.stopProcess(ctx)
+	}
+	<-k.done
+	return nil
+}
+
+// stopProcess makes the kernel process exit, politely if it can.
+func (k *Kernel) stopProcess(ctx context.Context) {
+	steps := []func(){
+		func() { k.requestShutdown(ctx) },
+		func() { k.killGroup(syscall.SIGTERM) },
+	}
+	for _, step := range steps {
+		if k.exited() {
+			return
+		}
+		step()
+		gctx, cancel := context.WithTimeout(ctx, shutdownGrace)
+		select {
+		case <-k.exitCtx.Done():
+		case <-gctx.Done():
+		}
+		cancel()
+	}
+	k.killGroup(syscall.SIGKILL)
+}
+
+// requestShutdown sends shutdown_request on control; the kernel answers and
+// exits. The reply is not awaited: the process's exit is what counts.
+func (k *Kernel) requestShutdown(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, shutdownGrace)
+	defer cancel()
+	id := NewMsgID()
+	k.expect(id, nil)
+	m := &Message{
+		Channel: "control",
+		Header:  NewHeader(k.session, id, "shutdown_request"),
+		Content: []byte(`{"restart":false}`),
+	}
+	if err := k.send(ctx, k.control, m); err != nil {
+		k.log.Debug("send shutdown_request failed", "err", err)
+	}
+}
+
+func (k *Kernel) exited() bool { return k.exitCtx.Err() != nil }
+
+// killGroup sends sig to the kernel's process group (its pid, thanks to
+// Setpgid). A group that is already gone is not an error.
+func (k *Kernel) killGroup(sig syscall.Signal) {
+	if err := syscall.Kill(-k.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		k.log.Debug("signal process group failed", "signal", signalName(sig), "err", err)
+	}
+}
+
+// Interrupt asks the kernel to stop the code it runs (Python sees a
+// KeyboardInterrupt) and keep its state. For interrupt_mode "signal" it
+// sends SIGINT to the kernel's process group; for "message" it sends
+// interrupt_request on control and waits for interrupt_reply until ctx
+// ends. A kernel that runs nothing ignores the interrupt.
+func (k *Kernel) Interrupt(ctx context.Context) error {
+	if k.stopped() || k.exited() {
+		return fmt.Errorf("interrupt kernel: %w", k.endErr())
+	}
+	if k.spec.InterruptMode != InterruptMessage {
+		if err := syscall.Kill(-k.pid, syscall.SIGINT); err != nil {
+			return fmt.Errorf("interrupt kernel: signal process group %d: %w", k.pid, err)
+		}
+		return nil
+	}
+	if err := k.interruptByMessage(ctx); err != nil {
+		return fmt.Errorf("interrupt kernel: %w", err)
+	}
+	return nil
+}
+
+func (k *Kernel) interruptByMessage(ctx context.Context) error {
+	id := NewMsgID()
+	replies := make(chan *Message, 8)
+	k.expect(id, replies)
+	defer k.forget(id)
+	m := &Message{Channel: "control", Header: NewHeader(k.session, id, "interrupt_request")}
+	if err := k.send(ctx, k.control, m); err != nil {
+		return fmt.Errorf("send interrupt_request: %w", err)
+	}
+	for {
+		select {
+		case r := <-replies:
+			if r.Header.MsgType == "interrupt_reply" {
+				return nil
+			}
+		case <-ctx.Done():
+			return fmt.Errorf("wait for interrupt_reply: %w", context.Cause(ctx))
+		case <-k.stop:
+			return fmt.Errorf("wait for interrupt_reply: %w", k.Err())
+		}
+	}
+}
+
+// endErr is Err, or a description of the exit when teardown has not
+// recorded a cause yet.
+func (k *Kernel) endErr() error {
+	if err := k.Err(); err != nil {
+		return err
+	}
+	if k.exited() {
+		return k.exitErr
+	}
+	return ErrClosed
+}
+
+// heartbeat pings the kernel every HeartbeatInterval on the hb socket (the
+// reader notes each answer). When no answer came for HeartbeatTimeout, the
+// kernel is declared dead and its process group killed; supervise then
+// tears it down.
+func (k *Kernel) heartbeat() {
+	defer k.wg.Done()
+	t := time.NewTicker(k.opts.HeartbeatInterval)
+	defer t.Stop()
+	k.lastPong.Store(time.Now().UnixNano())
+	ping := [][]byte{{}, []byte("ping")}
+	for {
+		select {
+		case <-k.stop:
+			return
+		case <-t.C:
+		}
+		silent := time.Since(time.Unix(0, k.lastPong.Load()))
+		if silent > k.opts.HeartbeatTimeout {
+			k.log.Debug("heartbeat lost", "silent", silent)
+			d := deadFromHeartbeat(k.opts.HeartbeatTimeout)
+			d.Output = k.output.String()
+			k.setErr(d)
+			k.killGroup(syscall.SIGKILL)
+			return
+		}
+		select { // never wait on a stuck writer: the timeout above still counts
+		case k.hb.out <- sendReq{frames: ping}:
+		default:
+		}
+	}
+}

@@ -1,0 +1,255 @@
+package kernel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/go-zeromq/zmq4"
+	"github.com/goccy/go-json"
+)
+
+const (
+	// dialRetry is the pause between two dial attempts while the kernel
+	// has not bound its ports yet. Dialing retries without limit; Start's
+	// timeout bounds it (zmq4's default gives up after 2.5 s).
+	dialRetry = 100 * time.Millisecond
+	// infoRetry is the pause between two kernel_info_requests of the
+	// readiness handshake.
+	infoRetry = 200 * time.Millisecond
+)
+
+// newKernel writes the connection file and makes the (undialed) sockets.
+func newKernel(opts Options) (*Kernel, error) {
+	conn, err := newConnectionInfo(opts.Spec.Name)
+	if err != nil {
+		return nil, err
+	}
+	dir, _, err := writeConnectionFile(conn)
+	if err != nil {
+		return nil, err
+	}
+	k := &Kernel{
+		id:        NewMsgID(),
+		session:   NewMsgID(),
+		spec:      opts.Spec,
+		opts:      opts,
+		log:       opts.Logger.With("kernel", opts.Spec.Name),
+		conn:      conn,
+		key:       []byte(conn.Key),
+		connDir:   dir,
+		iopubSeen: make(chan struct{}),
+		internal:  make(map[string]chan *Message),
+		started:   make(chan struct{}),
+		stop:      make(chan struct{}),
+		outDone:   make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+	k.log = k.log.With("id", k.id)
+	k.output = &outputTail{log: k.log}
+	k.sockCtx, k.sockCancel = context.WithCancel(context.Background())
+	k.exitCtx, k.exitCancel = context.WithCancel(context.Background())
+	k.makeChannels()
+	return k, nil
+}
+
+// makeChannels creates the five sockets. shell, control and stdin share one
+// routing identity: ipykernel sends input_request on stdin to the identity
+// that sent the execute_request on shell.
+func (k *Kernel) makeChannels() {
+	zlog := slog.NewLogLogger(k.log.Handler(), slog.LevelDebug)
+	opts := func(id string) []zmq4.Option {
+		o := []zmq4.Option{
+			zmq4.WithDialerRetry(dialRetry),
+			zmq4.WithDialerMaxRetries(-1),
+			zmq4.WithLogger(log.New(zlog.Writer(), "zmq4: ", 0)),
+		}
+		if id != "" {
+			o = append(o, zmq4.WithID(zmq4.SocketIdentity(id)))
+		}
+		return o
+	}
+	c := k.conn
+	k.shell = newChannel("shell", zmq4.NewDealer(k.sockCtx, opts(k.session)...), c.ShellPort, true)
+	k.control = newChannel("control", zmq4.NewDealer(k.sockCtx, opts(k.session)...), c.ControlPort, true)
+	k.stdin = newChannel("stdin", zmq4.NewDealer(k.sockCtx, opts(k.session)...), c.StdinPort, true)
+	k.iopub = newChannel("iopub", zmq4.NewSub(k.sockCtx, opts("")...), c.IOPubPort, false)
+	k.hb = newChannel("hb", zmq4.NewDealer(k.sockCtx, opts("")...), c.HBPort, true)
+	k.channels = []*channel{k.iopub, k.shell, k.control, k.stdin, k.hb}
+}
+
+// launch starts the kernel process in its own process group, and the
+// goroutines that wait for it and supervise the kernel's end.
+func (k *Kernel) launch() error {
+	argv := k.spec.command(k.connDir + "/kernel.json")
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir = k.opts.Cwd
+	// JPY_PARENT_PID makes ipykernel exit on its own if aiod dies without
+	// closing it (it polls for being orphaned).
+	env := append(os.Environ(), "JPY_PARENT_PID="+strconv.Itoa(os.Getpid()))
+	env = append(env, k.spec.environ(env)...)
+	cmd.Env = append(env, k.opts.Env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Our own pipe rather than exec's: exec's Wait would also wait for
+	// every process still holding the pipe (the kernel's children), and
+	// those are only killed once the kernel's exit is known.
+	r, w, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("launch %s: make output pipe: %w", argv[0], err)
+	}
+	cmd.Stdout, cmd.Stderr = w, w
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		r.Close()
+		return fmt.Errorf("launch %s: %w", argv[0], err)
+	}
+	k.cmd, k.pid, k.outPipe = cmd, cmd.Process.Pid, r
+	k.log = k.log.With("pid", k.pid)
+	k.log.Debug("kernel launched", "argv", argv)
+	k.wg.Add(2)
+	go k.copyOutput()
+	go k.wait()
+	go k.supervise()
+	return nil
+}
+
+// copyOutput copies the kernel's stdout and stderr to k.output until every
+// holder of the pipe is gone or teardown closes it.
+func (k *Kernel) copyOutput() {
+	defer k.wg.Done()
+	defer close(k.outDone)
+	if _, err := io.Copy(k.output, k.outPipe); err != nil && !errors.Is(err, os.ErrClosed) {
+		k.log.Debug("read kernel output failed", "err", err)
+	}
+}
+
+// connect dials the sockets and runs the readiness handshake, bounded by
+// StartTimeout and ctx. If the process exits or the time runs out, the
+// sockets are cancelled and the process group is killed so that no step
+// of connect can stay blocked.
+func (k *Kernel) connect(ctx context.Context) error {
+	ctx, cancel := context.WithTimeoutCause(ctx, k.opts.StartTimeout,
+		fmt.Errorf("not ready within %s", k.opts.StartTimeout))
+	defer cancel()
+	stopOnExit := context.AfterFunc(k.exitCtx, cancel)
+	defer stopOnExit()
+	stopWatchdog := context.AfterFunc(ctx, func() {
+		k.sockCancel()
+		k.killGroup(syscall.SIGKILL)
+	})
+	defer close(k.started)
+	err := k.dialAll()
+	if err == nil {
+		err = k.handshake(ctx)
+	}
+	if !stopWatchdog() && err == nil {
+		err = context.Cause(ctx)
+	}
+	if err != nil && ctx.Err() != nil {
+		err = context.Cause(ctx)
+	}
+	return err
+}
+
+// dialAll connects every socket and starts its reader (and writer). iopub
+// goes first so its subscription is in place as early as possible.
+func (k *Kernel) dialAll() error {
+	for _, c := range k.channels {
+		if err := c.sock.Dial(k.conn.endpoint(c.port)); err != nil {
+			return fmt.Errorf("dial %s: %w", c.name, err)
+		}
+		if c == k.iopub {
+			if err := c.sock.SetOption(zmq4.OptionSubscribe, ""); err != nil {
+				return fmt.Errorf("subscribe to iopub: %w", err)
+			}
+		}
+		c.reading = true
+		k.wg.Add(1)
+		go k.readLoop(c)
+		if c.out != nil {
+			k.wg.Add(1)
+			go k.writeLoop(c)
+		}
+	}
+	return nil
+}
+
+// handshake sends kernel_info_request every infoRetry until a
+// kernel_info_reply has come back on shell and some message has come on
+// iopub (proving the subscription is live: the slow-joiner problem). The
+// handshake's messages never reach the Handler.
+func (k *Kernel) handshake(ctx context.Context) error {
+	replies := make(chan *Message, 64)
+	var ids []string
+	defer func() { k.forget(ids...) }()
+	tick := time.NewTicker(infoRetry)
+	defer tick.Stop()
+	iopubSeen := k.iopubSeen
+	for {
+		id := NewMsgID()
+		ids = append(ids, id)
+		k.expect(id, replies)
+		req := &Message{Channel: "shell", Header: NewHeader(k.session, id, "kernel_info_request")}
+		if err := k.send(ctx, k.shell, req); err != nil {
+			return fmt.Errorf("send kernel_info_request: %w", err)
+		}
+		for wait := true; wait; {
+			select {
+			case m := <-replies:
+				if m.Channel == "shell" && m.Header.MsgType == "kernel_info_reply" && k.info == nil {
+					k.info = m.Content
+				}
+			case <-iopubSeen:
+				iopubSeen = nil
+			case <-tick.C:
+				wait = false
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+			if k.info != nil && iopubSeen == nil {
+				return k.becomeReady()
+			}
+		}
+	}
+}
+
+// becomeReady parses the kernel_info_reply and opens the gate to Handler.
+func (k *Kernel) becomeReady() error {
+	if err := json.Unmarshal(k.info, &k.infoReply); err != nil {
+		return fmt.Errorf("decode kernel_info_reply: %w", err)
+	}
+	k.ready.Store(true)
+	k.wg.Add(1)
+	go k.heartbeat()
+	k.log.Debug("kernel ready", "version", k.infoReply.LanguageInfo.Version)
+	return nil
+}
+
+// abort ends a kernel whose start failed and returns the error to report:
+// when the process died, its death and the tail of its output explain
+// more than the step that noticed.
+func (k *Kernel) abort(err error) error {
+	k.setErr(err)
+	k.killGroup(syscall.SIGKILL)
+	<-k.done
+	var dead *DeadError
+	if k.exitErr != nil && k.exitErr.Signal != "SIGKILL" {
+		dead = k.exitErr
+	}
+	if dead == nil {
+		return err
+	}
+	if dead.Output != "" {
+		return fmt.Errorf("%w: %s", dead, lastLine(dead.Output))
+	}
+	return dead
+}

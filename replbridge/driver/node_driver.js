@@ -1,0 +1,170 @@
+// node_driver.js: the replbridge driver for Node.js. It is started by
+// replbridge (Go) with the command pipe on fd 3 and the control pipe on
+// fd 4; fd 1 and 2 are the real stdout/stderr pipes. Protocol:
+//   fd 3, in:  one JSON object per line {"code", "token", "silent"}.
+//   fd 4, out: {"type":"ready","version"} once, then per command
+//              {"type":"done","status","result"?,"error"?{ename,evalue,traceback}}
+//              written after the end marker ("\0aiod:end:"+token+"\0") has
+//              been written to fd 1 and fd 2.
+'use strict';
+const fs = require('fs');
+const net = require('net');
+const path = require('path');
+const readline = require('readline');
+const util = require('util');
+const vm = require('vm');
+const { Console } = require('console');
+const { createRequire } = require('module');
+
+// awaitTransform returns Node's own REPL transform for top-level await
+// (needs --expose-internals), loaded on first use since it pulls in a parser:
+// it hoists declarations and returns the last expression's value. null when
+// this Node has none.
+let transformAwait;
+function awaitTransform() {
+  if (transformAwait === undefined) {
+    try {
+      transformAwait = require('internal/repl/await').processTopLevelAwait;
+    } catch (_) {
+      transformAwait = null;
+    }
+  }
+  return transformAwait;
+}
+
+const INTERRUPTED = 'Script execution was interrupted by SIGINT';
+
+function makeContext() {
+  const sandbox = {};
+  const ctx = vm.createContext(sandbox);
+  const own = new Set(vm.runInContext('Object.getOwnPropertyNames(globalThis)', ctx));
+  for (const name of Object.getOwnPropertyNames(globalThis)) {
+    if (own.has(name) || name === 'console') continue;
+    const desc = Object.getOwnPropertyDescriptor(globalThis, name);
+    if (desc) Object.defineProperty(sandbox, name, desc);
+  }
+  sandbox.console = new Console({ stdout: process.stdout, stderr: process.stderr });
+  sandbox.require = createRequire(path.join(process.cwd(), '<repl>'));
+  sandbox.module = { exports: {} };
+  sandbox.exports = sandbox.module.exports;
+  return ctx;
+}
+
+const context = makeContext();
+let cellNo = 0;
+let abortAsync = null; // rejects the awaited cell on SIGINT
+
+process.on('SIGINT', () => {
+  if (abortAsync) abortAsync(interruptedError());
+});
+process.on('unhandledRejection', (reason) => {
+  process.stderr.write('Uncaught (in promise) ' + describeValue(reason) + '\n');
+});
+process.on('uncaughtException', (err) => {
+  process.stderr.write('Uncaught ' + describeValue(err) + '\n');
+});
+
+function interruptedError() {
+  const e = new Error(INTERRUPTED);
+  e.code = 'ERR_SCRIPT_EXECUTION_INTERRUPTED';
+  return e;
+}
+
+function describeValue(v) {
+  if (v && typeof v === 'object' && typeof v.stack === 'string') return v.stack;
+  return util.inspect(v);
+}
+
+// compile returns {script, async} for code, preferring an object literal
+// reading of "{...}" and Node's top-level-await transform when needed.
+function compile(code, filename) {
+  const opts = { filename };
+  if (/^\s*\{/.test(code) && /\}\s*$/.test(code)) {
+    try {
+      return { script: new vm.Script('(' + code + '\n)', opts), async: false };
+    } catch (_) { /* not an object literal */ }
+  }
+  if (/\bawait\b/.test(code) && awaitTransform()) {
+    let wrapped = null;
+    try {
+      wrapped = transformAwait(code);
+    } catch (_) { /* a syntax error: let V8 report it below */ }
+    if (wrapped) return { script: new vm.Script(wrapped, opts), async: true };
+  }
+  try {
+    return { script: new vm.Script(code, opts), async: false };
+  } catch (err) {
+    if (!(err instanceof SyntaxError) || !/\bawait\b/.test(code)) throw err;
+    const wrapped = '(async () => {\n' + code + '\n})().then(() => ({ value: undefined }))';
+    try {
+      return { script: new vm.Script(wrapped, opts), async: true };
+    } catch (_) {
+      throw err; // the error about the user's code, not about the wrapper
+    }
+  }
+}
+
+// evaluate runs one cell and resolves to {value}: boxed, so that a promise
+// the cell evaluates to is shown, not awaited.
+async function evaluate(code) {
+  cellNo += 1;
+  const { script, async } = compile(code, `cell-${cellNo}`);
+  const value = script.runInContext(context, { breakOnSigint: true, displayErrors: false });
+  if (!async) return { value };
+  const box = await new Promise((resolve, reject) => {
+    abortAsync = reject;
+    value.then(resolve, reject);
+  }).finally(() => { abortAsync = null; });
+  return box || { value: undefined };
+}
+
+function errorFields(err) {
+  if (err && typeof err === 'object') {
+    let ename = (err.constructor && err.constructor.name) || 'Error';
+    if (err.code === 'ERR_SCRIPT_EXECUTION_INTERRUPTED') ename = 'Interrupted';
+    const evalue = String(err.message === undefined ? err : err.message);
+    const stack = typeof err.stack === 'string' ? err.stack : `${ename}: ${evalue}`;
+    const traceback = stack.split('\n').filter((l) => !/\(node:|at node:|\[eval\]/.test(l));
+    return { ename, evalue, traceback };
+  }
+  const evalue = util.inspect(err);
+  return { ename: 'Error', evalue, traceback: ['Uncaught ' + evalue] };
+}
+
+function writeMarker(stream, marker) {
+  return new Promise((resolve) => stream.write(marker, () => resolve()));
+}
+
+function send(obj) {
+  fs.writeSync(4, JSON.stringify(obj) + '\n');
+}
+
+async function run(cmd) {
+  const reply = { type: 'done', status: 'ok' };
+  try {
+    const { value } = await evaluate(cmd.code);
+    if (value !== undefined && !cmd.silent) reply.result = util.inspect(value);
+  } catch (err) {
+    reply.status = 'error';
+    reply.error = errorFields(err);
+  }
+  const marker = '\0aiod:end:' + cmd.token + '\0';
+  await writeMarker(process.stdout, marker);
+  await writeMarker(process.stderr, marker);
+  send(reply);
+}
+
+function main() {
+  const input = new net.Socket({ fd: 3, readable: true, writable: false });
+  const lines = readline.createInterface({ input, crlfDelay: Infinity });
+  let chain = Promise.resolve();
+  lines.on('line', (line) => {
+    if (!line) return;
+    const cmd = JSON.parse(line);
+    chain = chain.then(() => run(cmd));
+  });
+  lines.on('close', () => chain.then(() => process.exit(0)));
+  send({ type: 'ready', version: process.versions.node });
+}
+
+main();

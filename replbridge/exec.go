@@ -1,0 +1,187 @@
+package replbridge
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/aiod/aiod/kernel"
+	"github.com/goccy/go-json"
+)
+
+// execution is the one request the driver is running. Guarded by REPL.mu.
+type execution struct {
+	req     kernel.ExecuteRequest
+	parent  kernel.Header
+	count   int
+	marker  []byte
+	outSeen bool // end marker seen on stdout
+	errSeen bool // end marker seen on stderr
+	reply   *driverMsg
+}
+
+// driverMsg is one line the driver writes on fd 4.
+type driverMsg struct {
+	Type    string        `json:"type"`    // "ready" or "done"
+	Version string        `json:"version"` // ready
+	Status  string        `json:"status"`  // done: "ok" or "error"
+	Result  *string       `json:"result"`  // done: text/plain of the trailing value
+	Error   *errorContent `json:"error"`   // done, status error
+}
+
+type errorContent struct {
+	Ename     string   `json:"ename"`
+	Evalue    string   `json:"evalue"`
+	Traceback []string `json:"traceback"`
+}
+
+type command struct {
+	Code   string `json:"code"`
+	Token  string `json:"token"`
+	Silent bool   `json:"silent"`
+}
+
+// Execute queues req and returns; the execution starts (status busy) once
+// the ones before it have finished. Its messages go to the Handler, parented
+// to req.MsgID. It fails only when the REPL is closed or dead, or ctx is done.
+func (r *REPL) Execute(ctx context.Context, req kernel.ExecuteRequest) error {
+	if req.MsgID == "" {
+		return errors.New("execute: empty MsgID")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("execute on %s REPL: %w", r.lang, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.err != nil || r.closing || r.exited {
+		err := r.err
+		if err == nil {
+			err = ErrClosed
+		}
+		return fmt.Errorf("execute on %s REPL: %w", r.lang, err)
+	}
+	r.queue = append(r.queue, req)
+	if r.cur == nil {
+		r.startNextLocked()
+	}
+	return nil
+}
+
+// startNextLocked starts the first queued request: busy, execute_input, and
+// the command on fd 3. A command that cannot be written kills the process;
+// the waiter then reports the death through Done.
+func (r *REPL) startNextLocked() {
+	if r.cur != nil || len(r.queue) == 0 {
+		return
+	}
+	req := r.queue[0]
+	r.queue = r.queue[1:]
+	if !req.Silent && !req.NoHistory {
+		r.count++
+	}
+	token := newToken()
+	x := &execution{
+		req:    req,
+		count:  r.count,
+		marker: []byte("\x00aiod:end:" + token + "\x00"),
+		parent: kernel.Header{MsgID: req.MsgID, Session: r.session, MsgType: "execute_request", Version: kernel.ProtocolVersion},
+	}
+	r.cur, r.last = x, x.parent
+	r.emit("iopub", "status", x.parent, map[string]any{"execution_state": "busy"})
+	if !req.Silent {
+		r.emit("iopub", "execute_input", x.parent, map[string]any{"code": req.Code, "execution_count": x.count})
+	}
+	if err := r.sendLocked(command{Code: req.Code, Token: token, Silent: req.Silent}); err != nil {
+		r.log.Error("send command to native REPL", "pid", r.pid, "err", err)
+		if !r.exited {
+			syscall.Kill(-r.pid, syscall.SIGKILL)
+		}
+	}
+}
+
+func (r *REPL) sendLocked(c command) error {
+	if r.cmdW == nil {
+		return ErrClosed
+	}
+	line, err := json.Marshal(c)
+	if err != nil {
+		return fmt.Errorf("encode command: %w", err)
+	}
+	r.cmdW.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := r.cmdW.Write(append(line, '\n')); err != nil {
+		return fmt.Errorf("write command: %w", err)
+	}
+	return nil
+}
+
+// maybeFinishLocked ends the current execution once both end markers and the
+// driver's done line are in: its result or error, idle, execute_reply. Then
+// the next queued request starts.
+func (r *REPL) maybeFinishLocked() {
+	x := r.cur
+	if x == nil || !x.outSeen || !x.errSeen || x.reply == nil {
+		return
+	}
+	r.cur = nil
+	d := x.reply
+	reply := map[string]any{"status": "ok", "execution_count": x.count, "user_expressions": map[string]any{}, "payload": []any{}}
+	switch {
+	case d.Status == "error" && d.Error != nil:
+		r.emit("iopub", "error", x.parent, d.Error)
+		reply = map[string]any{"status": "error", "execution_count": x.count,
+			"ename": d.Error.Ename, "evalue": d.Error.Evalue, "traceback": d.Error.Traceback}
+	case d.Result != nil && !x.req.Silent:
+		r.emit("iopub", "execute_result", x.parent, map[string]any{
+			"data": map[string]string{"text/plain": *d.Result}, "metadata": map[string]any{}, "execution_count": x.count})
+	}
+	r.emit("iopub", "status", x.parent, map[string]any{"execution_state": "idle"})
+	r.emit("shell", "execute_reply", x.parent, reply)
+	r.startNextLocked()
+}
+
+// emit builds one message and hands it to the handler (which never blocks).
+func (r *REPL) emit(channel, msgType string, parent kernel.Header, content any) {
+	if r.handler == nil {
+		return
+	}
+	body, err := json.Marshal(content)
+	if err != nil {
+		r.log.Error("encode message content", "msg_type", msgType, "err", err)
+		return
+	}
+	r.handler(&kernel.Message{
+		Channel: channel,
+		Header: kernel.Header{
+			MsgID:    newID(),
+			Session:  r.session,
+			Username: "aiod",
+			Date:     time.Now().UTC().Format("2006-01-02T15:04:05.000000Z"),
+			MsgType:  msgType,
+			Version:  kernel.ProtocolVersion,
+		},
+		Parent:   parent,
+		Metadata: json.RawMessage("{}"),
+		Content:  body,
+	})
+}
+
+// newID returns a random UUID (version 4) string.
+func newID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// newToken returns 32 random hex digits.
+func newToken() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,113 @@
+package replbridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"time"
+)
+
+// ErrNoInterpreter is wrapped by every error that means the interpreter for
+// a language is not installed on this host (answer 503 to it).
+var ErrNoInterpreter = errors.New("interpreter not found")
+
+// probeTimeout bounds each version probe (node --version, python3 --version).
+const probeTimeout = 5 * time.Second
+
+// systemPython is preferred over python3 on PATH: on Debian it is the one
+// whose packages (and ipykernel) the host manages.
+const systemPython = "/usr/bin/python3"
+
+// FindNode looks up node on PATH and asks it for its version ("20.20.2",
+// without the "v"). The error wraps ErrNoInterpreter and says how to get node.
+func FindNode() (path, version string, err error) {
+	path, err = exec.LookPath("node")
+	if err != nil {
+		return "", "", fmt.Errorf("javascript needs node on PATH; none found (install Node.js, e.g. apt-get install nodejs): %w", ErrNoInterpreter)
+	}
+	version, err = probeVersion(path, "--version")
+	if err != nil {
+		return "", "", err
+	}
+	return path, version, nil
+}
+
+// FindPython returns /usr/bin/python3 when it exists, else python3 on PATH,
+// and its version ("3.11.2"). The native REPL needs only the standard
+// library. The error wraps ErrNoInterpreter.
+func FindPython() (path, version string, err error) {
+	path = systemPython
+	if _, statErr := os.Stat(path); statErr != nil {
+		path, err = exec.LookPath("python3")
+		if err != nil {
+			return "", "", fmt.Errorf("python needs python3 (%s or on PATH); none found (install it, e.g. apt-get install python3): %w", systemPython, ErrNoInterpreter)
+		}
+	}
+	version, err = probeVersion(path, "--version")
+	if err != nil {
+		return "", "", err
+	}
+	return path, version, nil
+}
+
+// NodeVersion runs `node --version` under ctx (and at most probeTimeout).
+func NodeVersion(ctx context.Context) (string, error) {
+	path, err := exec.LookPath("node")
+	if err != nil {
+		return "", fmt.Errorf("find node: %w", ErrNoInterpreter)
+	}
+	return probeVersionCtx(ctx, path, "--version")
+}
+
+// NpmVersion runs `npm --version` under ctx (and at most probeTimeout).
+func NpmVersion(ctx context.Context) (string, error) {
+	path, err := exec.LookPath("npm")
+	if err != nil {
+		return "", fmt.Errorf("find npm: %w", ErrNoInterpreter)
+	}
+	return probeVersionCtx(ctx, path, "--version")
+}
+
+// findInterpreter resolves Options.Interpreter for lang.
+func findInterpreter(lang, given string) (string, error) {
+	if given != "" {
+		path, err := exec.LookPath(given)
+		if err != nil {
+			return "", fmt.Errorf("find interpreter %q: %w: %w", given, err, ErrNoInterpreter)
+		}
+		return path, nil
+	}
+	var path string
+	var err error
+	if lang == LangJavaScript {
+		path, _, err = FindNode()
+	} else {
+		path, _, err = FindPython()
+	}
+	return path, err
+}
+
+func probeVersion(path string, args ...string) (string, error) {
+	return probeVersionCtx(context.Background(), path, args...)
+}
+
+// probeVersionCtx runs path args and returns the last word of its output
+// with a leading "v" removed ("Python 3.11.2" -> "3.11.2", "v20.1.0" -> "20.1.0").
+func probeVersionCtx(ctx context.Context, path string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.WaitDelay = time.Second
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("probe version of %s: %w", path, err)
+	}
+	fields := strings.Fields(string(out))
+	if len(fields) == 0 {
+		return "", fmt.Errorf("probe version of %s: empty output", path)
+	}
+	return strings.TrimPrefix(fields[len(fields)-1], "v"), nil
+}

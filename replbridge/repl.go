@@ -1,0 +1,380 @@
+package replbridge
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/aiod/aiod/kernel"
+)
+
+// Languages a REPL can run.
+const (
+	LangPython     = "python"
+	LangJavaScript = "javascript"
+)
+
+// ErrClosed is what Err returns after Close ended a REPL, and what Execute
+// returns on a closed REPL.
+var ErrClosed = errors.New("replbridge: REPL closed")
+
+//go:embed driver/py_driver.py
+var pyDriver string
+
+//go:embed driver/node_driver.js
+var nodeDriver string
+
+const (
+	defaultStartTimeout = 10 * time.Second
+	writeTimeout        = 10 * time.Second // one command write to fd 3
+	drainTimeout        = time.Second      // readers' EOF after the process is gone
+	closeGrace          = 500 * time.Millisecond
+	termGrace           = time.Second
+	killWait            = 5 * time.Second
+)
+
+// Options configure Start. Zero values are usable except Language.
+type Options struct {
+	Language     string         // "python" or "javascript"
+	Interpreter  string         // path or name; empty: FindPython / FindNode
+	Handler      kernel.Handler // receives every message; nil drops them
+	Cwd          string         // working directory; empty: the gateway's
+	Env          []string       // extra KEY=VALUE, appended to the gateway's environment
+	StartTimeout time.Duration  // until the driver is ready; 0 means 10 s
+	Logger       *slog.Logger   // nil means slog.Default()
+}
+
+// REPL is one native interpreter process driven over pipes. It implements
+// stream.Runtime; all methods are safe for concurrent use. Executions are
+// queued and run one at a time in arrival order.
+type REPL struct {
+	// Set once by Start.
+	lang, path, session string
+	pid                 int
+	handler             kernel.Handler
+	log                 *slog.Logger
+	cmd                 *exec.Cmd
+	outR, errR, ctlR    *os.File // read ends, owned by their reader goroutine
+	ready               chan string
+	readers             sync.WaitGroup
+	done                chan struct{} // closed by the waiter, last
+
+	closeOnce sync.Once
+
+	mu      sync.Mutex // guards the fields below
+	cmdW    *os.File   // fd 3 write end; nil once closed
+	version string
+	err     error
+	closing bool
+	exited  bool // the leader has exited: the group id may be reused, signal no more
+	queue   []kernel.ExecuteRequest
+	cur     *execution
+	count   int
+	last    kernel.Header // parent of output arriving between executions
+	errTail []byte        // last stderr bytes, for start failures
+}
+
+// Start launches the interpreter with its driver and returns once the driver
+// says it is ready, bounded by ctx and opts.StartTimeout. On failure no
+// process or goroutine is left behind.
+func Start(ctx context.Context, opts Options) (*REPL, error) {
+	args, err := driverArgs(opts.Language)
+	if err != nil {
+		return nil, err
+	}
+	path, err := findInterpreter(opts.Language, opts.Interpreter)
+	if err != nil {
+		return nil, fmt.Errorf("start %s REPL: %w", opts.Language, err)
+	}
+	r := newREPL(opts, path)
+	if err := r.launch(opts, args); err != nil {
+		return nil, fmt.Errorf("start %s REPL: %w", opts.Language, err)
+	}
+	if err := r.awaitReady(ctx, opts.StartTimeout); err != nil {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killWait)
+		defer cancel()
+		r.Close(closeCtx)
+		return nil, fmt.Errorf("start %s REPL %s: %w", opts.Language, path, err)
+	}
+	return r, nil
+}
+
+func driverArgs(lang string) ([]string, error) {
+	switch lang {
+	case LangPython:
+		return []string{"-u", "-c", pyDriver}, nil
+	case LangJavaScript:
+		return []string{"--expose-internals", "-e", nodeDriver}, nil
+	}
+	return nil, fmt.Errorf("start REPL: unsupported language %q (want python or javascript)", lang)
+}
+
+func newREPL(opts Options, path string) *REPL {
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	return &REPL{
+		lang:    opts.Language,
+		path:    path,
+		session: newID(),
+		handler: opts.Handler,
+		log:     log.With("runtime", "native", "language", opts.Language),
+		ready:   make(chan string, 1),
+		done:    make(chan struct{}),
+	}
+}
+
+// launch creates the pipes, starts the process and the goroutines the
+// waiter owns: three pipe readers. The waiter itself is started last.
+func (r *REPL) launch(opts Options, args []string) error {
+	var p [4][2]*os.File // cmd, ctl, out, err: {read, write}
+	for i := range p {
+		rd, wr, err := os.Pipe()
+		if err != nil {
+			closeAll(p[:i])
+			return fmt.Errorf("create pipe: %w", err)
+		}
+		p[i] = [2]*os.File{rd, wr}
+	}
+	cmd := exec.Command(r.path, args...)
+	cmd.Dir = opts.Cwd
+	cmd.Env = os.Environ()
+	if r.lang == LangPython { // print reaches the pipe at once, in UTF-8
+		cmd.Env = append(cmd.Env, "PYTHONUNBUFFERED=1", "PYTHONIOENCODING=utf-8")
+	}
+	cmd.Env = append(cmd.Env, opts.Env...)
+	cmd.Stdout, cmd.Stderr = p[2][1], p[3][1]
+	cmd.ExtraFiles = []*os.File{p[0][0], p[1][1]}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		closeAll(p[:])
+		return fmt.Errorf("run %s: %w", r.path, err)
+	}
+	for _, f := range []*os.File{p[0][0], p[1][1], p[2][1], p[3][1]} {
+		f.Close() // the child holds its own copies
+	}
+	r.cmd, r.pid, r.cmdW = cmd, cmd.Process.Pid, p[0][1]
+	r.ctlR, r.outR, r.errR = p[1][0], p[2][0], p[3][0]
+	r.readers.Add(3)
+	go r.readControl()
+	go r.readStream(r.outR, "stdout")
+	go r.readStream(r.errR, "stderr")
+	go r.wait()
+	return nil
+}
+
+func closeAll(pipes [][2]*os.File) {
+	for _, p := range pipes {
+		p[0].Close()
+		p[1].Close()
+	}
+}
+
+func (r *REPL) awaitReady(ctx context.Context, timeout time.Duration) error {
+	if timeout <= 0 {
+		timeout = defaultStartTimeout
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case v := <-r.ready:
+		r.mu.Lock()
+		r.version = v
+		r.mu.Unlock()
+		return nil
+	case <-r.done:
+		return fmt.Errorf("wait for driver: %w%s", r.Err(), r.stderrTail())
+	case <-t.C:
+		return fmt.Errorf("wait for driver: not ready after %s%s", timeout, r.stderrTail())
+	case <-ctx.Done():
+		return fmt.Errorf("wait for driver: %w", ctx.Err())
+	}
+}
+
+func (r *REPL) stderrTail() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.errTail) == 0 {
+		return ""
+	}
+	return "; stderr: " + string(r.errTail)
+}
+
+// wait is the one goroutine that waits for the process. When the group
+// leader has exited it kills what is left of the group, reaps the leader,
+// lets the readers drain (closing their pipes if something outside the
+// group still holds them), records why, and closes done.
+func (r *REPL) wait() {
+	waitExited(r.pid)
+	r.mu.Lock()
+	r.exited = true
+	r.mu.Unlock()
+	syscall.Kill(-r.pid, syscall.SIGKILL) // leader not reaped yet: the group id is still ours
+	werr := r.cmd.Wait()
+	drained := make(chan struct{})
+	go func() { r.readers.Wait(); close(drained) }()
+	select {
+	case <-drained:
+	case <-time.After(drainTimeout):
+		r.outR.Close()
+		r.errR.Close()
+		r.ctlR.Close()
+		<-drained
+	}
+	r.mu.Lock()
+	if r.cmdW != nil {
+		r.cmdW.Close()
+		r.cmdW = nil
+	}
+	if r.closing {
+		r.err = ErrClosed
+	} else {
+		r.err = fmt.Errorf("%s REPL died: %s", r.lang, exitCause(r.cmd.ProcessState, werr))
+		r.log.Warn("native REPL died", "pid", r.pid, "err", r.err)
+	}
+	r.queue, r.cur = nil, nil
+	r.mu.Unlock()
+	close(r.done)
+}
+
+// waitExited blocks until pid has exited, leaving it unreaped (WNOWAIT).
+func waitExited(pid int) {
+	const pPID, wNOWAIT = 1, 0x01000000
+	var info [128]byte // siginfo_t
+	for {
+		_, _, e := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid),
+			uintptr(unsafe.Pointer(&info)), syscall.WEXITED|wNOWAIT, 0, 0)
+		if e != syscall.EINTR {
+			return
+		}
+	}
+}
+
+// Close ends the REPL: it closes the command pipe (the driver exits on EOF),
+// then sends SIGTERM and finally SIGKILL to the process group, each after a
+// grace bounded by ctx, and waits until the process and every goroutine of
+// the REPL are gone. It is idempotent; after it, Done is closed and Err is
+// ErrClosed (or the cause of death, if the process had died before).
+func (r *REPL) Close(ctx context.Context) error {
+	r.closeOnce.Do(func() {
+		r.mu.Lock()
+		r.closing = true
+		if r.cmdW != nil {
+			r.cmdW.Close()
+			r.cmdW = nil
+		}
+		r.mu.Unlock()
+	})
+	if r.awaitDone(ctx, closeGrace) {
+		return nil
+	}
+	r.signal(syscall.SIGTERM)
+	if r.awaitDone(ctx, termGrace) {
+		return nil
+	}
+	r.signal(syscall.SIGKILL)
+	if r.awaitDone(context.WithoutCancel(ctx), killWait) {
+		return nil
+	}
+	return fmt.Errorf("close %s REPL pid %d: still running %s after SIGKILL", r.lang, r.pid, killWait)
+}
+
+// awaitDone reports whether done closed within d (cut short by ctx).
+func (r *REPL) awaitDone(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-r.done:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	select {
+	case <-r.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Interrupt sends SIGINT to the process group. The running code ends with a
+// KeyboardInterrupt (python) or Interrupted (javascript) error and the
+// state survives; whether idle follows is for the caller to watch. It does
+// not block.
+func (r *REPL) Interrupt(ctx context.Context) error {
+	select {
+	case <-r.done:
+		return fmt.Errorf("interrupt %s REPL: %w", r.lang, r.Err())
+	default:
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("interrupt %s REPL: %w", r.lang, err)
+	}
+	if err := r.signal(syscall.SIGINT); err != nil {
+		return fmt.Errorf("interrupt %s REPL pid %d: %w", r.lang, r.pid, err)
+	}
+	return nil
+}
+
+// signal sends sig to the process group while its leader has not exited.
+func (r *REPL) signal(sig syscall.Signal) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.exited {
+		return errors.New("process has exited")
+	}
+	return syscall.Kill(-r.pid, sig)
+}
+
+// Done is closed when the process has exited and every goroutine of the
+// REPL has returned, whether by Close or by death.
+func (r *REPL) Done() <-chan struct{} { return r.done }
+
+// Err is nil while the REPL runs, ErrClosed after Close, or an error naming
+// the cause of death ("python REPL died: exited with code 3").
+func (r *REPL) Err() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
+}
+
+// Info describes the REPL: backend "native", the interpreter path as Name.
+func (r *REPL) Info() kernel.RuntimeInfo {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return kernel.RuntimeInfo{Backend: "native", Language: r.lang, Name: r.path, PID: r.pid, Version: r.version}
+}
+
+// exitCause renders how a process ended.
+func exitCause(ps *os.ProcessState, werr error) string {
+	if ps == nil {
+		return fmt.Sprintf("wait failed: %v", werr)
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return "killed by signal " + signalName(ws.Signal())
+	}
+	return fmt.Sprintf("exited with code %d", ps.ExitCode())
+}
+
+var signalNames = map[syscall.Signal]string{
+	syscall.SIGABRT: "SIGABRT", syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE",
+	syscall.SIGHUP: "SIGHUP", syscall.SIGILL: "SIGILL", syscall.SIGINT: "SIGINT",
+	syscall.SIGKILL: "SIGKILL", syscall.SIGPIPE: "SIGPIPE", syscall.SIGQUIT: "SIGQUIT",
+	syscall.SIGSEGV: "SIGSEGV", syscall.SIGTERM: "SIGTERM",
+}
+
+func signalName(s syscall.Signal) string {
+	if n, ok := signalNames[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("signal %d", int(s))
+}

@@ -1,0 +1,243 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+)
+
+// ErrShuttingDown is returned when a session is asked for during shutdown.
+var ErrShuttingDown = errors.New("aiod is shutting down")
+
+// Config tunes a Registry. Zero values take the defaults named below.
+type Config struct {
+	Budget          int           // output budget per execution; DefaultBudget
+	InterruptGrace  time.Duration // how long a timed-out call waits for the interrupt; 2 s
+	CompletionGrace time.Duration // how long to wait for idle after the reply (or back); 2 s
+	ReapInterval    time.Duration // how often idle sessions are looked for; 5 s
+	CloseTimeout    time.Duration // bound on closing one runtime; 10 s
+	Logger          *slog.Logger
+}
+
+type sessionKey struct{ lang, id string }
+
+// Registry owns every session: it creates them on first use, reclaims idle
+// ones, closes temporary runtimes after one-shot calls, and on Close shuts
+// everything down and waits for it.
+type Registry struct {
+	cfg    Config
+	ctx    context.Context // parent of runtime starts and interrupts; ends at Close
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // background closes and the reaper
+
+	mu       sync.Mutex
+	sessions map[sessionKey]*Session
+	closing  bool
+	closed   bool // Close has waited for the background work
+}
+
+// NewRegistry returns a registry and starts its reaper; call Close.
+func NewRegistry(cfg Config) *Registry {
+	if cfg.Budget <= 0 {
+		cfg.Budget = DefaultBudget
+	}
+	if cfg.InterruptGrace <= 0 {
+		cfg.InterruptGrace = 2 * time.Second
+	}
+	if cfg.CompletionGrace <= 0 {
+		cfg.CompletionGrace = 2 * time.Second
+	}
+	if cfg.ReapInterval <= 0 {
+		cfg.ReapInterval = 5 * time.Second
+	}
+	if cfg.CloseTimeout <= 0 {
+		cfg.CloseTimeout = 10 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := &Registry{cfg: cfg, sessions: map[sessionKey]*Session{}}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	r.wg.Add(1)
+	go r.reap()
+	return r
+}
+
+func (r *Registry) newSession(id string, b Backend) *Session {
+	return &Session{
+		ID: id, Language: b.Language, Backend: b, Created: time.Now(),
+		reg: r, mux: NewMux(), turn: make(chan struct{}, 1), closed: make(chan struct{}),
+		last: time.Now(),
+	}
+}
+
+// Open returns the session (lang, id), creating it with backend b when it
+// does not exist. created is true when it was made by this call.
+func (r *Registry) Open(lang, id string, b Backend) (s *Session, created bool, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closing {
+		return nil, false, ErrShuttingDown
+	}
+	k := sessionKey{lang, id}
+	if s := r.sessions[k]; s != nil {
+		return s, false, nil
+	}
+	s = r.newSession(id, b)
+	r.sessions[k] = s
+	r.cfg.Logger.Info("session created", "session", id, "language", lang, "backend", b.Name)
+	return s, true, nil
+}
+
+// Get returns the session (lang, id), or nil.
+func (r *Registry) Get(lang, id string) *Session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sessions[sessionKey{lang, id}]
+}
+
+// List returns every session, sorted by id then language.
+func (r *Registry) List() []*Session {
+	r.mu.Lock()
+	out := make([]*Session, 0, len(r.sessions))
+	for _, s := range r.sessions {
+		out = append(out, s)
+	}
+	r.mu.Unlock()
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].ID != out[j].ID {
+			return out[i].ID < out[j].ID
+		}
+		return out[i].Language < out[j].Language
+	})
+	return out
+}
+
+// Delete ends every session named id, of any language, and returns how
+// many there were. Runtimes are closed before it returns.
+func (r *Registry) Delete(ctx context.Context, id string) int {
+	return r.remove(ctx, func(s *Session) bool { return s.ID == id }, "deleted")
+}
+
+// DeleteLanguage ends every session of one language.
+func (r *Registry) DeleteLanguage(ctx context.Context, lang string) int {
+	return r.remove(ctx, func(s *Session) bool { return s.Language == lang }, "deleted")
+}
+
+func (r *Registry) remove(ctx context.Context, match func(*Session) bool, why string) int {
+	r.mu.Lock()
+	var gone []*Session
+	for k, s := range r.sessions {
+		if match(s) {
+			gone = append(gone, s)
+			delete(r.sessions, k)
+		}
+	}
+	r.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, s := range gone {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.Close(ctx)
+			r.cfg.Logger.Info("session closed", "session", s.ID, "language", s.Language, "why", why)
+		}()
+	}
+	wg.Wait()
+	return len(gone)
+}
+
+// Temp returns an unregistered session for one call; pass it to Release.
+func (r *Registry) Temp(b Backend) *Session { return r.newSession("", b) }
+
+// Release closes a temporary session's runtime in the background, so that
+// the caller's answer does not wait for the process to exit.
+func (r *Registry) Release(s *Session) {
+	r.background(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.CloseTimeout)
+		defer cancel()
+		s.Close(ctx)
+	})
+}
+
+// closeRuntime closes a runtime in the background.
+func (r *Registry) closeRuntime(rt Runtime) {
+	r.background(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.CloseTimeout)
+		defer cancel()
+		_ = rt.Close(ctx)
+	})
+}
+
+// background runs f on a goroutine that Close waits for.
+func (r *Registry) background(f func()) {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		f()
+		return
+	}
+	r.wg.Add(1)
+	r.mu.Unlock()
+	go func() {
+		defer r.wg.Done()
+		f()
+	}()
+}
+
+func (r *Registry) reap() {
+	defer r.wg.Done()
+	t := time.NewTicker(r.cfg.ReapInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-t.C:
+			r.ReapIdle(time.Now())
+		}
+	}
+}
+
+// ReapIdle closes sessions unused for longer than their backend's idle time
+// as of now, and returns how many it closed.
+func (r *Registry) ReapIdle(now time.Time) int {
+	return r.remove(r.ctx, func(s *Session) bool {
+		idle := s.Backend.Idle
+		return idle > 0 && !s.Busy() && now.Sub(s.LastUsed()) > idle
+	}, "idle")
+}
+
+// Len is the number of sessions.
+func (r *Registry) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.sessions)
+}
+
+// Close ends every session and waits for all runtimes and background work,
+// bounded by ctx. Calling it twice is harmless.
+func (r *Registry) Close(ctx context.Context) error {
+	r.mu.Lock()
+	r.closing = true
+	r.mu.Unlock()
+	r.remove(ctx, func(*Session) bool { return true }, "shutdown")
+	r.cancel()
+	done := make(chan struct{})
+	go func() {
+		r.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		r.mu.Lock()
+		r.closed = true
+		r.mu.Unlock()
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,75 @@
+package stream
+
+import (
+	"strings"
+
+	"github.com/aiod/aiod/kernel"
+)
+
+// Execution statuses.
+const (
+	StatusOK      = "ok"
+	StatusError   = "error"
+	StatusTimeout = "timeout"
+)
+
+// Result is one finished execution, ready to be rendered by any route.
+type Result struct {
+	ID             string // msg_id of the execute_request
+	Ref            string // the caller's reference
+	Code           string
+	Language       string
+	SessionID      string // "" for one-shot calls
+	Status         string // ok, error or timeout
+	ExecutionCount *int
+	Outputs        []*Output
+	Truncated      bool
+	Fresh          bool     // the runtime was (re)started for this call after a loss of state
+	Notes          []string // what the caller should know, joined into the envelope's message
+	Runtime        kernel.RuntimeInfo
+}
+
+// Success is true when the code ran to the end without raising.
+func (r *Result) Success() bool { return r.Status == StatusOK }
+
+// Message is the envelope's message: "ok", or the notes.
+func (r *Result) Message() string {
+	if len(r.Notes) == 0 {
+		return "ok"
+	}
+	return strings.Join(r.Notes, "; ")
+}
+
+// Text concatenates every stream output of that name.
+func (r *Result) Text(name string) string {
+	var b strings.Builder
+	for _, o := range r.Outputs {
+		if o.Type == "stream" && o.Name == name {
+			b.WriteString(o.Text)
+		}
+	}
+	return b.String()
+}
+
+// FirstError returns the first error output, or nil.
+func (r *Result) FirstError() *Output {
+	for _, o := range r.Outputs {
+		if o.Type == "error" {
+			return o
+		}
+	}
+	return nil
+}
+
+// ExitCode is 0 for ok, 1 for error and 124 for timeout, as a shell would say.
+func (r *Result) ExitCode() int {
+	switch r.Status {
+	case StatusOK:
+		return 0
+	case StatusTimeout:
+		return 124
+	}
+	return 1
+}
+
+func (r *Result) note(s string) { r.Notes = append(r.Notes, s) }

@@ -1,0 +1,391 @@
+package stream
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aiod/aiod/kernel"
+)
+
+// ErrSessionClosed is returned by Execute on a session that was deleted or
+// reclaimed before the call got its turn.
+var ErrSessionClosed = errors.New("session closed")
+
+// StartError wraps a failure to start a runtime (no interpreter, kernel
+// start deadline passed, ...). Routes answer it with 503.
+type StartError struct{ Err error }
+
+func (e *StartError) Error() string { return e.Err.Error() }
+func (e *StartError) Unwrap() error { return e.Err }
+
+// Backend says how one language's runtimes are started and how long an
+// unused session of that kind lives.
+type Backend struct {
+	Name     string        // "kernel", "native" or "jupyter"
+	Language string        // "python" or "javascript"
+	Idle     time.Duration // reclaim after this long unused; 0 never
+	Start    func(ctx context.Context, h kernel.Handler) (Runtime, error)
+}
+
+// ExecRequest is one call to Session.Execute.
+type ExecRequest struct {
+	Code    string
+	Timeout time.Duration // counted from the call's arrival, queueing included
+	Ref     string        // caller's reference, carried into events and the Result
+	Subs    []Subscriber  // extra subscribers of this execution only
+}
+
+// Session is one named runtime, keyed by (language, id), or a temporary one
+// for a one-shot call. Calls run one at a time in arrival order; the runtime
+// is started on first use and again, fresh, after it died or was restarted.
+type Session struct {
+	ID       string // "" for a temporary session
+	Language string
+	Backend  Backend
+	Created  time.Time
+
+	reg    *Registry
+	mux    *Mux
+	turn   chan struct{} // holding a slot means running; FIFO by channel order
+	closed chan struct{}
+	once   sync.Once
+
+	mu      sync.Mutex // guards below
+	rt      Runtime
+	gen     uint64
+	lost    string // why earlier state is gone; the next answer says so
+	last    time.Time
+	pending int // calls running or queued
+}
+
+// Mux is the session's multiplexer, for watchers.
+func (s *Session) Mux() *Mux { return s.mux }
+
+// Busy reports whether a call is running or queued.
+func (s *Session) Busy() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pending > 0
+}
+
+// LastUsed is when a call last entered or left the session.
+func (s *Session) LastUsed() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}
+
+// Runtime returns the current runtime, or nil when none runs.
+func (s *Session) Runtime() Runtime {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rt
+}
+
+func (s *Session) enter() {
+	s.mu.Lock()
+	s.pending++
+	s.last = time.Now()
+	s.mu.Unlock()
+}
+
+func (s *Session) leave() {
+	s.mu.Lock()
+	s.pending--
+	s.last = time.Now()
+	s.mu.Unlock()
+}
+
+// Execute runs code and returns its result. The error is nil whenever the
+// code ran (or timed out, or its runtime died): those are results. It is
+// non-nil only when the code could not run at all: *StartError,
+// ErrSessionClosed, or ctx ending while the call waited for its turn.
+func (s *Session) Execute(ctx context.Context, req ExecRequest) (*Result, error) {
+	arrival := time.Now()
+	s.enter()
+	defer s.leave()
+	res := &Result{ID: NewID(), Ref: req.Ref, Code: req.Code, Language: s.Language, SessionID: s.ID}
+	deadline := time.NewTimer(req.Timeout)
+	defer deadline.Stop()
+	select {
+	case s.turn <- struct{}{}:
+	case <-deadline.C:
+		res.Status = StatusTimeout
+		res.note(fmt.Sprintf("timed out after %s waiting behind the session's earlier calls; the code did not run", req.Timeout))
+		return res, nil
+	case <-s.closed:
+		return nil, ErrSessionClosed
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	defer func() { <-s.turn }()
+
+	waited := time.Since(arrival)
+	rt, gen, err := s.runtime(res)
+	if err != nil {
+		return nil, err
+	}
+	// Starting a runtime does not count against the code's timeout.
+	deadline.Stop()
+	deadline.Reset(max(req.Timeout-waited, time.Millisecond))
+
+	ex := s.mux.Begin(res.ID, req.Ref, s.reg.cfg.Budget, req.Subs...)
+	defer s.mux.End(ex)
+	if err := rt.Execute(ctx, kernel.ExecuteRequest{MsgID: res.ID, Code: req.Code}); err != nil {
+		s.discard(rt, gen, "sending to it failed: "+err.Error())
+		res.Status = StatusError
+		res.note("send execute request: " + err.Error())
+	} else {
+		s.wait(ex, rt, gen, deadline, req.Timeout, res)
+	}
+	s.finish(ex, res)
+	s.mux.publishResult(ex, res)
+	return res, nil
+}
+
+// runtime returns the live runtime, starting a fresh one when needed.
+func (s *Session) runtime(res *Result) (Runtime, uint64, error) {
+	s.mu.Lock()
+	rt, gen := s.rt, s.gen
+	s.mu.Unlock()
+	if rt != nil {
+		select {
+		case <-rt.Done():
+			s.discard(rt, gen, fmt.Sprintf("the %s died while idle (%v)", s.kind(), rt.Err()))
+		default:
+			res.Runtime = rt.Info()
+			return rt, gen, nil
+		}
+	}
+	gen = s.mux.NextGen()
+	rt, err := s.Backend.Start(s.reg.ctx, s.mux.Handler(gen))
+	if err != nil {
+		return nil, 0, &StartError{Err: err}
+	}
+	s.mu.Lock()
+	closed := false
+	select {
+	case <-s.closed:
+		closed = true
+	default:
+		s.rt, s.gen = rt, gen
+	}
+	lost := s.lost
+	s.lost = ""
+	s.mu.Unlock()
+	if closed {
+		s.reg.closeRuntime(rt)
+		return nil, 0, ErrSessionClosed
+	}
+	if lost != "" {
+		res.Fresh = true
+		res.note(fmt.Sprintf("this call ran in a fresh %s because %s; earlier state is gone", s.kind(), lost))
+	}
+	res.Runtime = rt.Info()
+	return rt, gen, nil
+}
+
+func (s *Session) kind() string {
+	if s.Backend.Name == "native" {
+		return s.Language + " process"
+	}
+	return "kernel"
+}
+
+// discard drops rt if it is still the session's runtime, remembers why
+// state was lost, and closes it in the background.
+func (s *Session) discard(rt Runtime, gen uint64, why string) {
+	s.mu.Lock()
+	if s.rt == rt && s.gen == gen {
+		s.rt = nil
+		if s.ID != "" {
+			s.lost = why
+		}
+	}
+	s.mu.Unlock()
+	s.reg.closeRuntime(rt)
+}
+
+// wait blocks until the execution completes, times out, or its runtime dies.
+// Once one of reply and idle has arrived, the other is waited for while
+// messages keep coming (iopub can trail the shell by seconds during a
+// flood) and for CompletionGrace after the last one.
+func (s *Session) wait(ex *Execution, rt Runtime, gen uint64, deadline *time.Timer, timeout time.Duration, res *Result) {
+	replied, idled := ex.replied, ex.idled
+	var grace *time.Timer
+	var graceC <-chan time.Time
+	defer func() {
+		if grace != nil {
+			grace.Stop()
+		}
+	}()
+	for replied != nil || idled != nil {
+		select {
+		case <-replied:
+			replied = nil
+		case <-idled:
+			idled = nil
+		case <-ex.activity:
+			if grace != nil {
+				grace.Reset(s.reg.cfg.CompletionGrace)
+			}
+			continue
+		case <-graceC:
+			res.note("the runtime's closing status message was lost; outputs may be incomplete")
+			return
+		case <-rt.Done():
+			s.died(rt, gen, res)
+			return
+		case <-deadline.C:
+			s.timedOut(ex, rt, gen, timeout, res)
+			return
+		}
+		if grace == nil && (replied == nil) != (idled == nil) {
+			grace = time.NewTimer(s.reg.cfg.CompletionGrace)
+			graceC = grace.C
+		}
+	}
+}
+
+func (s *Session) died(rt Runtime, gen uint64, res *Result) {
+	res.Status = StatusError
+	select {
+	case <-s.closed:
+		res.note("the session was deleted while the code ran")
+		s.discard(rt, gen, "the session was deleted")
+		return
+	default:
+	}
+	cause := rt.Err()
+	s.discard(rt, gen, fmt.Sprintf("the previous %s died (%v)", s.kind(), cause))
+	msg := fmt.Sprintf("the %s died during execution: %v", s.kind(), cause)
+	if s.ID != "" {
+		msg += "; the next call on this session starts a fresh one"
+	}
+	res.note(msg)
+}
+
+func (s *Session) timedOut(ex *Execution, rt Runtime, gen uint64, timeout time.Duration, res *Result) {
+	res.Status = StatusTimeout
+	grace := s.reg.cfg.InterruptGrace
+	ctx, cancel := context.WithTimeout(s.reg.ctx, grace)
+	defer cancel()
+	// The interrupt is repeated: one that lands before the code starts is
+	// ignored by ipykernel. Idle ends the wait even without a reply, since an
+	// interrupt caught in IPython's own code publishes idle and no reply.
+	again := time.NewTicker(300 * time.Millisecond)
+	defer again.Stop()
+	ierr := rt.Interrupt(ctx)
+	for ierr == nil {
+		select {
+		case <-ex.idled:
+		case <-again.C:
+			if err := rt.Interrupt(ctx); err != nil && ctx.Err() == nil {
+				ierr = err
+			}
+			continue
+		case <-rt.Done():
+			ierr = rt.Err()
+			continue
+		case <-ctx.Done():
+			ierr = fmt.Errorf("no answer within %s", grace)
+			continue
+		}
+		break
+	}
+	if ierr == nil {
+		if s.ID != "" {
+			res.note(fmt.Sprintf("execution timed out after %s; it was interrupted and the session kept its state", timeout))
+		} else {
+			res.note(fmt.Sprintf("execution timed out after %s and was interrupted", timeout))
+		}
+		return
+	}
+	s.discard(rt, gen, fmt.Sprintf("it was restarted after a timeout (interrupt failed: %v)", ierr))
+	msg := fmt.Sprintf("execution timed out after %s; the interrupt failed (%v), so the %s was restarted", timeout, ierr, s.kind())
+	if s.ID != "" {
+		msg += ": session state was lost"
+	}
+	res.note(msg)
+}
+
+// finish copies the execution's outcome into res.
+func (s *Session) finish(ex *Execution, res *Result) {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	res.Outputs = ex.col.Finish()
+	res.Truncated = ex.col.Truncated()
+	if n := ex.col.Note(); n != "" {
+		res.note(n)
+	}
+	if ex.gotR {
+		res.ExecutionCount = ex.reply.ExecutionCount
+	}
+	if res.Status != "" {
+		return
+	}
+	switch {
+	case ex.gotR && ex.reply.Status == "ok":
+		res.Status = StatusOK
+	case ex.gotR && ex.reply.Status == "aborted":
+		res.Status = StatusError
+		res.note("execution was aborted by the runtime")
+	case ex.gotR || res.FirstError() != nil:
+		res.Status = StatusError
+	default:
+		res.Status = StatusOK
+	}
+	if res.Status == StatusError {
+		if e := res.FirstError(); e != nil {
+			res.Notes = append([]string{"execution raised " + e.Ename + ": " + e.Evalue}, res.Notes...)
+		} else if ex.gotR && ex.reply.Ename != "" {
+			res.Notes = append([]string{"execution raised " + ex.reply.Ename + ": " + ex.reply.Evalue}, res.Notes...)
+		}
+	}
+}
+
+// Interrupt interrupts the code running in the session, if any.
+func (s *Session) Interrupt(ctx context.Context) error {
+	rt := s.Runtime()
+	if rt == nil {
+		return nil
+	}
+	return rt.Interrupt(ctx)
+}
+
+// Close ends the session and its runtime; a call in flight ends with an
+// error result. Idempotent.
+func (s *Session) Close(ctx context.Context) {
+	s.once.Do(func() { close(s.closed) })
+	s.mu.Lock()
+	rt := s.rt
+	s.rt = nil
+	s.mu.Unlock()
+	if rt != nil {
+		_ = rt.Close(ctx)
+	}
+}
+
+// NewID returns a random UUID (version 4) string, for msg_ids and session ids.
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	var out [36]byte
+	hex.Encode(out[0:8], b[0:4])
+	out[8] = '-'
+	hex.Encode(out[9:13], b[4:6])
+	out[13] = '-'
+	hex.Encode(out[14:18], b[6:8])
+	out[18] = '-'
+	hex.Encode(out[19:23], b[8:10])
+	out[23] = '-'
+	hex.Encode(out[24:], b[10:])
+	return string(out[:])
+}
