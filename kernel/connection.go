@@ -8,6 +8,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
+	"time"
 
 	"github.com/goccy/go-json"
 )
@@ -58,17 +60,46 @@ func newConnectionInfo(kernelName string) (*connectionInfo, error) {
 	}, nil
 }
 
-// freePorts returns n distinct free TCP ports on 127.0.0.1. All listeners
-// stay open until every port is picked so that none is picked twice.
+// recentPorts holds ports handed to kernels in the last portHold: between
+// freePorts closing its listener and the kernel binding the port, a kernel
+// started concurrently could otherwise be given the same port.
+var recentPorts = struct {
+	sync.Mutex
+	at map[int]time.Time
+}{at: map[int]time.Time{}}
+
+const portHold = time.Minute
+
+// freePorts returns n distinct free TCP ports on 127.0.0.1, none handed
+// out by this process in the last minute. All listeners stay open until
+// every port is picked so that none is picked twice.
 func freePorts(n int) ([]int, error) {
+	recentPorts.Lock()
+	defer recentPorts.Unlock()
+	now := time.Now()
+	for p, t := range recentPorts.at {
+		if now.Sub(t) > portHold {
+			delete(recentPorts.at, p)
+		}
+	}
 	ports := make([]int, 0, n)
-	for range n {
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 20*n {
+			return nil, fmt.Errorf("pick free port: no unused port after %d tries", tries)
+		}
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			return nil, fmt.Errorf("pick free port: %w", err)
 		}
 		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+		p := l.Addr().(*net.TCPAddr).Port
+		if _, taken := recentPorts.at[p]; taken {
+			continue
+		}
+		ports = append(ports, p)
+	}
+	for _, p := range ports {
+		recentPorts.at[p] = now
 	}
 	return ports, nil
 }

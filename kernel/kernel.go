@@ -143,7 +143,19 @@ type kernelInfoReply struct {
 // gives up after opts.StartTimeout or when ctx is done, and then leaves no
 // process, goroutine, socket or file behind. Errors read "start kernel
 // NAME: ...".
+//
+// A kernel that exits because another process took one of its ports between
+// the pick and the bind is started again, up to three times.
 func Start(ctx context.Context, opts Options) (*Kernel, error) {
+	for try := 1; ; try++ {
+		k, err := start(ctx, opts)
+		if err == nil || try == 3 || !strings.Contains(err.Error(), "Address already in use") || ctx.Err() != nil {
+			return k, err
+		}
+	}
+}
+
+func start(ctx context.Context, opts Options) (*Kernel, error) {
 	if opts.Spec == nil {
 		return nil, errors.New("start kernel: no kernelspec given")
 	}

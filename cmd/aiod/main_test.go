@@ -1,0 +1,590 @@
+package main
+
+// These tests run the real daemon binary, with real Jupyter kernels, and
+// need Linux (/proc) plus a kernelspec with ipykernel on the host.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// daemonBin is the aiod binary built once by TestMain.
+var daemonBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "aiod-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "temp dir:", err)
+		os.Exit(1)
+	}
+	daemonBin = filepath.Join(dir, "aiod")
+	build := exec.Command("go", "build", "-o", daemonBin, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "go build aiod:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if code == 0 {
+		if kids := liveChildren(); len(kids) > 0 {
+			fmt.Fprintf(os.Stderr, "leaked child processes: %v\n", kids)
+			code = 1
+		}
+	}
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// liveChildren lists this process's children that are not zombies,
+// waiting a little for ones on their way out.
+func liveChildren() []string {
+	self := strconv.Itoa(os.Getpid())
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var kids []string
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+			if err != nil {
+				continue
+			}
+			s := string(b)
+			i := strings.LastIndexByte(s, ')')
+			if i < 0 {
+				continue
+			}
+			f := strings.Fields(s[i+1:])
+			if len(f) > 2 && f[1] == self && f[0] != "Z" {
+				kids = append(kids, e.Name()+" "+s[:i+1])
+			}
+		}
+		if len(kids) == 0 || time.Now().After(deadline) {
+			return kids
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the exec copier and the test.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// daemon is one running aiod process.
+type daemon struct {
+	t      testing.TB
+	cmd    *exec.Cmd
+	url    string
+	stderr *syncBuffer
+	client *http.Client
+	done   chan struct{} // closed when the process has been waited for
+	err    error         // Wait's error, set before done closes
+
+	mu   sync.Mutex
+	pids map[int]bool // runtime pids seen, killed in cleanup if still alive
+}
+
+// cleanEnv is the test's environment without AIO_* settings, so a variable
+// on the host cannot change the daemon under test.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "AIO_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	return port
+}
+
+// startDaemon runs the binary on a free loopback port, waits until
+// /healthz answers 200, and stops it (and any runtime it left) when the
+// test ends. A lost race for the port is retried.
+func startDaemon(t testing.TB, args ...string) *daemon {
+	t.Helper()
+	var lastErr error
+	for attempt := 0; attempt < 3; attempt++ {
+		d, err := tryStartDaemon(t, args)
+		if err == nil {
+			return d
+		}
+		lastErr = err
+		if !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+	}
+	t.Fatal(lastErr)
+	return nil
+}
+
+func tryStartDaemon(t testing.TB, args []string) (*daemon, error) {
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	d := &daemon{
+		t:      t,
+		url:    "http://" + addr,
+		stderr: &syncBuffer{},
+		client: &http.Client{Transport: &http.Transport{}},
+		done:   make(chan struct{}),
+		pids:   map[int]bool{},
+	}
+	d.cmd = exec.Command(daemonBin, append([]string{"--addr", addr}, args...)...)
+	d.cmd.Env = cleanEnv()
+	d.cmd.Stdout, d.cmd.Stderr = d.stderr, d.stderr
+	if err := d.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		d.err = d.cmd.Wait()
+		close(d.done)
+	}()
+	t.Cleanup(d.stop)
+
+	deadline := time.Now().Add(60 * time.Second)
+	probe := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+	defer probe.CloseIdleConnections()
+	for {
+		resp, err := probe.Get(d.url + "/healthz")
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return d, nil
+			}
+		}
+		select {
+		case <-d.done:
+			return nil, fmt.Errorf("aiod exited before serving (%v); stderr:\n%s", d.err, d.stderr)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("aiod not healthy within 60s; stderr:\n%s", d.stderr)
+		}
+	}
+}
+
+// stop ends the daemon if it still runs (SIGTERM, then SIGKILL), then
+// kills any runtime it was seen with that outlived it.
+func (d *daemon) stop() {
+	select {
+	case <-d.done:
+	default:
+		_ = d.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-d.done:
+		case <-time.After(30 * time.Second):
+			_ = d.cmd.Process.Kill()
+			<-d.done
+		}
+	}
+	d.client.CloseIdleConnections()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for pid := range d.pids {
+		if syscall.Kill(pid, 0) == nil {
+			d.t.Errorf("runtime pid %d outlived the daemon; killing its group", pid)
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// execData is the part of POST /v2/code/execute's data the tests read.
+type execData struct {
+	Status    string `json:"status"`
+	Stdout    string `json:"stdout"`
+	Stderr    string `json:"stderr"`
+	Truncated bool   `json:"truncated"`
+}
+
+type envelope[T any] struct {
+	Success bool   `json:"success"`
+	Message string `json:"message"`
+	Data    T      `json:"data"`
+}
+
+// do sends a request with a JSON body (nil for none) and decodes the
+// answer's envelope into out.
+func (d *daemon) do(ctx context.Context, method, path string, body any, out any) {
+	d.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			d.t.Fatal(err)
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, d.url+path, rd)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := d.client.Do(req)
+	if err != nil {
+		d.t.Fatalf("%s %s: %v; daemon stderr:\n%s", method, path, err, d.stderr)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		d.t.Fatalf("%s %s: read body: %v", method, path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		d.t.Fatalf("%s %s: status %d: %.2000s; daemon stderr:\n%s", method, path, resp.StatusCode, raw, d.stderr)
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		d.t.Fatalf("%s %s: decode: %v: %.2000s", method, path, err, raw)
+	}
+}
+
+// execute runs Python code, in session sid ("" for a one-shot call).
+func (d *daemon) execute(ctx context.Context, sid, code string, timeout float64) execData {
+	d.t.Helper()
+	body := map[string]any{"language": "python", "code": code, "timeout": timeout}
+	if sid != "" {
+		body["session_id"] = sid
+	}
+	var env envelope[execData]
+	d.do(ctx, http.MethodPost, "/v2/code/execute", body, &env)
+	if !env.Success || env.Data.Status != "ok" {
+		d.t.Fatalf("execute %q in %q: success=%v message=%q status=%q stderr=%.500q", code, sid,
+			env.Success, env.Message, env.Data.Status, env.Data.Stderr)
+	}
+	return env.Data
+}
+
+// sessionPIDs returns the runtime pid of every listed session by id, and
+// remembers them for cleanup.
+func (d *daemon) sessionPIDs(ctx context.Context) map[string]int {
+	d.t.Helper()
+	var env envelope[struct {
+		Sessions []struct {
+			SessionID string `json:"session_id"`
+			Running   bool   `json:"running"`
+			PID       int    `json:"pid"`
+		} `json:"sessions"`
+	}]
+	d.do(ctx, http.MethodGet, "/v2/code/sessions", nil, &env)
+	out := map[string]int{}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, s := range env.Data.Sessions {
+		if s.Running && s.PID > 0 {
+			out[s.SessionID] = s.PID
+			d.pids[s.PID] = true
+		}
+	}
+	return out
+}
+
+// wait waits for the daemon to exit and returns its exit code.
+func (d *daemon) wait(timeout time.Duration) int {
+	d.t.Helper()
+	select {
+	case <-d.done:
+	case <-time.After(timeout):
+		d.t.Fatalf("aiod did not exit within %v; stderr:\n%s", timeout, d.stderr)
+	}
+	var ee *exec.ExitError
+	switch {
+	case d.err == nil:
+		return 0
+	case errors.As(d.err, &ee):
+		return ee.ExitCode() // -1 when killed by a signal
+	default:
+		d.t.Fatalf("wait for aiod: %v", d.err)
+		return -1
+	}
+}
+
+// vmRSS reads a process's resident set size in bytes.
+func vmRSS(pid int) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			fs := strings.Fields(rest) // "12345 kB"
+			if len(fs) != 2 || fs[1] != "kB" {
+				return 0, fmt.Errorf("odd VmRSS line %q", sc.Text())
+			}
+			kb, err := strconv.ParseInt(fs[0], 10, 64)
+			return kb << 10, err
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return 0, err
+	}
+	return 0, errors.New("no VmRSS in /proc status")
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// TestSIGTERMLeavesNoKernel stops a daemon with two live kernels by SIGTERM
+// and checks that it exits 0 and that both kernels are gone.
+func TestSIGTERMLeavesNoKernel(t *testing.T) {
+	d := startDaemon(t, "--code-backend", "kernel")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	for _, sid := range []string{"s1", "s2"} {
+		d.execute(ctx, sid, "x = 1", 60)
+	}
+	pids := d.sessionPIDs(ctx)
+	for _, sid := range []string{"s1", "s2"} {
+		if pids[sid] <= 0 {
+			t.Fatalf("session %s has no running pid in %v", sid, pids)
+		}
+		if err := syscall.Kill(pids[sid], 0); err != nil {
+			t.Fatalf("kernel of %s (pid %d) not alive before SIGTERM: %v", sid, pids[sid], err)
+		}
+	}
+	if pids["s1"] == pids["s2"] {
+		t.Fatalf("sessions share pid %d; want two kernels", pids["s1"])
+	}
+
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := d.wait(30 * time.Second); code != 0 {
+		t.Fatalf("aiod exit code %d after SIGTERM, want 0; stderr:\n%s", code, d.stderr)
+	}
+	for sid, pid := range pids {
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			err := syscall.Kill(pid, 0)
+			if errors.Is(err, syscall.ESRCH) {
+				break
+			}
+			if time.Now().After(deadline) {
+				stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+				t.Errorf("kernel of %s (pid %d) still exists 5s after aiod exited (kill: %v, stat: %q); stderr:\n%s",
+					sid, pid, err, stat, d.stderr)
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// TestDaemonRSSBoundedDuringFlood runs a one-shot call printing 100 MB and
+// samples the daemon's resident memory while it runs.
+func TestDaemonRSSBoundedDuringFlood(t *testing.T) {
+	d := startDaemon(t, "--code-backend", "kernel")
+	pid := d.cmd.Process.Pid
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+
+	d.execute(ctx, "warm", "x = 1", 60)
+	d.sessionPIDs(ctx)
+	idle, err := vmRSS(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var peak int64
+	var samples int
+	stop := make(chan struct{})
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if n, err := vmRSS(pid); err == nil {
+				samples++
+				peak = max(peak, n)
+			}
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+
+	const flood = "import sys\nline = 'y' * 1023 + '\\n'\nfor i in range(100 * 1024):\n    sys.stdout.write(line)\nprint('THE END')"
+	start := time.Now()
+	res := d.execute(ctx, "", flood, 300)
+	took := time.Since(start)
+	close(stop)
+	<-sampled
+	after, _ := vmRSS(pid)
+
+	t.Logf("daemon VmRSS: idle %s, peak %s during flood (%d samples, %v), %s after; stdout kept %d bytes",
+		mib(idle), mib(peak), samples, took.Round(time.Millisecond), mib(after), len(res.Stdout))
+	if !res.Truncated {
+		t.Errorf("truncated = false for 100 MB of output (stdout kept %d bytes)", len(res.Stdout))
+	}
+	if !strings.HasSuffix(res.Stdout, "THE END\n") {
+		t.Errorf("stdout does not end with THE END: ...%q", res.Stdout[max(0, len(res.Stdout)-200):])
+	}
+	if peak >= 200<<20 {
+		t.Errorf("daemon peak VmRSS %s during a 100 MB flood, want < 200 MiB", mib(peak))
+	}
+}
+
+// TestHelpListsEveryFlag checks that --help exits 0 and names every flag
+// with its variable.
+func TestHelpListsEveryFlag(t *testing.T) {
+	cmd := exec.Command(daemonBin, "--help")
+	cmd.Env = cleanEnv()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("aiod --help: %v; output:\n%s", err, out)
+	}
+	help := string(out)
+	sets := (&options{}).settings()
+	if len(sets) == 0 {
+		t.Fatal("no settings")
+	}
+	for _, s := range sets {
+		re := regexp.MustCompile(`(?m)^\s+--?` + regexp.QuoteMeta(s.flag) + `\b`)
+		if !re.MatchString(help) {
+			t.Errorf("--help does not list flag --%s", s.flag)
+		}
+		if !strings.Contains(help, s.env) {
+			t.Errorf("--help does not mention %s (of --%s)", s.env, s.flag)
+		}
+	}
+	if t.Failed() {
+		t.Logf("help output:\n%s", help)
+	}
+}
+
+// TestBadFlagFails checks that an invalid --code-backend stops the daemon
+// with an error naming the value.
+func TestBadFlagFails(t *testing.T) {
+	cmd := exec.Command(daemonBin, "--code-backend", "bogus", "--addr", "127.0.0.1:0")
+	cmd.Env = cleanEnv()
+	done := make(chan struct{})
+	var out []byte
+	var err error
+	go func() {
+		out, err = cmd.CombinedOutput()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+		t.Fatalf("aiod --code-backend bogus still running after 30s; output:\n%s", out)
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() <= 0 {
+		t.Fatalf("aiod --code-backend bogus: err %v, want a non-zero exit; output:\n%s", err, out)
+	}
+	if !strings.Contains(string(out), `"bogus"`) {
+		t.Errorf("error does not name the value bogus:\n%s", out)
+	}
+}
+
+// fakeLookup is an environment made of a map.
+func fakeLookup(env map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) {
+		v, ok := env[k]
+		return v, ok
+	}
+}
+
+// TestParseOptionsPrecedence checks flag > AIO_* variable > default.
+func TestParseOptionsPrecedence(t *testing.T) {
+	env := map[string]string{
+		"AIO_ADDR":            "127.0.0.1:2000",
+		"AIO_DEFAULT_TIMEOUT": "5",
+		"AIO_LOG_LEVEL":       "warn",
+		"AIO_CODE_BACKEND":    "native",
+		"AIO_OUTPUT_BUDGET":   "", // empty counts as unset
+	}
+	cases := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want options
+	}{
+		{"defaults", nil, nil, options{
+			addr: "127.0.0.1:18091", codeBackend: "auto", defaultTimeout: 30 * time.Second,
+			logLevel: slog.LevelInfo, outputBudget: 8 << 20,
+		}},
+		{"env", nil, env, options{
+			addr: "127.0.0.1:2000", codeBackend: "native", defaultTimeout: 5 * time.Second,
+			logLevel: slog.LevelWarn, outputBudget: 8 << 20,
+		}},
+		{"flag", []string{"--addr", "127.0.0.1:3000", "--default-timeout", "1.5", "--log-level", "debug",
+			"--code-backend", "kernel", "--output-budget", "1024"}, env, options{
+			addr: "127.0.0.1:3000", codeBackend: "kernel", defaultTimeout: 1500 * time.Millisecond,
+			logLevel: slog.LevelDebug, outputBudget: 1024,
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var out bytes.Buffer
+			o, err := parseOptions(c.args, fakeLookup(c.env), &out)
+			if err != nil {
+				t.Fatalf("parseOptions: %v (output %q)", err, out.String())
+			}
+			got := options{addr: o.addr, codeBackend: o.codeBackend, defaultTimeout: o.defaultTimeout,
+				logLevel: o.logLevel, outputBudget: o.outputBudget}
+			if got != c.want {
+				t.Errorf("got %+v, want %+v", got, c.want)
+			}
+			// Settings no source touched keep their defaults.
+			if o.maxTimeout != 900*time.Second || o.shutdownTimeout != 20*time.Second || o.logFormat != "text" {
+				t.Errorf("defaults: max-timeout %v, shutdown-timeout %v, log-format %q",
+					o.maxTimeout, o.shutdownTimeout, o.logFormat)
+			}
+		})
+	}
+
+	t.Run("bad env names its variable", func(t *testing.T) {
+		_, err := parseOptions(nil, fakeLookup(map[string]string{"AIO_MAX_TIMEOUT": "-1"}), io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "AIO_MAX_TIMEOUT") {
+			t.Errorf("err %v, want one naming AIO_MAX_TIMEOUT", err)
+		}
+	})
+}
