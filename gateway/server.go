@@ -139,6 +139,8 @@ func (s *Server) routes() *router.Router {
 	r.GET("/v1/capabilities", s.v1Capabilities)
 	r.GET("/healthz", func(ctx *fasthttp.RequestCtx) { api.OK(ctx, map[string]any{"status": "ok"}) })
 	fsplane.Register(r, fsplane.Config{MaxBody: int64(s.cfg.MaxBody), Logger: s.log})
+	s.registerV1(r)   // v1.go: the agent_sandbox SDK's code, jupyter, nodejs and sandbox routes
+	s.registerLive(r) // live.go: WebSocket streaming and the Jupyter kernels API
 	return r
 }
 
