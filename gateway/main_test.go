@@ -56,7 +56,7 @@ func liveChildren() []string {
 				continue
 			}
 			f := strings.Fields(s[i+1:])
-			if len(f) > 2 && f[2] == self && f[0] != "Z" {
+			if len(f) > 1 && f[1] == self && f[0] != "Z" { // f[1] is the parent pid
 				kids = append(kids, e.Name()+" "+s[:i+1])
 			}
 		}

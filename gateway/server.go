@@ -4,7 +4,9 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,6 +38,8 @@ type Config struct {
 	KernelStartTimeout time.Duration // 60 s
 	Workdir            string        // working directory of runtimes; "" is the daemon's
 	ReapInterval       time.Duration // how often idle sessions are looked for; 5 s
+	Token              string        // when set, every route but /healthz requires it
+	AllowedOrigins     []string      // origins allowed to open WebSockets besides the daemon's own host; "*" allows any
 	Logger             *slog.Logger
 }
 
@@ -92,7 +96,7 @@ func New(cfg Config) (*Server, error) {
 	s.env = Discover(context.Background(), cfg)
 	s.reg = stream.NewRegistry(stream.Config{Budget: cfg.OutputBudget, ReapInterval: cfg.ReapInterval, Logger: cfg.Logger})
 	s.http = &fasthttp.Server{
-		Handler:              s.routes().Handler,
+		Handler:              s.authorize(s.routes().Handler),
 		Name:                 "aiod",
 		MaxRequestBodySize:   cfg.MaxBody,
 		ReadTimeout:          60 * time.Second,
@@ -142,6 +146,37 @@ func (s *Server) routes() *router.Router {
 	s.registerV1(r)   // v1.go: the agent_sandbox SDK's code, jupyter, nodejs and sandbox routes
 	s.registerLive(r) // live.go: WebSocket streaming and the Jupyter kernels API
 	return r
+}
+
+// authorize requires the API token, when one is configured, on every route
+// but /healthz: "Authorization: Bearer T", "Authorization: token T", or
+// "?token=T" for browsers, which cannot set headers on a WebSocket.
+func (s *Server) authorize(next fasthttp.RequestHandler) fasthttp.RequestHandler {
+	if s.cfg.Token == "" {
+		return next
+	}
+	want := []byte(s.cfg.Token)
+	return func(ctx *fasthttp.RequestCtx) {
+		if string(ctx.Path()) == "/healthz" || tokenMatches(ctx, want) {
+			next(ctx)
+			return
+		}
+		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="aiod"`)
+		api.Fail(ctx, fasthttp.StatusUnauthorized, "missing or wrong API token: send Authorization: Bearer <token> (or ?token=<token>)")
+	}
+}
+
+func tokenMatches(ctx *fasthttp.RequestCtx, want []byte) bool {
+	got := ctx.Request.Header.Peek("Authorization")
+	for _, p := range [][]byte{[]byte("Bearer "), []byte("bearer "), []byte("token "), []byte("Token ")} {
+		if bytes.HasPrefix(got, p) {
+			return subtle.ConstantTimeCompare(bytes.TrimSpace(got[len(p):]), want) == 1
+		}
+	}
+	if q := ctx.QueryArgs().Peek("token"); len(q) > 0 {
+		return subtle.ConstantTimeCompare(q, want) == 1
+	}
+	return false
 }
 
 // transportError answers requests fasthttp could not read.

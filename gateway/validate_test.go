@@ -125,3 +125,23 @@ func FuzzParseV2Execute(f *testing.F) {
 		}
 	})
 }
+
+func TestTokenIsRequiredWhenConfigured(t *testing.T) {
+	ts := startServer(t, Config{Token: "s3cret"})
+	if st, _ := ts.call(t, "GET", "/v2/code/info", nil); st != 401 {
+		t.Fatalf("no token: %d", st)
+	}
+	if st, _ := ts.call(t, "GET", "/v2/code/info?token=wrong", nil); st != 401 {
+		t.Fatalf("wrong token: %d", st)
+	}
+	if st, _ := ts.call(t, "GET", "/v2/code/info?token=s3cret", nil); st != 200 {
+		t.Fatalf("query token: %d", st)
+	}
+	if st, _ := ts.call(t, "GET", "/healthz", nil); st != 200 {
+		t.Fatalf("healthz needs no token: %d", st)
+	}
+	got := rawRequest(t, ts, "GET /v2/code/info HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\nConnection: close\r\n\r\n")
+	if !strings.HasPrefix(got, "HTTP/1.1 200") {
+		t.Fatalf("bearer token: %.60q", got)
+	}
+}

@@ -28,6 +28,7 @@ type Collector struct {
 	truncated bool
 	tails     map[string]*tailRing // stream name -> tail kept past the budget
 	omitted   int                  // rich outputs replaced by a note
+	sizeHint  int                  // bytes of the stream message being folded
 }
 
 // NewCollector returns a collector with the given budget in bytes
@@ -65,6 +66,7 @@ func (c *Collector) Add(m *kernel.Message) {
 	}
 	if t == "stream" {
 		c.applyClearWait()
+		c.sizeHint = len(m.Content)
 		if err := decodeStream(m.Content, c.addStream); err != nil {
 			var ct iopubContent // let the full decoder judge odd but valid JSON
 			if json.Unmarshal(m.Content, &ct) == nil {
@@ -139,6 +141,11 @@ func (c *Collector) addStream(name string, text []byte) {
 		} else {
 			o = &Output{Type: "stream", Name: name, text: &strings.Builder{}}
 			c.outputs = append(c.outputs, o)
+		}
+		if free := o.text.Cap() - o.text.Len(); free < len(head) && c.sizeHint > room {
+			// A message larger than the budget: grow once to what can be
+			// kept instead of doubling through it.
+			o.text.Grow(room)
 		}
 		o.text.Write(head)
 		c.used += len(head)

@@ -21,7 +21,14 @@ type Mux struct {
 	execs map[string]*Execution
 
 	stale atomic.Int64 // messages dropped because their runtime was replaced
+
+	onLarge func() // called after a message over largeMessage bytes was handed on
 }
+
+// largeMessage is the size past which the mux asks for memory to be handed
+// back: a kernel can send one 100 MB stream message, which the collector
+// keeps only 8 MiB of.
+const largeMessage = 16 << 20
 
 // NewMux returns an empty mux.
 func NewMux() *Mux {
@@ -56,6 +63,9 @@ func (m *Mux) deliver(gen uint64, msg *kernel.Message) {
 	ev := Event{ExecID: id, Ref: ref, Msg: msg}
 	for _, w := range *m.watchers.Load() {
 		w.Deliver(ev)
+	}
+	if m.onLarge != nil && len(msg.Content) > largeMessage {
+		m.onLarge()
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"runtime/debug"
 	"sort"
 	"sync"
 	"time"
@@ -37,6 +38,8 @@ type Registry struct {
 	sessions map[sessionKey]*Session
 	closing  bool
 	closed   bool // Close has waited for the background work
+
+	trim chan struct{} // pokes the memory trimmer; never closed
 }
 
 // NewRegistry returns a registry and starts its reaper; call Close.
@@ -59,18 +62,53 @@ func NewRegistry(cfg Config) *Registry {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Registry{cfg: cfg, sessions: map[sessionKey]*Session{}}
+	r := &Registry{cfg: cfg, sessions: map[sessionKey]*Session{}, trim: make(chan struct{}, 1)}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
-	r.wg.Add(1)
+	r.wg.Add(2)
 	go r.reap()
+	go r.trimmer()
 	return r
 }
 
 func (r *Registry) newSession(id string, b Backend) *Session {
+	mux := NewMux()
+	mux.onLarge = r.pokeTrim
 	return &Session{
 		ID: id, Language: b.Language, Backend: b, Created: time.Now(),
-		reg: r, mux: NewMux(), turn: make(chan struct{}, 1), closed: make(chan struct{}),
+		reg: r, mux: mux, turn: make(chan struct{}, 1), closed: make(chan struct{}),
 		last: time.Now(),
+	}
+}
+
+func (r *Registry) pokeTrim() {
+	select {
+	case r.trim <- struct{}{}:
+	default:
+	}
+}
+
+// trimmer hands memory back to the OS shortly after a huge kernel message
+// was folded, at most once a second. Without it a 100 MB message leaves the
+// heap goal (and the daemon's RSS) doubled until the next natural GC.
+func (r *Registry) trimmer() {
+	defer r.wg.Done()
+	for {
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-r.trim:
+		}
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-time.After(20 * time.Millisecond): // let the reader drop the message
+		}
+		debug.FreeOSMemory()
+		select {
+		case <-r.ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
 	}
 }
 

@@ -42,6 +42,20 @@ func (r *Result) Message() string {
 
 // Text concatenates every stream output of that name.
 func (r *Result) Text(name string) string {
+	var only *Output
+	n := 0
+	for _, o := range r.Outputs {
+		if o.Type == "stream" && o.Name == name {
+			only = o
+			n++
+		}
+	}
+	switch n {
+	case 0:
+		return ""
+	case 1:
+		return only.Text
+	}
 	var b strings.Builder
 	for _, o := range r.Outputs {
 		if o.Type == "stream" && o.Name == name {

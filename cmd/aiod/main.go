@@ -12,6 +12,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -36,6 +37,11 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- string) error {
 		return err
 	}
 	log := newLogger(stderr, o.logLevel, o.logFormat)
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && o.memoryLimit > 0 {
+		// A soft limit: the GC works harder near it instead of letting the
+		// heap double after a burst (kernels are separate processes).
+		debug.SetMemoryLimit(int64(o.memoryLimit))
+	}
 	srv, err := gateway.New(o.gatewayConfig(log))
 	if err != nil {
 		return err

@@ -32,6 +32,9 @@ type options struct {
 	shutdownTimeout    time.Duration
 	logLevel           slog.Level
 	logFormat          string
+	token              string
+	allowedOrigins     string
+	memoryLimit        int
 }
 
 // setting is one flag with its variable, for parsing and for --help.
@@ -54,6 +57,9 @@ func (o *options) settings() []setting {
 		{"max-body", "AIO_MAX_BODY", "67108864", "largest request body in bytes (413 past it)", intSetter(&o.maxBody)},
 		{"workdir", "AIO_WORKDIR", "", "working directory of kernels and REPLs (default: the daemon's)", strSetter(&o.workdir)},
 		{"shutdown-timeout", "AIO_SHUTDOWN_TIMEOUT", "20", "seconds to drain requests and stop runtimes on SIGINT/SIGTERM", secSetter(&o.shutdownTimeout)},
+		{"token", "AIO_TOKEN", "", "API token required on every route but /healthz (Authorization: Bearer, or ?token=)", strSetter(&o.token)},
+		{"allowed-origins", "AIO_ALLOWED_ORIGINS", "", "comma-separated origins allowed to open WebSockets besides the daemon's own; * allows any", strSetter(&o.allowedOrigins)},
+		{"memory-limit", "AIO_MEMORY_LIMIT", "134217728", "soft limit in bytes on the daemon's Go heap (GOMEMLIMIT wins when set)", intSetter(&o.memoryLimit)},
 		{"log-level", "AIO_LOG_LEVEL", "info", "debug, info, warn or error", levelSetter(&o.logLevel)},
 		{"log-format", "AIO_LOG_FORMAT", "text", "text or json", strSetter(&o.logFormat)},
 	}
@@ -138,5 +144,16 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 		OutputBudget: o.outputBudget, MaxBody: o.maxBody,
 		CodeBackend: o.codeBackend, KernelName: o.kernelName,
 		KernelStartTimeout: o.kernelStartTimeout, Workdir: o.workdir, Logger: log,
+		Token: o.token, AllowedOrigins: splitList(o.allowedOrigins),
 	}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }

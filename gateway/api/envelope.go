@@ -26,7 +26,7 @@ func WriteJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 	}
 	ctx.SetStatusCode(status)
 	ctx.SetContentType("application/json")
-	ctx.SetBody(b)
+	ctx.Response.SetBodyRaw(b) // b is ours alone: no copy
 }
 
 // OK answers 200 with success true.
