@@ -186,6 +186,14 @@ func (s *Server) backendFor(lang string, forceKernel bool) (stream.Backend, erro
 }
 
 func (s *Server) kernelBackend(spec *kernel.Spec) stream.Backend {
+	b := s.coldKernelBackend(spec)
+	if p := s.pools.kernel; p != nil && s.env.PythonKernel != nil && spec == s.env.PythonKernel.spec {
+		b.Start = p.Start
+	}
+	return b
+}
+
+func (s *Server) coldKernelBackend(spec *kernel.Spec) stream.Backend {
 	return stream.Backend{
 		Name: "kernel", Language: "python", Idle: s.cfg.KernelIdle,
 		Start: func(ctx context.Context, h kernel.Handler) (stream.Runtime, error) {
@@ -202,6 +210,14 @@ func (s *Server) kernelBackend(spec *kernel.Spec) stream.Backend {
 }
 
 func (s *Server) nativeBackend(lang, path string) stream.Backend {
+	b := s.coldNativeBackend(lang, path)
+	if p := s.pools.native[lang]; p != nil {
+		b.Start = p.Start
+	}
+	return b
+}
+
+func (s *Server) coldNativeBackend(lang, path string) stream.Backend {
 	return stream.Backend{
 		Name: "native", Language: lang, Idle: s.cfg.NativeIdle,
 		Start: func(ctx context.Context, h kernel.Handler) (stream.Runtime, error) {

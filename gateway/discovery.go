@@ -5,20 +5,22 @@ import (
 	"time"
 
 	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/stream"
 	"github.com/valyala/fasthttp"
 )
 
 // codeInterpreter is capabilities.code_interpreter of /v2/sandbox and
 // code_interpreter of /v1/capabilities.
 type codeInterpreter struct {
-	Available     bool                   `json:"available"`
-	Backend       string                 `json:"backend"`
-	BackendError  string                 `json:"backend_error,omitempty"`
-	Languages     []string               `json:"languages"`
-	PythonKernels []KernelInfo           `json:"python_kernels"`
-	DefaultKernel string                 `json:"default_kernel"`
-	Interpreters  map[string]Interpreter `json:"interpreters"`
-	Limits        limits                 `json:"limits"`
+	Available     bool                        `json:"available"`
+	Backend       string                      `json:"backend"`
+	BackendError  string                      `json:"backend_error,omitempty"`
+	Languages     []string                    `json:"languages"`
+	PythonKernels []KernelInfo                `json:"python_kernels"`
+	DefaultKernel string                      `json:"default_kernel"`
+	Interpreters  map[string]Interpreter      `json:"interpreters"`
+	Limits        limits                      `json:"limits"`
+	Pools         map[string]stream.PoolStats `json:"pools"`
 }
 
 type limits struct {
@@ -47,6 +49,7 @@ func (s *Server) codeInterpreter() codeInterpreter {
 		PythonKernels: []KernelInfo{},
 		Interpreters:  map[string]Interpreter{"python": env.Python, "javascript": env.Node},
 		Limits:        s.limits(),
+		Pools:         s.pools.stats(s.cfg),
 	}
 	for _, k := range env.Kernels {
 		if k.IPyKernel != "" {
@@ -122,6 +125,7 @@ func (s *Server) v2CodeInfo(ctx *fasthttp.RequestCtx) {
 		"native_idle_seconds": l.NativeIdleSeconds,
 		"output_budget_bytes": l.OutputBudgetBytes,
 		"max_body_bytes":      l.MaxBodyBytes,
+		"pools":               s.pools.stats(s.cfg),
 		"warnings":            append([]string{}, s.env.Warnings...),
 	})
 }

@@ -38,6 +38,9 @@ type Config struct {
 	KernelStartTimeout time.Duration // 60 s
 	Workdir            string        // working directory of runtimes; "" is the daemon's
 	ReapInterval       time.Duration // how often idle sessions are looked for; 5 s
+	KernelPrewarm      int           // Python kernels kept started and ready; 0 none
+	CodePrewarm        int           // native REPL processes kept ready per language; 0 none
+	NoKernelWarmup     bool          // do not import pandas and matplotlib in pooled kernels
 	Token              string        // when set, every route but /healthz requires it
 	AllowedOrigins     []string      // origins allowed to open WebSockets besides the daemon's own host; "*" allows any
 	Logger             *slog.Logger
@@ -76,6 +79,7 @@ func (c *Config) defaults() {
 // Server is the gateway. Create it with New, run it with Serve, stop it
 // with Shutdown.
 type Server struct {
+	pools   pools
 	cfg     Config
 	log     *slog.Logger
 	reg     *stream.Registry
@@ -94,6 +98,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now()}
 	s.env = Discover(context.Background(), cfg)
+	s.startPools()
 	s.reg = stream.NewRegistry(stream.Config{Budget: cfg.OutputBudget, ReapInterval: cfg.ReapInterval, Logger: cfg.Logger})
 	s.http = &fasthttp.Server{
 		Handler:              s.authorize(s.routes().Handler),
@@ -227,6 +232,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	rerr := s.reg.Close(ctx)
+	perr := s.pools.close(ctx)
 	if hdone != nil {
 		select {
 		case herr = <-hdone:
@@ -234,7 +240,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			herr = ctx.Err()
 		}
 	}
-	return errors.Join(herr, rerr)
+	return errors.Join(herr, rerr, perr)
 }
 
 // fasthttpLogger sends fasthttp's own messages (connections it could not

@@ -35,6 +35,9 @@ type options struct {
 	token              string
 	allowedOrigins     string
 	memoryLimit        int
+	kernelPrewarm      int
+	codePrewarm        int
+	kernelWarmup       bool
 }
 
 // setting is one flag with its variable, for parsing and for --help.
@@ -57,6 +60,9 @@ func (o *options) settings() []setting {
 		{"max-body", "AIO_MAX_BODY", "67108864", "largest request body in bytes (413 past it)", intSetter(&o.maxBody)},
 		{"workdir", "AIO_WORKDIR", "", "working directory of kernels and REPLs (default: the daemon's)", strSetter(&o.workdir)},
 		{"shutdown-timeout", "AIO_SHUTDOWN_TIMEOUT", "20", "seconds to drain requests and stop runtimes on SIGINT/SIGTERM", secSetter(&o.shutdownTimeout)},
+		{"kernel-prewarm", "AIO_KERNEL_PREWARM", "0", "Python kernels kept started and ready for one-shot calls and new sessions", countSetter(&o.kernelPrewarm)},
+		{"code-prewarm", "AIO_CODE_PREWARM", "0", "native REPL processes kept ready per language (javascript; python when the backend is native)", countSetter(&o.codePrewarm)},
+		{"kernel-warmup", "AIO_KERNEL_WARMUP", "true", "import pandas and matplotlib in pooled kernels before handing them out", boolSetter(&o.kernelWarmup)},
 		{"token", "AIO_TOKEN", "", "API token required on every route but /healthz (Authorization: Bearer, or ?token=)", strSetter(&o.token)},
 		{"allowed-origins", "AIO_ALLOWED_ORIGINS", "", "comma-separated origins allowed to open WebSockets besides the daemon's own; * allows any", strSetter(&o.allowedOrigins)},
 		{"memory-limit", "AIO_MEMORY_LIMIT", "134217728", "soft limit in bytes on the daemon's Go heap (GOMEMLIMIT wins when set)", intSetter(&o.memoryLimit)},
@@ -87,6 +93,28 @@ func intSetter(p *int) func(string) error {
 			return fmt.Errorf("want a positive integer, got %q", v)
 		}
 		*p = n
+		return nil
+	}
+}
+
+func countSetter(p *int) func(string) error {
+	return func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 256 {
+			return fmt.Errorf("want an integer from 0 to 256, got %q", v)
+		}
+		*p = n
+		return nil
+	}
+}
+
+func boolSetter(p *bool) func(string) error {
+	return func(v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("want true or false, got %q", v)
+		}
+		*p = b
 		return nil
 	}
 }
@@ -145,6 +173,7 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 		CodeBackend: o.codeBackend, KernelName: o.kernelName,
 		KernelStartTimeout: o.kernelStartTimeout, Workdir: o.workdir, Logger: log,
 		Token: o.token, AllowedOrigins: splitList(o.allowedOrigins),
+		KernelPrewarm: o.kernelPrewarm, CodePrewarm: o.codePrewarm, NoKernelWarmup: !o.kernelWarmup,
 	}
 }
 

@@ -1,0 +1,266 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aiod/aiod/kernel"
+	"github.com/goccy/go-json"
+)
+
+// PoolConfig describes a prewarm pool.
+type PoolConfig struct {
+	Name   string // for logs and info, e.g. "kernel" or "javascript"
+	Size   int    // runtimes kept ready
+	Start  func(ctx context.Context, h kernel.Handler) (Runtime, error)
+	Warmup string // code run (silently) in each runtime before it is handed out; "" none
+	// WarmupTimeout bounds the warm-up; 60 s when zero.
+	WarmupTimeout time.Duration
+	Logger        *slog.Logger
+}
+
+// Pool keeps Size runtimes started (and warmed up) so that a one-shot call
+// or a new session does not wait for a process to start. Take hands one
+// out and the pool refills in the background, one start at a time.
+//
+// A pooled runtime is started with a forwarding handler; Take points it at
+// the taker's handler, so messages from before the hand-over (the warm-up's)
+// never reach a session.
+type Pool struct {
+	cfg    PoolConfig
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	wake   chan struct{} // never closed
+
+	mu    sync.Mutex
+	ready []*pooled
+
+	taken, misses, failures atomic.Int64
+}
+
+type pooled struct {
+	rt  Runtime
+	fwd *forwarder
+}
+
+// forwarder is a kernel.Handler whose target can be set after the runtime
+// started.
+type forwarder struct {
+	h atomic.Pointer[kernel.Handler]
+}
+
+func (f *forwarder) deliver(m *kernel.Message) {
+	if h := f.h.Load(); h != nil {
+		(*h)(m)
+	}
+}
+
+func (f *forwarder) set(h kernel.Handler) { f.h.Store(&h) }
+
+// NewPool starts filling a pool; call Close.
+func NewPool(cfg PoolConfig) *Pool {
+	if cfg.WarmupTimeout <= 0 {
+		cfg.WarmupTimeout = 60 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	p := &Pool{cfg: cfg, wake: make(chan struct{}, 1)}
+	p.ctx, p.cancel = context.WithCancel(context.Background())
+	p.wg.Add(1)
+	go p.fill()
+	return p
+}
+
+// Start is a Backend.Start: a ready runtime from the pool when there is one,
+// else a cold start.
+func (p *Pool) Start(ctx context.Context, h kernel.Handler) (Runtime, error) {
+	if pr := p.take(); pr != nil {
+		pr.fwd.set(h)
+		p.taken.Add(1)
+		p.poke()
+		return pr.rt, nil
+	}
+	p.misses.Add(1)
+	p.poke()
+	return p.cfg.Start(ctx, h)
+}
+
+func (p *Pool) take() *pooled {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for len(p.ready) > 0 {
+		pr := p.ready[0]
+		p.ready = p.ready[1:]
+		select {
+		case <-pr.rt.Done(): // died while waiting; the filler replaces it
+			continue
+		default:
+			return pr
+		}
+	}
+	return nil
+}
+
+func (p *Pool) poke() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// fill keeps the pool at its size until Close.
+func (p *Pool) fill() {
+	defer p.wg.Done()
+	backoff := time.Second
+	for {
+		p.prune()
+		if p.Ready() < p.cfg.Size {
+			if err := p.add(); err != nil {
+				p.failures.Add(1)
+				p.cfg.Logger.Warn("prewarm pool: start failed", "pool", p.cfg.Name, "err", err)
+				select {
+				case <-p.ctx.Done():
+					return
+				case <-time.After(backoff):
+				}
+				backoff = min(2*backoff, time.Minute)
+			} else {
+				backoff = time.Second
+			}
+			continue
+		}
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-p.wake:
+		case <-time.After(5 * time.Second): // notice runtimes that died while pooled
+		}
+	}
+}
+
+// prune drops pooled runtimes that died.
+func (p *Pool) prune() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	live := p.ready[:0]
+	for _, pr := range p.ready {
+		select {
+		case <-pr.rt.Done():
+		default:
+			live = append(live, pr)
+		}
+	}
+	p.ready = live
+}
+
+func (p *Pool) add() error {
+	fwd := &forwarder{}
+	rt, err := p.cfg.Start(p.ctx, fwd.deliver)
+	if err != nil {
+		return err
+	}
+	if p.cfg.Warmup != "" {
+		if err := p.warm(rt, fwd); err != nil {
+			closeQuietly(rt)
+			return fmt.Errorf("warm up: %w", err)
+		}
+	}
+	p.mu.Lock()
+	if p.ctx.Err() != nil {
+		p.mu.Unlock()
+		closeQuietly(rt)
+		return p.ctx.Err()
+	}
+	p.ready = append(p.ready, &pooled{rt: rt, fwd: fwd})
+	p.mu.Unlock()
+	return nil
+}
+
+// warm runs the warm-up code silently (no execution count, no history) and
+// waits for its idle.
+func (p *Pool) warm(rt Runtime, fwd *forwarder) error {
+	id := NewID()
+	idle := make(chan struct{})
+	var once sync.Once
+	fwd.set(func(m *kernel.Message) {
+		if m.Parent.MsgID == id && m.Header.MsgType == "status" && containsIdle(m.Content) {
+			once.Do(func() { close(idle) })
+		}
+	})
+	defer fwd.h.Store(nil)
+	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.WarmupTimeout)
+	defer cancel()
+	if err := rt.Execute(ctx, kernel.ExecuteRequest{MsgID: id, Code: p.cfg.Warmup, Silent: true, NoHistory: true}); err != nil {
+		return err
+	}
+	select {
+	case <-idle:
+		return nil
+	case <-rt.Done():
+		return rt.Err()
+	case <-ctx.Done():
+		return errors.New("no idle before the warm-up deadline")
+	}
+}
+
+func containsIdle(content []byte) bool {
+	var st statusContent
+	return json.Unmarshal(content, &st) == nil && st.ExecutionState == "idle"
+}
+
+func closeQuietly(rt Runtime) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = rt.Close(ctx)
+}
+
+// Ready is the number of runtimes waiting in the pool.
+func (p *Pool) Ready() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.ready)
+}
+
+// PoolStats is what /v2/code/info reports of a pool.
+type PoolStats struct {
+	Name     string `json:"name"`
+	Size     int    `json:"size"`
+	Ready    int    `json:"ready"`
+	Warmup   bool   `json:"warmup"`
+	Taken    int64  `json:"taken"`
+	Misses   int64  `json:"misses"` // calls that found the pool empty and started cold
+	Failures int64  `json:"failures"`
+}
+
+// Stats reports the pool's size and counters.
+func (p *Pool) Stats() PoolStats {
+	return PoolStats{Name: p.cfg.Name, Size: p.cfg.Size, Ready: p.Ready(), Warmup: p.cfg.Warmup != "",
+		Taken: p.taken.Load(), Misses: p.misses.Load(), Failures: p.failures.Load()}
+}
+
+// Close stops refilling and closes every pooled runtime.
+func (p *Pool) Close(ctx context.Context) error {
+	p.cancel()
+	p.wg.Wait()
+	p.mu.Lock()
+	ready := p.ready
+	p.ready = nil
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, pr := range ready {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = pr.rt.Close(ctx)
+		}()
+	}
+	wg.Wait()
+	return ctx.Err()
+}
