@@ -21,7 +21,11 @@ type PoolConfig struct {
 	Warmup string // code run (silently) in each runtime before it is handed out; "" none
 	// WarmupTimeout bounds the warm-up; 60 s when zero.
 	WarmupTimeout time.Duration
-	Logger        *slog.Logger
+	// RefillDelay is how long a refill waits after a runtime was taken, so
+	// that starting the replacement (a kernel start is about a CPU-second)
+	// does not compete with the taker's first execution; 300 ms when zero.
+	RefillDelay time.Duration
+	Logger      *slog.Logger
 }
 
 // Pool keeps Size runtimes started (and warmed up) so that a one-shot call
@@ -70,6 +74,9 @@ func NewPool(cfg PoolConfig) *Pool {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.RefillDelay <= 0 {
+		cfg.RefillDelay = 300 * time.Millisecond
 	}
 	p := &Pool{cfg: cfg, wake: make(chan struct{}, 1)}
 	p.ctx, p.cancel = context.WithCancel(context.Background())
@@ -140,6 +147,11 @@ func (p *Pool) fill() {
 		case <-p.ctx.Done():
 			return
 		case <-p.wake:
+			select {
+			case <-p.ctx.Done():
+				return
+			case <-time.After(p.cfg.RefillDelay):
+			}
 		case <-time.After(5 * time.Second): // notice runtimes that died while pooled
 		}
 	}

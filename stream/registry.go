@@ -10,6 +10,8 @@ import (
 	"time"
 )
 
+const releaseDelay = 100 * time.Millisecond
+
 // ErrShuttingDown is returned when a session is asked for during shutdown.
 var ErrShuttingDown = errors.New("aiod is shutting down")
 
@@ -192,9 +194,15 @@ func (r *Registry) remove(ctx context.Context, match func(*Session) bool, why st
 func (r *Registry) Temp(b Backend) *Session { return r.newSession("", b) }
 
 // Release closes a temporary session's runtime in the background, so that
-// the caller's answer does not wait for the process to exit.
+// the caller's answer does not wait for the process to exit. The close
+// starts a moment later (releaseDelay): a process exiting costs CPU, and on
+// a small machine it would otherwise compete with writing the answer.
 func (r *Registry) Release(s *Session) {
 	r.background(func() {
+		select {
+		case <-time.After(releaseDelay):
+		case <-r.ctx.Done():
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.CloseTimeout)
 		defer cancel()
 		s.Close(ctx)
