@@ -153,10 +153,13 @@ func field(m *Message, name string) string {
 }
 
 // stdout concatenates the stream output on stdout.
-func stdout(ms []*Message) string {
+func stdout(ms []*Message) string { return streamText(ms, "stdout") }
+
+// streamText concatenates the stream messages of one name.
+func streamText(ms []*Message, name string) string {
 	var b strings.Builder
 	for _, m := range ms {
-		if m.Header.MsgType == "stream" && field(m, "name") == "stdout" {
+		if m.Header.MsgType == "stream" && field(m, "name") == name {
 			b.WriteString(field(m, "text"))
 		}
 	}

@@ -149,10 +149,19 @@ type kernelInfoReply struct {
 func Start(ctx context.Context, opts Options) (*Kernel, error) {
 	for try := 1; ; try++ {
 		k, err := start(ctx, opts)
-		if err == nil || try == 3 || !strings.Contains(err.Error(), "Address already in use") || ctx.Err() != nil {
+		if err == nil || try == 3 || !portClash(err) || ctx.Err() != nil {
 			return k, err
 		}
 	}
+}
+
+// portClash reports whether a start failed because another process took
+// one of the ports picked for the kernel: the kernel could not bind it, or
+// we dialled someone else's socket there. Ports are picked free, but another
+// process (another aiod, a test binary) can bind one before the kernel does.
+func portClash(err error) bool {
+	s := err.Error()
+	return strings.Contains(s, "Address already in use") || strings.Contains(s, "not compatible with")
 }
 
 func start(ctx context.Context, opts Options) (*Kernel, error) {
