@@ -1,0 +1,97 @@
+package load
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync/atomic"
+
+	"github.com/coder/websocket"
+	"github.com/goccy/go-json"
+)
+
+// wsCaller sends executions over one /v2/code/ws socket, one at a time.
+type wsCaller struct {
+	cfg  Config
+	conn *websocket.Conn
+	next atomic.Int64
+}
+
+func dialWS(ctx context.Context, cfg Config) (caller, error) {
+	u := "ws" + strings.TrimPrefix(cfg.URL, "http") + "/v2/code/ws"
+	h := http.Header{}
+	if cfg.Token != "" {
+		h.Set("Authorization", "Bearer "+cfg.Token)
+	}
+	c, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPHeader: h})
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", u, err)
+	}
+	c.SetReadLimit(64 << 20)
+	return &wsCaller{cfg: cfg, conn: c}, nil
+}
+
+// wsMessage is what the checks read of a server message.
+type wsMessage struct {
+	Type    string          `json:"type"`
+	ID      string          `json:"id"`
+	Success bool            `json:"success"`
+	Message string          `json:"message"`
+	Status  int             `json:"status"`
+	Data    *execAnswer     `json:"-"`
+	RawData json.RawMessage `json:"data"`
+}
+
+func (w *wsCaller) call(ctx context.Context, code, session string) (string, error) {
+	id := fmt.Sprintf("c%d", w.next.Add(1))
+	msg := map[string]any{"type": "execute", "id": id, "language": w.cfg.Language, "code": code, "timeout": w.cfg.Timeout}
+	if session != "" {
+		msg["session_id"] = session
+	}
+	raw, _ := json.Marshal(msg)
+	if err := w.conn.Write(ctx, websocket.MessageText, raw); err != nil {
+		return "", err
+	}
+	var streamed strings.Builder
+	for {
+		_, b, err := w.conn.Read(ctx)
+		if err != nil {
+			return "", err
+		}
+		var m wsMessage
+		if err := json.Unmarshal(b, &m); err != nil {
+			return "", &statusError{"not_json", fmt.Sprintf("message is not JSON: %.200q", b)}
+		}
+		if m.ID != id {
+			continue
+		}
+		switch m.Type {
+		case "output":
+			var o struct {
+				Output struct {
+					OutputType string `json:"output_type"`
+					Name       string `json:"name"`
+					Text       string `json:"text"`
+				} `json:"output"`
+			}
+			if json.Unmarshal(b, &o) == nil && o.Output.OutputType == "stream" && o.Output.Name == "stdout" {
+				streamed.WriteString(o.Output.Text)
+			}
+		case "error":
+			return "", &statusError{fmt.Sprintf("ws_%d", m.Status), "error message: " + m.Message}
+		case "result":
+			a := execAnswer{Success: m.Success, Message: m.Message}
+			if err := json.Unmarshal(m.RawData, &a.Data); err != nil {
+				return "", &statusError{"not_json", "result data is not an execution"}
+			}
+			out, err := a.verify(http.StatusOK)
+			if err == nil && out != streamed.String() {
+				return "", &wrongAnswer{fmt.Sprintf("streamed stdout %.100q differs from the result's %.100q", streamed.String(), out)}
+			}
+			return out, err
+		}
+	}
+}
+
+func (w *wsCaller) close() { _ = w.conn.Close(websocket.StatusNormalClosure, "done") }
