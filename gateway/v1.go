@@ -1,6 +1,193 @@
 package gateway
 
-import "github.com/fasthttp/router"
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/stream"
+	"github.com/fasthttp/router"
+	"github.com/valyala/fasthttp"
+)
+
+// v1 serves the agent_sandbox SDK's code, jupyter, nodejs and sandbox routes
+// (spec/v1-compat.md) on the same registry, runtimes and multiplexer as v2.
+// The file routes are package fsplane's.
+//
+// Shapes follow the SDK's models: every JSON route answers an object (never
+// 204), a failed validation answers FastAPI's 422 detail list, JSON null is
+// "absent" for every optional field, and an empty body is {}. Limits are
+// aiod's (spec/v2-code-plane.md), not the original server's.
+type v1 struct {
+	s *Server
+
+	mu   sync.Mutex                  // guards meta
+	meta map[*stream.Session]*v1Meta // what v1 knows of sessions it touched; see v1_run.go
+
+	pkgMu    sync.Mutex // one package listing at a time; see v1_sandbox.go
+	pkgCache map[string]v1PkgList
+	tools    map[string]string // toolOutput's answers, kept for the daemon's life
+}
 
 // registerV1 adds the v1 routes the agent_sandbox SDK calls.
-func (s *Server) registerV1(r *router.Router) {}
+func (s *Server) registerV1(r *router.Router) {
+	v := &v1{s: s, meta: map[*stream.Session]*v1Meta{}, pkgCache: map[string]v1PkgList{}, tools: map[string]string{}}
+
+	r.POST("/v1/code/execute", v.codeExecute)
+	r.GET("/v1/code/info", v.codeInfo)
+
+	r.POST("/v1/jupyter/execute", v.jupyterExecute)
+	r.GET("/v1/jupyter/info", v.jupyterInfo)
+	r.GET("/v1/jupyter/sessions", v.jupyterSessions)
+	r.DELETE("/v1/jupyter/sessions", v.jupyterDeleteAll)
+	r.DELETE("/v1/jupyter/sessions/{session_id}", v.jupyterDelete)
+	r.POST("/v1/jupyter/sessions/create", v.jupyterCreate)
+
+	r.POST("/v1/nodejs/execute", v.nodeExecute)
+	r.GET("/v1/nodejs/info", v.nodeInfo)
+	r.POST("/v1/nodejs/sessions", v.nodeCreate)
+	r.GET("/v1/nodejs/sessions", v.nodeList)
+	r.GET("/v1/nodejs/sessions/{session_id}", v.nodeGet)
+	r.PATCH("/v1/nodejs/sessions/{session_id}", v.nodeUpdate)
+	r.DELETE("/v1/nodejs/sessions/{session_id}", v.nodeDelete)
+
+	r.GET("/v1/sandbox", v.sandbox)
+	r.GET("/v1/sandbox/packages/python", v.pythonPackages)
+	r.GET("/v1/sandbox/packages/nodejs", v.nodePackages)
+}
+
+// decode parses a v1 JSON body; on failure it has answered the 422.
+func v1Body(ctx *fasthttp.RequestCtx) (*api.Fields, bool) {
+	f, fe := api.Decode(ctx.PostBody())
+	if fe != nil {
+		api.InvalidV1(ctx, fe)
+		return nil, false
+	}
+	return f, true
+}
+
+func v1BodyErr(field, typ, format string, args ...any) *api.FieldError {
+	return &api.FieldError{In: "body", Field: field, Type: typ, Msg: fmt.Sprintf(format, args...)}
+}
+
+// v1Timeout reads an optional integral timeout in seconds within 1..max.
+// The SDK types it int; aiod's limits apply (default 30 s, max 900 s).
+func (v *v1) timeout(f *api.Fields) (time.Duration, *api.FieldError) {
+	n, ok := f.Int("timeout")
+	if err := f.Err(); err != nil {
+		return 0, err
+	}
+	if !ok {
+		return v.s.cfg.DefaultTimeout, nil
+	}
+	max := int64(v.s.cfg.MaxTimeout / time.Second)
+	if n < 1 || n > max {
+		return 0, v1BodyErr("timeout", "less_than_equal", "must be between 1 and %d seconds, got %d", max, n)
+	}
+	return time.Duration(n) * time.Second, nil
+}
+
+// sessionID reads an optional session id; "" when absent, null or empty.
+func v1SessionID(f *api.Fields, name string) (string, *api.FieldError) {
+	p := f.OptStr(name)
+	if err := f.Err(); err != nil {
+		return "", err
+	}
+	if p == nil {
+		return "", nil
+	}
+	return *p, validSessionID(name, *p)
+}
+
+// cwd reads an optional working directory. It must exist and be a folder;
+// a relative path is taken from the runtimes' working directory.
+func (v *v1) cwd(f *api.Fields) (string, *api.FieldError) {
+	p := f.OptStr("cwd")
+	if err := f.Err(); err != nil {
+		return "", err
+	}
+	if p == nil || *p == "" {
+		return "", nil
+	}
+	dir := *p
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(v.defaultCwd(), dir)
+	}
+	dir = filepath.Clean(dir)
+	st, err := os.Stat(dir)
+	switch {
+	case err != nil:
+		return "", v1BodyErr("cwd", "value_error", "cannot use %q as the working directory: %v", *p, err)
+	case !st.IsDir():
+		return "", v1BodyErr("cwd", "value_error", "%q is not a directory", *p)
+	}
+	return dir, nil
+}
+
+// defaultCwd is where runtimes start when no cwd is given.
+func (v *v1) defaultCwd() string {
+	if v.s.cfg.Workdir != "" {
+		if abs, err := filepath.Abs(v.s.cfg.Workdir); err == nil {
+			return abs
+		}
+		return v.s.cfg.Workdir
+	}
+	if wd, err := os.Getwd(); err == nil {
+		return wd
+	}
+	return "/"
+}
+
+// pathSessionID reads {session_id} from the path, answering 422 when invalid.
+func v1PathSessionID(ctx *fasthttp.RequestCtx) (string, bool) {
+	id, _ := ctx.UserValue("session_id").(string)
+	if fe := validSessionID("session_id", id); fe != nil || id == "" {
+		if fe == nil {
+			fe = &api.FieldError{Msg: "is required", Type: "missing"}
+		}
+		fe.In, fe.Field = "path", "session_id"
+		api.InvalidV1(ctx, fe)
+		return "", false
+	}
+	return id, true
+}
+
+// nullIfEmpty is v1's rendering of an empty stream: null (the page's second sample).
+func v1NullIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// errorTraceback is the first error output's traceback, or nil.
+func v1Traceback(r *stream.Result) []string {
+	e := r.FirstError()
+	if e == nil {
+		return nil
+	}
+	if e.Traceback == nil {
+		return []string{}
+	}
+	return e.Traceback
+}
+
+// optID renders a result's session id: null for one-shot calls.
+func v1OptID(id string) *string {
+	if id == "" {
+		return nil
+	}
+	return &id
+}
+
+// answerResult writes an execute route's envelope: success is false when
+// the code raised or timed out, as on v2 (the page's rule).
+func v1Answer(ctx *fasthttp.RequestCtx, res *stream.Result, msg string, data any) {
+	if msg == "" {
+		msg = res.Message()
+	}
+	api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: res.Success(), Message: msg, Data: data})
+}

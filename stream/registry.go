@@ -78,7 +78,7 @@ func (r *Registry) newSession(id string, b Backend) *Session {
 	return &Session{
 		ID: id, Language: b.Language, Backend: b, Created: time.Now(),
 		reg: r, mux: mux, turn: make(chan struct{}, 1), closed: make(chan struct{}),
-		last: time.Now(),
+		last: time.Now(), idle: b.Idle,
 	}
 }
 
@@ -160,6 +160,11 @@ func (r *Registry) List() []*Session {
 // many there were. Runtimes are closed before it returns.
 func (r *Registry) Delete(ctx context.Context, id string) int {
 	return r.remove(ctx, func(s *Session) bool { return s.ID == id }, "deleted")
+}
+
+// DeleteOne ends the one session (lang, id) and reports whether it existed.
+func (r *Registry) DeleteOne(ctx context.Context, lang, id string) bool {
+	return r.remove(ctx, func(s *Session) bool { return s.Language == lang && s.ID == id }, "deleted") > 0
 }
 
 // DeleteLanguage ends every session of one language.
@@ -252,7 +257,7 @@ func (r *Registry) reap() {
 // as of now, and returns how many it closed.
 func (r *Registry) ReapIdle(now time.Time) int {
 	return r.remove(r.ctx, func(s *Session) bool {
-		idle := s.Backend.Idle
+		idle := s.Idle()
 		return idle > 0 && !s.Busy() && now.Sub(s.LastUsed()) > idle
 	}, "idle")
 }

@@ -60,7 +60,23 @@ type Session struct {
 	gen     uint64
 	lost    string // why earlier state is gone; the next answer says so
 	last    time.Time
-	pending int // calls running or queued
+	pending int           // calls running or queued
+	idle    time.Duration // reclaim after this long unused; starts as Backend.Idle
+}
+
+// Idle is how long the session may stay unused before it is reclaimed
+// (0: never).
+func (s *Session) Idle() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.idle
+}
+
+// SetIdle changes how long the session may stay unused.
+func (s *Session) SetIdle(d time.Duration) {
+	s.mu.Lock()
+	s.idle = d
+	s.mu.Unlock()
 }
 
 // Mux is the session's multiplexer, for watchers.

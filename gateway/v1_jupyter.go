@@ -1,0 +1,267 @@
+package gateway
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/kernel"
+	"github.com/aiod/aiod/stream"
+	"github.com/valyala/fasthttp"
+)
+
+// v1DefaultKernel is the v1 name of the default Python kernel.
+const v1DefaultKernel = "python3"
+
+// v1KernelAliases are the names the SDK's docs use; all of them run the one
+// default Python kernel, whatever its minor version.
+var v1KernelAliases = []string{"python3", "python3.10", "python3.11", "python3.12"}
+
+// kernelFor resolves kernel_name: "" and the aliases are the default kernel
+// (spec nil), the name of any other ipykernel kernelspec is that spec.
+func (v *v1) kernelFor(f *api.Fields) (name string, spec *kernel.Spec, fe *api.FieldError) {
+	p := f.OptStr("kernel_name")
+	if err := f.Err(); err != nil {
+		return "", nil, err
+	}
+	if p == nil || *p == "" {
+		return v1DefaultKernel, nil, nil
+	}
+	name = *p
+	for _, a := range v.kernelNames() {
+		if a != name {
+			continue
+		}
+		for _, k := range v.s.env.Kernels {
+			if k.Name == name && k.IPyKernel != "" && (v.s.env.PythonKernel == nil || k.spec != v.s.env.PythonKernel.spec) {
+				return name, k.spec, nil
+			}
+		}
+		return name, nil, nil
+	}
+	return "", nil, v1BodyErr("kernel_name", "literal_error", "unknown kernel %q: available kernels are %s",
+		name, strings.Join(v.kernelNames(), ", "))
+}
+
+// kernelNames are the accepted kernel names: the aliases, python3.X of the
+// default kernel's own Python, and every kernelspec running ipykernel.
+func (v *v1) kernelNames() []string {
+	seen := map[string]bool{}
+	var out []string
+	add := func(n string) {
+		if n != "" && !seen[n] {
+			seen[n] = true
+			out = append(out, n)
+		}
+	}
+	for _, a := range v1KernelAliases {
+		add(a)
+	}
+	if pk := v.s.env.PythonKernel; pk != nil {
+		if parts := strings.SplitN(pk.Python, ".", 3); len(parts) >= 2 {
+			add("python" + parts[0] + "." + parts[1])
+		}
+	}
+	for _, k := range v.s.env.Kernels {
+		if k.IPyKernel != "" && strings.EqualFold(k.Language, "python") {
+			add(k.Name)
+		}
+	}
+	return out
+}
+
+// parseJupyterExecute validates POST /v1/jupyter/execute (JupyterExecuteRequest).
+func (v *v1) parseJupyterExecute(f *api.Fields) (v1Call, *api.FieldError) {
+	c := v1Call{}
+	c.Language, c.Kernel = "python", true
+	c.Code = f.Str("code", true)
+	if err := f.Err(); err != nil {
+		return c, err
+	}
+	var fe *api.FieldError
+	if c.KernelName, c.Spec, fe = v.kernelFor(f); fe != nil {
+		return c, fe
+	}
+	if c.SessionID, fe = v1SessionID(f, "session_id"); fe != nil {
+		return c, fe
+	}
+	if c.Timeout, fe = v.timeout(f); fe != nil {
+		return c, fe
+	}
+	c.Cwd, fe = v.cwd(f)
+	return c, fe
+}
+
+// v1JupyterExecuteData is JupyterExecuteResponse.
+type v1JupyterExecuteData struct {
+	KernelName     string             `json:"kernel_name"`
+	SessionID      *string            `json:"session_id"`
+	Status         string             `json:"status"`
+	ExecutionCount *int               `json:"execution_count"`
+	Outputs        []stream.NineField `json:"outputs"`
+	Code           string             `json:"code"`
+	MsgID          string             `json:"msg_id"`
+	Truncated      bool               `json:"truncated,omitempty"`
+	FreshRuntime   bool               `json:"fresh_runtime,omitempty"`
+}
+
+func (v *v1) jupyterExecute(ctx *fasthttp.RequestCtx) {
+	f, ok := v1Body(ctx)
+	if !ok {
+		return
+	}
+	c, fe := v.parseJupyterExecute(f)
+	if fe != nil {
+		api.InvalidV1(ctx, fe)
+		return
+	}
+	res, ce := v.run(ctx, c)
+	if ce != nil {
+		api.Fail(ctx, ce.Status, ce.Msg)
+		return
+	}
+	name := c.KernelName
+	if c.SessionID != "" {
+		if sess := v.s.reg.Get("python", c.SessionID); sess != nil {
+			name = v.kernelNameOf(sess)
+		}
+	}
+	d := v1JupyterExecuteData{
+		KernelName: name, SessionID: v1OptID(res.SessionID), Status: res.Status,
+		ExecutionCount: res.ExecutionCount, Outputs: make([]stream.NineField, len(res.Outputs)),
+		Code: res.Code, MsgID: res.ID, Truncated: res.Truncated, FreshRuntime: res.Fresh,
+	}
+	for i, o := range res.Outputs {
+		d.Outputs[i] = o.NineField()
+	}
+	v1Answer(ctx, res, "", d)
+}
+
+// kernelNameOf is the kernel name a session is listed under.
+func (v *v1) kernelNameOf(sess *stream.Session) string {
+	if n := v.metaOf(sess).kernelName; n != "" {
+		return n
+	}
+	return v1DefaultKernel
+}
+
+func (v *v1) jupyterInfo(ctx *fasthttp.RequestCtx) {
+	desc := "Python in Jupyter kernels (ipykernel), found through kernelspecs."
+	if pk := v.s.env.PythonKernel; pk != nil {
+		desc = fmt.Sprintf("Python %s in Jupyter kernels (ipykernel %s, kernelspec %s). python3 and the python3.x names all run this kernel. Sessions idle for %d s are reclaimed; max_sessions 0 means no limit.",
+			pk.Python, pk.IPyKernel, pk.Name, int(v.s.cfg.KernelIdle/time.Second))
+	} else if v.s.env.BackendError != "" {
+		desc = "no Python kernel is available: " + v.s.env.BackendError
+	}
+	api.OK(ctx, map[string]any{
+		"default_kernel":          v1DefaultKernel,
+		"available_kernels":       v.kernelNames(),
+		"active_sessions":         len(v.sessionsOf("python", v1IsKernel)),
+		"session_timeout_seconds": int(v.s.cfg.KernelIdle / time.Second),
+		"max_sessions":            0,
+		"description":             desc,
+		"kernel_detection":        "kernelspec",
+	})
+}
+
+// v1JupyterSessionInfo is SessionInfo.
+type v1JupyterSessionInfo struct {
+	KernelName string  `json:"kernel_name"`
+	LastUsed   float64 `json:"last_used"` // epoch seconds
+	AgeSeconds int64   `json:"age_seconds"`
+	Busy       bool    `json:"busy"`
+}
+
+func (v *v1) jupyterSessions(ctx *fasthttp.RequestCtx) {
+	out := map[string]v1JupyterSessionInfo{}
+	now := time.Now()
+	for _, sess := range v.sessionsOf("python", v1IsKernel) {
+		out[sess.ID] = v1JupyterSessionInfo{
+			KernelName: v.kernelNameOf(sess),
+			LastUsed:   float64(sess.LastUsed().UnixMicro()) / 1e6,
+			AgeSeconds: int64(now.Sub(sess.Created) / time.Second),
+			Busy:       sess.Busy(),
+		}
+	}
+	api.OK(ctx, map[string]any{"sessions": out})
+}
+
+func (v *v1) jupyterDeleteAll(ctx *fasthttp.RequestCtx) {
+	var ids []string
+	for _, sess := range v.sessionsOf("python", v1IsKernel) {
+		if v.deleteSession(ctx, "python", sess.ID) > 0 {
+			ids = append(ids, sess.ID)
+		}
+	}
+	sort.Strings(ids)
+	if ids == nil {
+		ids = []string{}
+	}
+	api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: true,
+		Message: fmt.Sprintf("%d session(s) deleted", len(ids)),
+		Data:    map[string]any{"deleted": ids, "count": len(ids)}})
+}
+
+func (v *v1) jupyterDelete(ctx *fasthttp.RequestCtx) {
+	id, ok := v1PathSessionID(ctx)
+	if !ok {
+		return
+	}
+	sess := v.s.reg.Get("python", id)
+	if sess == nil || !v1IsKernel(sess.Backend) {
+		api.Fail(ctx, fasthttp.StatusNotFound, fmt.Sprintf("jupyter session %q not found", id))
+		return
+	}
+	n := v.deleteSession(ctx, "python", id)
+	api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: true,
+		Message: fmt.Sprintf("session %q deleted", id),
+		Data:    map[string]any{"session_id": id, "closed": n}})
+}
+
+// jupyterCreate starts a kernel session now, so that its first execute
+// does not wait for the kernel to start.
+func (v *v1) jupyterCreate(ctx *fasthttp.RequestCtx) {
+	f, ok := v1Body(ctx)
+	if !ok {
+		return
+	}
+	c := v1Call{}
+	c.Language, c.Kernel, c.Code = "python", true, ""
+	var fe *api.FieldError
+	if c.SessionID, fe = v1SessionID(f, "session_id"); fe == nil {
+		if c.KernelName, c.Spec, fe = v.kernelFor(f); fe == nil {
+			c.Cwd, fe = v.cwd(f)
+		}
+	}
+	if fe != nil {
+		api.InvalidV1(ctx, fe)
+		return
+	}
+	if c.SessionID == "" {
+		c.SessionID = stream.NewID()
+	}
+	existed := v.s.reg.Get("python", c.SessionID) != nil
+	// An empty cell starts the kernel and runs nothing (IPython does not
+	// count it). Starting may take up to the kernel start timeout.
+	c.Timeout = v.s.cfg.KernelStartTimeout + 30*time.Second
+	res, ce := v.run(ctx, c)
+	if ce != nil {
+		api.Fail(ctx, ce.Status, ce.Msg)
+		return
+	}
+	msg := fmt.Sprintf("kernel session %s started", c.SessionID)
+	if existed {
+		msg = fmt.Sprintf("kernel session %s already exists", c.SessionID)
+	}
+	if res.Status != stream.StatusOK {
+		api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: false, Message: "start the kernel: " + res.Message(), Data: nil})
+		return
+	}
+	name := c.KernelName
+	if sess := v.s.reg.Get("python", c.SessionID); sess != nil {
+		name = v.kernelNameOf(sess)
+	}
+	api.OK(ctx, map[string]any{"session_id": c.SessionID, "kernel_name": name, "message": msg})
+}

@@ -1,0 +1,218 @@
+package gateway
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/stream"
+	"github.com/valyala/fasthttp"
+)
+
+// The Node.js sessions routes. A session is the registry's
+// ("javascript", id); v1 adds its cwd and max_idle_time (v1Meta).
+
+// v1NodeSessionInfo is NodeJsSessionInfo: times and max_idle_time in ms.
+type v1NodeSessionInfo struct {
+	SessionID   string  `json:"session_id"`
+	Cwd         string  `json:"cwd"`
+	CreatedAt   float64 `json:"created_at"`
+	LastUsed    float64 `json:"last_used"`
+	MaxIdleTime int64   `json:"max_idle_time"`
+	AgeSeconds  int64   `json:"age_seconds"` // since last activity
+	State       string  `json:"state"`       // IDLE or EXECUTING
+}
+
+func v1Millis(t time.Time) float64 { return float64(t.UnixMicro()) / 1e3 }
+
+func (v *v1) nodeInfoOf(sess *stream.Session) v1NodeSessionInfo {
+	m := v.metaOf(sess)
+	idle := sess.Backend.Idle
+	if m.maxIdle > 0 {
+		idle = m.maxIdle
+	}
+	cwd := m.cwd
+	if cwd == "" {
+		cwd = v.defaultCwd()
+	}
+	state := "IDLE"
+	if sess.Busy() {
+		state = "EXECUTING"
+	}
+	last := sess.LastUsed()
+	return v1NodeSessionInfo{
+		SessionID: sess.ID, Cwd: cwd, CreatedAt: v1Millis(sess.Created), LastUsed: v1Millis(last),
+		MaxIdleTime: idle.Milliseconds(), AgeSeconds: int64(time.Since(last) / time.Second), State: state,
+	}
+}
+
+// maxIdle reads max_idle_time (seconds, 60..86400). The value in force is
+// capped at aiod's native idle time; note says so when it was.
+func (v *v1) maxIdle(f *api.Fields) (d time.Duration, note string, fe *api.FieldError) {
+	n, ok := f.Int("max_idle_time")
+	if err := f.Err(); err != nil {
+		return 0, "", err
+	}
+	if !ok {
+		return 0, "", nil
+	}
+	if n < 60 || n > 86400 {
+		return 0, "", v1BodyErr("max_idle_time", "less_than_equal", "must be between 60 and 86400 seconds, got %d", n)
+	}
+	d = time.Duration(n) * time.Second
+	if d > v.s.cfg.NativeIdle {
+		note = fmt.Sprintf("max_idle_time %d s is above aiod's native session idle limit; %d s is in force",
+			n, int(v.s.cfg.NativeIdle/time.Second))
+		d = v.s.cfg.NativeIdle
+	}
+	return d, note, nil
+}
+
+func (v *v1) nodeCreate(ctx *fasthttp.RequestCtx) {
+	f, ok := v1Body(ctx)
+	if !ok {
+		return
+	}
+	note, fe := v.checkVersion("query", v1QueryVersion(ctx))
+	c := v1Call{}
+	c.Language = "javascript"
+	var idleNote string
+	if fe == nil {
+		if c.SessionID, fe = v1SessionID(f, "session_id"); fe == nil {
+			if c.Cwd, fe = v.cwd(f); fe == nil {
+				c.Idle, idleNote, fe = v.maxIdle(f)
+			}
+		}
+	}
+	if fe != nil {
+		api.InvalidV1(ctx, fe)
+		return
+	}
+	if c.SessionID == "" {
+		c.SessionID = stream.NewID()
+	}
+	b, err := v.backend(c)
+	if err != nil {
+		api.Fail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
+		return
+	}
+	sess, created, ce := v.open(c, b)
+	if ce != nil {
+		api.Fail(ctx, ce.Status, ce.Msg)
+		return
+	}
+	msg := fmt.Sprintf("session %s created", sess.ID)
+	if !created {
+		msg = fmt.Sprintf("session %s already exists; it is unchanged", sess.ID)
+	}
+	for _, n := range []string{idleNote, note} {
+		if n != "" {
+			msg += "; " + n
+		}
+	}
+	api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: true, Message: msg, Data: map[string]any{
+		"session_id": sess.ID, "created": created, "message": msg, "session": v.nodeInfoOf(sess),
+	}})
+}
+
+func (v *v1) nodeList(ctx *fasthttp.RequestCtx) {
+	if _, fe := v.checkVersion("query", v1QueryVersion(ctx)); fe != nil {
+		api.InvalidV1(ctx, fe)
+		return
+	}
+	out := map[string]v1NodeSessionInfo{}
+	for _, sess := range v.sessionsOf("javascript", v1AnyBackend) {
+		out[sess.ID] = v.nodeInfoOf(sess)
+	}
+	api.OK(ctx, map[string]any{"sessions": out})
+}
+
+// nodeSession answers the path's session, or 404 (or 422) and nil.
+func (v *v1) nodeSession(ctx *fasthttp.RequestCtx) *stream.Session {
+	id, ok := v1PathSessionID(ctx)
+	if !ok {
+		return nil
+	}
+	if _, fe := v.checkVersion("query", v1QueryVersion(ctx)); fe != nil {
+		api.InvalidV1(ctx, fe)
+		return nil
+	}
+	sess := v.s.reg.Get("javascript", id)
+	if sess == nil {
+		api.Fail(ctx, fasthttp.StatusNotFound, fmt.Sprintf("Node.js session %q not found", id))
+	}
+	return sess
+}
+
+func (v *v1) nodeGet(ctx *fasthttp.RequestCtx) {
+	if sess := v.nodeSession(ctx); sess != nil {
+		api.OK(ctx, map[string]any{"session": v.nodeInfoOf(sess)})
+	}
+}
+
+// nodeUpdate changes a session's working folder (at once, through the
+// session's own queue) and its max_idle_time. The idle time in force can be
+// lowered, not raised above what the session was created with.
+func (v *v1) nodeUpdate(ctx *fasthttp.RequestCtx) {
+	f, ok := v1Body(ctx)
+	if !ok {
+		return
+	}
+	idle, idleNote, fe := v.maxIdle(f)
+	var cwd string
+	if fe == nil {
+		cwd, fe = v.cwd(f)
+	}
+	if fe != nil {
+		api.InvalidV1(ctx, fe)
+		return
+	}
+	sess := v.nodeSession(ctx)
+	if sess == nil {
+		return
+	}
+	var notes []string
+	if idleNote != "" {
+		notes = append(notes, idleNote)
+	}
+	if idle > 0 {
+		if idle > sess.Backend.Idle {
+			notes = append(notes, fmt.Sprintf("max_idle_time cannot be raised above the %d s the session was created with",
+				int(sess.Backend.Idle/time.Second)))
+			idle = sess.Backend.Idle
+		}
+		v.setMeta(sess, func(m *v1Meta) { m.maxIdle = idle })
+		sess.SetIdle(idle) // the registry's reaper enforces it
+	}
+	if cwd != "" {
+		res, err := sess.Execute(ctx, stream.ExecRequest{Code: v1ChdirCode("javascript", cwd), Timeout: v.s.cfg.DefaultTimeout})
+		if ce := v1RunError(err, sess.ID); ce != nil {
+			api.Fail(ctx, ce.Status, ce.Msg)
+			return
+		}
+		if res.Status != stream.StatusOK {
+			api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: false,
+				Message: fmt.Sprintf("cannot change the working directory to %q: %s", cwd, res.Message())})
+			return
+		}
+		v.setMeta(sess, func(m *v1Meta) { m.cwd = cwd })
+	}
+	msg := "session updated"
+	if len(notes) > 0 {
+		msg += "; " + strings.Join(notes, "; ")
+	}
+	api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: true, Message: msg, Data: map[string]any{
+		"updated": idle > 0 || cwd != "", "session": v.nodeInfoOf(sess),
+	}})
+}
+
+func (v *v1) nodeDelete(ctx *fasthttp.RequestCtx) {
+	sess := v.nodeSession(ctx)
+	if sess == nil {
+		return
+	}
+	v.deleteSession(ctx, "javascript", sess.ID)
+	api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: true,
+		Message: fmt.Sprintf("session %s deleted", sess.ID), Data: map[string]any{"deleted": true}})
+}

@@ -1,0 +1,394 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/aiod/aiod/gateway/api"
+	"github.com/goccy/go-json"
+	"github.com/valyala/fasthttp"
+)
+
+// v1ToolSpec is ToolSpec.
+type v1ToolSpec struct {
+	Ver   *string  `json:"ver"`
+	Bin   *string  `json:"bin"`
+	Alias []string `json:"alias"`
+}
+
+// v1ToolCategory is ToolCategory; v1Tool is AvailableTool.
+type v1ToolCategory struct {
+	Category string   `json:"category"`
+	Tools    []v1Tool `json:"tools"`
+}
+
+type v1Tool struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+}
+
+// v1SystemEnv is SystemEnv: occupied_ports are strings, as the SDK requires.
+type v1SystemEnv struct {
+	OS            string   `json:"os"`
+	OSVersion     string   `json:"os_version"`
+	Arch          string   `json:"arch"`
+	User          string   `json:"user"`
+	HomeDir       string   `json:"home_dir"`
+	Timezone      string   `json:"timezone"`
+	Workspace     string   `json:"workspace"`
+	OccupiedPorts []string `json:"occupied_ports"`
+}
+
+// v1SandboxResponse is SandboxResponse: flat, not the usual envelope; data
+// is a text summary.
+type v1SandboxResponse struct {
+	Success   bool            `json:"success"`
+	Message   string          `json:"message"`
+	Data      string          `json:"data"`
+	HomeDir   string          `json:"home_dir"`
+	Workspace string          `json:"workspace"`
+	Version   string          `json:"version"`
+	Detail    v1SandboxDetail `json:"detail"`
+}
+
+type v1SandboxDetail struct {
+	System  v1SystemEnv             `json:"system"`
+	Runtime map[string][]v1ToolSpec `json:"runtime"` // python, nodejs
+	Utils   []v1ToolCategory        `json:"utils"`
+}
+
+// v1UtilTools are the command-line tools reported when found on PATH.
+var v1UtilTools = []struct{ category, name, desc string }{
+	{"code_execution", "python3", "Python interpreter"},
+	{"code_execution", "node", "Node.js runtime"},
+	{"code_execution", "npm", "Node.js package manager"},
+	{"code_execution", "pip3", "Python package installer"},
+	{"version_control", "git", "distributed version control"},
+	{"network", "curl", "transfer data from or to a URL"},
+	{"network", "wget", "download files from the web"},
+	{"search", "rg", "ripgrep, recursive regex search"},
+	{"search", "grep", "search text with regular expressions"},
+	{"search", "find", "find files by name and attributes"},
+	{"text", "jq", "JSON processor"},
+	{"text", "sed", "stream editor"},
+	{"text", "awk", "pattern scanning and processing"},
+	{"archive", "tar", "tape archiver"},
+	{"archive", "zip", "package and compress files"},
+	{"archive", "unzip", "extract zip archives"},
+}
+
+func (v *v1) sandbox(ctx *fasthttp.RequestCtx) {
+	home, _ := os.UserHomeDir()
+	if home == "" {
+		home = "/"
+	}
+	ws := os.Getenv("WORKSPACE")
+	if ws == "" {
+		ws = v.defaultCwd()
+	}
+	osName, osVer := v1OSRelease()
+	sys := v1SystemEnv{
+		OS: osName, OSVersion: osVer, Arch: v1Arch(), User: v1User(), HomeDir: home,
+		Timezone: v1Timezone(), Workspace: ws, OccupiedPorts: v1ListeningPorts(),
+	}
+	env := v.s.env
+	py := []v1ToolSpec{}
+	if pk := env.PythonKernel; pk != nil {
+		py = append(py, v1ToolSpec{Ver: v1NullIfEmpty(pk.Python), Bin: v1NullIfEmpty(pk.Interpreter),
+			Alias: []string{"kernel:" + pk.Name}})
+	}
+	if env.Python.Error == "" && env.Python.Path != "" {
+		py = append(py, v1ToolSpec{Ver: v1NullIfEmpty(env.Python.Version), Bin: v1NullIfEmpty(env.Python.Path),
+			Alias: []string{filepath.Base(env.Python.Path)}})
+	}
+	node := []v1ToolSpec{}
+	if env.Node.Error == "" && env.Node.Path != "" {
+		ver := strings.TrimPrefix(env.Node.Version, "v")
+		node = append(node, v1ToolSpec{Ver: v1NullIfEmpty(ver), Bin: v1NullIfEmpty(env.Node.Path),
+			Alias: []string{"node", "node" + v.nodeMajor()}})
+	}
+	cats := map[string]*v1ToolCategory{}
+	var order []string
+	for _, t := range v1UtilTools {
+		if _, err := exec.LookPath(t.name); err != nil {
+			continue
+		}
+		c := cats[t.category]
+		if c == nil {
+			c = &v1ToolCategory{Category: t.category}
+			cats[t.category] = c
+			order = append(order, t.category)
+		}
+		c.Tools = append(c.Tools, v1Tool{Name: t.name, Description: t.desc})
+	}
+	utils := []v1ToolCategory{}
+	for _, name := range order {
+		utils = append(utils, *cats[name])
+	}
+	d := v1SandboxDetail{System: sys, Runtime: map[string][]v1ToolSpec{"python": py, "nodejs": node}, Utils: utils}
+	api.WriteJSON(ctx, fasthttp.StatusOK, v1SandboxResponse{
+		Success: true, Message: "ok", Data: v1Summary(d), HomeDir: home, Workspace: ws, Version: Version, Detail: d,
+	})
+}
+
+// summary is the human-readable text of data.
+func v1Summary(d v1SandboxDetail) string {
+	var b strings.Builder
+	s := d.System
+	fmt.Fprintf(&b, "System: %s %s (%s), user %s, home %s, timezone %s\n", s.OS, s.OSVersion, s.Arch, s.User, s.HomeDir, s.Timezone)
+	fmt.Fprintf(&b, "Workspace: %s\n", s.Workspace)
+	for _, lang := range []string{"python", "nodejs"} {
+		for _, t := range d.Runtime[lang] {
+			ver, bin := "", ""
+			if t.Ver != nil {
+				ver = *t.Ver
+			}
+			if t.Bin != nil {
+				bin = *t.Bin
+			}
+			fmt.Fprintf(&b, "Runtime: %s %s at %s\n", lang, ver, bin)
+		}
+	}
+	for _, c := range d.Utils {
+		names := make([]string, len(c.Tools))
+		for i, t := range c.Tools {
+			names[i] = t.Name
+		}
+		fmt.Fprintf(&b, "Tools (%s): %s\n", c.Category, strings.Join(names, ", "))
+	}
+	if len(s.OccupiedPorts) > 0 {
+		fmt.Fprintf(&b, "Listening ports: %s\n", strings.Join(s.OccupiedPorts, ", "))
+	}
+	return b.String()
+}
+
+// osRelease reads NAME and VERSION_ID from /etc/os-release.
+func v1OSRelease() (name, version string) {
+	name, version = runtime.GOOS, ""
+	f, err := os.Open("/etc/os-release")
+	if err != nil {
+		return name, version
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, val, ok := strings.Cut(sc.Text(), "=")
+		if !ok {
+			continue
+		}
+		val = strings.Trim(val, `"'`)
+		switch k {
+		case "NAME":
+			name = val
+		case "VERSION_ID":
+			version = val
+		}
+	}
+	return name, version
+}
+
+func v1Arch() string {
+	switch runtime.GOARCH {
+	case "amd64":
+		return "x86_64"
+	case "arm64":
+		return "aarch64"
+	}
+	return runtime.GOARCH
+}
+
+func v1User() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return strconv.Itoa(os.Getuid())
+}
+
+// timezone is $TZ, /etc/timezone, the /etc/localtime link, or UTC.
+func v1Timezone() string {
+	if tz := os.Getenv("TZ"); tz != "" {
+		return strings.TrimPrefix(tz, ":")
+	}
+	if b, err := os.ReadFile("/etc/timezone"); err == nil && strings.TrimSpace(string(b)) != "" {
+		return strings.TrimSpace(string(b))
+	}
+	if p, err := os.Readlink("/etc/localtime"); err == nil {
+		if _, after, ok := strings.Cut(p, "zoneinfo/"); ok {
+			return after
+		}
+	}
+	return "UTC"
+}
+
+// listeningPorts lists the TCP ports in LISTEN state on this host (IPv4 and
+// IPv6), as decimal strings in ascending order.
+func v1ListeningPorts() []string {
+	seen := map[int]bool{}
+	for _, p := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		for i, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if i == 0 || len(f) < 4 || f[3] != "0A" { // 0A is TCP_LISTEN
+				continue
+			}
+			_, port, ok := strings.Cut(f[1], ":")
+			if !ok {
+				continue
+			}
+			if n, err := strconv.ParseUint(port, 16, 16); err == nil {
+				seen[int(n)] = true
+			}
+		}
+	}
+	ports := make([]int, 0, len(seen))
+	for p := range seen {
+		ports = append(ports, p)
+	}
+	sort.Ints(ports)
+	out := make([]string, len(ports))
+	for i, p := range ports {
+		out[i] = strconv.Itoa(p)
+	}
+	return out
+}
+
+// v1PkgList is a cached package listing.
+type v1PkgList struct {
+	at   time.Time
+	pkgs []v1Pkg
+}
+
+type v1Pkg struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// v1PkgTTL is how long a package listing is reused.
+const v1PkgTTL = 30 * time.Second
+
+// packages runs list (bounded by 20 s) at most once per v1PkgTTL per key.
+func (v *v1) packages(key string, list func(context.Context) ([]v1Pkg, error)) ([]v1Pkg, error) {
+	v.pkgMu.Lock()
+	defer v.pkgMu.Unlock()
+	if c, ok := v.pkgCache[key]; ok && time.Since(c.at) < v1PkgTTL {
+		return c.pkgs, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	pkgs, err := list(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(pkgs, func(i, j int) bool { return strings.ToLower(pkgs[i].Name) < strings.ToLower(pkgs[j].Name) })
+	v.pkgCache[key] = v1PkgList{at: time.Now(), pkgs: pkgs}
+	return pkgs, nil
+}
+
+// v1PythonPkgScript prints the installed distributions as JSON.
+const v1PythonPkgScript = `import json, importlib.metadata as m
+seen = {}
+for d in m.distributions():
+    n = d.metadata["Name"]
+    if n and n.lower() not in seen:
+        seen[n.lower()] = {"name": n, "version": d.version}
+print(json.dumps(list(seen.values())))`
+
+func (v *v1) pythonPackages(ctx *fasthttp.RequestCtx) {
+	py := v.s.env.Python.Path
+	if pk := v.s.env.PythonKernel; pk != nil {
+		py = pk.Interpreter
+	}
+	if py == "" {
+		api.Fail(ctx, fasthttp.StatusServiceUnavailable, "no Python found: "+v.s.env.Python.Error)
+		return
+	}
+	pkgs, err := v.packages("python", func(c context.Context) ([]v1Pkg, error) {
+		out, err := exec.CommandContext(c, py, "-c", v1PythonPkgScript).Output()
+		if err != nil {
+			return nil, fmt.Errorf("list Python packages with %s: %w", py, err)
+		}
+		var pkgs []v1Pkg
+		if err := json.Unmarshal(out, &pkgs); err != nil {
+			return nil, fmt.Errorf("list Python packages: %w", err)
+		}
+		return pkgs, nil
+	})
+	v1AnswerPackages(ctx, pkgs, err)
+}
+
+func (v *v1) nodePackages(ctx *fasthttp.RequestCtx) {
+	pkgs, err := v.packages("nodejs", v.globalNpmPackages)
+	v1AnswerPackages(ctx, pkgs, err)
+}
+
+// globalNpmPackages lists the globally installed npm packages.
+func (v *v1) globalNpmPackages(c context.Context) ([]v1Pkg, error) {
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		return nil, fmt.Errorf("list Node.js packages: npm not found on PATH")
+	}
+	out, err := exec.CommandContext(c, npm, "ls", "-g", "--depth=0", "--json").Output()
+	if len(out) == 0 && err != nil {
+		return nil, fmt.Errorf("list Node.js packages with npm: %w", err)
+	}
+	var tree struct {
+		Dependencies map[string]struct {
+			Version string `json:"version"`
+		} `json:"dependencies"`
+	}
+	if err := json.Unmarshal(out, &tree); err != nil {
+		return nil, fmt.Errorf("list Node.js packages: %w", err)
+	}
+	pkgs := []v1Pkg{}
+	for name, d := range tree.Dependencies {
+		pkgs = append(pkgs, v1Pkg{Name: name, Version: d.Version})
+	}
+	return pkgs, nil
+}
+
+func v1AnswerPackages(ctx *fasthttp.RequestCtx, pkgs []v1Pkg, err error) {
+	if err != nil {
+		api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: false, Message: err.Error(), Data: nil})
+		return
+	}
+	if pkgs == nil {
+		pkgs = []v1Pkg{}
+	}
+	api.OK(ctx, pkgs)
+}
+
+// toolOutput runs a tool once (bounded by 10 s) and keeps its trimmed
+// output: versions and folders that do not change while aiod runs.
+func (v *v1) toolOutput(key, name string, args ...string) (string, error) {
+	v.pkgMu.Lock()
+	defer v.pkgMu.Unlock()
+	if out, ok := v.tools[key]; ok {
+		return out, nil
+	}
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("%s not found on PATH", name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b, err := exec.CommandContext(ctx, path, args...).Output()
+	if err != nil {
+		return "", fmt.Errorf("run %s %s: %w", name, strings.Join(args, " "), err)
+	}
+	out := strings.TrimSpace(string(b))
+	v.tools[key] = out
+	return out, nil
+}
