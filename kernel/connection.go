@@ -5,9 +5,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -73,6 +77,11 @@ const portHold = time.Minute
 // freePorts returns n distinct free TCP ports on 127.0.0.1, none handed
 // out by this process in the last minute. All listeners stay open until
 // every port is picked so that none is picked twice.
+//
+// Ports are picked below the kernel's ephemeral range: a port from bind(0)
+// is in that range, and between our pick and the kernel's bind the OS may
+// hand it to any outgoing connection (ours to other kernels included) as
+// its source port. Ports below the range are never handed out that way.
 func freePorts(n int) ([]int, error) {
 	recentPorts.Lock()
 	defer recentPorts.Unlock()
@@ -82,26 +91,42 @@ func freePorts(n int) ([]int, error) {
 			delete(recentPorts.at, p)
 		}
 	}
+	lo, hi := portRange()
 	ports := make([]int, 0, n)
 	for tries := 0; len(ports) < n; tries++ {
-		if tries > 20*n {
-			return nil, fmt.Errorf("pick free port: no unused port after %d tries", tries)
+		if tries > 50*n {
+			return nil, fmt.Errorf("pick free port: none free in %d-%d after %d tries", lo, hi, tries)
 		}
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("pick free port: %w", err)
-		}
-		defer l.Close()
-		p := l.Addr().(*net.TCPAddr).Port
-		if _, taken := recentPorts.at[p]; taken {
+		p := lo + mrand.IntN(hi-lo)
+		if _, taken := recentPorts.at[p]; taken || slices.Contains(ports, p) {
 			continue
 		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			continue // in use
+		}
+		defer l.Close()
 		ports = append(ports, p)
 	}
 	for _, p := range ports {
 		recentPorts.at[p] = now
 	}
 	return ports, nil
+}
+
+// portRange is where kernel ports are picked: the 12,000 ports below the
+// ephemeral range (/proc/sys/net/ipv4/ip_local_port_range, 32768 when
+// unreadable), and never below 1024.
+func portRange() (lo, hi int) {
+	hi = 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil && v > 2048 {
+				hi = v
+			}
+		}
+	}
+	return max(1024, hi-12000), hi
 }
 
 // writeConnectionFile creates a private folder (mode 0700) and writes the

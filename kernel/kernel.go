@@ -161,7 +161,8 @@ func Start(ctx context.Context, opts Options) (*Kernel, error) {
 // process (another aiod, a test binary) can bind one before the kernel does.
 func portClash(err error) bool {
 	s := err.Error()
-	return strings.Contains(s, "Address already in use") || strings.Contains(s, "not compatible with")
+	return strings.Contains(s, "Address already in use") || strings.Contains(s, "not compatible with") ||
+		strings.Contains(s, "could not open a ZMTP connection")
 }
 
 func start(ctx context.Context, opts Options) (*Kernel, error) {
