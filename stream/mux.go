@@ -142,6 +142,7 @@ type Execution struct {
 	replied  chan struct{} // closed on execute_reply
 	idled    chan struct{} // closed on iopub status idle
 	activity chan struct{} // poked (never blocking) on every message
+	folding  atomic.Int32  // messages being folded right now
 
 	mu    sync.Mutex // guards everything below
 	col   *Collector
@@ -176,6 +177,9 @@ func (ex *Execution) subscribers() []Subscriber {
 }
 
 func (ex *Execution) add(msg *kernel.Message) {
+	ex.folding.Add(1)
+	defer ex.folding.Add(-1)
+	ex.poke() // folding a huge message can take a while: it counts as activity
 	ex.mu.Lock()
 	switch {
 	case msg.Header.MsgType == "execute_reply":
@@ -195,12 +199,16 @@ func (ex *Execution) add(msg *kernel.Message) {
 	}
 	subs := ex.subs
 	ex.mu.Unlock()
-	select {
-	case ex.activity <- struct{}{}:
-	default:
-	}
+	ex.poke()
 	ev := Event{ExecID: ex.ID, Ref: ex.Ref, Msg: msg}
 	for _, s := range subs {
 		s.Deliver(ev)
+	}
+}
+
+func (ex *Execution) poke() {
+	select {
+	case ex.activity <- struct{}{}:
+	default:
 	}
 }

@@ -19,7 +19,7 @@ var ErrShuttingDown = errors.New("aiod is shutting down")
 type Config struct {
 	Budget          int           // output budget per execution; DefaultBudget
 	InterruptGrace  time.Duration // how long a timed-out call waits for the interrupt; 2 s
-	CompletionGrace time.Duration // how long to wait for idle after the reply (or back); 2 s
+	CompletionGrace time.Duration // how long to wait for idle after the reply (or back), after the last message; 5 s
 	ReapInterval    time.Duration // how often idle sessions are looked for; 5 s
 	CloseTimeout    time.Duration // bound on closing one runtime; 10 s
 	Logger          *slog.Logger
@@ -53,7 +53,7 @@ func NewRegistry(cfg Config) *Registry {
 		cfg.InterruptGrace = 2 * time.Second
 	}
 	if cfg.CompletionGrace <= 0 {
-		cfg.CompletionGrace = 2 * time.Second
+		cfg.CompletionGrace = 5 * time.Second
 	}
 	if cfg.ReapInterval <= 0 {
 		cfg.ReapInterval = 5 * time.Second

@@ -252,6 +252,10 @@ func (s *Session) wait(ex *Execution, rt Runtime, gen uint64, deadline *time.Tim
 			}
 			continue
 		case <-graceC:
+			if ex.folding.Load() > 0 { // still folding a message: not lost
+				grace.Reset(s.reg.cfg.CompletionGrace)
+				continue
+			}
 			res.note("the runtime's closing status message was lost; outputs may be incomplete")
 			return
 		case <-rt.Done():
