@@ -1,0 +1,421 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aiod/aiod/kernel"
+)
+
+// protocols runs body against a server that selects the v1 subprotocol
+// (jupyter_server 1.23's default) and one that selects none (the legacy
+// JSON framing that Enterprise Gateway speaks).
+func protocols(t *testing.T, body func(t *testing.T, s *jupyterServer, want string)) {
+	t.Run("v1", func(t *testing.T) { body(t, startJupyter(t), SubprotocolV1) })
+	t.Run("legacy", func(t *testing.T) { body(t, startJupyter(t, "--ServerApp.kernel_ws_protocol="), "") })
+}
+
+func TestExecute(t *testing.T) {
+	protocols(t, func(t *testing.T, s *jupyterServer, want string) {
+		k, rec := startKernel(t, s, nil)
+		if got := k.Subprotocol(); got != want {
+			t.Errorf("Subprotocol() = %q, want %q", got, want)
+		}
+		info := k.Info()
+		if info.Backend != "jupyter" || info.Language != "python" || info.Name != "python3" || info.PID != 0 ||
+			!strings.HasPrefix(info.Version, "3.") {
+			t.Errorf("Info() = %+v", info)
+		}
+
+		t.Run("print", func(t *testing.T) {
+			id := send(t, k, `print("hi")`)
+			ms := rec.waitFor(t, id, "reply and idle", complete)
+			if got := stdout(ms); got != "hi\n" {
+				t.Errorf("stdout = %q, want %q; messages %s", got, "hi\n", summary(ms))
+			}
+			checkShape(t, id, ms, "ok")
+		})
+		t.Run("error", func(t *testing.T) {
+			id := send(t, k, `1/0`)
+			ms := rec.waitFor(t, id, "reply and idle", complete)
+			e := find(ms, "iopub", "error")
+			if e == nil || field(e, "ename") != "ZeroDivisionError" {
+				t.Fatalf("no ZeroDivisionError on iopub: %s", summary(ms))
+			}
+			checkShape(t, id, ms, "error")
+		})
+		t.Run("display_data", func(t *testing.T) {
+			id := send(t, k, `from IPython.display import display, HTML; display(HTML("<b>x</b>"))`)
+			ms := rec.waitFor(t, id, "reply and idle", complete)
+			d := find(ms, "iopub", "display_data")
+			if d == nil || !strings.Contains(string(d.Content), `"text/html":"<b>x</b>"`) &&
+				!strings.Contains(string(d.Content), `"text/html": "<b>x</b>"`) {
+				t.Fatalf("no display_data with the HTML: %s", summary(ms))
+			}
+			checkShape(t, id, ms, "ok")
+		})
+		if st := k.Stats(); st.Malformed != 0 || st.Reconnects != 0 {
+			t.Errorf("Stats() = %+v", st)
+		}
+	})
+}
+
+// checkShape checks the messages of one execution: status busy first,
+// execute_input, status idle, execute_reply with status want, each
+// parented to id and of the kernel's session.
+func checkShape(t *testing.T, id string, ms []*kernel.Message, want string) {
+	t.Helper()
+	if len(ms) == 0 || ms[0].Header.MsgType != "status" || field(ms[0], "execution_state") != "busy" {
+		t.Errorf("first message is not status busy: %s", summary(ms))
+	}
+	if find(ms, "iopub", "execute_input") == nil {
+		t.Errorf("no execute_input: %s", summary(ms))
+	}
+	reply := find(ms, "shell", "execute_reply")
+	if got := field(reply, "status"); got != want {
+		t.Errorf("execute_reply status = %q, want %q", got, want)
+	}
+	seen := map[string]bool{}
+	for _, m := range ms {
+		if m.Parent.MsgID != id {
+			t.Errorf("%s parented to %q, want %q", m.Header.MsgType, m.Parent.MsgID, id)
+		}
+		if seen[m.Header.MsgID] {
+			t.Errorf("%s %s delivered twice", m.Header.MsgType, m.Header.MsgID)
+		}
+		seen[m.Header.MsgID] = true
+	}
+}
+
+func TestInterrupt(t *testing.T) {
+	s := startJupyter(t)
+	k, rec := startKernel(t, s, nil)
+	execute(t, k, rec, "x = 42")
+	id := send(t, k, "while True: pass")
+	rec.waitFor(t, id, "execute_input", func(ms []*kernel.Message) bool {
+		return find(ms, "iopub", "execute_input") != nil
+	})
+	time.Sleep(200 * time.Millisecond) // into the loop
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := k.Interrupt(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ms := rec.waitFor(t, id, "reply and idle", complete)
+	if e := find(ms, "iopub", "error"); e == nil || field(e, "ename") != "KeyboardInterrupt" {
+		t.Fatalf("no KeyboardInterrupt: %s", summary(ms))
+	}
+	if got := stdout(execute(t, k, rec, "print(x)")); got != "42\n" {
+		t.Errorf("x after the interrupt: %q, want 42", got)
+	}
+}
+
+func TestRestart(t *testing.T) {
+	s := startJupyter(t)
+	k, rec := startKernel(t, s, nil)
+	execute(t, k, rec, "x = 1")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := k.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ms := execute(t, k, rec, "x")
+	if e := find(ms, "iopub", "error"); e == nil || field(e, "ename") != "NameError" {
+		t.Fatalf("x survived the restart: %s", summary(ms))
+	}
+	if got := stdout(execute(t, k, rec, "print('after')")); got != "after\n" {
+		t.Errorf("stdout after restart = %q", got)
+	}
+	if err := k.Err(); err != nil {
+		t.Errorf("Err() after a Restart = %v", err)
+	}
+}
+
+// The channels socket dropped mid-execution is reopened with the same
+// session id; the server replays what the kernel published meanwhile and
+// every output arrives exactly once.
+func TestReconnect(t *testing.T) {
+	protocols(t, func(t *testing.T, s *jupyterServer, want string) {
+		k, rec := startKernel(t, s, nil)
+		const n = 10
+		id := send(t, k, fmt.Sprintf("import time\nfor i in range(%d):\n    print(i, flush=True)\n    time.sleep(0.3)", n))
+		rec.waitFor(t, id, "first output", func(ms []*kernel.Message) bool { return strings.Contains(stdout(ms), "0\n") })
+		// Outputs published during a one-second outage are buffered by the
+		// server.
+		if !k.DropConnection(time.Second) {
+			t.Fatal("no channels socket to drop")
+		}
+		ms := rec.waitFor(t, id, "reply and idle", complete)
+		var wantOut strings.Builder
+		for i := range n {
+			fmt.Fprintf(&wantOut, "%d\n", i)
+		}
+		if got := stdout(ms); got != wantOut.String() {
+			t.Errorf("stdout = %q, want %q", got, wantOut.String())
+		}
+		checkShape(t, id, ms, "ok")
+		// The server took the socket for the same session and replayed.
+		log := s.out.String()
+		if !strings.Contains(log, "Restoring connection for "+k.ID()+":"+k.Session()) ||
+			!strings.Contains(log, "Replaying") {
+			t.Errorf("the server did not restore the session and replay: %s", lastLines(log, 10))
+		}
+		if got := k.Subprotocol(); got != want {
+			t.Errorf("Subprotocol() after reconnect = %q, want %q", got, want)
+		}
+		// A request sent while the socket is down waits for the next one.
+		k.DropConnection(200 * time.Millisecond)
+		if got := stdout(execute(t, k, rec, "print(i)")); got != fmt.Sprintf("%d\n", n-1) {
+			t.Errorf("print(i) = %q", got)
+		}
+		st := k.Stats()
+		if st.Reconnects != 2 || st.Malformed != 0 {
+			t.Errorf("Stats() = %+v, want two reconnects", st)
+		}
+		t.Logf("stats %+v", st)
+	})
+}
+
+// A kernel deleted behind aiod's back (as culling does) ends the Kernel
+// with an error that says so.
+func TestDeletedBehindBack(t *testing.T) {
+	s := startJupyter(t)
+	k, rec := startKernel(t, s, func(o *Options) { o.CheckInterval = 300 * time.Millisecond })
+	execute(t, k, rec, "pass")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.client(t).DeleteKernel(ctx, k.ID()); err != nil {
+		t.Fatal(err)
+	}
+	err := waitDone(t, k, 30*time.Second)
+	if !errors.Is(err, ErrGone) {
+		t.Fatalf("Err() = %v, want ErrGone", err)
+	}
+	want := fmt.Sprintf("remote kernel %s is gone from %s (culled or deleted)", k.ID(), s.url)
+	if err.Error() != want {
+		t.Errorf("Err() = %q, want %q", err, want)
+	}
+	err = k.Execute(ctx, kernel.ExecuteRequest{MsgID: kernel.NewMsgID(), Code: "pass"})
+	if !errors.Is(err, ErrGone) {
+		t.Errorf("Execute after the end = %v, want ErrGone", err)
+	}
+	if err := k.Interrupt(ctx); !errors.Is(err, ErrGone) {
+		t.Errorf("Interrupt after the end = %v, want ErrGone", err)
+	}
+	if err := k.Close(ctx); err != nil {
+		t.Errorf("Close after the end = %v", err)
+	}
+}
+
+// The same, noticed by the channels socket: with no model checks, the
+// server closing the socket and refusing it with 404 ends the kernel.
+func TestDeletedNoticedBySocket(t *testing.T) {
+	s := startJupyter(t)
+	k, _ := startKernel(t, s, func(o *Options) { o.CheckInterval = time.Hour })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.client(t).DeleteKernel(ctx, k.ID()); err != nil {
+		t.Fatal(err)
+	}
+	k.DropConnection(0) // the server may keep a socket to a deleted kernel open
+	err := waitDone(t, k, 30*time.Second)
+	if !errors.Is(err, ErrGone) {
+		t.Fatalf("Err() = %v, want ErrGone", err)
+	}
+}
+
+// A server that dies ends the kernel with an error naming the endpoint.
+func TestServerKilled(t *testing.T) {
+	s := startJupyter(t)
+	k, rec := startKernel(t, s, func(o *Options) {
+		o.ReconnectTimeout = 2 * time.Second
+		o.PingInterval = 500 * time.Millisecond
+		o.PingTimeout = time.Second
+	})
+	execute(t, k, rec, "pass")
+	s.kill()
+	err := waitDone(t, k, 30*time.Second)
+	if !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("Err() = %v, want ErrUnreachable", err)
+	}
+	if !strings.Contains(err.Error(), s.url) || !strings.Contains(err.Error(), "stopped answering") {
+		t.Errorf("Err() = %q, want the endpoint %s named", err, s.url)
+	}
+	if strings.Contains(err.Error(), s.token) {
+		t.Errorf("Err() shows the token: %q", err)
+	}
+	t.Logf("Err() = %v", err)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := k.Execute(ctx, kernel.ExecuteRequest{MsgID: kernel.NewMsgID(), Code: "pass"}); !errors.Is(err, ErrUnreachable) {
+		t.Errorf("Execute after the end = %v, want ErrUnreachable", err)
+	}
+	if err := k.Close(ctx); err != nil {
+		t.Errorf("Close after the end = %v", err)
+	}
+}
+
+// A server that freezes (SIGSTOP: connections accepted, nothing answered)
+// is noticed by the pings; once it answers again, Close still deletes the
+// kernel.
+func TestServerFrozen(t *testing.T) {
+	s := startJupyter(t)
+	k, rec := startKernel(t, s, func(o *Options) {
+		o.PingInterval = 300 * time.Millisecond
+		o.PingTimeout = 500 * time.Millisecond
+		o.ReconnectTimeout = 1500 * time.Millisecond
+		o.CheckInterval = time.Hour
+	})
+	execute(t, k, rec, "pass")
+	pid := s.cmd.Process.Pid
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			syscall.Kill(pid, syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(thaw)
+	err := waitDone(t, k, 30*time.Second)
+	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), s.url) {
+		t.Fatalf("Err() = %v, want ErrUnreachable naming %s", err, s.url)
+	}
+	t.Logf("Err() = %v", err)
+	thaw()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := k.Close(ctx); err != nil {
+		t.Errorf("Close = %v", err)
+	}
+	if _, err := s.client(t).Kernel(ctx, k.ID()); !errors.Is(err, ErrGone) {
+		t.Errorf("the kernel survived Close on the thawed server: %v", err)
+	}
+}
+
+// A kernel process that dies is restarted by Jupyter Server with its state
+// lost; the Kernel ends, says so, and deletes the restarted kernel.
+func TestKernelCrash(t *testing.T) {
+	s := startJupyter(t)
+	k, rec := startKernel(t, s, nil)
+	execute(t, k, rec, "x = 1")
+	send(t, k, "import os; os._exit(1)")
+	err := waitDone(t, k, 60*time.Second)
+	if !errors.Is(err, ErrGone) || !strings.Contains(err.Error(), "restarted") {
+		t.Fatalf("Err() = %v, want ErrGone saying the server restarted it", err)
+	}
+	t.Logf("Err() = %v", err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := s.client(t).Kernel(ctx, k.ID()); !errors.Is(err, ErrGone) {
+		t.Errorf("the restarted kernel was not deleted: %v", err)
+	}
+}
+
+func TestClose(t *testing.T) {
+	s := startJupyter(t)
+	k, rec := startKernel(t, s, nil)
+	execute(t, k, rec, "pass")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := k.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-k.Done():
+	default:
+		t.Fatal("Done still open after Close")
+	}
+	if err := k.Err(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Err() = %v, want ErrClosed", err)
+	}
+	if _, err := s.client(t).Kernel(ctx, k.ID()); !errors.Is(err, ErrGone) {
+		t.Errorf("GET of the closed kernel: %v, want gone", err)
+	}
+	if err := k.Close(ctx); err != nil {
+		t.Errorf("second Close = %v", err)
+	}
+	if err := k.Execute(ctx, kernel.ExecuteRequest{MsgID: kernel.NewMsgID(), Code: "pass"}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Execute after Close = %v, want ErrClosed", err)
+	}
+}
+
+func TestStartErrors(t *testing.T) {
+	s := startJupyter(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	_, err := Start(ctx, Options{Client: s.client(t), KernelName: "no-such-kernel"})
+	if err == nil || !strings.Contains(err.Error(), "no-such-kernel") || !strings.Contains(err.Error(), s.url) {
+		t.Errorf("unknown kernelspec: %v", err)
+	}
+	t.Logf("unknown kernelspec: %v", err)
+
+	bad, _ := NewClient(s.url, "wrong-token")
+	t.Cleanup(bad.CloseIdleConnections)
+	_, err = Start(ctx, Options{Client: bad})
+	if err == nil || !strings.Contains(err.Error(), "403") {
+		t.Errorf("wrong token: %v", err)
+	}
+	t.Logf("wrong token: %v", err)
+
+	// Nothing left running on the server.
+	ks, err := s.client(t).Kernels(ctx)
+	if err != nil || len(ks) != 0 {
+		t.Errorf("kernels left: %v, %v", ks, err)
+	}
+
+	_, err = Start(ctx, Options{})
+	if err == nil {
+		t.Error("Start without a client succeeded")
+	}
+}
+
+func TestConcurrentStarts(t *testing.T) {
+	s := startJupyter(t)
+	c := s.client(t)
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+			defer cancel()
+			rec := newRecorder()
+			k, err := Start(ctx, Options{Client: c, Handler: rec.handle})
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer k.Close(ctx)
+			id := kernel.NewMsgID()
+			if err := k.Execute(ctx, kernel.ExecuteRequest{MsgID: id, Code: "print(6*7)"}); err != nil {
+				errs <- err
+				return
+			}
+			for !complete(rec.children(id)) {
+				select {
+				case <-rec.poke:
+				case <-ctx.Done():
+					errs <- ctx.Err()
+					return
+				}
+			}
+			if got := stdout(rec.children(id)); got != "42\n" {
+				errs <- fmt.Errorf("stdout %q", got)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
