@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aiod/aiod/kernel/remote/remotetest"
 	"net"
 	"net/http"
 	"strings"
@@ -15,14 +16,14 @@ func TestProbe(t *testing.T) {
 	s := startJupyter(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	info, err := s.client(t).Probe(ctx)
+	info, err := client(t, s).Probe(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if info.Version != "1.23.3" && !strings.HasPrefix(info.Version, "1.23") {
 		t.Errorf("Version = %q, want 1.23.x", info.Version)
 	}
-	if info.DefaultKernel != "python3" || info.Endpoint != s.url {
+	if info.DefaultKernel != "python3" || info.Endpoint != s.URL {
 		t.Errorf("info = %+v", info)
 	}
 	var py *KernelSpec
@@ -36,7 +37,7 @@ func TestProbe(t *testing.T) {
 	}
 
 	// A wrong token: /api answers without auth, the kernelspecs do not.
-	bad, err := NewClient(s.url+"/", "wrong")
+	bad, err := NewClient(s.URL+"/", "wrong")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +54,7 @@ func TestProbe(t *testing.T) {
 }
 
 func TestProbeClosedPort(t *testing.T) {
-	port, err := freePort()
+	port, err := remotetest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -157,7 +157,7 @@ func startKernel(t testing.TB, s *jupyterServer, mod func(*Options)) (*Kernel, *
 	t.Helper()
 	rec := newRecorder()
 	opts := Options{
-		Client:       s.client(t),
+		Client:       client(t, s),
 		KernelName:   "python3",
 		Handler:      rec.handle,
 		Env:          map[string]string{"KERNEL_USERNAME": "aiod-test"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aiod/aiod/kernel/remote/remotetest"
 	"strings"
 	"syscall"
 	"testing"
@@ -160,10 +161,10 @@ func TestReconnect(t *testing.T) {
 		}
 		checkShape(t, id, ms, "ok")
 		// The server took the socket for the same session and replayed.
-		log := s.out.String()
+		log := s.Output()
 		if !strings.Contains(log, "Restoring connection for "+k.ID()+":"+k.Session()) ||
 			!strings.Contains(log, "Replaying") {
-			t.Errorf("the server did not restore the session and replay: %s", lastLines(log, 10))
+			t.Errorf("the server did not restore the session and replay: %s", remotetest.LastLines(log, 10))
 		}
 		if got := k.Subprotocol(); got != want {
 			t.Errorf("Subprotocol() after reconnect = %q, want %q", got, want)
@@ -189,14 +190,14 @@ func TestDeletedBehindBack(t *testing.T) {
 	execute(t, k, rec, "pass")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := s.client(t).DeleteKernel(ctx, k.ID()); err != nil {
+	if err := client(t, s).DeleteKernel(ctx, k.ID()); err != nil {
 		t.Fatal(err)
 	}
 	err := waitDone(t, k, 30*time.Second)
 	if !errors.Is(err, ErrGone) {
 		t.Fatalf("Err() = %v, want ErrGone", err)
 	}
-	want := fmt.Sprintf("remote kernel %s is gone from %s (culled or deleted)", k.ID(), s.url)
+	want := fmt.Sprintf("remote kernel %s is gone from %s (culled or deleted)", k.ID(), s.URL)
 	if err.Error() != want {
 		t.Errorf("Err() = %q, want %q", err, want)
 	}
@@ -219,7 +220,7 @@ func TestDeletedNoticedBySocket(t *testing.T) {
 	k, _ := startKernel(t, s, func(o *Options) { o.CheckInterval = time.Hour })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := s.client(t).DeleteKernel(ctx, k.ID()); err != nil {
+	if err := client(t, s).DeleteKernel(ctx, k.ID()); err != nil {
 		t.Fatal(err)
 	}
 	k.DropConnection(0) // the server may keep a socket to a deleted kernel open
@@ -238,15 +239,15 @@ func TestServerKilled(t *testing.T) {
 		o.PingTimeout = time.Second
 	})
 	execute(t, k, rec, "pass")
-	s.kill()
+	s.Kill()
 	err := waitDone(t, k, 30*time.Second)
 	if !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("Err() = %v, want ErrUnreachable", err)
 	}
-	if !strings.Contains(err.Error(), s.url) || !strings.Contains(err.Error(), "stopped answering") {
-		t.Errorf("Err() = %q, want the endpoint %s named", err, s.url)
+	if !strings.Contains(err.Error(), s.URL) || !strings.Contains(err.Error(), "stopped answering") {
+		t.Errorf("Err() = %q, want the endpoint %s named", err, s.URL)
 	}
-	if strings.Contains(err.Error(), s.token) {
+	if strings.Contains(err.Error(), s.Token) {
 		t.Errorf("Err() shows the token: %q", err)
 	}
 	t.Logf("Err() = %v", err)
@@ -272,7 +273,7 @@ func TestServerFrozen(t *testing.T) {
 		o.CheckInterval = time.Hour
 	})
 	execute(t, k, rec, "pass")
-	pid := s.cmd.Process.Pid
+	pid := s.Pid()
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
@@ -285,8 +286,8 @@ func TestServerFrozen(t *testing.T) {
 	}
 	t.Cleanup(thaw)
 	err := waitDone(t, k, 30*time.Second)
-	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), s.url) {
-		t.Fatalf("Err() = %v, want ErrUnreachable naming %s", err, s.url)
+	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), s.URL) {
+		t.Fatalf("Err() = %v, want ErrUnreachable naming %s", err, s.URL)
 	}
 	t.Logf("Err() = %v", err)
 	thaw()
@@ -295,7 +296,7 @@ func TestServerFrozen(t *testing.T) {
 	if err := k.Close(ctx); err != nil {
 		t.Errorf("Close = %v", err)
 	}
-	if _, err := s.client(t).Kernel(ctx, k.ID()); !errors.Is(err, ErrGone) {
+	if _, err := client(t, s).Kernel(ctx, k.ID()); !errors.Is(err, ErrGone) {
 		t.Errorf("the kernel survived Close on the thawed server: %v", err)
 	}
 }
@@ -314,7 +315,7 @@ func TestKernelCrash(t *testing.T) {
 	t.Logf("Err() = %v", err)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := s.client(t).Kernel(ctx, k.ID()); !errors.Is(err, ErrGone) {
+	if _, err := client(t, s).Kernel(ctx, k.ID()); !errors.Is(err, ErrGone) {
 		t.Errorf("the restarted kernel was not deleted: %v", err)
 	}
 }
@@ -336,7 +337,7 @@ func TestClose(t *testing.T) {
 	if err := k.Err(); !errors.Is(err, ErrClosed) {
 		t.Errorf("Err() = %v, want ErrClosed", err)
 	}
-	if _, err := s.client(t).Kernel(ctx, k.ID()); !errors.Is(err, ErrGone) {
+	if _, err := client(t, s).Kernel(ctx, k.ID()); !errors.Is(err, ErrGone) {
 		t.Errorf("GET of the closed kernel: %v, want gone", err)
 	}
 	if err := k.Close(ctx); err != nil {
@@ -352,13 +353,13 @@ func TestStartErrors(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
-	_, err := Start(ctx, Options{Client: s.client(t), KernelName: "no-such-kernel"})
-	if err == nil || !strings.Contains(err.Error(), "no-such-kernel") || !strings.Contains(err.Error(), s.url) {
+	_, err := Start(ctx, Options{Client: client(t, s), KernelName: "no-such-kernel"})
+	if err == nil || !strings.Contains(err.Error(), "no-such-kernel") || !strings.Contains(err.Error(), s.URL) {
 		t.Errorf("unknown kernelspec: %v", err)
 	}
 	t.Logf("unknown kernelspec: %v", err)
 
-	bad, _ := NewClient(s.url, "wrong-token")
+	bad, _ := NewClient(s.URL, "wrong-token")
 	t.Cleanup(bad.CloseIdleConnections)
 	_, err = Start(ctx, Options{Client: bad})
 	if err == nil || !strings.Contains(err.Error(), "403") {
@@ -367,7 +368,7 @@ func TestStartErrors(t *testing.T) {
 	t.Logf("wrong token: %v", err)
 
 	// Nothing left running on the server.
-	ks, err := s.client(t).Kernels(ctx)
+	ks, err := client(t, s).Kernels(ctx)
 	if err != nil || len(ks) != 0 {
 		t.Errorf("kernels left: %v, %v", ks, err)
 	}
@@ -380,7 +381,7 @@ func TestStartErrors(t *testing.T) {
 
 func TestConcurrentStarts(t *testing.T) {
 	s := startJupyter(t)
-	c := s.client(t)
+	c := client(t, s)
 	errs := make(chan error, 2)
 	for range 2 {
 		go func() {

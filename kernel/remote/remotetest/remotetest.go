@@ -1,0 +1,307 @@
+// Package remotetest runs a real Jupyter Server (Debian's python3-jupyter-server)
+// on loopback for tests, and checks that none of its processes outlives it.
+package remotetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Python is Debian's interpreter, which has jupyter_server 1.23 and
+// ipykernel (the python3 on PATH may have neither).
+const Python = "/usr/bin/python3"
+
+// Server is a real Jupyter Server run by a test on loopback.
+type Server struct {
+	t        testing.TB
+	URL      string // http://127.0.0.1:PORT
+	Token    string
+	cmd      *exec.Cmd
+	exited   chan struct{} // closed once cmd.Wait returned
+	out      *syncBuffer
+	killed   bool  // killed on purpose: its kernels may be orphans
+	orphans  []int // descendants recorded before a kill
+	stopOnce sync.Once
+}
+
+// Start runs `python3 -m jupyter_server` on a free loopback port
+// with a random token, waits until GET /api answers, and shuts it down
+// politely at cleanup, checking that no process of its tree remains.
+func Start(t testing.TB, extra ...string) *Server {
+	t.Helper()
+	for try := 1; ; try++ {
+		s, err := tryStartJupyter(t, extra...)
+		if err == nil {
+			t.Cleanup(s.Stop)
+			return s
+		}
+		if try == 3 || !strings.Contains(err.Error(), "port") {
+			t.Fatalf("start jupyter_server: %v", err)
+		}
+		t.Logf("start jupyter_server: %v; again", err)
+	}
+}
+
+func tryStartJupyter(t testing.TB, extra ...string) (*Server, error) {
+	dir := t.TempDir()
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	tok := make([]byte, 16)
+	rand.Read(tok)
+	s := &Server{
+		t:      t,
+		URL:    fmt.Sprintf("http://127.0.0.1:%d", port),
+		Token:  hex.EncodeToString(tok),
+		exited: make(chan struct{}),
+		out:    &syncBuffer{},
+	}
+	args := append([]string{"-m", "jupyter_server",
+		"--ServerApp.token=" + s.Token,
+		"--ServerApp.port=" + strconv.Itoa(port),
+		"--ServerApp.port_retries=0",
+		"--ServerApp.ip=127.0.0.1",
+		"--ServerApp.open_browser=False",
+		"--ServerApp.allow_root=True",
+		"--ServerApp.root_dir=" + dir,
+	}, extra...)
+	s.cmd = exec.Command(Python, args...)
+	s.cmd.Dir = dir
+	s.cmd.Env = append(os.Environ(),
+		"JUPYTER_RUNTIME_DIR="+filepath.Join(dir, ".runtime"),
+		"JUPYTER_CONFIG_DIR="+filepath.Join(dir, ".config"),
+		"IPYTHONDIR="+filepath.Join(dir, ".ipython"),
+		"PYTHONDONTWRITEBYTECODE=1",
+	)
+	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := s.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		s.cmd.Wait()
+		close(s.exited)
+	}()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(s.URL + "/api")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return s, nil
+			}
+		}
+		select {
+		case <-s.exited:
+			return nil, fmt.Errorf("exited before answering (port %d): %s", port, LastLines(s.out.String(), 5))
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			s.Stop()
+			return nil, fmt.Errorf("GET /api unanswered after 60s: %s", LastLines(s.out.String(), 5))
+		}
+	}
+}
+
+// Kill SIGKILLs the server (not its kernels, which run in their own
+// process groups) and waits for it to exit; cleanup then kills the
+// kernels it left.
+func (s *Server) Kill() {
+	s.orphans = descendants(s.cmd.Process.Pid)
+	s.killed = true
+	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+	<-s.exited
+}
+
+// Stop shuts the server down politely, so that it shuts its kernels down:
+// POST /api/shutdown, then SIGINT twice (Jupyter asks to confirm the
+// first), then SIGKILL. It then checks that none of the processes the
+// server started remains, and kills any that does.
+func (s *Server) Stop() {
+	s.stopOnce.Do(func() {
+		t := s.t
+		procs := s.orphans
+		select {
+		case <-s.exited:
+		default:
+			procs = descendants(s.cmd.Process.Pid)
+			s.shutdown()
+		}
+		if t.Failed() {
+			t.Logf("jupyter_server output:\n%s", LastLines(s.out.String(), 40))
+		}
+		// The server waits for its kernels before it exits; orphans of a
+		// killed server are ours to end.
+		if s.killed {
+			for _, pid := range procs {
+				syscall.Kill(pid, syscall.SIGKILL)
+			}
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			var left []string
+			for _, pid := range procs {
+				if alive(pid) {
+					left = append(left, fmt.Sprintf("%d (%s)", pid, cmdline(pid)))
+				}
+			}
+			if len(left) == 0 {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("processes of jupyter_server left behind: %s", strings.Join(left, ", "))
+				for _, pid := range procs {
+					syscall.Kill(pid, syscall.SIGKILL)
+				}
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+}
+
+func (s *Server) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/api/shutdown", nil)
+	req.Header.Set("Authorization", "token "+s.Token)
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+	cancel()
+	steps := []func(){
+		func() {},
+		func() {
+			s.cmd.Process.Signal(syscall.SIGINT)
+			time.Sleep(100 * time.Millisecond)
+			s.cmd.Process.Signal(syscall.SIGINT)
+		},
+		func() { syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL) },
+	}
+	for _, step := range steps {
+		step()
+		select {
+		case <-s.exited:
+			return
+		case <-time.After(10 * time.Second):
+			s.t.Errorf("jupyter_server still running 10s after a shutdown step")
+		}
+	}
+	<-s.exited
+}
+
+// descendants returns the pids of every process below pid, from /proc.
+func descendants(pid int) []int {
+	children := map[int][]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if pp, ok := parentOf(p); ok {
+			children[pp] = append(children[pp], p)
+		}
+	}
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		for _, c := range children[p] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+// parentOf reads the parent pid from /proc/PID/stat.
+func parentOf(pid int) (int, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 2 {
+		return 0, false
+	}
+	pp, err := strconv.Atoi(f[1])
+	return pp, err == nil
+}
+
+// alive reports whether pid exists and is not a zombie.
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+1:]))
+	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
+}
+
+func cmdline(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+}
+
+// FreePort returns a port that was free on 127.0.0.1 a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// LastLines returns the last n lines of s.
+func LastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// Output is what the server printed so far.
+func (s *Server) Output() string { return s.out.String() }
+
+// Pid is the server process's pid.
+func (s *Server) Pid() int { return s.cmd.Process.Pid }
