@@ -168,6 +168,23 @@ func (s *Server) backendFor(lang string, forceKernel bool) (stream.Backend, erro
 			return stream.Backend{}, &ErrNoInterpreter{env.Node.Error}
 		}
 		return s.nativeBackend("javascript", env.Node.Path), nil
+	case s.remote != nil && s.cfg.CodeBackend == "auto" && s.remote.reachable():
+		// The page's first choice. A session made now falls back to the
+		// local backend for later runtimes if the server goes away.
+		var fallback stream.Backend
+		if fb, err := s.localPythonBackend(forceKernel); err == nil {
+			fallback = fb
+		}
+		return s.remotePythonBackend(fallback), nil
+	default:
+		return s.localPythonBackend(forceKernel)
+	}
+}
+
+// localPythonBackend is the embedded kernel, or the native REPL.
+func (s *Server) localPythonBackend(forceKernel bool) (stream.Backend, error) {
+	env := s.env
+	switch {
 	case forceKernel || env.PythonBackend == "kernel":
 		if env.PythonKernel == nil {
 			msg := env.BackendError

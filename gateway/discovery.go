@@ -21,6 +21,16 @@ type codeInterpreter struct {
 	Interpreters  map[string]Interpreter      `json:"interpreters"`
 	Limits        limits                      `json:"limits"`
 	Pools         map[string]stream.PoolStats `json:"pools"`
+	Remote        *RemoteInfo                 `json:"remote"` // AIO_JUPYTER_ENDPOINT; null when not set
+}
+
+// pythonBackend is the backend new Python sessions get on the code routes
+// right now: "jupyter" while AIO_JUPYTER_ENDPOINT answers.
+func (s *Server) pythonBackend() string {
+	if s.remote != nil && s.cfg.CodeBackend == "auto" && s.remote.reachable() {
+		return "jupyter"
+	}
+	return s.env.PythonBackend
 }
 
 type limits struct {
@@ -43,7 +53,7 @@ func (s *Server) limits() limits {
 func (s *Server) codeInterpreter() codeInterpreter {
 	env := s.env
 	ci := codeInterpreter{
-		Backend:       env.PythonBackend,
+		Backend:       s.pythonBackend(),
 		BackendError:  env.BackendError,
 		Languages:     []string{},
 		PythonKernels: []KernelInfo{},
@@ -59,7 +69,11 @@ func (s *Server) codeInterpreter() codeInterpreter {
 	if env.PythonKernel != nil {
 		ci.DefaultKernel = env.PythonKernel.Name
 	}
-	if env.BackendError == "" {
+	if s.remote != nil {
+		ri := s.remote.Info()
+		ci.Remote = &ri
+	}
+	if env.BackendError == "" || ci.Backend == "jupyter" {
 		ci.Languages = append(ci.Languages, "python")
 	}
 	if env.Node.Error == "" {
@@ -99,8 +113,12 @@ type languageInfo struct {
 
 func (s *Server) languages() []languageInfo {
 	env := s.env
-	py := languageInfo{Language: "python", Backend: env.PythonBackend, Error: env.BackendError}
-	if env.PythonBackend == "kernel" && env.PythonKernel != nil {
+	py := languageInfo{Language: "python", Backend: s.pythonBackend(), Error: env.BackendError}
+	if py.Backend == "jupyter" {
+		ri := s.remote.Info()
+		py.Runtime = fmt.Sprintf("remote Jupyter server %s (jupyter_server %s, kernelspec %s)", ri.Endpoint, ri.Version, ri.Kernel)
+		py.Version, py.Path, py.Error = "", ri.Endpoint, ""
+	} else if env.PythonBackend == "kernel" && env.PythonKernel != nil {
 		py.Runtime = fmt.Sprintf("ipykernel %s (kernelspec %s)", env.PythonKernel.IPyKernel, env.PythonKernel.Name)
 		py.Version, py.Path = env.PythonKernel.Python, env.PythonKernel.Interpreter
 	} else {
@@ -116,7 +134,8 @@ func (s *Server) languages() []languageInfo {
 func (s *Server) v2CodeInfo(ctx *fasthttp.RequestCtx) {
 	l := s.limits()
 	api.OK(ctx, map[string]any{
-		"backend":             s.env.PythonBackend,
+		"backend":             s.pythonBackend(),
+		"remote":              s.codeInterpreter().Remote,
 		"languages":           s.languages(),
 		"python_kernels":      s.codeInterpreter().PythonKernels,
 		"default_timeout":     l.DefaultTimeout,

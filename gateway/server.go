@@ -27,23 +27,28 @@ var Version = "0.1.0"
 // Config is everything the gateway needs. Zero values take the defaults
 // documented on each field (the daemon's flags set them all).
 type Config struct {
-	DefaultTimeout     time.Duration // 30 s
-	MaxTimeout         time.Duration // 900 s
-	KernelIdle         time.Duration // 300 s: idle kernel sessions are reclaimed
-	NativeIdle         time.Duration // 1800 s: idle native REPL sessions are reclaimed
-	OutputBudget       int           // bytes of output kept per execution; 8 MiB
-	MaxBody            int           // largest request body; 64 MiB
-	CodeBackend        string        // auto, native or kernel
-	KernelName         string        // kernelspec for Python; "" picks python3 or the first ipykernel
-	KernelStartTimeout time.Duration // 60 s
-	Workdir            string        // working directory of runtimes; "" is the daemon's
-	ReapInterval       time.Duration // how often idle sessions are looked for; 5 s
-	KernelPrewarm      int           // Python kernels kept started and ready; 0 none
-	CodePrewarm        int           // native REPL processes kept ready per language; 0 none
-	NoKernelWarmup     bool          // do not import pandas and matplotlib in pooled kernels
-	Token              string        // when set, every route but /healthz requires it
-	AllowedOrigins     []string      // origins allowed to open WebSockets besides the daemon's own host; "*" allows any
-	Logger             *slog.Logger
+	DefaultTimeout       time.Duration // 30 s
+	MaxTimeout           time.Duration // 900 s
+	KernelIdle           time.Duration // 300 s: idle kernel sessions are reclaimed
+	NativeIdle           time.Duration // 1800 s: idle native REPL sessions are reclaimed
+	OutputBudget         int           // bytes of output kept per execution; 8 MiB
+	MaxBody              int           // largest request body; 64 MiB
+	CodeBackend          string        // auto, native or kernel
+	KernelName           string        // kernelspec for Python; "" picks python3 or the first ipykernel
+	KernelStartTimeout   time.Duration // 60 s
+	Workdir              string        // working directory of runtimes; "" is the daemon's
+	ReapInterval         time.Duration // how often idle sessions are looked for; 5 s
+	JupyterEndpoint      string        // AIO_JUPYTER_ENDPOINT: a Jupyter server to run Python kernels on
+	JupyterToken         string        // its token, sent as "Authorization: token T"
+	JupyterKernel        string        // kernelspec on that server; "" is its default
+	JupyterStartTimeout  time.Duration // bound on a remote kernel start; 120 s
+	JupyterProbeInterval time.Duration // how often the server is probed; 30 s
+	KernelPrewarm        int           // Python kernels kept started and ready; 0 none
+	CodePrewarm          int           // native REPL processes kept ready per language; 0 none
+	NoKernelWarmup       bool          // do not import pandas and matplotlib in pooled kernels
+	Token                string        // when set, every route but /healthz requires it
+	AllowedOrigins       []string      // origins allowed to open WebSockets besides the daemon's own host; "*" allows any
+	Logger               *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -80,6 +85,7 @@ func (c *Config) defaults() {
 // with Shutdown.
 type Server struct {
 	pools   pools
+	remote  *remoteBackend // nil without AIO_JUPYTER_ENDPOINT
 	cfg     Config
 	log     *slog.Logger
 	reg     *stream.Registry
@@ -98,6 +104,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now()}
 	s.env = Discover(context.Background(), cfg)
+	if cfg.JupyterEndpoint != "" {
+		r, err := newRemoteBackend(cfg)
+		if err != nil {
+			return nil, err
+		}
+		s.remote = r
+	}
 	s.startPools()
 	s.reg = stream.NewRegistry(stream.Config{Budget: cfg.OutputBudget, ReapInterval: cfg.ReapInterval, Logger: cfg.Logger})
 	s.http = &fasthttp.Server{
@@ -233,6 +246,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	rerr := s.reg.Close(ctx)
 	perr := s.pools.close(ctx)
+	if s.remote != nil {
+		s.remote.close()
+	}
 	if hdone != nil {
 		select {
 		case herr = <-hdone:

@@ -38,6 +38,11 @@ type options struct {
 	kernelPrewarm      int
 	codePrewarm        int
 	kernelWarmup       bool
+	jupyterEndpoint    string
+	jupyterToken       string
+	jupyterKernel      string
+	jupyterStart       time.Duration
+	jupyterProbe       time.Duration
 }
 
 // setting is one flag with its variable, for parsing and for --help.
@@ -63,6 +68,11 @@ func (o *options) settings() []setting {
 		{"kernel-prewarm", "AIO_KERNEL_PREWARM", "0", "Python kernels kept started and ready for one-shot calls and new sessions", countSetter(&o.kernelPrewarm)},
 		{"code-prewarm", "AIO_CODE_PREWARM", "0", "native REPL processes kept ready per language (javascript; python when the backend is native)", countSetter(&o.codePrewarm)},
 		{"kernel-warmup", "AIO_KERNEL_WARMUP", "true", "import pandas and matplotlib in pooled kernels before handing them out", boolSetter(&o.kernelWarmup)},
+		{"jupyter-endpoint", "AIO_JUPYTER_ENDPOINT", "", "http(s)://host:port[/base] of a Jupyter server (Jupyter Server, Kernel or Enterprise Gateway) to run Python kernels on while it answers", strSetter(&o.jupyterEndpoint)},
+		{"jupyter-token", "AIO_JUPYTER_TOKEN", "", "token for that server, sent as Authorization: token T", strSetter(&o.jupyterToken)},
+		{"jupyter-kernel", "AIO_JUPYTER_KERNEL", "", "kernelspec to start on that server (default: its default)", strSetter(&o.jupyterKernel)},
+		{"jupyter-start-timeout", "AIO_JUPYTER_START_TIMEOUT", "120", "seconds a remote kernel may take to start (minutes on a cluster)", secSetter(&o.jupyterStart)},
+		{"jupyter-probe-interval", "AIO_JUPYTER_PROBE_INTERVAL", "30", "seconds between reachability probes of that server", secSetter(&o.jupyterProbe)},
 		{"token", "AIO_TOKEN", "", "API token required on every route but /healthz (Authorization: Bearer, or ?token=)", strSetter(&o.token)},
 		{"allowed-origins", "AIO_ALLOWED_ORIGINS", "", "comma-separated origins allowed to open WebSockets besides the daemon's own; * allows any", strSetter(&o.allowedOrigins)},
 		{"memory-limit", "AIO_MEMORY_LIMIT", "134217728", "soft limit in bytes on the daemon's Go heap (GOMEMLIMIT wins when set)", intSetter(&o.memoryLimit)},
@@ -174,6 +184,8 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 		KernelStartTimeout: o.kernelStartTimeout, Workdir: o.workdir, Logger: log,
 		Token: o.token, AllowedOrigins: splitList(o.allowedOrigins),
 		KernelPrewarm: o.kernelPrewarm, CodePrewarm: o.codePrewarm, NoKernelWarmup: !o.kernelWarmup,
+		JupyterEndpoint: o.jupyterEndpoint, JupyterToken: o.jupyterToken, JupyterKernel: o.jupyterKernel,
+		JupyterStartTimeout: o.jupyterStart, JupyterProbeInterval: o.jupyterProbe,
 	}
 }
 

@@ -1,0 +1,128 @@
+package gateway
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aiod/aiod/kernel/remote/remotetest"
+)
+
+func remoteInfo(t *testing.T, ts *testServer) map[string]any {
+	t.Helper()
+	_, env := ts.call(t, "GET", "/v2/code/info", nil)
+	d := env["data"].(map[string]any)
+	r, _ := d["remote"].(map[string]any)
+	if r == nil {
+		t.Fatalf("no remote in /v2/code/info: %v", d)
+	}
+	r["backend"] = d["backend"]
+	return r
+}
+
+// With AIO_JUPYTER_ENDPOINT set, Python runs on the remote Jupyter server:
+// the walkthrough, rich outputs and timeouts behave as on local kernels.
+func TestRemoteJupyterBackend(t *testing.T) {
+	js := remotetest.Start(t)
+	ts := startServer(t, Config{JupyterEndpoint: js.URL, JupyterToken: js.Token, JupyterProbeInterval: 200 * time.Millisecond})
+	ri := remoteInfo(t, ts)
+	if ri["backend"] != "jupyter" || ri["reachable"] != true || ri["version"] == "" {
+		t.Fatalf("remote info: %v", ri)
+	}
+	_, env := ts.call(t, "GET", "/v2/sandbox", nil)
+	ci := env["data"].(map[string]any)["capabilities"].(map[string]any)["code_interpreter"].(map[string]any)
+	if ci["backend"] != "jupyter" {
+		t.Fatalf("sandbox backend %v", ci["backend"])
+	}
+
+	os.RemoveAll("/tmp/analysis")
+	out, err := exec.Command("/usr/bin/python3", "../examples/walkthrough.py", ts.URL, t.TempDir()).CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "count     6.000000\nmean     57.500000\nstd      13.546217") {
+		t.Fatalf("walkthrough on the remote backend: %v\n%s", err, out)
+	}
+	st, envr, data := ts.exec(t, map[string]any{"language": "python", "session_id": "r", "code": "import os\nx = 41\nprint(os.getpid())"})
+	if st != 200 || data["status"] != "ok" {
+		t.Fatalf("remote exec: %v", envr)
+	}
+	_, _, data = ts.exec(t, map[string]any{"language": "python", "session_id": "r",
+		"code": "import pandas as pd\npd.DataFrame({'a': [1]})"})
+	if o := outputs(data); len(o) != 1 || o[0]["data"].(map[string]any)["text/html"] == nil {
+		t.Fatalf("remote DataFrame: %v", data)
+	}
+	start := time.Now()
+	_, _, data = ts.exec(t, map[string]any{"language": "python", "session_id": "r", "code": "while True: pass", "timeout": 1})
+	if data["status"] != "timeout" || time.Since(start) > 5*time.Second {
+		t.Fatalf("remote timeout: %v after %s", data, time.Since(start))
+	}
+	_, _, data = ts.exec(t, map[string]any{"language": "python", "session_id": "r", "code": "print(x + 1)"})
+	if data["stdout"] != "42\n" {
+		t.Fatalf("remote session lost x after the interrupt: %v", data)
+	}
+}
+
+// A kernel deleted behind aiod's back (culling) is reported, the next call
+// gets a fresh kernel and says so; a dead server makes calls fail clearly,
+// then new calls fall back to the embedded kernel.
+func TestRemoteKernelLossAndServerDeath(t *testing.T) {
+	js := remotetest.Start(t)
+	ts := startServer(t, Config{JupyterEndpoint: js.URL, JupyterToken: js.Token, JupyterProbeInterval: 200 * time.Millisecond})
+	ts.exec(t, map[string]any{"language": "python", "session_id": "c", "code": "x = 1"})
+	// Cull every kernel on the server.
+	req := func(method, path string) {
+		c := exec.Command("/usr/bin/python3", "-c", fmt.Sprintf(`
+import httpx, sys
+h = {"Authorization": "token %s"}
+for k in httpx.get("%s/api/kernels", headers=h).json():
+    httpx.delete("%s/api/kernels/" + k["id"], headers=h)
+`, js.Token, js.URL, js.URL))
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Fatalf("cull: %v %s", err, out)
+		}
+	}
+	req("DELETE", "/api/kernels")
+	var env, data map[string]any
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, env, data = ts.exec(t, map[string]any{"language": "python", "session_id": "c", "code": "print('x' in dir())"})
+		if data["status"] == "error" || data["fresh_runtime"] == true {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("culled kernel never reported: %v", env)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if data["status"] == "error" && !strings.Contains(fmt.Sprint(env["message"]), "gone") {
+		t.Fatalf("culled kernel: %v", env)
+	}
+	_, env, data = ts.exec(t, map[string]any{"language": "python", "session_id": "c", "code": "print('x' in dir())"})
+	if data["stdout"] != "False\n" {
+		t.Fatalf("after culling: %v", env)
+	}
+
+	js.Kill()
+	_, env, data = ts.exec(t, map[string]any{"language": "python", "session_id": "c", "code": "print(1)"})
+	if data == nil || data["status"] != "error" {
+		// The call may also fail to start a kernel (503): that too names the endpoint.
+		if !strings.Contains(fmt.Sprint(env["message"]), js.URL) {
+			t.Fatalf("call on a dead server: %v", env)
+		}
+	}
+	deadline = time.Now().Add(15 * time.Second)
+	for remoteInfo(t, ts)["reachable"] != false {
+		if time.Now().After(deadline) {
+			t.Fatal("dead server still reported reachable")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	_, env, data = ts.exec(t, map[string]any{"language": "python", "code": "print(2)"})
+	if data["stdout"] != "2\n" {
+		t.Fatalf("no fallback to the embedded kernel: %v", env)
+	}
+	if ri := remoteInfo(t, ts); ri["backend"] != "kernel" {
+		t.Fatalf("backend after the server died: %v", ri)
+	}
+}
