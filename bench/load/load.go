@@ -30,6 +30,13 @@ type Config struct {
 	Token       string        // API token, when the daemon needs one
 	Progress    io.Writer     // live progress lines; nil for none
 	Warmup      int           // uncounted calls per worker before measuring
+	// SessionPrefix names the sessions SessionPrefix-0, SessionPrefix-1, …
+	// so that several runs can share them; empty: fresh names per run.
+	SessionPrefix string
+	// SessionCount, when > 0, makes workers share that many sessions
+	// (worker w uses session w % SessionCount; calls on one session queue
+	// there); 0: one session per worker.
+	SessionCount int
 }
 
 // Report is what a run measured. Latencies are in milliseconds.
@@ -88,11 +95,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}()
 	run := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffff)
+	prefix := cfg.SessionPrefix
+	if prefix == "" {
+		prefix = "aiobench-" + run
+	}
 	session := func(w int) string {
 		if !cfg.Sessions {
 			return ""
 		}
-		return fmt.Sprintf("aiobench-%s-%d", run, w)
+		if cfg.SessionCount > 0 {
+			w %= cfg.SessionCount
+		}
+		return fmt.Sprintf("%s-%d", prefix, w)
 	}
 	// Warm-up: starts each worker's session, not counted.
 	var wg sync.WaitGroup

@@ -3,9 +3,74 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/aiod/aiod/bench/compare"
+	"github.com/goccy/go-json"
 )
 
+// runCompare starts the floor, aiod and Jupyter Server on loopback, measures
+// them in one run, prints one table and writes the JSON and the SVG chart.
 func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	return errors.New("compare: not built yet")
+	fs := flag.NewFlagSet("compare", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	quick := fs.Bool("quick", false, "fewer kernels and calls: under 60 s on 2 cores (every shortcut is labelled in the output)")
+	jsonOut := fs.String("json", "", "write the numbers as JSON to this file")
+	svgOut := fs.String("svg", "", "write the latency chart (SVG) to this file (default: next to --json, .svg)")
+	quiet := fs.Bool("q", false, "no progress lines on stderr")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("compare: unexpected arguments %q", fs.Args())
+	}
+	if *svgOut == "" && *jsonOut != "" {
+		*svgOut = strings.TrimSuffix(*jsonOut, filepath.Ext(*jsonOut)) + ".svg"
+	}
+	cfg := compare.Config{Quick: *quick}
+	if !*quiet {
+		cfg.Log = stderr
+	}
+	res, runErr := compare.Run(ctx, cfg)
+	if res == nil {
+		return runErr
+	}
+	if runErr != nil {
+		fmt.Fprintln(stdout, "the run stopped early:", runErr)
+		return runErr
+	}
+	res.WriteTable(stdout)
+	if *jsonOut != "" {
+		b, err := json.MarshalIndent(res, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, "wrote", *jsonOut)
+	}
+	if *svgOut != "" {
+		f, err := os.Create(*svgOut)
+		if err != nil {
+			return err
+		}
+		if err := res.WriteSVG(f); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, "wrote", *svgOut)
+	}
+	if len(res.Failures) > 0 {
+		return errors.New("compare: some paths failed (see FAILED above); their numbers are null in the JSON")
+	}
+	return nil
 }
