@@ -1,31 +1,37 @@
 #!/usr/bin/env bash
-# Installs what aiod needs from Debian packages when it is missing.
+# Installs what aiod needs when it is missing.
 #   .ci/deps.sh run   - what the daemon needs: ipykernel, pandas, matplotlib for /usr/bin/python3
-#   .ci/deps.sh test  - that, plus what the tests drive: Node.js, httpx, jupyter_client/server
-# Installs only as root (or with passwordless sudo) and unless AIO_NO_INSTALL=1;
-# otherwise it prints the apt-get command and, for "test", fails.
+#   .ci/deps.sh test  - that, plus what the tests drive: Node.js and npm, httpx,
+#                       jupyter_client/server, websocket-client, and the npm packages
+#                       of gateway/testdata/jlab (ws, @jupyterlab/services) from its lock file
+# Debian packages are installed only as root (or with passwordless sudo) and unless
+# AIO_NO_INSTALL=1; otherwise the apt-get line is printed and, for "test", it fails.
 set -euo pipefail
 mode=${1:-run}
+here=$(cd "$(dirname "$0")/.." && pwd)
 pkgs=(python3-ipykernel python3-pandas python3-matplotlib)
 if [ "$mode" = test ]; then
   pkgs+=(python3-httpx python3-jupyter-client python3-jupyter-server python3-websocket)
   command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
+  command -v npm >/dev/null 2>&1 || pkgs+=(npm)
 fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
-sudo=""
-if [ "$(id -u)" != 0 ]; then
-  if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"; fi
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  if [ "$(id -u)" != 0 ] && command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then sudo="sudo -n"; fi
+  if [ "${AIO_NO_INSTALL:-0}" = 1 ] || { [ "$(id -u)" != 0 ] && [ -z "$sudo" ]; }; then
+    echo "aiod: missing Debian packages: ${missing[*]}" >&2
+    echo "aiod: install them with: apt-get install -y ${missing[*]}" >&2
+    [ "$mode" = test ] && exit 1
+    exit 0
+  fi
+  echo "aiod: installing ${missing[*]}" >&2
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
-if [ "${AIO_NO_INSTALL:-0}" = 1 ] || { [ "$(id -u)" != 0 ] && [ -z "$sudo" ]; }; then
-  echo "aiod: missing Debian packages: ${missing[*]}" >&2
-  echo "aiod: install them with: apt-get install -y ${missing[*]}" >&2
-  [ "$mode" = test ] && exit 1
-  exit 0
+if [ "$mode" = test ]; then
+  npm ci --prefix "$here/gateway/testdata/jlab" --no-audit --no-fund --ignore-scripts >/dev/null
 fi
-echo "aiod: installing ${missing[*]}" >&2
-$sudo apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -33,7 +33,7 @@ func (s *Server) startPools() {
 		}
 		s.pools.kernel = stream.NewPool(stream.PoolConfig{
 			Name: "kernel", Size: n, Start: s.coldKernelBackend(env.PythonKernel.spec).Start,
-			Warmup: warm, Logger: s.log,
+			Warmup: warm, Prime: true, Logger: s.log,
 		})
 	}
 	if n := s.cfg.CodePrewarm; n > 0 {

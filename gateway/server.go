@@ -46,6 +46,7 @@ type Config struct {
 	KernelPrewarm        int           // Python kernels kept started and ready; 0 none
 	CodePrewarm          int           // native REPL processes kept ready per language; 0 none
 	NoKernelWarmup       bool          // do not import pandas and matplotlib in pooled kernels
+	WSQueueBytes         int           // bytes that may wait for one WebSocket before it is cut; 16 MiB
 	Token                string        // when set, every route but /healthz requires it
 	AllowedOrigins       []string      // origins allowed to open WebSockets besides the daemon's own host; "*" allows any
 	Logger               *slog.Logger
@@ -84,6 +85,7 @@ func (c *Config) defaults() {
 // Server is the gateway. Create it with New, run it with Serve, stop it
 // with Shutdown.
 type Server struct {
+	live    *liveHub // WebSockets and the Jupyter kernels API
 	pools   pools
 	remote  *remoteBackend // nil without AIO_JUPYTER_ENDPOINT
 	cfg     Config
@@ -103,6 +105,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("code backend %q: want auto, native or kernel", cfg.CodeBackend)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now()}
+	s.live = newLiveHub(s, LiveLimits{QueueBytes: cfg.WSQueueBytes})
 	s.env = Discover(context.Background(), cfg)
 	if cfg.JupyterEndpoint != "" {
 		r, err := newRemoteBackend(cfg)
@@ -245,6 +248,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 	}
 	rerr := s.reg.Close(ctx)
+	lerr := s.closeLive(ctx)
 	perr := s.pools.close(ctx)
 	if s.remote != nil {
 		s.remote.close()
@@ -256,7 +260,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			herr = ctx.Err()
 		}
 	}
-	return errors.Join(herr, rerr, perr)
+	return errors.Join(herr, rerr, lerr, perr)
 }
 
 // fasthttpLogger sends fasthttp's own messages (connections it could not

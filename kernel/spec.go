@@ -204,11 +204,20 @@ func ReadSpec(dir string) (*Spec, error) {
 
 // command returns the spec's argv with {connection_file} and
 // {resource_dir} substituted.
+//
+// An ipykernel also gets an in-memory IPython history: otherwise every
+// kernel of the host writes each cell to the one
+// ~/.ipython/profile_default/history.sqlite, with a commit per cell, and
+// with dozens of kernels IPython prints "database is locked" into the
+// users' output.
 func (s *Spec) command(connFile string) []string {
 	r := strings.NewReplacer("{connection_file}", connFile, "{resource_dir}", s.Dir)
-	argv := make([]string, len(s.Argv))
+	argv := make([]string, len(s.Argv), len(s.Argv)+1)
 	for i, a := range s.Argv {
 		argv[i] = r.Replace(a)
+	}
+	if s.IsIPyKernel() {
+		argv = append(argv, "--HistoryManager.hist_file=:memory:")
 	}
 	return argv
 }

@@ -19,6 +19,7 @@ type PoolConfig struct {
 	Size   int    // runtimes kept ready
 	Start  func(ctx context.Context, h kernel.Handler) (Runtime, error)
 	Warmup string // code run (silently) in each runtime before it is handed out; "" none
+	Prime  bool   // also run a visible `pass` that stores no history (kernels: see warm)
 	// WarmupTimeout bounds the warm-up; 60 s when zero.
 	WarmupTimeout time.Duration
 	// RefillDelay is how long a refill waits after a runtime was taken, so
@@ -178,7 +179,7 @@ func (p *Pool) add() error {
 	if err != nil {
 		return err
 	}
-	if p.cfg.Warmup != "" {
+	if p.cfg.Warmup != "" || p.cfg.Prime {
 		if err := p.warm(rt, fwd); err != nil {
 			closeQuietly(rt)
 			return fmt.Errorf("warm up: %w", err)
@@ -195,10 +196,27 @@ func (p *Pool) add() error {
 	return nil
 }
 
-// warm runs the warm-up code silently (no execution count, no history) and
-// waits for its idle.
+// warm runs the warm-up code silently (no execution count, no history),
+// then a visible `pass` that stores no history: a kernel's first visible
+// execution costs several times a later one (display hooks, first
+// compile), and this moves that cost out of the taker's first call
+// without moving the execution count.
 func (p *Pool) warm(rt Runtime, fwd *forwarder) error {
+	if p.cfg.Warmup != "" {
+		if err := p.run(rt, fwd, kernel.ExecuteRequest{Code: p.cfg.Warmup, Silent: true, NoHistory: true}); err != nil {
+			return err
+		}
+	}
+	if p.cfg.Prime {
+		return p.run(rt, fwd, kernel.ExecuteRequest{Code: "pass", NoHistory: true})
+	}
+	return nil
+}
+
+// run executes one request through the forwarder and waits for its idle.
+func (p *Pool) run(rt Runtime, fwd *forwarder, req kernel.ExecuteRequest) error {
 	id := NewID()
+	req.MsgID = id
 	idle := make(chan struct{})
 	var once sync.Once
 	fwd.set(func(m *kernel.Message) {
@@ -209,7 +227,7 @@ func (p *Pool) warm(rt Runtime, fwd *forwarder) error {
 	defer fwd.h.Store(nil)
 	ctx, cancel := context.WithTimeout(p.ctx, p.cfg.WarmupTimeout)
 	defer cancel()
-	if err := rt.Execute(ctx, kernel.ExecuteRequest{MsgID: id, Code: p.cfg.Warmup, Silent: true, NoHistory: true}); err != nil {
+	if err := rt.Execute(ctx, req); err != nil {
 		return err
 	}
 	select {

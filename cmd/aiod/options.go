@@ -43,6 +43,7 @@ type options struct {
 	jupyterKernel      string
 	jupyterStart       time.Duration
 	jupyterProbe       time.Duration
+	wsQueueBytes       int
 }
 
 // setting is one flag with its variable, for parsing and for --help.
@@ -73,6 +74,7 @@ func (o *options) settings() []setting {
 		{"jupyter-kernel", "AIO_JUPYTER_KERNEL", "", "kernelspec to start on that server (default: its default)", strSetter(&o.jupyterKernel)},
 		{"jupyter-start-timeout", "AIO_JUPYTER_START_TIMEOUT", "120", "seconds a remote kernel may take to start (minutes on a cluster)", secSetter(&o.jupyterStart)},
 		{"jupyter-probe-interval", "AIO_JUPYTER_PROBE_INTERVAL", "30", "seconds between reachability probes of that server", secSetter(&o.jupyterProbe)},
+		{"ws-queue-limit", "AIO_WS_QUEUE_LIMIT", "16777216", "bytes that may wait for one WebSocket; a socket that stops reading is closed with 1008 past it", intSetter(&o.wsQueueBytes)},
 		{"token", "AIO_TOKEN", "", "API token required on every route but /healthz (Authorization: Bearer, or ?token=)", strSetter(&o.token)},
 		{"allowed-origins", "AIO_ALLOWED_ORIGINS", "", "comma-separated origins allowed to open WebSockets besides the daemon's own; * allows any", strSetter(&o.allowedOrigins)},
 		{"memory-limit", "AIO_MEMORY_LIMIT", "134217728", "soft limit in bytes on the daemon's Go heap (GOMEMLIMIT wins when set)", intSetter(&o.memoryLimit)},
@@ -186,6 +188,7 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 		KernelPrewarm: o.kernelPrewarm, CodePrewarm: o.codePrewarm, NoKernelWarmup: !o.kernelWarmup,
 		JupyterEndpoint: o.jupyterEndpoint, JupyterToken: o.jupyterToken, JupyterKernel: o.jupyterKernel,
 		JupyterStartTimeout: o.jupyterStart, JupyterProbeInterval: o.jupyterProbe,
+		WSQueueBytes: o.wsQueueBytes,
 	}
 }
 

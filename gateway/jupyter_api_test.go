@@ -1,0 +1,267 @@
+package gateway
+
+import (
+	"context"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aiod/aiod/kernel"
+	"github.com/coder/websocket"
+	"github.com/goccy/go-json"
+)
+
+func getJSON(t *testing.T, url string, want int, v any) {
+	t.Helper()
+	st, b := httpDo(t, "GET", url, "", "")
+	if st != want {
+		t.Fatalf("GET %s: %d %s (want %d)", url, st, b, want)
+	}
+	if v != nil {
+		if err := json.Unmarshal(b, v); err != nil {
+			t.Fatalf("GET %s: %v: %s", url, err, b)
+		}
+	}
+}
+
+// kernelWS is a notebook-style client of /api/kernels/{id}/channels.
+type kernelWS struct {
+	t       *testing.T
+	c       *websocket.Conn
+	v1      bool
+	session string
+}
+
+func dialKernel(t *testing.T, ts *testServer, id string, v1 bool) *kernelWS {
+	t.Helper()
+	opts := &websocket.DialOptions{}
+	if v1 {
+		opts.Subprotocols = []string{jupyterV1}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, ts.wsURL("/api/kernels/"+id+"/channels?session_id=nb"), opts)
+	if err != nil {
+		t.Fatalf("dial channels: %v", err)
+	}
+	c.SetReadLimit(64 << 20)
+	t.Cleanup(func() { _ = c.CloseNow() })
+	if got := c.Subprotocol(); (got == jupyterV1) != v1 {
+		t.Fatalf("subprotocol %q", got)
+	}
+	return &kernelWS{t: t, c: c, v1: v1, session: kernel.NewMsgID()}
+}
+
+func (k *kernelWS) send(channel, msgType string, content any) string {
+	k.t.Helper()
+	id := kernel.NewMsgID()
+	b, _ := json.Marshal(content)
+	m := &kernel.Message{Channel: channel, Header: kernel.NewHeader(k.session, id, msgType), Content: b}
+	var typ websocket.MessageType
+	var raw []byte
+	if k.v1 {
+		typ, raw = websocket.MessageBinary, encodeJupyterV1(m)
+	} else {
+		var bin bool
+		raw, bin, _ = encodeJupyterLegacy(m)
+		typ = websocket.MessageText
+		if bin {
+			typ = websocket.MessageBinary
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := k.c.Write(ctx, typ, raw); err != nil {
+		k.t.Fatalf("write: %v", err)
+	}
+	return id
+}
+
+func (k *kernelWS) recv(within time.Duration) (*kernel.Message, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	typ, b, err := k.c.Read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if k.v1 {
+		if typ != websocket.MessageBinary {
+			k.t.Fatalf("v1 socket got a text message")
+		}
+		return decodeJupyterV1(b)
+	}
+	return decodeJupyterLegacy(b, typ == websocket.MessageBinary)
+}
+
+// until reads until match returns true, failing after within.
+func (k *kernelWS) until(within time.Duration, match func(m *kernel.Message) bool) []*kernel.Message {
+	k.t.Helper()
+	deadline := time.Now().Add(within)
+	var seen []*kernel.Message
+	for {
+		m, err := k.recv(time.Until(deadline))
+		if err != nil {
+			k.t.Fatalf("read: %v after %d messages", err, len(seen))
+		}
+		seen = append(seen, m)
+		if match(m) {
+			return seen
+		}
+	}
+}
+
+func state(m *kernel.Message) string {
+	var c struct {
+		S string `json:"execution_state"`
+	}
+	_ = json.Unmarshal(m.Content, &c)
+	return c.S
+}
+
+// A REST session's kernel is listed by the kernels API, a notebook socket
+// attaches to it and sees the agent's executions, hears "dead" when the
+// kernel dies, and is closed when the session is deleted.
+func TestJupyterKernelsAPIShowsRESTSessions(t *testing.T) {
+	ts := startServer(t, Config{})
+	if _, env, _ := ts.exec(t, map[string]any{"language": "python", "code": "a = 1", "session_id": "agent-1"}); env["success"] != true {
+		t.Fatalf("setup: %v", env)
+	}
+	var list []kernelModel
+	getJSON(t, ts.URL+"/api/kernels", 200, &list)
+	if len(list) != 1 || list[0].SessionID != "agent-1" || list[0].Language != "python" || list[0].Name != "python3" {
+		t.Fatalf("kernels: %+v", list)
+	}
+	km := list[0]
+	if !jUUIDRE.MatchString(km.ID) || km.ExecutionState != "idle" ||
+		!regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$`).MatchString(km.LastActivity) {
+		t.Fatalf("model: %+v", km)
+	}
+	for _, v1 := range []bool{true, false} {
+		k := dialKernel(t, ts, km.ID, v1)
+		// Own requests are answered on shell.
+		infoID := k.send("shell", "kernel_info_request", map[string]any{})
+		k.until(30*time.Second, func(m *kernel.Message) bool {
+			return m.Channel == "shell" && m.Parent.MsgID == infoID && m.Header.MsgType == "kernel_info_reply"
+		})
+		var one kernelModel
+		getJSON(t, ts.URL+"/api/kernels/"+km.ID, 200, &one)
+		if one.Connections != 1 {
+			t.Fatalf("connections = %d", one.Connections)
+		}
+		// The agent's REST execution shows on the notebook's iopub, its shell
+		// reply does not.
+		go ts.exec(t, map[string]any{"language": "python", "code": "print(a + 1)", "session_id": "agent-1"})
+		seen := k.until(time.Minute, func(m *kernel.Message) bool {
+			return m.Channel == "iopub" && m.Header.MsgType == "stream" && strings.Contains(string(m.Content), `"2\n"`)
+		})
+		k.until(time.Minute, func(m *kernel.Message) bool { return m.Header.MsgType == "status" && state(m) == "idle" })
+		for _, m := range seen {
+			if m.Channel == "shell" && m.Parent.MsgID != infoID {
+				t.Fatalf("another client's shell reply reached the notebook: %+v", m.Header)
+			}
+		}
+		_ = k.c.Close(websocket.StatusNormalClosure, "")
+	}
+
+	// Death is announced.
+	k := dialKernel(t, ts, km.ID, false)
+	pid := ts.Registry().Get("python", "agent-1").Runtime().Info().PID
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	k.until(30*time.Second, func(m *kernel.Message) bool { return m.Header.MsgType == "status" && state(m) == "dead" })
+	var dead kernelModel
+	getJSON(t, ts.URL+"/api/kernels/"+km.ID, 200, &dead)
+	if dead.ExecutionState != "dead" {
+		t.Fatalf("model after death: %+v", dead)
+	}
+	// The next REST call starts a fresh kernel, and the notebook sees it.
+	if _, env, _ := ts.exec(t, map[string]any{"language": "python", "code": "print('fresh')", "session_id": "agent-1"}); env["success"] != true {
+		t.Fatalf("REST after the kernel died: %v", env)
+	}
+	k.until(time.Minute, func(m *kernel.Message) bool {
+		return m.Header.MsgType == "stream" && strings.Contains(string(m.Content), "fresh")
+	})
+	var alive kernelModel
+	getJSON(t, ts.URL+"/api/kernels/"+km.ID, 200, &alive)
+	if alive.ExecutionState == "dead" {
+		t.Fatalf("model after a fresh kernel started: %+v", alive)
+	}
+	// Deleting the session closes the socket and the kernel is gone.
+	if st, _ := ts.call(t, "DELETE", "/v2/code/sessions/agent-1", nil); st != 200 {
+		t.Fatalf("delete session: %d", st)
+	}
+	for {
+		_, err := k.recv(30 * time.Second)
+		if err != nil {
+			if websocket.CloseStatus(err) != websocket.StatusNormalClosure {
+				t.Fatalf("socket after delete: %v", err)
+			}
+			break
+		}
+	}
+	getJSON(t, ts.URL+"/api/kernels/"+km.ID, 404, nil)
+}
+
+// A kernel started through the API is a session REST can drive, under the
+// kernel id; the kernelspec routes and errors answer as Jupyter's do.
+func TestJupyterKernelStartedByAPIIsARESTSession(t *testing.T) {
+	ts := startServer(t, Config{})
+	var root map[string]any
+	getJSON(t, ts.URL+"/api", 200, &root)
+	if root["version"] == nil {
+		t.Fatalf("/api: %v", root)
+	}
+	var specs struct {
+		Default     string `json:"default"`
+		Kernelspecs map[string]struct {
+			Name      string         `json:"name"`
+			Spec      map[string]any `json:"spec"`
+			Resources map[string]any `json:"resources"`
+		} `json:"kernelspecs"`
+	}
+	getJSON(t, ts.URL+"/api/kernelspecs", 200, &specs)
+	py, ok := specs.Kernelspecs[specs.Default]
+	if specs.Default != "python3" || !ok || py.Name != "python3" || py.Spec["language"] != "python" || py.Spec["argv"] == nil || py.Resources == nil {
+		t.Fatalf("kernelspecs: %+v", specs)
+	}
+	getJSON(t, ts.URL+"/api/kernelspecs/python3", 200, nil)
+	getJSON(t, ts.URL+"/api/kernelspecs/nope", 404, nil)
+	if st, b := httpDo(t, "POST", ts.URL+"/api/kernels", "", `{"name":"nope"}`); st != 404 {
+		t.Fatalf("start unknown spec: %d %s", st, b)
+	}
+	if st, b := httpDo(t, "POST", ts.URL+"/api/kernels", "", `[`); st != 400 {
+		t.Fatalf("start with bad body: %d %s", st, b)
+	}
+
+	st, b := httpDo(t, "POST", ts.URL+"/api/kernels", "", `{"name":"python3","env":{"KERNEL_MARK":"m1"}}`)
+	var km kernelModel
+	if st != 201 || json.Unmarshal(b, &km) != nil || km.ID != km.SessionID || !jUUIDRE.MatchString(km.ID) {
+		t.Fatalf("start kernel: %d %s", st, b)
+	}
+	_, env, data := ts.exec(t, map[string]any{"language": "python", "session_id": km.ID,
+		"code": "import os\nprint(os.environ.get('KERNEL_MARK'))"})
+	if env["success"] != true || data["stdout"] != "m1\n" {
+		t.Fatalf("REST on the API's kernel: %v", env)
+	}
+	for _, p := range []string{"/interrupt", "/restart"} {
+		if st, b := httpDo(t, "POST", ts.URL+"/api/kernels/no-such"+p, "", ""); st != 404 {
+			t.Fatalf("POST %s on an unknown kernel: %d %s", p, st, b)
+		}
+	}
+	if st, _ := httpDo(t, "POST", ts.URL+"/api/kernels/"+km.ID+"/interrupt", "", ""); st != 204 {
+		t.Fatalf("interrupt: %d", st)
+	}
+	if st, _ := httpDo(t, "DELETE", ts.URL+"/api/kernels/"+km.ID, "", ""); st != 204 {
+		t.Fatalf("delete: %d", st)
+	}
+	getJSON(t, ts.URL+"/api/kernels/"+km.ID, 404, nil)
+	if st, _ := httpDo(t, "DELETE", ts.URL+"/api/kernels/"+km.ID, "", ""); st != 404 {
+		t.Fatalf("second delete: %d", st)
+	}
+	if ts.Registry().Len() != 0 {
+		t.Fatalf("sessions left: %d", ts.Registry().Len())
+	}
+}

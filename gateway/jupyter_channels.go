@@ -1,0 +1,213 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aiod/aiod/kernel"
+	"github.com/aiod/aiod/stream"
+	"github.com/coder/websocket"
+	"github.com/goccy/go-json"
+	"github.com/valyala/fasthttp"
+)
+
+// rawSender is a runtime that takes client messages as they are (a
+// kernel.Kernel).
+type rawSender interface {
+	Send(ctx context.Context, m *kernel.Message) error
+}
+
+// kernelChannels upgrades GET /api/kernels/{id}/channels. The socket
+// watches the kernel's session: it receives every iopub message (whoever
+// caused it: REST calls, other front ends) and the shell, control and stdin
+// replies to its own requests (matched by the header's session). Client
+// messages go to the kernel as they are.
+func (h *liveHub) kernelChannels(ctx *fasthttp.RequestCtx) {
+	e := h.kernelOr404(ctx)
+	if e == nil {
+		return
+	}
+	sctx, cancel := context.WithTimeout(ctx, h.s.cfg.KernelStartTimeout)
+	_, err := e.sess.EnsureRuntime(sctx)
+	cancel()
+	if err != nil {
+		jfail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
+		return
+	}
+	h.upgrade(ctx, []string{jupyterV1}, func(c *websocket.Conn, fw *flushWriter, done <-chan struct{}) {
+		wc := h.newConn(c, fw, "jupyter")
+		js := &jupyterSocket{wc: wc, e: e, v1: c.Subprotocol() == jupyterV1, own: map[string]bool{}, stop: make(chan struct{})}
+		wc.render = js.render
+		e.conns.Add(1)
+		defer func() {
+			// Nobody is left to see the kernel's status: forget a stale one.
+			if e.conns.Add(-1) == 0 && e.currentState() != "dead" {
+				e.state.Store(nil)
+			}
+		}()
+		e.sess.Mux().Watch(js)
+		defer e.sess.Mux().Unwatch(js)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			js.monitor()
+		}()
+		defer wg.Wait()
+		defer close(js.stop)
+		wc.run(done, js.read)
+	})
+}
+
+// jupyterSocket is the protocol state of one channels socket.
+type jupyterSocket struct {
+	wc   *wsConn
+	e    *kernelEntry
+	v1   bool
+	stop chan struct{} // closed when the socket is done; ends monitor
+
+	mu  sync.Mutex      // guards own
+	own map[string]bool // header.session values this client sent
+}
+
+// Deliver is called by the session's mux; it never blocks.
+func (js *jupyterSocket) Deliver(ev stream.Event) {
+	m := ev.Msg
+	if m == nil {
+		return
+	}
+	if m.Channel != "iopub" {
+		js.mu.Lock()
+		mine := js.own[m.Parent.Session]
+		js.mu.Unlock()
+		if !mine {
+			return
+		}
+	} else if m.Header.MsgType == "status" {
+		var x wsIopubExtra
+		if json.Unmarshal(m.Content, &x) == nil && x.ExecutionState != "" {
+			js.e.setState(x.ExecutionState)
+		}
+	}
+	js.e.touched.Store(time.Now().UnixNano())
+	js.wc.push(wsItem{ev: ev})
+}
+
+// read passes the client's messages to the kernel.
+func (js *jupyterSocket) read(ctx context.Context) error {
+	for {
+		typ, b, err := js.wc.c.Read(ctx)
+		if err != nil {
+			return err
+		}
+		var m *kernel.Message
+		if js.v1 {
+			m, err = decodeJupyterV1(b)
+		} else {
+			m, err = decodeJupyterLegacy(b, typ == websocket.MessageBinary)
+		}
+		if err != nil {
+			js.wc.hub.count("drop:bad_client_message", 1)
+			js.wc.hub.s.log.Debug("kernel websocket: bad message", "err", err)
+			continue
+		}
+		switch m.Channel {
+		case "shell", "control", "stdin":
+		default:
+			js.wc.hub.count("drop:bad_client_channel", 1)
+			continue
+		}
+		js.mu.Lock()
+		js.own[m.Header.Session] = true
+		js.mu.Unlock()
+		js.e.touched.Store(time.Now().UnixNano())
+		if err := js.send(ctx, m); err != nil {
+			js.wc.hub.count("drop:kernel_send_failed", 1)
+			js.wc.hub.s.log.Debug("kernel websocket: send failed", "msg_type", m.Header.MsgType, "err", err)
+		}
+	}
+}
+
+func (js *jupyterSocket) send(ctx context.Context, m *kernel.Message) error {
+	h := js.wc.hub
+	sctx, cancel := context.WithTimeout(ctx, h.s.cfg.KernelStartTimeout)
+	defer cancel()
+	rt, err := js.e.sess.EnsureRuntime(sctx)
+	if err != nil {
+		return err
+	}
+	rs, ok := rt.(rawSender)
+	if !ok {
+		return fmt.Errorf("the session's runtime (%s) is not a Jupyter kernel", rt.Info().Backend)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	return rs.Send(wctx, m)
+}
+
+// monitor closes the socket when the session ends, tells the client
+// "dead" when the kernel dies (a restart or a REST call starts a new one),
+// and keeps the session from being reclaimed as idle while attached.
+func (js *jupyterSocket) monitor() {
+	sess := js.e.sess
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	touch := time.NewTicker(30 * time.Second)
+	defer touch.Stop()
+	var cur stream.Runtime
+	var curDone <-chan struct{}
+	for {
+		if rt := sess.Runtime(); rt != cur {
+			cur, curDone = rt, nil
+			if rt != nil {
+				curDone = rt.Done()
+			}
+		}
+		select {
+		case <-js.stop:
+			return
+		case <-sess.Closed():
+			js.wc.closeWith(wsCloseNormal, "kernel shut down", "session_closed")
+			return
+		case <-curDone:
+			curDone = nil
+			var dead *kernel.DeadError
+			if errors.As(cur.Err(), &dead) {
+				js.e.markDead(cur)
+				js.wc.push(wsItem{ev: stream.Event{Msg: jStatusMsg("dead")}})
+			}
+		case <-touch.C:
+			sess.Touch()
+		case <-tick.C:
+		}
+	}
+}
+
+func jStatusMsg(state string) *kernel.Message {
+	return &kernel.Message{
+		Channel: "iopub",
+		Header:  kernel.NewHeader("aiod", kernel.NewMsgID(), "status"),
+		Content: []byte(`{"execution_state":"` + state + `"}`),
+	}
+}
+
+// render frames a kernel message for the client (writer goroutine).
+func (js *jupyterSocket) render(it *wsItem) (websocket.MessageType, []byte, bool) {
+	if it.ev.Msg == nil {
+		return 0, nil, false
+	}
+	if js.v1 {
+		return websocket.MessageBinary, encodeJupyterV1(it.ev.Msg), true
+	}
+	b, bin, err := encodeJupyterLegacy(it.ev.Msg)
+	if err != nil {
+		return 0, nil, false
+	}
+	if bin {
+		return websocket.MessageBinary, b, true
+	}
+	return websocket.MessageText, b, true
+}

@@ -1,0 +1,182 @@
+package gateway
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/goccy/go-json"
+)
+
+// wsURL turns the test server's URL into a ws:// URL for path.
+func (ts *testServer) wsURL(path string) string {
+	return "ws" + strings.TrimPrefix(ts.URL, "http") + path
+}
+
+// dialWS opens our protocol's socket; it is closed when the test ends.
+func dialWS(t testing.TB, ts *testServer, opts *websocket.DialOptions) *websocket.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, resp, err := websocket.Dial(ctx, ts.wsURL("/v2/code/ws"), opts)
+	if err != nil {
+		status := 0
+		if resp != nil {
+			status = resp.StatusCode
+		}
+		t.Fatalf("dial /v2/code/ws: %v (HTTP %d)", err, status)
+	}
+	c.SetReadLimit(256 << 20)
+	t.Cleanup(func() { _ = c.CloseNow() })
+	return c
+}
+
+func sendJSON(t testing.TB, c *websocket.Conn, v any) {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Write(ctx, websocket.MessageText, b); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+}
+
+// wsMsg is one server message and when it arrived.
+type wsMsg struct {
+	m  map[string]any
+	at time.Time
+}
+
+func (w wsMsg) typ() string { s, _ := w.m["type"].(string); return s }
+func (w wsMsg) id() any     { return w.m["id"] }
+
+func readJSON(t testing.TB, c *websocket.Conn, within time.Duration) wsMsg {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), within)
+	defer cancel()
+	typ, b, err := c.Read(ctx)
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	if typ != websocket.MessageText {
+		t.Fatalf("got a binary message: %q", b)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("message is not JSON: %q", b)
+	}
+	return wsMsg{m, time.Now()}
+}
+
+// readUntil reads messages until one of type typ with id id arrives and
+// returns all of them, that one last.
+func readUntil(t testing.TB, c *websocket.Conn, typ string, id any, within time.Duration) []wsMsg {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	var out []wsMsg
+	for {
+		m := readJSON(t, c, time.Until(deadline))
+		out = append(out, m)
+		if m.typ() == typ && m.id() == id {
+			return out
+		}
+	}
+}
+
+// threeLines prints three flushed lines 0.3 s apart.
+const threeLines = "import time\nfor i in range(3):\n    print(i, flush=True)\n    if i < 2: time.sleep(0.3)"
+
+// stripVolatile removes the fields that differ between two runs of the
+// same code.
+func stripVolatile(d map[string]any) map[string]any {
+	out := map[string]any{}
+	for k, v := range d {
+		if k != "execution_count" {
+			out[k] = v
+		}
+	}
+	if outs, ok := out["outputs"].([]any); ok {
+		for _, o := range outs {
+			if om, ok := o.(map[string]any); ok {
+				delete(om, "execution_count")
+			}
+		}
+	}
+	return out
+}
+
+func mustJSONString(t testing.TB, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+var (
+	jlabOnce sync.Once
+	jlabErr  error
+)
+
+// jlabDir returns gateway/testdata/jlab with its node_modules installed
+// (npm ci, once per test binary, when .ci has not done it already).
+func jlabDir(t testing.TB) string {
+	t.Helper()
+	dir, err := filepath.Abs("testdata/jlab")
+	if err != nil {
+		t.Fatal(err)
+	}
+	jlabOnce.Do(func() {
+		if _, err := os.Stat(filepath.Join(dir, "node_modules", "@jupyterlab", "services", "package.json")); err == nil {
+			if _, err := os.Stat(filepath.Join(dir, "node_modules", "ws", "package.json")); err == nil {
+				return
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts")
+		cmd.Dir = dir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			jlabErr = err
+			t.Logf("npm ci: %s", out)
+		}
+	})
+	if jlabErr != nil {
+		t.Fatalf("npm ci in %s failed: %v (CI runs: npm ci --prefix gateway/testdata/jlab)", dir, jlabErr)
+	}
+	return dir
+}
+
+// httpDo sends a request with an optional token and returns status and body.
+func httpDo(t testing.TB, method, url, token string, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "token "+token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
