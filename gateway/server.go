@@ -166,6 +166,7 @@ func (s *Server) routes() *router.Router {
 	fsplane.Register(r, fsplane.Config{MaxBody: int64(s.cfg.MaxBody), Logger: s.log})
 	s.registerV1(r)   // v1.go: the agent_sandbox SDK's code, jupyter, nodejs and sandbox routes
 	s.registerLive(r) // live.go: WebSocket streaming and the Jupyter kernels API
+	s.registerWeb(r)  // web.go: the browser notebook page at /
 	return r
 }
 
