@@ -157,3 +157,19 @@ func processAlive(pid int) bool {
 	i := strings.LastIndexByte(s, ')')
 	return i > 0 && !strings.HasPrefix(strings.TrimSpace(s[i+1:]), "Z")
 }
+
+// callRaw sends a request and returns the status and the body as text.
+func (ts *testServer) callRaw(t testing.TB, method, path string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, ts.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := ts.client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}

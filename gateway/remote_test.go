@@ -126,3 +126,57 @@ for k in httpx.get("%s/api/kernels", headers=h).json():
 		t.Fatalf("backend after the server died: %v", ri)
 	}
 }
+
+// Streaming over /v2/code/ws behaves the same with the remote backend: the
+// three lines arrive as separate outputs, spread over time, before result.
+func TestRemoteStreamingOverWebSocket(t *testing.T) {
+	js := remotetest.Start(t)
+	ts := startServer(t, Config{JupyterEndpoint: js.URL, JupyterToken: js.Token})
+	c := dialWS(t, ts, nil)
+	defer c.CloseNow()
+	sendJSON(t, c, map[string]any{"type": "execute", "id": "r1", "language": "python", "code": threeLines, "session_id": "rs"})
+	msgs := readUntil(t, c, "result", "r1", 60*time.Second)
+	var outs []wsMsg
+	for _, m := range msgs {
+		if m.typ() == "output" {
+			outs = append(outs, m)
+		}
+	}
+	if len(outs) != 3 || outs[2].at.Sub(outs[0].at) < 400*time.Millisecond {
+		t.Fatalf("want 3 outputs 0.3 s apart, got %d over %s", len(outs), outs[len(outs)-1].at.Sub(outs[0].at))
+	}
+	res := msgs[len(msgs)-1].m
+	if res["success"] != true || res["data"].(map[string]any)["stdout"] != "0\n1\n2\n" {
+		t.Fatalf("result %v", res)
+	}
+	if ts.Registry().Get("python", "rs").Runtime().Info().Backend != "jupyter" {
+		t.Fatal("the session did not run on the remote server")
+	}
+}
+
+// aiod → aiod: one aiod serves the Jupyter kernels API, another uses it as
+// its AIO_JUPYTER_ENDPOINT; the walkthrough runs through both.
+func TestAiodAsRemoteOfAiod(t *testing.T) {
+	back := startServer(t, Config{Token: "backtoken"})
+	front := startServer(t, Config{JupyterEndpoint: back.URL, JupyterToken: "backtoken", JupyterProbeInterval: time.Second})
+	if ri := remoteInfo(t, front); ri["backend"] != "jupyter" || ri["reachable"] != true {
+		t.Fatalf("front does not see back: %v", ri)
+	}
+	os.RemoveAll("/tmp/analysis")
+	out, err := exec.Command("/usr/bin/python3", "../examples/walkthrough.py", front.URL, t.TempDir()).CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "count     6.000000\nmean     57.500000\nstd      13.546217") {
+		t.Fatalf("walkthrough through aiod → aiod: %v\n%s", err, out)
+	}
+	_, env, data := front.exec(t, map[string]any{"language": "python", "session_id": "ab", "code": "1/0"})
+	if data["status"] != "error" || !strings.Contains(fmt.Sprint(env["message"]), "ZeroDivisionError") {
+		t.Fatalf("error through aiod → aiod: %v", env)
+	}
+	// The front's session is a kernel session on the back, listed by its kernels API.
+	st, kernels := back.callRaw(t, "GET", "/api/kernels?token=backtoken")
+	if st != 200 || !strings.Contains(kernels, `"id"`) {
+		t.Fatalf("back's kernels: %d %s", st, kernels)
+	}
+	if ts := front.Registry().Get("python", "ab"); ts.Runtime().Info().Backend != "jupyter" {
+		t.Fatal("front session is not remote")
+	}
+}
