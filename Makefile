@@ -2,7 +2,7 @@ GO      ?= go
 ARGS    ?=
 TESTFLAGS ?= -race -count=1 -timeout 40m
 
-.PHONY: run test build deps test-deps vet bench fuzz
+.PHONY: run test build deps test-deps vet bench bench-quick bench-go fuzz
 
 ## run: install the daemon's Python packages when missing (and allowed), then run aiod
 run: deps
@@ -25,9 +25,18 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
 
-## bench: the REST-versus-floor latency benchmark (numbers in bench/README.md)
-bench:
-	$(GO) test ./bench/ -run '^$$' -bench . -benchtime 300x
+## bench: the full comparison (floor, aiod REST/WS, Jupyter Server, one-shots, memory), minutes
+bench: test-deps
+	$(GO) run ./bench/cmd/aiobench compare --json bench/results/full.json --svg bench/results/full.svg
+
+## bench-quick: the same in under a minute, with fewer kernels (labelled in its output)
+bench-quick: test-deps
+	$(GO) run ./bench/cmd/aiobench compare --quick --json bench/results/quick.json --svg bench/results/quick.svg
+
+## bench-go: the Go benchmarks (REST vs floor, one-shots, remote kernels, WebSocket delay)
+bench-go:
+	$(GO) test ./bench/ -run '^$$' -bench . -benchtime 200x
+	$(GO) test ./gateway/ -run '^$$' -bench WSStreamDelay -benchtime 2000x
 
 ## fuzz: a short run of each fuzz target
 fuzz:
