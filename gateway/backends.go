@@ -39,6 +39,7 @@ type Environment struct {
 	PythonKernel  *KernelInfo // the kernelspec Python runs in; nil when none has ipykernel
 	Python        Interpreter // native Python
 	Node          Interpreter // Node.js
+	KernelName    string      // the kernelspec asked for (--kernel-name), "" for the default
 	PythonBackend string      // "kernel" or "native" on the code routes
 	BackendError  string      // why the pinned backend cannot run, when it cannot
 	Warnings      []string
@@ -92,6 +93,7 @@ func Discover(ctx context.Context, cfg Config) *Environment {
 		env.Node = interp("javascript", p, v, err)
 	}()
 	wg.Wait()
+	env.KernelName = cfg.KernelName
 	env.PythonKernel = pickKernel(env.Kernels, cfg.KernelName)
 	env.PythonBackend, env.BackendError = chooseBackend(cfg.CodeBackend, env)
 	return env
@@ -105,21 +107,25 @@ func interp(lang, path, version string, err error) Interpreter {
 	return it
 }
 
-// pickKernel chooses the Python kernelspec: the named one, else python3,
+// pickKernel chooses the Python kernelspec: the named one when a name is
+// given (nil when it is missing or has no working ipykernel), else python3,
 // else the first Python spec running ipykernel that answered its probe.
 func pickKernel(ks []KernelInfo, name string) *KernelInfo {
 	usable := func(k *KernelInfo) bool {
 		return k.spec.IsIPyKernel() && k.IPyKernel != "" && strings.EqualFold(k.Language, "python")
 	}
-	for _, want := range []string{name, "python3"} {
+	if name != "" {
 		for i := range ks {
-			if want != "" && ks[i].Name == want && usable(&ks[i]) {
+			if ks[i].Name == name && usable(&ks[i]) {
 				return &ks[i]
 			}
 		}
-	}
-	if name != "" {
 		return nil
+	}
+	for i := range ks {
+		if ks[i].Name == "python3" && usable(&ks[i]) {
+			return &ks[i]
+		}
 	}
 	for i := range ks {
 		if usable(&ks[i]) {
@@ -135,7 +141,11 @@ func chooseBackend(pin string, env *Environment) (backend, problem string) {
 	switch pin {
 	case "kernel":
 		if env.PythonKernel == nil {
-			return "kernel", "AIO_CODE_BACKEND=kernel but no Jupyter kernelspec with ipykernel was found; " + ipykernelHint
+			what := "no Jupyter kernelspec with ipykernel was found"
+			if env.KernelName != "" {
+				what = fmt.Sprintf("kernelspec %q was not found or has no working ipykernel", env.KernelName)
+			}
+			return "kernel", "AIO_CODE_BACKEND=kernel but " + what + "; " + ipykernelHint
 		}
 		return "kernel", ""
 	case "native":

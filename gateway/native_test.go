@@ -101,3 +101,16 @@ func TestDiscoveryRoutes(t *testing.T) {
 		t.Fatalf("capabilities: %v", ci)
 	}
 }
+
+func TestKernelPinWithoutKernelspecAnswers503(t *testing.T) {
+	ts := startServer(t, Config{CodeBackend: "kernel", KernelName: "no-such-kernel"})
+	st, env, _ := ts.exec(t, map[string]any{"language": "python", "code": "print(1)"})
+	msg := fmt.Sprint(env["message"])
+	if st != 503 || !strings.Contains(msg, "ipykernel") || !strings.Contains(msg, "apt-get install python3-ipykernel") {
+		t.Fatalf("kernel pin without a kernelspec: %d %v", st, env)
+	}
+	// JavaScript is unaffected.
+	if _, _, data := ts.exec(t, map[string]any{"language": "javascript", "code": "console.log(1)"}); data["stdout"] != "1\n" {
+		t.Fatalf("javascript: %v", data)
+	}
+}
