@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
-	"github.com/goccy/go-json"
 )
 
 // channel is one of the kernel's five sockets with its reader and, for
@@ -181,41 +180,14 @@ func (k *Kernel) send(ctx context.Context, c *channel, m *Message) error {
 // fails when req.MsgID is empty, when ctx ends first, or when the kernel
 // has ended (the error then wraps Err's value).
 func (k *Kernel) Execute(ctx context.Context, req ExecuteRequest) error {
-	if req.MsgID == "" {
-		return errors.New("send execute_request: empty msg_id")
-	}
-	content, err := json.Marshal(executeContent{
-		Code:            req.Code,
-		Silent:          req.Silent,
-		StoreHistory:    !req.NoHistory,
-		UserExpressions: map[string]string{},
-		// aiod already runs one request at a time per kernel. With
-		// stop_on_error true, ipykernel 6 aborts the next request when it
-		// arrives within its abort window after an error, so an agent's
-		// follow-up call after a failing cell would be refused.
-		StopOnError: false,
-	})
+	m, err := NewExecuteRequest(k.session, req)
 	if err != nil {
-		return fmt.Errorf("send execute_request: %w", err)
-	}
-	m := &Message{
-		Channel: "shell",
-		Header:  NewHeader(k.session, req.MsgID, "execute_request"),
-		Content: content,
+		return fmt.Errorf("send %w", err)
 	}
 	if err := k.send(ctx, k.shell, m); err != nil {
 		return fmt.Errorf("send execute_request: %w", err)
 	}
 	return nil
-}
-
-type executeContent struct {
-	Code            string            `json:"code"`
-	Silent          bool              `json:"silent"`
-	StoreHistory    bool              `json:"store_history"`
-	UserExpressions map[string]string `json:"user_expressions"`
-	AllowStdin      bool              `json:"allow_stdin"`
-	StopOnError     bool              `json:"stop_on_error"`
 }
 
 // Send passes a client's message through to the kernel on m.Channel

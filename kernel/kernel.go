@@ -103,7 +103,7 @@ type Kernel struct {
 
 	// Set by the handshake before ready is stored; read-only afterwards.
 	info      json.RawMessage
-	infoReply kernelInfoReply
+	infoReply KernelInfoReply
 
 	ready     atomic.Bool  // the handshake is over: messages go to Handler
 	closing   atomic.Bool  // Close has been called
@@ -125,16 +125,6 @@ type Kernel struct {
 	stop    chan struct{}  // closed when teardown begins
 	done    chan struct{}  // closed when teardown is over
 	wg      sync.WaitGroup // readers, writers, heartbeat, wait
-}
-
-// kernelInfoReply is the part of kernel_info_reply's content aiod reads.
-type kernelInfoReply struct {
-	ProtocolVersion string `json:"protocol_version"`
-	Implementation  string `json:"implementation"`
-	LanguageInfo    struct {
-		Name    string `json:"name"`
-		Version string `json:"version"`
-	} `json:"language_info"`
 }
 
 // Start launches the kernelspec opts.Spec and returns once the kernel has

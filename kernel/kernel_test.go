@@ -49,7 +49,7 @@ func TestExecute(t *testing.T) {
 		info.PID <= 0 || !strings.HasPrefix(info.Version, "3.") {
 		t.Errorf("info = %+v", info)
 	}
-	var ki kernelInfoReply
+	var ki KernelInfoReply
 	if err := json.Unmarshal(k.KernelInfo(), &ki); err != nil || ki.Implementation != "ipython" {
 		t.Errorf("kernel info %s: %v", k.KernelInfo(), err)
 	}

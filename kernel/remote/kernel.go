@@ -124,7 +124,7 @@ type Kernel struct {
 	// Set by the first handshake before ready is stored; read-only
 	// afterwards.
 	info      json.RawMessage
-	infoReply kernelInfoReply
+	infoReply kernel.KernelInfoReply
 
 	ready      atomic.Bool  // the first handshake is over: messages go to Handler
 	restarting atomic.Int32 // Restart calls in progress
@@ -168,16 +168,6 @@ type Kernel struct {
 type sendReq struct {
 	m    *kernel.Message
 	done chan error
-}
-
-// kernelInfoReply is the part of kernel_info_reply's content aiod reads.
-type kernelInfoReply struct {
-	ProtocolVersion string `json:"protocol_version"`
-	Implementation  string `json:"implementation"`
-	LanguageInfo    struct {
-		Name    string `json:"name"`
-		Version string `json:"version"`
-	} `json:"language_info"`
 }
 
 // Start starts a kernel on opts.Client's server and returns once it has
@@ -265,6 +255,8 @@ func (k *Kernel) handshake(ctx context.Context, first bool) error {
 	defer func() { k.forget(ids...) }()
 	tick := time.NewTicker(infoRetry)
 	defer tick.Stop()
+	var reply *kernel.Message
+	gotIOPub := false
 	for {
 		id := kernel.NewMsgID()
 		ids = append(ids, id)
@@ -276,11 +268,20 @@ func (k *Kernel) handshake(ctx context.Context, first bool) error {
 		for wait := true; wait; {
 			select {
 			case m := <-replies:
-				if m.Channel != "shell" || m.Header.MsgType != "kernel_info_reply" {
+				// Both the shell reply and an iopub message of ours: the
+				// server subscribes to a (re)started kernel's iopub anew, and
+				// what the kernel publishes before that lands is lost.
+				switch {
+				case m.Channel == "iopub":
+					gotIOPub = true
+				case m.Channel == "shell" && m.Header.MsgType == "kernel_info_reply":
+					reply = m
+				}
+				if reply == nil || !gotIOPub {
 					continue
 				}
 				if first {
-					return k.becomeReady(m.Content)
+					return k.becomeReady(reply.Content)
 				}
 				return nil
 			case <-tick.C:
@@ -545,39 +546,14 @@ func (k *Kernel) endIfGone(err error) {
 // fails when req.MsgID is empty, when ctx ends first, or when the kernel
 // has ended (the error then wraps Err's value).
 func (k *Kernel) Execute(ctx context.Context, req kernel.ExecuteRequest) error {
-	if req.MsgID == "" {
-		return errors.New("send execute_request: empty msg_id")
-	}
-	content, err := json.Marshal(executeContent{
-		Code:            req.Code,
-		Silent:          req.Silent,
-		StoreHistory:    !req.NoHistory,
-		UserExpressions: map[string]string{},
-		// As for local kernels: with stop_on_error, ipykernel aborts a
-		// request arriving soon after an error.
-		StopOnError: false,
-	})
+	m, err := kernel.NewExecuteRequest(k.session, req)
 	if err != nil {
-		return fmt.Errorf("send execute_request: %w", err)
-	}
-	m := &kernel.Message{
-		Channel: "shell",
-		Header:  kernel.NewHeader(k.session, req.MsgID, "execute_request"),
-		Content: content,
+		return fmt.Errorf("send %w", err)
 	}
 	if err := k.send(ctx, m); err != nil {
 		return fmt.Errorf("send execute_request: %w", err)
 	}
 	return nil
-}
-
-type executeContent struct {
-	Code            string            `json:"code"`
-	Silent          bool              `json:"silent"`
-	StoreHistory    bool              `json:"store_history"`
-	UserExpressions map[string]string `json:"user_expressions"`
-	AllowStdin      bool              `json:"allow_stdin"`
-	StopOnError     bool              `json:"stop_on_error"`
 }
 
 // Send passes a client's message through to the kernel on m.Channel

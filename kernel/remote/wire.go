@@ -69,12 +69,12 @@ func decodeFrame(f framing, typ websocket.MessageType, b []byte) (*kernel.Messag
 
 // encodeV1 returns m in the v1.kernel.websocket.jupyter.org framing.
 func encodeV1(m *kernel.Message) ([]byte, error) {
-	header, parent, err := encodeHeaders(m)
+	header, parent, metadata, content, err := m.Parts()
 	if err != nil {
 		return nil, err
 	}
 	parts := make([][]byte, 0, 5+len(m.Buffers))
-	parts = append(parts, []byte(m.Channel), header, parent, orEmpty(m.Metadata), orEmpty(m.Content))
+	parts = append(parts, []byte(m.Channel), header, parent, metadata, content)
 	parts = append(parts, m.Buffers...)
 	nOffsets := len(parts) + 1
 	start := 8 * (1 + nOffsets)
@@ -140,7 +140,7 @@ func decodeParts(m *kernel.Message, header, parent, metadata, content []byte) er
 	if err := json.Unmarshal(parent, &m.Parent); err != nil {
 		return fmt.Errorf("%w: parent_header: %v", errMalformed, err)
 	}
-	if !isObject(metadata) || !isObject(content) {
+	if !kernel.LooksLikeObject(metadata) || !kernel.LooksLikeObject(content) {
 		return fmt.Errorf("%w: metadata or content is not a JSON object", errMalformed)
 	}
 	m.Metadata, m.Content = metadata, content
@@ -160,7 +160,7 @@ type legacyMessage struct {
 // encodeLegacy returns m in the legacy framing: a JSON text frame, or a
 // binary frame when m has buffers.
 func encodeLegacy(m *kernel.Message) (websocket.MessageType, []byte, error) {
-	header, parent, err := encodeHeaders(m)
+	header, parent, metadata, content, err := m.Parts()
 	if err != nil {
 		return 0, nil, err
 	}
@@ -168,8 +168,8 @@ func encodeLegacy(m *kernel.Message) (websocket.MessageType, []byte, error) {
 		Channel:  m.Channel,
 		Header:   header,
 		Parent:   parent,
-		Metadata: orEmpty(m.Metadata),
-		Content:  orEmpty(m.Content),
+		Metadata: metadata,
+		Content:  content,
 		Buffers:  []any{},
 	})
 	if err != nil {
@@ -250,34 +250,4 @@ func decodeLegacyBinary(b []byte) (*kernel.Message, error) {
 		buffers = append(buffers, b[offsets[i]:offsets[i+1]:offsets[i+1]])
 	}
 	return decodeLegacyJSON(b[offsets[0]:offsets[1]], buffers)
-}
-
-// encodeHeaders returns m's header and parent_header as JSON; a zero
-// parent is {}.
-func encodeHeaders(m *kernel.Message) (header, parent []byte, err error) {
-	if header, err = json.Marshal(&m.Header); err != nil {
-		return nil, nil, fmt.Errorf("encode header: %w", err)
-	}
-	parent = emptyObject
-	if m.Parent != (kernel.Header{}) {
-		if parent, err = json.Marshal(&m.Parent); err != nil {
-			return nil, nil, fmt.Errorf("encode parent_header: %w", err)
-		}
-	}
-	return header, parent, nil
-}
-
-func orEmpty(b json.RawMessage) []byte {
-	if len(b) == 0 {
-		return emptyObject
-	}
-	return b
-}
-
-// isObject reports whether b looks like a JSON object. Full validation is
-// left to whoever decodes the part (see kernel's isObject: go-json's Valid
-// is slow on long escaped strings).
-func isObject(b []byte) bool {
-	b = bytes.TrimSpace(b)
-	return len(b) > 1 && b[0] == '{' && b[len(b)-1] == '}'
 }

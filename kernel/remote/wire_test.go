@@ -77,7 +77,7 @@ func sampleMessages() []*kernel.Message {
 // normal returns m as a decoder returns it: nil metadata and content as {}.
 func normal(m *kernel.Message) *kernel.Message {
 	c := *m
-	c.Metadata, c.Content = orEmpty(m.Metadata), orEmpty(m.Content)
+	_, _, c.Metadata, c.Content, _ = m.Parts()
 	if len(c.Buffers) == 0 {
 		c.Buffers = nil
 	}
