@@ -3,7 +3,8 @@
 #   .ci/deps.sh run   - what the daemon needs: ipykernel, pandas, matplotlib for /usr/bin/python3
 #   .ci/deps.sh test  - that, plus what the tests drive: Node.js and npm, httpx,
 #                       jupyter_client/server, websocket-client, and the npm packages
-#                       of gateway/testdata/jlab (ws, @jupyterlab/services) from its lock file
+#                       of gateway/testdata/jlab (ws, @jupyterlab/services) and web/e2e
+#                       (playwright-core) from their lock files, and Chromium
 # Debian packages are installed only as root (or with passwordless sudo) and unless
 # AIO_NO_INSTALL=1; otherwise the apt-get line is printed and, for "test", it fails.
 set -euo pipefail
@@ -14,6 +15,7 @@ if [ "$mode" = test ]; then
   pkgs+=(python3-httpx python3-jupyter-client python3-jupyter-server python3-websocket)
   command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
   command -v npm >/dev/null 2>&1 || pkgs+=(npm)
+  pkgs+=(chromium) # the browser tests drive Debian's Chromium with playwright-core
 fi
 missing=()
 for p in "${pkgs[@]}"; do
@@ -33,5 +35,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 if [ "$mode" = test ]; then
-  npm ci --prefix "$here/gateway/testdata/jlab" --no-audit --no-fund --ignore-scripts >/dev/null
+  for d in gateway/testdata/jlab web/e2e; do
+    npm ci --prefix "$here/$d" --no-audit --no-fund --ignore-scripts >/dev/null
+  done
 fi

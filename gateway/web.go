@@ -1,6 +1,161 @@
 package gateway
 
-import "github.com/fasthttp/router"
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"html"
+	"io/fs"
+	"net/url"
+	"path"
+	"regexp"
+	"sort"
 
-// registerWeb serves the browser notebook page (package web) at /.
-func (s *Server) registerWeb(r *router.Router) {}
+	"github.com/aiod/aiod/web"
+	"github.com/fasthttp/router"
+	"github.com/valyala/fasthttp"
+)
+
+// webCSP is the page's Content-Security-Policy. Everything comes from the
+// daemon itself: scripts and styles from /static/, API calls and the
+// WebSocket from the same host ('self' matches ws: and wss: on it), images
+// also from data: (charts) and blob: (files fetched from the file plane).
+// HTML outputs run in srcdoc iframes sandboxed without allow-scripts and
+// without allow-same-origin; a srcdoc document inherits this policy, so
+// its scripts are blocked twice. Inline styles are allowed because pandas'
+// DataFrame HTML carries a <style> block; the page itself never inserts
+// markup from user code, only text.
+const webCSP = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; " +
+	"img-src 'self' data: blob:; font-src 'self'; connect-src 'self'; frame-src 'self'; " +
+	"object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+
+// webAsset is one embedded file, ready to serve.
+type webAsset struct {
+	body  []byte
+	ctype string
+	etag  string
+}
+
+// webAssetRef finds the page's references to its own assets, so that a
+// page opened with ?token=T can load them through the token check.
+var webAssetRef = regexp.MustCompile(`((?:src|href)=")(static/[^"?#]+)(")`)
+
+// registerWeb serves the browser notebook page (package web) at / and its
+// assets at /static/NAME. Responses carry an ETag and "Cache-Control:
+// no-cache" (the browser revalidates, and gets 304 while the binary is the
+// same); the page carries webCSP and refuses to be framed.
+//
+// With a token configured every route needs it, these included. A browser
+// opens /?token=T; the page's asset URLs then carry the same ?token=T, the
+// page passes it on as "Authorization: Bearer T" on REST calls and as
+// ?token=T on the WebSocket, and Referrer-Policy keeps it out of Referer.
+func (s *Server) registerWeb(r *router.Router) {
+	assets, err := loadWebAssets(web.FS())
+	if err != nil { // the files are embedded: this is a build problem
+		panic("gateway: load the web page: " + err.Error())
+	}
+	index, ok := assets["index.html"]
+	if !ok {
+		panic("gateway: load the web page: web/static/index.html is missing")
+	}
+	page := func(ctx *fasthttp.RequestCtx) {
+		webHeaders(ctx, index.ctype)
+		ctx.Response.Header.Set("Content-Security-Policy", webCSP)
+		ctx.Response.Header.Set("X-Frame-Options", "DENY")
+		if tok := ctx.QueryArgs().Peek("token"); s.cfg.Token != "" && len(tok) > 0 {
+			// authorize has checked it; the page echoes the caller's own token.
+			q := html.EscapeString("?token=" + url.QueryEscape(string(tok)))
+			ctx.Response.Header.Set("Cache-Control", "no-store")
+			ctx.SetBody(webAssetRef.ReplaceAll(index.body, []byte("${1}${2}"+q+"${3}")))
+			return
+		}
+		serveWebAsset(ctx, index)
+	}
+	r.GET("/", page)
+	r.HEAD("/", page)
+	names := make([]string, 0, len(assets))
+	for name := range assets {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if name == "index.html" {
+			continue
+		}
+		a := assets[name]
+		h := func(ctx *fasthttp.RequestCtx) {
+			webHeaders(ctx, a.ctype)
+			serveWebAsset(ctx, a)
+		}
+		r.GET("/static/"+name, h)
+		r.HEAD("/static/"+name, h)
+	}
+}
+
+func webHeaders(ctx *fasthttp.RequestCtx, ctype string) {
+	h := &ctx.Response.Header
+	h.SetContentType(ctype)
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	h.Set("Cross-Origin-Resource-Policy", "same-origin")
+}
+
+// serveWebAsset answers 304 when the client's copy is current.
+func serveWebAsset(ctx *fasthttp.RequestCtx, a *webAsset) {
+	ctx.Response.Header.Set("ETag", a.etag)
+	if inm := ctx.Request.Header.Peek("If-None-Match"); len(inm) > 0 && etagMatches(inm, a.etag) {
+		ctx.SetStatusCode(fasthttp.StatusNotModified)
+		return
+	}
+	ctx.SetBody(a.body)
+}
+
+// etagMatches reports whether an If-None-Match value names etag (or is *).
+func etagMatches(inm []byte, etag string) bool {
+	for _, v := range bytes.Split(inm, []byte(",")) {
+		v = bytes.TrimPrefix(bytes.TrimSpace(v), []byte("W/"))
+		if string(v) == etag || string(v) == "*" {
+			return true
+		}
+	}
+	return false
+}
+
+// loadWebAssets reads every file of fsys, keyed by its slash path.
+func loadWebAssets(fsys fs.FS) (map[string]*webAsset, error) {
+	out := map[string]*webAsset{}
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", p, err)
+		}
+		sum := sha256.Sum256(b)
+		out[p] = &webAsset{body: b, ctype: webContentType(p), etag: `"` + hex.EncodeToString(sum[:12]) + `"`}
+		return nil
+	})
+	return out, err
+}
+
+func webContentType(name string) string {
+	switch path.Ext(name) {
+	case ".html":
+		return "text/html; charset=utf-8"
+	case ".js":
+		return "text/javascript; charset=utf-8"
+	case ".css":
+		return "text/css; charset=utf-8"
+	case ".svg":
+		return "image/svg+xml"
+	case ".png":
+		return "image/png"
+	case ".json":
+		return "application/json"
+	}
+	return "application/octet-stream"
+}

@@ -1,0 +1,247 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// The notebook page's end-to-end tests: web/e2e/run.js drives the page in
+// Debian's headless Chromium through playwright-core, against a live
+// gateway. They are never skipped: a machine without Chromium or the npm
+// packages fails them, with the line that installs what is missing.
+
+// e2eScenarios are the scenarios TestWebE2E expects run.js to report.
+var e2eScenarios = []string{"walkthrough", "cells", "streaming", "progress", "watch", "interrupt", "xss", "reconnect"}
+
+// TestWebE2E runs every browser scenario against one gateway; the
+// reconnect scenario goes through a proxy that cuts its connections. The
+// screenshots go to docs/screenshots (or $AIOD_SCREENSHOTS).
+func TestWebE2E(t *testing.T) {
+	root := e2eSetup(t)
+	ts := startServer(t, Config{})
+	px := startDropProxy(t, ts.URL)
+	shots := os.Getenv("AIOD_SCREENSHOTS")
+	if shots == "" {
+		shots = filepath.Join(root, "docs", "screenshots")
+	}
+	start := time.Now()
+	runE2E(t, root, e2eScenarios, ts.URL+"/", shots, "--proxy="+px.URL+"/", "--drop="+px.DropURL)
+	for _, name := range []string{"walkthrough.png", "streaming.png"} {
+		fi, err := os.Stat(filepath.Join(shots, name))
+		switch {
+		case err != nil:
+			t.Errorf("screenshot %s: %v", name, err)
+		case fi.ModTime().Before(start) || fi.Size() < 10_000:
+			t.Errorf("screenshot %s was not written by this run (%d bytes, %s)", name, fi.Size(), fi.ModTime())
+		}
+	}
+}
+
+// TestWebE2ETokenBudget opens the page as /?token=T on a gateway with a
+// token and a 1 MiB output budget, and runs a cell past that budget.
+func TestWebE2ETokenBudget(t *testing.T) {
+	root := e2eSetup(t)
+	const tok = "e2e-s3cret"
+	ts := startServer(t, Config{Token: tok, OutputBudget: 1 << 20})
+	runE2E(t, root, []string{"token", "truncation"}, ts.URL+"/?token="+tok, t.TempDir(), "--only=token,truncation")
+}
+
+var e2eNpmOnce sync.Mutex
+
+// e2eSetup checks for Chromium and Node.js, installs web/e2e's npm
+// packages from the lock file when they are missing, and returns the
+// repository's root.
+func e2eSetup(t *testing.T) string {
+	t.Helper()
+	chromium := os.Getenv("AIOD_CHROMIUM")
+	if chromium == "" {
+		chromium = "/usr/bin/chromium"
+	}
+	if _, err := os.Stat(chromium); err != nil {
+		t.Fatalf("the browser tests need Debian's Chromium at %s: %v\ninstall it with: apt-get install -y chromium (make test does it through .ci/deps.sh test)", chromium, err)
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Fatalf("the browser tests need Node.js: %v\ninstall it with: apt-get install -y nodejs npm", err)
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2eNpmOnce.Lock()
+	defer e2eNpmOnce.Unlock()
+	if _, err := os.Stat(filepath.Join(root, "web", "e2e", "node_modules", "playwright-core", "package.json")); err != nil {
+		args := []string{"ci", "--prefix", filepath.Join(root, "web", "e2e"), "--no-audit", "--no-fund", "--ignore-scripts"}
+		t.Logf("web/e2e/node_modules is missing: running npm %s", strings.Join(args, " "))
+		out, err := exec.Command("npm", args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("npm %s: %v\n%s\ninstall the browser tests' packages with: npm ci --prefix web/e2e --no-audit --no-fund --ignore-scripts", strings.Join(args, " "), err, out)
+		}
+	}
+	return root
+}
+
+// runE2E runs web/e2e/run.js and turns each scenario it reports into a
+// subtest. It fails when a scenario in want is missing from the report.
+func runE2E(t *testing.T, root string, want []string, url, shots string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", append([]string{filepath.Join("web", "e2e", "run.js"), url, shots}, args...)...)
+	cmd.Dir = root
+	// Chromium is node's child: kill the whole group if the run hangs.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start node web/e2e/run.js: %v", err)
+	}
+	seen := map[string]bool{}
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "ok "):
+			name, _, _ := strings.Cut(strings.TrimPrefix(line, "ok "), " ")
+			seen[name] = true
+			t.Run(name, func(t *testing.T) { t.Log(line) })
+		case strings.HasPrefix(line, "FAIL "):
+			name, msg, _ := strings.Cut(strings.TrimPrefix(line, "FAIL "), ": ")
+			seen[name] = true
+			t.Run(name, func(t *testing.T) { t.Error(msg) })
+		default:
+			t.Log("run.js: " + line)
+		}
+	}
+	err = cmd.Wait()
+	if stderr.Len() > 0 {
+		t.Logf("run.js stderr:\n%s", stderr.String())
+	}
+	if ctx.Err() != nil {
+		t.Fatalf("node web/e2e/run.js did not finish in time: %v", ctx.Err())
+	}
+	for _, name := range want {
+		if !seen[name] {
+			t.Errorf("scenario %s did not report", name)
+		}
+	}
+	if err != nil && !t.Failed() {
+		t.Errorf("node web/e2e/run.js: %v", err)
+	}
+}
+
+// dropProxy forwards TCP connections to a gateway; a POST to DropURL cuts
+// every connection through it at once, as a network failure would.
+type dropProxy struct {
+	URL     string // http://127.0.0.1:PORT, the gateway through the proxy
+	DropURL string // POST here to cut every proxied connection
+
+	target string
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	conns map[net.Conn]struct{}
+}
+
+func startDropProxy(t *testing.T, target string) *dropProxy {
+	t.Helper()
+	p := &dropProxy{target: strings.TrimPrefix(target, "http://"), conns: map[net.Conn]struct{}{}}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.URL = "http://" + ln.Addr().String()
+	p.DropURL = "http://" + cln.Addr().String() + "/drop"
+	ctl := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			http.Error(w, "POST to drop every connection", http.StatusMethodNotAllowed)
+			return
+		}
+		fmt.Fprintf(w, "dropped %d connections\n", p.drop())
+	})}
+	p.wg.Add(2)
+	go func() {
+		defer p.wg.Done()
+		_ = ctl.Serve(cln)
+	}()
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.wg.Add(1)
+			go p.pipe(c)
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		ctl.Close()
+		p.drop()
+		p.wg.Wait()
+	})
+	return p
+}
+
+// pipe copies both ways until either side closes or drop cuts them.
+func (p *dropProxy) pipe(c net.Conn) {
+	defer p.wg.Done()
+	u, err := net.Dial("tcp", p.target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	p.conns[c], p.conns[u] = struct{}{}, struct{}{}
+	p.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = io.Copy(u, c)
+		u.Close()
+	}()
+	_, _ = io.Copy(c, u)
+	c.Close()
+	u.Close()
+	<-done
+	p.mu.Lock()
+	delete(p.conns, c)
+	delete(p.conns, u)
+	p.mu.Unlock()
+}
+
+// drop resets every proxied connection and returns how many there were.
+func (p *dropProxy) drop() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		if tc, ok := c.(*net.TCPConn); ok {
+			_ = tc.SetLinger(0) // RST, not a polite FIN
+		}
+		c.Close()
+	}
+	return len(p.conns)
+}
