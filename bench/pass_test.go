@@ -9,12 +9,11 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/aiod/aiod/kernel/kerneltest"
 
 	"github.com/aiod/aiod/gateway"
 	"github.com/aiod/aiod/kernel"
@@ -45,7 +44,7 @@ func BenchmarkPassRESTvsFloor(b *testing.B) {
 		if err := rest.close(ctx); err != nil {
 			b.Errorf("shutdown gateway: %v", err)
 		}
-		if kids := liveChildren(5 * time.Second); len(kids) > 0 {
+		if kids := kerneltest.LiveChildren(5 * time.Second); len(kids) > 0 {
 			b.Errorf("leaked child processes: %v", kids)
 		}
 	})
@@ -242,34 +241,4 @@ func (r *restClient) close(ctx context.Context) error {
 	<-r.served
 	r.client.CloseIdleConnections()
 	return err
-}
-
-// liveChildren lists this process's children that are not zombies, polling
-// until there are none or timeout has passed.
-func liveChildren(timeout time.Duration) []string {
-	self := strconv.Itoa(os.Getpid())
-	deadline := time.Now().Add(timeout)
-	for {
-		var kids []string
-		ents, _ := os.ReadDir("/proc")
-		for _, e := range ents {
-			raw, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-			if err != nil {
-				continue
-			}
-			s := string(raw)
-			i := strings.LastIndexByte(s, ')')
-			if i < 0 {
-				continue
-			}
-			f := strings.Fields(s[i+1:])
-			if len(f) > 2 && f[2] == self && f[0] != "Z" {
-				kids = append(kids, e.Name()+" "+s[:i+1])
-			}
-		}
-		if len(kids) == 0 || time.Now().After(deadline) {
-			return kids
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

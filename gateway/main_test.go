@@ -7,10 +7,11 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aiod/aiod/kernel/kerneltest"
 
 	"github.com/goccy/go-json"
 	"go.uber.org/goleak"
@@ -20,7 +21,7 @@ import (
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if code == 0 {
-		if kids := liveChildren(); len(kids) > 0 {
+		if kids := kerneltest.LiveChildren(5 * time.Second); len(kids) > 0 {
 			fmt.Fprintf(os.Stderr, "leaked child processes: %v\n", kids)
 			code = 1
 		}
@@ -36,35 +37,6 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
-}
-
-// liveChildren lists this process's children that are not zombies.
-func liveChildren() []string {
-	self := strconv.Itoa(os.Getpid())
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		var kids []string
-		ents, _ := os.ReadDir("/proc")
-		for _, e := range ents {
-			b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-			if err != nil {
-				continue
-			}
-			s := string(b)
-			i := strings.LastIndexByte(s, ')')
-			if i < 0 {
-				continue
-			}
-			f := strings.Fields(s[i+1:])
-			if len(f) > 1 && f[1] == self && f[0] != "Z" { // f[1] is the parent pid
-				kids = append(kids, e.Name()+" "+s[:i+1])
-			}
-		}
-		if len(kids) == 0 || time.Now().After(deadline) {
-			return kids
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // testServer is a live gateway on a random loopback port.
@@ -148,15 +120,7 @@ func (ts *testServer) exec(t testing.TB, body map[string]any) (int, map[string]a
 	return st, env, data
 }
 
-func processAlive(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i > 0 && !strings.HasPrefix(strings.TrimSpace(s[i+1:]), "Z")
-}
+func processAlive(pid int) bool { return kerneltest.Alive(pid) }
 
 // callRaw sends a request and returns the status and the body as text.
 func (ts *testServer) callRaw(t testing.TB, method, path string) (int, string) {

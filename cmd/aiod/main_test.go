@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aiod/aiod/kernel/kerneltest"
 )
 
 // daemonBin is the aiod binary built once by TestMain.
@@ -45,7 +47,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	if code == 0 {
-		if kids := liveChildren(); len(kids) > 0 {
+		if kids := kerneltest.LiveChildren(5 * time.Second); len(kids) > 0 {
 			fmt.Fprintf(os.Stderr, "leaked child processes: %v\n", kids)
 			code = 1
 		}
@@ -54,53 +56,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// liveChildren lists this process's children that are not zombies,
-// waiting a little for ones on their way out.
-func liveChildren() []string {
-	self := strconv.Itoa(os.Getpid())
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		var kids []string
-		ents, _ := os.ReadDir("/proc")
-		for _, e := range ents {
-			b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-			if err != nil {
-				continue
-			}
-			s := string(b)
-			i := strings.LastIndexByte(s, ')')
-			if i < 0 {
-				continue
-			}
-			f := strings.Fields(s[i+1:])
-			if len(f) > 2 && f[1] == self && f[0] != "Z" {
-				kids = append(kids, e.Name()+" "+s[:i+1])
-			}
-		}
-		if len(kids) == 0 || time.Now().After(deadline) {
-			return kids
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // syncBuffer is a bytes.Buffer safe for the exec copier and the test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+type syncBuffer = kerneltest.SyncBuffer
 
 // daemon is one running aiod process.
 type daemon struct {

@@ -3,7 +3,6 @@
 package remotetest
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -19,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aiod/aiod/kernel/kerneltest"
 )
 
 // Python is Debian's interpreter, which has jupyter_server 1.23 and
@@ -32,7 +33,7 @@ type Server struct {
 	Token    string
 	cmd      *exec.Cmd
 	exited   chan struct{} // closed once cmd.Wait returned
-	out      *syncBuffer
+	out      *kerneltest.SyncBuffer
 	killed   bool  // killed on purpose: its kernels may be orphans
 	orphans  []int // descendants recorded before a kill
 	stopOnce sync.Once
@@ -69,7 +70,7 @@ func tryStartJupyter(t testing.TB, extra ...string) (*Server, error) {
 		URL:    fmt.Sprintf("http://127.0.0.1:%d", port),
 		Token:  hex.EncodeToString(tok),
 		exited: make(chan struct{}),
-		out:    &syncBuffer{},
+		out:    &kerneltest.SyncBuffer{},
 	}
 	args := append([]string{"-m", "jupyter_server",
 		"--ServerApp.token=" + s.Token,
@@ -122,7 +123,7 @@ func tryStartJupyter(t testing.TB, extra ...string) (*Server, error) {
 // process groups) and waits for it to exit; cleanup then kills the
 // kernels it left.
 func (s *Server) Kill() {
-	s.orphans = descendants(s.cmd.Process.Pid)
+	s.orphans = kerneltest.Descendants(s.cmd.Process.Pid)
 	s.killed = true
 	syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
 	<-s.exited
@@ -139,7 +140,7 @@ func (s *Server) Stop() {
 		select {
 		case <-s.exited:
 		default:
-			procs = descendants(s.cmd.Process.Pid)
+			procs = kerneltest.Descendants(s.cmd.Process.Pid)
 			s.shutdown()
 		}
 		if t.Failed() {
@@ -156,8 +157,8 @@ func (s *Server) Stop() {
 		for {
 			var left []string
 			for _, pid := range procs {
-				if alive(pid) {
-					left = append(left, fmt.Sprintf("%d (%s)", pid, cmdline(pid)))
+				if kerneltest.Alive(pid) {
+					left = append(left, fmt.Sprintf("%d (%s)", pid, kerneltest.Cmdline(pid)))
 				}
 			}
 			if len(left) == 0 {
@@ -204,66 +205,6 @@ func (s *Server) shutdown() {
 	<-s.exited
 }
 
-// descendants returns the pids of every process below pid, from /proc.
-func descendants(pid int) []int {
-	children := map[int][]int{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if pp, ok := parentOf(p); ok {
-			children[pp] = append(children[pp], p)
-		}
-	}
-	var out []int
-	queue := []int{pid}
-	for len(queue) > 0 {
-		p := queue[0]
-		queue = queue[1:]
-		for _, c := range children[p] {
-			out = append(out, c)
-			queue = append(queue, c)
-		}
-	}
-	return out
-}
-
-// parentOf reads the parent pid from /proc/PID/stat.
-func parentOf(pid int) (int, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, false
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 2 {
-		return 0, false
-	}
-	pp, err := strconv.Atoi(f[1])
-	return pp, err == nil
-}
-
-// alive reports whether pid exists and is not a zombie.
-func alive(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	i := bytes.LastIndexByte(b, ')')
-	f := strings.Fields(string(b[i+1:]))
-	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
-}
-
-func cmdline(pid int) string {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
-}
-
 // FreePort returns a port that was free on 127.0.0.1 a moment ago.
 func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -281,23 +222,6 @@ func LastLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // Output is what the server printed so far.

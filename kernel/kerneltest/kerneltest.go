@@ -1,0 +1,139 @@
+// Package kerneltest holds what tests that start processes (kernels,
+// REPLs, daemons, Jupyter Servers) share: finding the processes a test left
+// behind, and the goroutines it left running. It reads /proc, so it is for
+// Linux.
+package kerneltest
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// stat returns the fields of /proc/PID/stat after the command name:
+// state, ppid, pgrp, ...
+func stat(pid int) []string {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(b[i+1:]))
+}
+
+// Alive reports whether pid exists and is not a zombie.
+func Alive(pid int) bool {
+	f := stat(pid)
+	return len(f) > 0 && f[0] != "Z" && f[0] != "X"
+}
+
+// Cmdline is pid's command line, arguments joined by spaces.
+func Cmdline(pid int) string {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	return strings.TrimSpace(strings.ReplaceAll(string(b), "\x00", " "))
+}
+
+// pids lists every process id.
+func pids() []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		if p, err := strconv.Atoi(e.Name()); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Descendants returns the pids of every process below pid.
+func Descendants(pid int) []int {
+	children := map[int][]int{}
+	for _, p := range pids() {
+		if f := stat(p); len(f) > 1 {
+			if pp, err := strconv.Atoi(f[1]); err == nil {
+				children[pp] = append(children[pp], p)
+			}
+		}
+	}
+	var out []int
+	for queue := []int{pid}; len(queue) > 0; queue = queue[1:] {
+		for _, c := range children[queue[0]] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
+}
+
+// LiveChildren lists this process's children that are not zombies, as
+// "PID command line", waiting up to wait for ones on their way out.
+func LiveChildren(wait time.Duration) []string {
+	self := os.Getpid()
+	deadline := time.Now().Add(wait)
+	for {
+		var kids []string
+		for _, p := range pids() {
+			if f := stat(p); len(f) > 1 && f[1] == strconv.Itoa(self) && f[0] != "Z" && f[0] != "X" {
+				kids = append(kids, fmt.Sprintf("%d (%s)", p, Cmdline(p)))
+			}
+		}
+		if len(kids) == 0 || time.Now().After(deadline) {
+			return kids
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// Goroutines returns the stacks of the goroutines, other than the caller's,
+// whose stack mentions any of marks, waiting up to wait for them to end.
+// "" means none is left.
+func Goroutines(wait time.Duration, marks ...string) string {
+	deadline := time.Now().Add(wait)
+	for {
+		buf := make([]byte, 1<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		var out []string
+		for i, g := range bytes.Split(buf, []byte("\n\n")) {
+			if i == 0 { // the caller
+				continue
+			}
+			for _, m := range marks {
+				if bytes.Contains(g, []byte(m)) {
+					out = append(out, string(g))
+					break
+				}
+			}
+		}
+		if len(out) == 0 || time.Now().After(deadline) {
+			return strings.Join(out, "\n\n")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// SyncBuffer is a bytes.Buffer that a process's output copier and a test
+// may use at once.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
