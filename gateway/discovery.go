@@ -90,8 +90,10 @@ func (s *Server) v2Sandbox(ctx *fasthttp.RequestCtx) {
 		"sessions":       s.reg.Len(),
 		"capabilities": map[string]any{
 			"code_interpreter": s.codeInterpreter(),
-			"file_system":      map[string]any{"available": true},
-			"streaming":        map[string]any{"available": false},
+			"file_system":      map[string]any{"available": true, "routes": []string{"/v2/fs/*", "/v1/file/*"}},
+			"streaming":        map[string]any{"available": true, "websocket": "/v2/code/ws"},
+			"jupyter_api":      map[string]any{"available": true, "base": "/api"},
+			"notebook":         map[string]any{"available": true, "path": "/"},
 		},
 	})
 }
