@@ -161,7 +161,7 @@ func (s *Server) v2Execute(ctx *fasthttp.RequestCtx) {
 		api.Invalid(ctx, fe)
 		return
 	}
-	res, ce := s.run(ctx, c)
+	res, ce := s.run(s.reqCtx(), c)
 	if ce != nil {
 		api.Fail(ctx, ce.Status, ce.Msg)
 		return

@@ -303,7 +303,7 @@ func (h *liveHub) startKernel(ctx *fasthttp.RequestCtx) {
 		jfail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
 		return
 	}
-	sctx, cancel := context.WithTimeout(ctx, h.s.cfg.KernelStartTimeout)
+	sctx, cancel := context.WithTimeout(h.s.reqCtx(), h.s.cfg.KernelStartTimeout)
 	defer cancel()
 	if _, err := sess.EnsureRuntime(sctx); err != nil {
 		h.kmu.Lock()
@@ -352,7 +352,7 @@ func (h *liveHub) deleteKernel(ctx *fasthttp.RequestCtx) {
 	if e == nil {
 		return
 	}
-	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	dctx, cancel := context.WithTimeout(h.s.reqCtx(), 30*time.Second)
 	defer cancel()
 	h.s.reg.DeleteSession(dctx, e.sess)
 	h.kernels() // forget it
@@ -364,7 +364,7 @@ func (h *liveHub) interruptKernel(ctx *fasthttp.RequestCtx) {
 	if e == nil {
 		return
 	}
-	ictx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ictx, cancel := context.WithTimeout(h.s.reqCtx(), 10*time.Second)
 	defer cancel()
 	if err := e.sess.Interrupt(ictx); err != nil {
 		jfail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
@@ -379,7 +379,7 @@ func (h *liveHub) restartKernel(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	e.setState("restarting")
-	rctx, cancel := context.WithTimeout(ctx, h.s.cfg.KernelStartTimeout+10*time.Second)
+	rctx, cancel := context.WithTimeout(h.s.reqCtx(), h.s.cfg.KernelStartTimeout+10*time.Second)
 	defer cancel()
 	if _, err := e.sess.Restart(rctx); err != nil {
 		e.markDead(nil)

@@ -30,7 +30,7 @@ func (h *liveHub) kernelChannels(ctx *fasthttp.RequestCtx) {
 	if e == nil {
 		return
 	}
-	sctx, cancel := context.WithTimeout(ctx, h.s.cfg.KernelStartTimeout)
+	sctx, cancel := context.WithTimeout(h.s.reqCtx(), h.s.cfg.KernelStartTimeout)
 	_, err := e.sess.EnsureRuntime(sctx)
 	cancel()
 	if err != nil {

@@ -85,6 +85,8 @@ func (c *Config) defaults() {
 // Server is the gateway. Create it with New, run it with Serve, stop it
 // with Shutdown.
 type Server struct {
+	base    context.Context // parent of every request's work; ends at Shutdown
+	stop    context.CancelFunc
 	live    *liveHub // WebSockets and the Jupyter kernels API
 	pools   pools
 	remote  *remoteBackend // nil without AIO_JUPYTER_ENDPOINT
@@ -105,6 +107,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("code backend %q: want auto, native or kernel", cfg.CodeBackend)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now()}
+	s.base, s.stop = context.WithCancel(context.Background())
 	s.live = newLiveHub(s, LiveLimits{QueueBytes: cfg.WSQueueBytes})
 	s.env = Discover(context.Background(), cfg)
 	if cfg.JupyterEndpoint != "" {
@@ -131,6 +134,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	return s, nil
 }
+
+// reqCtx is the context for a request's work. A *fasthttp.RequestCtx is a
+// context.Context too, but it is reset and reused once its handler returns,
+// and a context derived from it reads it from timer goroutines after that;
+// so work never hangs off it. reqCtx ends when the server shuts down, as the
+// RequestCtx's Done would.
+func (s *Server) reqCtx() context.Context { return s.base }
 
 // Registry is the session registry, for tests and the daemon's status.
 func (s *Server) Registry() *stream.Registry { return s.reg }
@@ -248,6 +258,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-drain.C:
 	case <-ctx.Done():
 	}
+	s.stop()
 	rerr := s.reg.Close(ctx)
 	lerr := s.closeLive(ctx)
 	perr := s.pools.close(ctx)

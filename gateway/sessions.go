@@ -40,7 +40,7 @@ func (s *Server) v2ListSessions(ctx *fasthttp.RequestCtx) {
 
 func (s *Server) v2DeleteSession(ctx *fasthttp.RequestCtx) {
 	id, _ := ctx.UserValue("id").(string)
-	n := s.reg.Delete(ctx, id)
+	n := s.reg.Delete(s.reqCtx(), id)
 	if n == 0 {
 		api.Fail(ctx, fasthttp.StatusNotFound, fmt.Sprintf("session %q not found", id))
 		return

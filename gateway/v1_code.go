@@ -62,7 +62,7 @@ func (v *v1) codeExecute(ctx *fasthttp.RequestCtx) {
 		api.InvalidV1(ctx, fe)
 		return
 	}
-	res, ce := v.run(ctx, c)
+	res, ce := v.run(v.s.reqCtx(), c)
 	if ce != nil {
 		api.Fail(ctx, ce.Status, ce.Msg)
 		return

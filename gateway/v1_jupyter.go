@@ -117,7 +117,7 @@ func (v *v1) jupyterExecute(ctx *fasthttp.RequestCtx) {
 		api.InvalidV1(ctx, fe)
 		return
 	}
-	res, ce := v.run(ctx, c)
+	res, ce := v.run(v.s.reqCtx(), c)
 	if ce != nil {
 		api.Fail(ctx, ce.Status, ce.Msg)
 		return
@@ -191,7 +191,7 @@ func (v *v1) jupyterSessions(ctx *fasthttp.RequestCtx) {
 func (v *v1) jupyterDeleteAll(ctx *fasthttp.RequestCtx) {
 	var ids []string
 	for _, sess := range v.sessionsOf("python", v1IsKernel) {
-		if v.deleteSession(ctx, "python", sess.ID) > 0 {
+		if v.deleteSession(v.s.reqCtx(), "python", sess.ID) > 0 {
 			ids = append(ids, sess.ID)
 		}
 	}
@@ -214,7 +214,7 @@ func (v *v1) jupyterDelete(ctx *fasthttp.RequestCtx) {
 		api.Fail(ctx, fasthttp.StatusNotFound, fmt.Sprintf("jupyter session %q not found", id))
 		return
 	}
-	n := v.deleteSession(ctx, "python", id)
+	n := v.deleteSession(v.s.reqCtx(), "python", id)
 	api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: true,
 		Message: fmt.Sprintf("session %q deleted", id),
 		Data:    map[string]any{"session_id": id, "closed": n}})
@@ -246,7 +246,7 @@ func (v *v1) jupyterCreate(ctx *fasthttp.RequestCtx) {
 	// An empty cell starts the kernel and runs nothing (IPython does not
 	// count it). Starting may take up to the kernel start timeout.
 	c.Timeout = v.s.cfg.KernelStartTimeout + 30*time.Second
-	res, ce := v.run(ctx, c)
+	res, ce := v.run(v.s.reqCtx(), c)
 	if ce != nil {
 		api.Fail(ctx, ce.Status, ce.Msg)
 		return

@@ -183,10 +183,10 @@ func (v *v1) nodeExecute(ctx *fasthttp.RequestCtx) {
 	)
 	if c.hasStdin() {
 		// A node process of its own, whose standard input is the text.
-		res, exit = v.runNodeProcess(ctx, c.Code, *c.Stdin, c.Cwd, c.Timeout)
+		res, exit = v.runNodeProcess(v.s.reqCtx(), c.Code, *c.Stdin, c.Cwd, c.Timeout)
 	} else {
 		var ce *callError
-		if res, ce = v.run(ctx, c.v1Call); ce != nil {
+		if res, ce = v.run(v.s.reqCtx(), c.v1Call); ce != nil {
 			api.Fail(ctx, ce.Status, ce.Msg)
 			return
 		}

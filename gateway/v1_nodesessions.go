@@ -186,7 +186,7 @@ func (v *v1) nodeUpdate(ctx *fasthttp.RequestCtx) {
 		sess.SetIdle(idle) // the registry's reaper enforces it
 	}
 	if cwd != "" {
-		res, err := sess.Execute(ctx, stream.ExecRequest{Code: v1ChdirCode("javascript", cwd), Timeout: v.s.cfg.DefaultTimeout})
+		res, err := sess.Execute(v.s.reqCtx(), stream.ExecRequest{Code: v1ChdirCode("javascript", cwd), Timeout: v.s.cfg.DefaultTimeout})
 		if ce := v1RunError(err, sess.ID); ce != nil {
 			api.Fail(ctx, ce.Status, ce.Msg)
 			return
@@ -212,7 +212,7 @@ func (v *v1) nodeDelete(ctx *fasthttp.RequestCtx) {
 	if sess == nil {
 		return
 	}
-	v.deleteSession(ctx, "javascript", sess.ID)
+	v.deleteSession(v.s.reqCtx(), "javascript", sess.ID)
 	api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: true,
 		Message: fmt.Sprintf("session %s deleted", sess.ID), Data: map[string]any{"deleted": true}})
 }
