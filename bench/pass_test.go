@@ -13,11 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/kernel/kerneltest"
+
+	"github.com/goccy/go-json"
 
 	"github.com/aiod/aiod/gateway"
 	"github.com/aiod/aiod/kernel"
-	"github.com/goccy/go-json"
 )
 
 const (
@@ -130,7 +132,7 @@ func startFloor(b *testing.B) *floorClient {
 		b.Fatal(err)
 	}
 	f := &floorClient{events: make(chan doneMsg, 1024)}
-	handler := func(m *kernel.Message) {
+	handler := func(m *jupyter.Message) {
 		var e doneMsg
 		switch {
 		case m.Header.MsgType == "execute_reply":
@@ -158,9 +160,9 @@ func startFloor(b *testing.B) *floorClient {
 func (f *floorClient) pass() (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
-	id := kernel.NewMsgID()
+	id := jupyter.NewID()
 	t0 := time.Now()
-	if err := f.k.Execute(ctx, kernel.ExecuteRequest{MsgID: id, Code: "pass", NoHistory: true}); err != nil {
+	if err := f.k.Execute(ctx, jupyter.ExecuteRequest{MsgID: id, Code: "pass", NoHistory: true}); err != nil {
 		return 0, err
 	}
 	var reply, idle bool

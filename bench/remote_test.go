@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/goccy/go-json"
+
 	"github.com/aiod/aiod/gateway"
-	"github.com/aiod/aiod/kernel"
+	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/kernel/remote"
 	"github.com/aiod/aiod/kernel/remote/remotetest"
-	"github.com/aiod/aiod/stream"
-	"github.com/goccy/go-json"
 )
 
 // BenchmarkRemotePass measures, round by round in one run, a `pass` sent
@@ -76,7 +76,7 @@ func startDirect(b *testing.B, js *remotetest.Server) *directClient {
 	b.Cleanup(c.CloseIdleConnections)
 	d := &directClient{done: make(chan string, 16)}
 	seen := map[string]*progress{}
-	k, err := remote.Start(context.Background(), remote.Options{Client: c, Handler: func(m *kernel.Message) {
+	k, err := remote.Start(context.Background(), remote.Options{Client: c, Handler: func(m *jupyter.Message) {
 		// Called from one reader goroutine: no lock needed for seen.
 		id := m.Parent.MsgID
 		p := seen[id]
@@ -107,7 +107,7 @@ func startDirect(b *testing.B, js *remotetest.Server) *directClient {
 	return d
 }
 
-func idleStatus(m *kernel.Message) bool {
+func idleStatus(m *jupyter.Message) bool {
 	var st struct {
 		State string `json:"execution_state"`
 	}
@@ -115,9 +115,9 @@ func idleStatus(m *kernel.Message) bool {
 }
 
 func (d *directClient) pass() (time.Duration, error) {
-	id := stream.NewID()
+	id := jupyter.NewID()
 	t0 := time.Now()
-	if err := d.k.Execute(context.Background(), kernel.ExecuteRequest{MsgID: id, Code: "print(1)"}); err != nil {
+	if err := d.k.Execute(context.Background(), jupyter.ExecuteRequest{MsgID: id, Code: "print(1)"}); err != nil {
 		return 0, err
 	}
 	select {

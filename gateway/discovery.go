@@ -6,32 +6,28 @@ import (
 
 	"github.com/aiod/aiod/gateway/api"
 	"github.com/aiod/aiod/stream"
+	"github.com/aiod/aiod/stream/backend"
 	"github.com/valyala/fasthttp"
 )
 
 // codeInterpreter is capabilities.code_interpreter of /v2/sandbox and
 // code_interpreter of /v1/capabilities.
 type codeInterpreter struct {
-	Available     bool                        `json:"available"`
-	Backend       string                      `json:"backend"`
-	BackendError  string                      `json:"backend_error,omitempty"`
-	Languages     []string                    `json:"languages"`
-	PythonKernels []KernelInfo                `json:"python_kernels"`
-	DefaultKernel string                      `json:"default_kernel"`
-	Interpreters  map[string]Interpreter      `json:"interpreters"`
-	Limits        limits                      `json:"limits"`
-	Pools         map[string]stream.PoolStats `json:"pools"`
-	Remote        *RemoteInfo                 `json:"remote"` // AIO_JUPYTER_ENDPOINT; null when not set
+	Available     bool                           `json:"available"`
+	Backend       string                         `json:"backend"`
+	BackendError  string                         `json:"backend_error,omitempty"`
+	Languages     []string                       `json:"languages"`
+	PythonKernels []backend.KernelInfo           `json:"python_kernels"`
+	DefaultKernel string                         `json:"default_kernel"`
+	Interpreters  map[string]backend.Interpreter `json:"interpreters"`
+	Limits        limits                         `json:"limits"`
+	Pools         map[string]stream.PoolStats    `json:"pools"`
+	Remote        *backend.RemoteInfo            `json:"remote"` // AIO_JUPYTER_ENDPOINT; null when not set
 }
 
 // pythonBackend is the backend new Python sessions get on the code routes
 // right now: "jupyter" while AIO_JUPYTER_ENDPOINT answers.
-func (s *Server) pythonBackend() string {
-	if s.remote != nil && s.cfg.CodeBackend == "auto" && s.remote.reachable() {
-		return "jupyter"
-	}
-	return s.env.PythonBackend
-}
+func (s *Server) pythonBackend() string { return s.rt.PythonBackend() }
 
 type limits struct {
 	DefaultTimeout    float64 `json:"default_timeout"`
@@ -56,10 +52,11 @@ func (s *Server) codeInterpreter() codeInterpreter {
 		Backend:       s.pythonBackend(),
 		BackendError:  env.BackendError,
 		Languages:     []string{},
-		PythonKernels: []KernelInfo{},
-		Interpreters:  map[string]Interpreter{"python": env.Python, "javascript": env.Node},
+		PythonKernels: []backend.KernelInfo{},
+		Interpreters:  map[string]backend.Interpreter{"python": env.Python, "javascript": env.Node},
 		Limits:        s.limits(),
-		Pools:         s.pools.stats(s.cfg),
+		Pools:         s.rt.PoolStats(),
+		Remote:        s.rt.Remote(),
 	}
 	for _, k := range env.Kernels {
 		if k.IPyKernel != "" {
@@ -68,10 +65,6 @@ func (s *Server) codeInterpreter() codeInterpreter {
 	}
 	if env.PythonKernel != nil {
 		ci.DefaultKernel = env.PythonKernel.Name
-	}
-	if s.remote != nil {
-		ri := s.remote.Info()
-		ci.Remote = &ri
 	}
 	if env.BackendError == "" || ci.Backend == "jupyter" {
 		ci.Languages = append(ci.Languages, "python")
@@ -117,7 +110,7 @@ func (s *Server) languages() []languageInfo {
 	env := s.env
 	py := languageInfo{Language: "python", Backend: s.pythonBackend(), Error: env.BackendError}
 	if py.Backend == "jupyter" {
-		ri := s.remote.Info()
+		ri := s.rt.Remote()
 		py.Runtime = fmt.Sprintf("remote Jupyter server %s (jupyter_server %s, kernelspec %s)", ri.Endpoint, ri.Version, ri.Kernel)
 		py.Version, py.Path, py.Error = "", ri.Endpoint, ""
 	} else if env.PythonBackend == "kernel" && env.PythonKernel != nil {
@@ -146,7 +139,7 @@ func (s *Server) v2CodeInfo(ctx *fasthttp.RequestCtx) {
 		"native_idle_seconds": l.NativeIdleSeconds,
 		"output_budget_bytes": l.OutputBudgetBytes,
 		"max_body_bytes":      l.MaxBodyBytes,
-		"pools":               s.pools.stats(s.cfg),
+		"pools":               s.rt.PoolStats(),
 		"warnings":            append([]string{}, s.env.Warnings...),
 	})
 }

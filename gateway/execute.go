@@ -9,6 +9,7 @@ import (
 
 	"github.com/aiod/aiod/gateway/api"
 	"github.com/aiod/aiod/stream"
+	"github.com/aiod/aiod/stream/backend"
 	"github.com/valyala/fasthttp"
 )
 
@@ -93,7 +94,7 @@ type callError struct {
 // run executes a validated call: in a temporary runtime, or in the named
 // session created on first use.
 func (s *Server) run(ctx context.Context, c execCall) (*stream.Result, *callError) {
-	b, err := s.backendFor(c.Language, c.Kernel)
+	b, err := s.rt.For(backend.Want{Language: c.Language, Kernel: c.Kernel})
 	if err != nil {
 		return nil, &callError{fasthttp.StatusServiceUnavailable, err.Error()}
 	}

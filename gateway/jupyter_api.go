@@ -11,10 +11,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aiod/aiod/kernel"
-	"github.com/aiod/aiod/stream"
 	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
+
+	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/stream"
+	"github.com/aiod/aiod/stream/backend"
 )
 
 // The Jupyter kernels API (the part `jupyter server --gateway-url` and
@@ -38,12 +40,12 @@ type kernelEntry struct {
 	state   atomic.Pointer[string] // last execution_state seen on iopub, or set by restart
 	touched atomic.Int64           // unix nanoseconds of the last message either way
 
-	mu     sync.Mutex     // guards deadRT
-	deadRT stream.Runtime // the runtime whose death set state "dead"
+	mu     sync.Mutex      // guards deadRT
+	deadRT jupyter.Runtime // the runtime whose death set state "dead"
 }
 
 // markDead records that rt (nil: no runtime could be started) died.
-func (e *kernelEntry) markDead(rt stream.Runtime) {
+func (e *kernelEntry) markDead(rt jupyter.Runtime) {
 	e.mu.Lock()
 	e.deadRT = rt
 	e.mu.Unlock()
@@ -106,7 +108,7 @@ func (h *liveHub) kernels() []*kernelEntry {
 		if e == nil {
 			id := s.ID
 			if !jUUIDRE.MatchString(id) || h.byID[strings.ToLower(id)] != nil {
-				id = stream.NewID()
+				id = jupyter.NewID()
 			}
 			id = strings.ToLower(id)
 			e = &kernelEntry{id: id, sess: s, name: h.created[id]}
@@ -137,9 +139,6 @@ type kernelModel struct {
 	Language       string `json:"language"`
 }
 
-// jupyterTime is the format jupyter_server parses last_activity with.
-const jupyterTime = "2006-01-02T15:04:05.000000Z"
-
 func (h *liveHub) model(e *kernelEntry) kernelModel {
 	name := e.name
 	if rt := e.sess.Runtime(); rt != nil && rt.Info().Name != "" {
@@ -157,7 +156,7 @@ func (h *liveHub) model(e *kernelEntry) kernelModel {
 		state = "busy"
 	}
 	return kernelModel{
-		ID: e.id, Name: name, LastActivity: last.UTC().Format(jupyterTime), ExecutionState: state,
+		ID: e.id, Name: name, LastActivity: jupyter.FormatDate(last), ExecutionState: state,
 		Connections: int(e.conns.Load()), SessionID: e.sess.ID, Language: e.sess.Language,
 	}
 }
@@ -189,12 +188,8 @@ type kernelspecView struct {
 	Resources map[string]string `json:"resources"`
 }
 
-func jSpecView(k *KernelInfo) kernelspecView {
-	raw := k.spec.Raw
-	if len(raw) == 0 {
-		raw, _ = json.Marshal(map[string]any{"argv": k.spec.Argv, "display_name": k.DisplayName, "language": k.Language})
-	}
-	return kernelspecView{Name: k.Name, Spec: raw, Resources: map[string]string{}}
+func jSpecView(k *backend.KernelInfo) kernelspecView {
+	return kernelspecView{Name: k.Name, Spec: k.Spec, Resources: map[string]string{}}
 }
 
 func (h *liveHub) listKernelspecs(ctx *fasthttp.RequestCtx) {
@@ -213,18 +208,9 @@ func (h *liveHub) listKernelspecs(ctx *fasthttp.RequestCtx) {
 	jwriteJSON(ctx, fasthttp.StatusOK, map[string]any{"default": def, "kernelspecs": specs})
 }
 
-func (h *liveHub) specNamed(name string) *KernelInfo {
-	for i := range h.s.env.Kernels {
-		if h.s.env.Kernels[i].Name == name {
-			return &h.s.env.Kernels[i]
-		}
-	}
-	return nil
-}
-
 func (h *liveHub) getKernelspec(ctx *fasthttp.RequestCtx) {
 	name, _ := ctx.UserValue("name").(string)
-	k := h.specNamed(name)
+	k := h.s.env.Kernel(name)
 	if k == nil {
 		jfail(ctx, fasthttp.StatusNotFound, fmt.Sprintf("kernelspec %q not found", name))
 		return
@@ -268,32 +254,32 @@ func (h *liveHub) startKernel(ctx *fasthttp.RequestCtx) {
 			return
 		}
 	}
-	var spec *KernelInfo
+	var spec *backend.KernelInfo
 	if req.Name == "" {
 		spec = h.s.env.PythonKernel
 		if spec == nil && len(h.s.env.Kernels) > 0 {
 			spec = &h.s.env.Kernels[0]
 		}
 	} else {
-		spec = h.specNamed(req.Name)
+		spec = h.s.env.Kernel(req.Name)
 	}
 	if spec == nil {
 		msg := fmt.Sprintf("no kernelspec %q: see GET /api/kernelspecs", req.Name)
 		if req.Name == "" {
-			msg = "no Jupyter kernelspec was found; " + ipykernelHint
+			msg = "no Jupyter kernelspec was found; " + backend.IPyKernelHint
 		}
 		jfail(ctx, fasthttp.StatusNotFound, msg)
 		return
 	}
-	id := stream.NewID()
+	id := jupyter.NewID()
 	lang := strings.ToLower(spec.Language)
 	if lang == "" {
 		lang = "python"
 	}
-	b := h.s.kernelBackend(spec.spec)
-	b.Language = lang
-	if len(req.Env) > 0 {
-		b.Start = h.kernelStartWithEnv(spec.spec, req.Env)
+	b, err := h.s.rt.For(backend.Want{Language: lang, KernelSpec: spec.Name, Env: jEnv(req.Env)})
+	if err != nil {
+		jfail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
+		return
 	}
 	h.kmu.Lock()
 	h.created[id] = spec.Name
@@ -324,9 +310,9 @@ func (h *liveHub) startKernel(ctx *fasthttp.RequestCtx) {
 	jwriteJSON(ctx, fasthttp.StatusCreated, h.model(e))
 }
 
-// kernelStartWithEnv is the kernel backend's start with extra environment
-// (the KERNEL_* variables jupyter server forwards).
-func (h *liveHub) kernelStartWithEnv(spec *kernel.Spec, env map[string]string) func(context.Context, kernel.Handler) (stream.Runtime, error) {
+// jEnv is the env of a kernel start request as KEY=VALUE entries, sorted;
+// keys that cannot be variable names are left out.
+func jEnv(env map[string]string) []string {
 	extra := make([]string, 0, len(env))
 	for k, v := range env {
 		if k != "" && !strings.ContainsAny(k, "=\x00") {
@@ -334,17 +320,7 @@ func (h *liveHub) kernelStartWithEnv(spec *kernel.Spec, env map[string]string) f
 		}
 	}
 	sort.Strings(extra)
-	cfg := h.s.cfg
-	return func(ctx context.Context, hd kernel.Handler) (stream.Runtime, error) {
-		k, err := kernel.Start(ctx, kernel.Options{
-			Spec: spec, Handler: hd, Cwd: cfg.Workdir, Env: extra,
-			StartTimeout: cfg.KernelStartTimeout, Logger: h.s.log,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("start kernel %s: %w", spec.Name, err)
-		}
-		return k, nil
-	}
+	return extra
 }
 
 func (h *liveHub) deleteKernel(ctx *fasthttp.RequestCtx) {

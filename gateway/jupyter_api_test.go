@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aiod/aiod/kernel"
 	"github.com/coder/websocket"
 	"github.com/goccy/go-json"
+
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 func getJSON(t *testing.T, url string, want int, v any) {
@@ -38,7 +39,7 @@ func dialKernel(t *testing.T, ts *testServer, id string, v1 bool) *kernelWS {
 	t.Helper()
 	opts := &websocket.DialOptions{}
 	if v1 {
-		opts.Subprotocols = []string{jupyterV1}
+		opts.Subprotocols = []string{jupyter.SubprotocolV1}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -48,24 +49,25 @@ func dialKernel(t *testing.T, ts *testServer, id string, v1 bool) *kernelWS {
 	}
 	c.SetReadLimit(64 << 20)
 	t.Cleanup(func() { _ = c.CloseNow() })
-	if got := c.Subprotocol(); (got == jupyterV1) != v1 {
+	if got := c.Subprotocol(); (got == jupyter.SubprotocolV1) != v1 {
 		t.Fatalf("subprotocol %q", got)
 	}
-	return &kernelWS{t: t, c: c, v1: v1, session: kernel.NewMsgID()}
+	return &kernelWS{t: t, c: c, v1: v1, session: jupyter.NewID()}
 }
 
 func (k *kernelWS) send(channel, msgType string, content any) string {
 	k.t.Helper()
-	id := kernel.NewMsgID()
+	id := jupyter.NewID()
 	b, _ := json.Marshal(content)
-	m := &kernel.Message{Channel: channel, Header: kernel.NewHeader(k.session, id, msgType), Content: b}
+	m := &jupyter.Message{Channel: channel, Header: jupyter.NewHeader(k.session, id, msgType), Content: b}
 	var typ websocket.MessageType
 	var raw []byte
 	if k.v1 {
-		typ, raw = websocket.MessageBinary, encodeJupyterV1(m)
+		typ = websocket.MessageBinary
+		raw, _ = jupyter.EncodeV1(m)
 	} else {
 		var bin bool
-		raw, bin, _ = encodeJupyterLegacy(m)
+		raw, bin, _ = jupyter.EncodeLegacy(m)
 		typ = websocket.MessageText
 		if bin {
 			typ = websocket.MessageBinary
@@ -79,7 +81,7 @@ func (k *kernelWS) send(channel, msgType string, content any) string {
 	return id
 }
 
-func (k *kernelWS) recv(within time.Duration) (*kernel.Message, error) {
+func (k *kernelWS) recv(within time.Duration) (*jupyter.Message, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), within)
 	defer cancel()
 	typ, b, err := k.c.Read(ctx)
@@ -90,16 +92,16 @@ func (k *kernelWS) recv(within time.Duration) (*kernel.Message, error) {
 		if typ != websocket.MessageBinary {
 			k.t.Fatalf("v1 socket got a text message")
 		}
-		return decodeJupyterV1(b)
+		return jupyter.DecodeV1(b)
 	}
-	return decodeJupyterLegacy(b, typ == websocket.MessageBinary)
+	return jupyter.DecodeLegacy(b, typ == websocket.MessageBinary)
 }
 
 // until reads until match returns true, failing after within.
-func (k *kernelWS) until(within time.Duration, match func(m *kernel.Message) bool) []*kernel.Message {
+func (k *kernelWS) until(within time.Duration, match func(m *jupyter.Message) bool) []*jupyter.Message {
 	k.t.Helper()
 	deadline := time.Now().Add(within)
-	var seen []*kernel.Message
+	var seen []*jupyter.Message
 	for {
 		m, err := k.recv(time.Until(deadline))
 		if err != nil {
@@ -112,7 +114,7 @@ func (k *kernelWS) until(within time.Duration, match func(m *kernel.Message) boo
 	}
 }
 
-func state(m *kernel.Message) string {
+func state(m *jupyter.Message) string {
 	var c struct {
 		S string `json:"execution_state"`
 	}
@@ -142,7 +144,7 @@ func TestJupyterKernelsAPIShowsRESTSessions(t *testing.T) {
 		k := dialKernel(t, ts, km.ID, v1)
 		// Own requests are answered on shell.
 		infoID := k.send("shell", "kernel_info_request", map[string]any{})
-		k.until(30*time.Second, func(m *kernel.Message) bool {
+		k.until(30*time.Second, func(m *jupyter.Message) bool {
 			return m.Channel == "shell" && m.Parent.MsgID == infoID && m.Header.MsgType == "kernel_info_reply"
 		})
 		var one kernelModel
@@ -153,10 +155,10 @@ func TestJupyterKernelsAPIShowsRESTSessions(t *testing.T) {
 		// The agent's REST execution shows on the notebook's iopub, its shell
 		// reply does not.
 		go ts.exec(t, map[string]any{"language": "python", "code": "print(a + 1)", "session_id": "agent-1"})
-		seen := k.until(time.Minute, func(m *kernel.Message) bool {
+		seen := k.until(time.Minute, func(m *jupyter.Message) bool {
 			return m.Channel == "iopub" && m.Header.MsgType == "stream" && strings.Contains(string(m.Content), `"2\n"`)
 		})
-		k.until(time.Minute, func(m *kernel.Message) bool { return m.Header.MsgType == "status" && state(m) == "idle" })
+		k.until(time.Minute, func(m *jupyter.Message) bool { return m.Header.MsgType == "status" && state(m) == "idle" })
 		for _, m := range seen {
 			if m.Channel == "shell" && m.Parent.MsgID != infoID {
 				t.Fatalf("another client's shell reply reached the notebook: %+v", m.Header)
@@ -171,7 +173,7 @@ func TestJupyterKernelsAPIShowsRESTSessions(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	k.until(30*time.Second, func(m *kernel.Message) bool { return m.Header.MsgType == "status" && state(m) == "dead" })
+	k.until(30*time.Second, func(m *jupyter.Message) bool { return m.Header.MsgType == "status" && state(m) == "dead" })
 	var dead kernelModel
 	getJSON(t, ts.URL+"/api/kernels/"+km.ID, 200, &dead)
 	if dead.ExecutionState != "dead" {
@@ -181,7 +183,7 @@ func TestJupyterKernelsAPIShowsRESTSessions(t *testing.T) {
 	if _, env, _ := ts.exec(t, map[string]any{"language": "python", "code": "print('fresh')", "session_id": "agent-1"}); env["success"] != true {
 		t.Fatalf("REST after the kernel died: %v", env)
 	}
-	k.until(time.Minute, func(m *kernel.Message) bool {
+	k.until(time.Minute, func(m *jupyter.Message) bool {
 		return m.Header.MsgType == "stream" && strings.Contains(string(m.Content), "fresh")
 	})
 	var alive kernelModel

@@ -7,18 +7,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aiod/aiod/kernel"
-	"github.com/aiod/aiod/stream"
 	"github.com/coder/websocket"
 	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
-)
 
-// rawSender is a runtime that takes client messages as they are (a
-// kernel.Kernel).
-type rawSender interface {
-	Send(ctx context.Context, m *kernel.Message) error
-}
+	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/stream"
+)
 
 // kernelChannels upgrades GET /api/kernels/{id}/channels. The socket
 // watches the kernel's session: it receives every iopub message (whoever
@@ -37,9 +32,9 @@ func (h *liveHub) kernelChannels(ctx *fasthttp.RequestCtx) {
 		jfail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
 		return
 	}
-	h.upgrade(ctx, []string{jupyterV1}, func(c *websocket.Conn, fw *flushWriter, done <-chan struct{}) {
+	h.upgrade(ctx, []string{jupyter.SubprotocolV1}, func(c *websocket.Conn, fw *flushWriter, done <-chan struct{}) {
 		wc := h.newConn(c, fw, "jupyter")
-		js := &jupyterSocket{wc: wc, e: e, v1: c.Subprotocol() == jupyterV1, own: map[string]bool{}, stop: make(chan struct{})}
+		js := &jupyterSocket{wc: wc, e: e, v1: c.Subprotocol() == jupyter.SubprotocolV1, own: map[string]bool{}, stop: make(chan struct{})}
 		wc.render = js.render
 		e.conns.Add(1)
 		defer func() {
@@ -103,11 +98,14 @@ func (js *jupyterSocket) read(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		var m *kernel.Message
+		var m *jupyter.Message
 		if js.v1 {
-			m, err = decodeJupyterV1(b)
+			m, err = jupyter.DecodeV1(b)
 		} else {
-			m, err = decodeJupyterLegacy(b, typ == websocket.MessageBinary)
+			m, err = jupyter.DecodeLegacy(b, typ == websocket.MessageBinary)
+		}
+		if err == nil && m.Header.MsgType == "" {
+			err = fmt.Errorf("%w: header must be an object with msg_type", jupyter.ErrMalformed)
 		}
 		if err != nil {
 			js.wc.hub.count("drop:bad_client_message", 1)
@@ -131,7 +129,7 @@ func (js *jupyterSocket) read(ctx context.Context) error {
 	}
 }
 
-func (js *jupyterSocket) send(ctx context.Context, m *kernel.Message) error {
+func (js *jupyterSocket) send(ctx context.Context, m *jupyter.Message) error {
 	h := js.wc.hub
 	sctx, cancel := context.WithTimeout(ctx, h.s.cfg.KernelStartTimeout)
 	defer cancel()
@@ -139,7 +137,7 @@ func (js *jupyterSocket) send(ctx context.Context, m *kernel.Message) error {
 	if err != nil {
 		return err
 	}
-	rs, ok := rt.(rawSender)
+	rs, ok := rt.(jupyter.Sender)
 	if !ok {
 		return fmt.Errorf("the session's runtime (%s) is not a Jupyter kernel", rt.Info().Backend)
 	}
@@ -157,7 +155,7 @@ func (js *jupyterSocket) monitor() {
 	defer tick.Stop()
 	touch := time.NewTicker(30 * time.Second)
 	defer touch.Stop()
-	var cur stream.Runtime
+	var cur jupyter.Runtime
 	var curDone <-chan struct{}
 	for {
 		if rt := sess.Runtime(); rt != cur {
@@ -174,23 +172,15 @@ func (js *jupyterSocket) monitor() {
 			return
 		case <-curDone:
 			curDone = nil
-			var dead *kernel.DeadError
+			var dead *jupyter.DeadError
 			if errors.As(cur.Err(), &dead) {
 				js.e.markDead(cur)
-				js.wc.push(wsItem{ev: stream.Event{Msg: jStatusMsg("dead")}})
+				js.wc.push(wsItem{ev: stream.Event{Msg: jupyter.NewStatus(jupyter.StateDead)}})
 			}
 		case <-touch.C:
 			sess.Touch()
 		case <-tick.C:
 		}
-	}
-}
-
-func jStatusMsg(state string) *kernel.Message {
-	return &kernel.Message{
-		Channel: "iopub",
-		Header:  kernel.NewHeader("aiod", kernel.NewMsgID(), "status"),
-		Content: []byte(`{"execution_state":"` + state + `"}`),
 	}
 }
 
@@ -200,9 +190,10 @@ func (js *jupyterSocket) render(it *wsItem) (websocket.MessageType, []byte, bool
 		return 0, nil, false
 	}
 	if js.v1 {
-		return websocket.MessageBinary, encodeJupyterV1(it.ev.Msg), true
+		b, err := jupyter.EncodeV1(it.ev.Msg)
+		return websocket.MessageBinary, b, err == nil
 	}
-	b, bin, err := encodeJupyterLegacy(it.ev.Msg)
+	b, bin, err := jupyter.EncodeLegacy(it.ev.Msg)
 	if err != nil {
 		return 0, nil, false
 	}

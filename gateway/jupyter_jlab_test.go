@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/goccy/go-json"
 )
 
@@ -52,7 +53,7 @@ func TestJupyterLabServicesBothFramings(t *testing.T) {
 			if err := json.Unmarshal([]byte(line), &got); err != nil {
 				t.Fatalf("client output: %v\n%s", err, out)
 			}
-			wantProto := jupyterV1
+			wantProto := jupyter.SubprotocolV1
 			if mode == "legacy" {
 				wantProto = ""
 			}

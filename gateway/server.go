@@ -17,6 +17,7 @@ import (
 	"github.com/aiod/aiod/gateway/api"
 	"github.com/aiod/aiod/gateway/fsplane"
 	"github.com/aiod/aiod/stream"
+	"github.com/aiod/aiod/stream/backend"
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
 )
@@ -88,12 +89,11 @@ type Server struct {
 	base    context.Context // parent of every request's work; ends at Shutdown
 	stop    context.CancelFunc
 	live    *liveHub // WebSockets and the Jupyter kernels API
-	pools   pools
-	remote  *remoteBackend // nil without AIO_JUPYTER_ENDPOINT
+	rt      *backend.Runtimes
 	cfg     Config
 	log     *slog.Logger
 	reg     *stream.Registry
-	env     *Environment
+	env     *backend.Environment // rt.Env()
 	started time.Time
 	http    *fasthttp.Server
 }
@@ -101,23 +101,20 @@ type Server struct {
 // New discovers the interpreters and builds the routes.
 func New(cfg Config) (*Server, error) {
 	cfg.defaults()
-	switch cfg.CodeBackend {
-	case "auto", "native", "kernel":
-	default:
-		return nil, fmt.Errorf("code backend %q: want auto, native or kernel", cfg.CodeBackend)
+	rt, err := backend.New(context.Background(), backend.Config{
+		CodeBackend: cfg.CodeBackend, KernelName: cfg.KernelName,
+		KernelIdle: cfg.KernelIdle, NativeIdle: cfg.NativeIdle, KernelStartTimeout: cfg.KernelStartTimeout,
+		Workdir: cfg.Workdir, JupyterEndpoint: cfg.JupyterEndpoint, JupyterToken: cfg.JupyterToken,
+		JupyterKernel: cfg.JupyterKernel, JupyterStartTimeout: cfg.JupyterStartTimeout,
+		JupyterProbeInterval: cfg.JupyterProbeInterval, KernelPrewarm: cfg.KernelPrewarm,
+		CodePrewarm: cfg.CodePrewarm, NoKernelWarmup: cfg.NoKernelWarmup, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now()}
+	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), rt: rt, env: rt.Env()}
 	s.base, s.stop = context.WithCancel(context.Background())
 	s.live = newLiveHub(s, LiveLimits{QueueBytes: cfg.WSQueueBytes})
-	s.env = Discover(context.Background(), cfg)
-	if cfg.JupyterEndpoint != "" {
-		r, err := newRemoteBackend(cfg)
-		if err != nil {
-			return nil, err
-		}
-		s.remote = r
-	}
-	s.startPools()
 	s.reg = stream.NewRegistry(stream.Config{Budget: cfg.OutputBudget, ReapInterval: cfg.ReapInterval, Logger: cfg.Logger})
 	s.http = &fasthttp.Server{
 		Handler:              s.authorize(s.routes().Handler),
@@ -146,7 +143,7 @@ func (s *Server) reqCtx() context.Context { return s.base }
 func (s *Server) Registry() *stream.Registry { return s.reg }
 
 // Environment is what discovery found.
-func (s *Server) Environment() *Environment { return s.env }
+func (s *Server) Environment() *backend.Environment { return s.env }
 
 // Handler is the root request handler (for in-process tests and fuzzing).
 func (s *Server) Handler() fasthttp.RequestHandler { return s.http.Handler }
@@ -261,10 +258,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.stop()
 	rerr := s.reg.Close(ctx)
 	lerr := s.closeLive(ctx)
-	perr := s.pools.close(ctx)
-	if s.remote != nil {
-		s.remote.close()
-	}
+	perr := s.rt.Close(ctx)
 	if hdone != nil {
 		select {
 		case herr = <-hdone:

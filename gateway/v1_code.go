@@ -3,9 +3,10 @@ package gateway
 import (
 	"fmt"
 
-	"github.com/aiod/aiod/gateway/api"
-	"github.com/aiod/aiod/stream"
 	"github.com/valyala/fasthttp"
+
+	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 // parseCodeExecute validates POST /v1/code/execute (CodeExecuteRequest).
@@ -26,7 +27,7 @@ func (v *v1) parseCodeExecute(f *api.Fields) (v1Call, *api.FieldError) {
 		return c, fe
 	}
 	if stateful && c.SessionID == "" {
-		c.SessionID = stream.NewID()
+		c.SessionID = jupyter.NewID()
 	}
 	if c.Timeout, fe = v.timeout(f); fe != nil {
 		return c, fe

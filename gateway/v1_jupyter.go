@@ -6,10 +6,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aiod/aiod/gateway/api"
-	"github.com/aiod/aiod/kernel"
-	"github.com/aiod/aiod/stream"
 	"github.com/valyala/fasthttp"
+
+	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/stream"
 )
 
 // v1DefaultKernel is the v1 name of the default Python kernel.
@@ -20,14 +21,14 @@ const v1DefaultKernel = "python3"
 var v1KernelAliases = []string{"python3", "python3.10", "python3.11", "python3.12"}
 
 // kernelFor resolves kernel_name: "" and the aliases are the default kernel
-// (spec nil), the name of any other ipykernel kernelspec is that spec.
-func (v *v1) kernelFor(f *api.Fields) (name string, spec *kernel.Spec, fe *api.FieldError) {
+// (spec ""), the name of any other ipykernel kernelspec is that spec.
+func (v *v1) kernelFor(f *api.Fields) (name, spec string, fe *api.FieldError) {
 	p := f.OptStr("kernel_name")
 	if err := f.Err(); err != nil {
-		return "", nil, err
+		return "", "", err
 	}
 	if p == nil || *p == "" {
-		return v1DefaultKernel, nil, nil
+		return v1DefaultKernel, "", nil
 	}
 	name = *p
 	for _, a := range v.kernelNames() {
@@ -35,13 +36,13 @@ func (v *v1) kernelFor(f *api.Fields) (name string, spec *kernel.Spec, fe *api.F
 			continue
 		}
 		for _, k := range v.s.env.Kernels {
-			if k.Name == name && k.IPyKernel != "" && (v.s.env.PythonKernel == nil || k.spec != v.s.env.PythonKernel.spec) {
-				return name, k.spec, nil
+			if k.Name == name && k.IPyKernel != "" && (v.s.env.PythonKernel == nil || k.Name != v.s.env.PythonKernel.Name) {
+				return name, k.Name, nil
 			}
 		}
-		return name, nil, nil
+		return name, "", nil
 	}
-	return "", nil, v1BodyErr("kernel_name", "literal_error", "unknown kernel %q: available kernels are %s",
+	return "", "", v1BodyErr("kernel_name", "literal_error", "unknown kernel %q: available kernels are %s",
 		name, strings.Join(v.kernelNames(), ", "))
 }
 
@@ -81,7 +82,7 @@ func (v *v1) parseJupyterExecute(f *api.Fields) (v1Call, *api.FieldError) {
 		return c, err
 	}
 	var fe *api.FieldError
-	if c.KernelName, c.Spec, fe = v.kernelFor(f); fe != nil {
+	if c.KernelName, c.KernelSpec, fe = v.kernelFor(f); fe != nil {
 		return c, fe
 	}
 	if c.SessionID, fe = v1SessionID(f, "session_id"); fe != nil {
@@ -231,7 +232,7 @@ func (v *v1) jupyterCreate(ctx *fasthttp.RequestCtx) {
 	c.Language, c.Kernel, c.Code = "python", true, ""
 	var fe *api.FieldError
 	if c.SessionID, fe = v1SessionID(f, "session_id"); fe == nil {
-		if c.KernelName, c.Spec, fe = v.kernelFor(f); fe == nil {
+		if c.KernelName, c.KernelSpec, fe = v.kernelFor(f); fe == nil {
 			c.Cwd, fe = v.cwd(f)
 		}
 	}
@@ -240,7 +241,7 @@ func (v *v1) jupyterCreate(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if c.SessionID == "" {
-		c.SessionID = stream.NewID()
+		c.SessionID = jupyter.NewID()
 	}
 	existed := v.s.reg.Get("python", c.SessionID) != nil
 	// An empty cell starts the kernel and runs nothing (IPython does not

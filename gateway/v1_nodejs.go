@@ -7,10 +7,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aiod/aiod/gateway/api"
-	"github.com/aiod/aiod/stream"
 	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
+
+	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/stream"
 )
 
 // v1NodeVersions are the values the SDK may send as version.
@@ -72,7 +74,7 @@ func (v *v1) parseNodeExecute(f *api.Fields) (v1NodeCall, *api.FieldError) {
 		return c, fe
 	}
 	if stateful && c.SessionID == "" {
-		c.SessionID = stream.NewID()
+		c.SessionID = jupyter.NewID()
 	}
 	if c.Timeout, fe = v.timeout(f); fe != nil {
 		return c, fe
@@ -183,7 +185,7 @@ func (v *v1) nodeExecute(ctx *fasthttp.RequestCtx) {
 	)
 	if c.hasStdin() {
 		// A node process of its own, whose standard input is the text.
-		res, exit = v.runNodeProcess(v.s.reqCtx(), c.Code, *c.Stdin, c.Cwd, c.Timeout)
+		res, exit = v.s.rt.RunNode(v.s.reqCtx(), c.Code, *c.Stdin, c.Cwd, c.Timeout, v.s.cfg.OutputBudget)
 	} else {
 		var ce *callError
 		if res, ce = v.run(v.s.reqCtx(), c.v1Call); ce != nil {

@@ -5,9 +5,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aiod/aiod/gateway/api"
-	"github.com/aiod/aiod/stream"
 	"github.com/valyala/fasthttp"
+
+	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/stream"
+	"github.com/aiod/aiod/stream/backend"
 )
 
 // The Node.js sessions routes. A session is the registry's
@@ -90,7 +93,7 @@ func (v *v1) nodeCreate(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if c.SessionID == "" {
-		c.SessionID = stream.NewID()
+		c.SessionID = jupyter.NewID()
 	}
 	b, err := v.backend(c)
 	if err != nil {
@@ -186,7 +189,7 @@ func (v *v1) nodeUpdate(ctx *fasthttp.RequestCtx) {
 		sess.SetIdle(idle) // the registry's reaper enforces it
 	}
 	if cwd != "" {
-		res, err := sess.Execute(v.s.reqCtx(), stream.ExecRequest{Code: v1ChdirCode("javascript", cwd), Timeout: v.s.cfg.DefaultTimeout})
+		res, err := sess.Execute(v.s.reqCtx(), stream.ExecRequest{Code: backend.ChdirCode("javascript", cwd), Timeout: v.s.cfg.DefaultTimeout})
 		if ce := v1RunError(err, sess.ID); ce != nil {
 			api.Fail(ctx, ce.Status, ce.Msg)
 			return

@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
-	"github.com/aiod/aiod/kernel"
-	"github.com/aiod/aiod/stream"
-	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
+
+	"github.com/aiod/aiod/stream"
+	"github.com/aiod/aiod/stream/backend"
 )
 
 // v1Meta is what the v1 routes remember of a session beyond the registry:
@@ -29,107 +28,21 @@ type v1Meta struct {
 type v1Call struct {
 	execCall
 	Cwd        string        // "" runs where the runtime already is
-	Spec       *kernel.Spec  // jupyter: the kernelspec; nil is the default one
+	KernelSpec string        // jupyter: the kernelspec; "" is the default one
 	KernelName string        // jupyter: recorded for listings
 	Idle       time.Duration // idle limit of a session this call creates; 0 is the backend's
 }
 
-// chdirCode is code that makes a runtime of lang work in dir.
-func v1ChdirCode(lang, dir string) string {
-	q, _ := json.Marshal(dir) // a JSON string is a valid Python and JavaScript literal
-	if lang == "javascript" {
-		// The driver's require resolves from the folder the REPL started
-		// in; point it at the new one.
-		return "process.chdir(" + string(q) + "); globalThis.require = require('module').createRequire(require('path').join(" + string(q) + ", '<repl>'))"
-	}
-	return "__import__('os').chdir(" + string(q) + ")"
-}
-
-// inDir makes every runtime b starts work in dir: right after the start,
-// before the runtime is handed to its session, a silent execute (no
-// execution count, no history, no output) changes its working directory.
-// It wraps Start, so it composes with prewarm pools and restarts.
-func v1InDir(b stream.Backend, dir string) stream.Backend {
-	start := b.Start
-	lang := b.Language
-	b.Start = func(ctx context.Context, h kernel.Handler) (stream.Runtime, error) {
-		id := stream.NewID()
-		var once sync.Once
-		reply := make(chan string, 1)
-		wrapped := func(m *kernel.Message) {
-			if m.Parent.MsgID != id {
-				h(m)
-				return
-			}
-			if m.Header.MsgType == "execute_reply" {
-				var c struct {
-					Status string `json:"status"`
-					Ename  string `json:"ename"`
-					Evalue string `json:"evalue"`
-				}
-				_ = json.Unmarshal(m.Content, &c)
-				st := c.Status
-				if st != "ok" {
-					st = fmt.Sprintf("%s %s: %s", c.Status, c.Ename, c.Evalue)
-				}
-				once.Do(func() { reply <- st })
-			}
-		}
-		rt, err := start(ctx, wrapped)
-		if err != nil {
-			return nil, err
-		}
-		fail := func(why string) (stream.Runtime, error) {
-			cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			_ = rt.Close(cctx)
-			return nil, fmt.Errorf("change the working directory to %q: %s", dir, why)
-		}
-		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-		if err := rt.Execute(wctx, kernel.ExecuteRequest{MsgID: id, Code: v1ChdirCode(lang, dir), Silent: true, NoHistory: true}); err != nil {
-			return fail(err.Error())
-		}
-		select {
-		case st := <-reply:
-			if st != "ok" {
-				return fail(st)
-			}
-			return rt, nil
-		case <-rt.Done():
-			return fail(fmt.Sprintf("the runtime died (%v)", rt.Err()))
-		case <-wctx.Done():
-			return fail("no answer within 30 s")
-		}
-	}
-	return b
-}
-
 // backend is how c's code runs: the route's usual backend, started in c.Cwd.
 func (v *v1) backend(c v1Call) (stream.Backend, error) {
-	var b stream.Backend
-	if c.Spec != nil {
-		b = v.s.kernelBackend(c.Spec)
-	} else {
-		var err error
-		if b, err = v.s.backendFor(c.Language, c.Kernel); err != nil {
-			return b, err
-		}
-	}
-	if c.Cwd != "" {
-		b = v1InDir(b, c.Cwd)
-	}
-	if c.Idle > 0 {
-		b.Idle = c.Idle
-	}
-	return b, nil
+	return v.s.rt.For(backend.Want{Language: c.Language, Kernel: c.Kernel, KernelSpec: c.KernelSpec, Cwd: c.Cwd, Idle: c.Idle})
 }
 
 // run executes c: one-shot in a temporary runtime, or in the session
 // c.SessionID, created on first use. A call without cwd or kernel choice
 // takes the v2 path unchanged.
 func (v *v1) run(ctx context.Context, c v1Call) (*stream.Result, *callError) {
-	if c.SessionID == "" && c.Cwd == "" && c.Spec == nil {
+	if c.SessionID == "" && c.Cwd == "" && c.KernelSpec == "" {
 		return v.s.run(ctx, c.execCall)
 	}
 	b, err := v.backend(c)
@@ -150,7 +63,7 @@ func (v *v1) run(ctx context.Context, c v1Call) (*stream.Result, *callError) {
 	if c.Cwd != "" && v.cwdOf(sess) != c.Cwd {
 		// The session's runtime already runs elsewhere: change folder in
 		// the session's own order (a visible execution of its own).
-		pre, err := sess.Execute(ctx, stream.ExecRequest{Code: v1ChdirCode(c.Language, c.Cwd), Timeout: c.Timeout})
+		pre, err := sess.Execute(ctx, stream.ExecRequest{Code: backend.ChdirCode(c.Language, c.Cwd), Timeout: c.Timeout})
 		if err != nil {
 			return nil, v1RunError(err, c.SessionID)
 		}

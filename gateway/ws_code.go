@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aiod/aiod/stream"
+	"github.com/aiod/aiod/stream/backend"
 	"github.com/coder/websocket"
 	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
@@ -154,7 +155,7 @@ func (h *liveHub) runCall(c execCall) (*stream.Result, *callError) {
 	if c.SessionID != "" {
 		return h.s.run(h.ctx, c)
 	}
-	b, err := h.s.backendFor(c.Language, false)
+	b, err := h.s.rt.For(backend.Want{Language: c.Language})
 	if err != nil {
 		return nil, &callError{fasthttp.StatusServiceUnavailable, err.Error()}
 	}

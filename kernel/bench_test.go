@@ -5,6 +5,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 // BenchmarkExecutePass measures one `pass` execution straight over zmq4:
@@ -20,7 +22,7 @@ func BenchmarkExecutePass(b *testing.B) {
 		reply  bool
 	}
 	events := make(chan doneMsg, 1024)
-	handler := func(m *Message) {
+	handler := func(m *jupyter.Message) {
 		var e doneMsg
 		switch {
 		case m.Header.MsgType == "execute_reply":
@@ -30,7 +32,7 @@ func BenchmarkExecutePass(b *testing.B) {
 		default:
 			return
 		}
-		select { // the Handler must not block; the buffer is ample
+		select { // the jupyter.Handler must not block; the buffer is ample
 		case events <- e:
 		default:
 		}
@@ -45,8 +47,8 @@ func BenchmarkExecutePass(b *testing.B) {
 
 	b.ResetTimer()
 	for b.Loop() {
-		id := NewMsgID()
-		if err := k.Execute(ctx, ExecuteRequest{MsgID: id, Code: "pass", NoHistory: true}); err != nil {
+		id := jupyter.NewID()
+		if err := k.Execute(ctx, jupyter.ExecuteRequest{MsgID: id, Code: "pass", NoHistory: true}); err != nil {
 			b.Fatal(err)
 		}
 		var reply, idle bool

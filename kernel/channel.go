@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/go-zeromq/zmq4"
+
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 // channel is one of the kernel's five sockets with its reader and, for
@@ -85,7 +87,7 @@ func (k *Kernel) countDrop(c *channel, err error) {
 // dispatch routes a decoded message: to the waiter of an internal request
 // (see expect), or to the Handler once the kernel is ready. Before that,
 // messages are dropped; the first iopub message proves the subscription.
-func (k *Kernel) dispatch(m *Message) {
+func (k *Kernel) dispatch(m *jupyter.Message) {
 	if m.Channel == "iopub" && !k.ready.Load() {
 		k.iopubOnce.Do(func() { close(k.iopubSeen) })
 	}
@@ -106,7 +108,7 @@ func (k *Kernel) dispatch(m *Message) {
 // expect routes the replies to aiod's own request msgID (kernel_info,
 // interrupt, shutdown) to ch instead of the Handler. Delivery is
 // non-blocking: ch must be buffered. A nil ch drops them.
-func (k *Kernel) expect(msgID string, ch chan *Message) {
+func (k *Kernel) expect(msgID string, ch chan *jupyter.Message) {
 	k.pmu.Lock()
 	defer k.pmu.Unlock()
 	k.internal[msgID] = ch
@@ -122,7 +124,7 @@ func (k *Kernel) forget(msgIDs ...string) {
 	}
 }
 
-func (k *Kernel) internalWaiter(parentID string) (chan *Message, bool) {
+func (k *Kernel) internalWaiter(parentID string) (chan *jupyter.Message, bool) {
 	if parentID == "" {
 		return nil, false
 	}
@@ -152,7 +154,7 @@ func (k *Kernel) writeLoop(c *channel) {
 // send signs m with the kernel's key and hands it to c's writer. It
 // returns when the frames are written, ctx is done, or the kernel ends.
 // When ctx ends first the message may still be sent.
-func (k *Kernel) send(ctx context.Context, c *channel, m *Message) error {
+func (k *Kernel) send(ctx context.Context, c *channel, m *jupyter.Message) error {
 	frames, err := encode(k.key, m)
 	if err != nil {
 		return err
@@ -179,8 +181,8 @@ func (k *Kernel) send(ctx context.Context, c *channel, m *Message) error {
 // returns once it is written (output arrives through the Handler). It
 // fails when req.MsgID is empty, when ctx ends first, or when the kernel
 // has ended (the error then wraps Err's value).
-func (k *Kernel) Execute(ctx context.Context, req ExecuteRequest) error {
-	m, err := NewExecuteRequest(k.session, req)
+func (k *Kernel) Execute(ctx context.Context, req jupyter.ExecuteRequest) error {
+	m, err := jupyter.NewExecuteRequest(k.session, req)
 	if err != nil {
 		return fmt.Errorf("send %w", err)
 	}
@@ -194,7 +196,7 @@ func (k *Kernel) Execute(ctx context.Context, req ExecuteRequest) error {
 // ("shell", "control" or "stdin"), signed with the kernel's key. The
 // header, parent header, metadata, content and buffers are sent as given.
 // Replies arrive through the Handler. Send fails like Execute.
-func (k *Kernel) Send(ctx context.Context, m *Message) error {
+func (k *Kernel) Send(ctx context.Context, m *jupyter.Message) error {
 	var c *channel
 	switch m.Channel {
 	case "shell":

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/goccy/go-json"
+
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 // Generous: the test machine has two busy cores.
@@ -16,16 +18,16 @@ const (
 	execTimeout  = 60 * time.Second
 )
 
-// recorder is a Handler that keeps every message and wakes waiters.
+// recorder is a jupyter.Handler that keeps every message and wakes waiters.
 type recorder struct {
 	mu   sync.Mutex
-	msgs []*Message
+	msgs []*jupyter.Message
 	poke chan struct{}
 }
 
 func newRecorder() *recorder { return &recorder{poke: make(chan struct{}, 1)} }
 
-func (r *recorder) handle(m *Message) {
+func (r *recorder) handle(m *jupyter.Message) {
 	r.mu.Lock()
 	r.msgs = append(r.msgs, m)
 	r.mu.Unlock()
@@ -36,10 +38,10 @@ func (r *recorder) handle(m *Message) {
 }
 
 // children returns the messages parented to msgID, in arrival order.
-func (r *recorder) children(msgID string) []*Message {
+func (r *recorder) children(msgID string) []*jupyter.Message {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []*Message
+	var out []*jupyter.Message
 	for _, m := range r.msgs {
 		if m.Parent.MsgID == msgID {
 			out = append(out, m)
@@ -49,7 +51,7 @@ func (r *recorder) children(msgID string) []*Message {
 }
 
 // waitFor waits until cond holds for the children of msgID.
-func (r *recorder) waitFor(t testing.TB, msgID string, what string, cond func([]*Message) bool) []*Message {
+func (r *recorder) waitFor(t testing.TB, msgID string, what string, cond func([]*jupyter.Message) bool) []*jupyter.Message {
 	t.Helper()
 	deadline := time.NewTimer(execTimeout)
 	defer deadline.Stop()
@@ -67,7 +69,7 @@ func (r *recorder) waitFor(t testing.TB, msgID string, what string, cond func([]
 }
 
 // complete reports whether both execute_reply and status idle are there.
-func complete(ms []*Message) bool {
+func complete(ms []*jupyter.Message) bool {
 	return find(ms, "shell", "execute_reply") != nil && findStatus(ms, "idle") != nil
 }
 
@@ -107,7 +109,7 @@ func tryStartKernel(t testing.TB, mod func(*Options)) (*Kernel, *recorder, error
 }
 
 // run executes code and returns its messages once complete.
-func run(t testing.TB, k *Kernel, rec *recorder, code string) []*Message {
+func run(t testing.TB, k *Kernel, rec *recorder, code string) []*jupyter.Message {
 	t.Helper()
 	id := execute(t, k, code)
 	return rec.waitFor(t, id, "execute_reply and idle", complete)
@@ -115,16 +117,16 @@ func run(t testing.TB, k *Kernel, rec *recorder, code string) []*Message {
 
 func execute(t testing.TB, k *Kernel, code string) string {
 	t.Helper()
-	id := NewMsgID()
+	id := jupyter.NewID()
 	ctx, cancel := context.WithTimeout(context.Background(), execTimeout)
 	defer cancel()
-	if err := k.Execute(ctx, ExecuteRequest{MsgID: id, Code: code}); err != nil {
+	if err := k.Execute(ctx, jupyter.ExecuteRequest{MsgID: id, Code: code}); err != nil {
 		t.Fatal(err)
 	}
 	return id
 }
 
-func find(ms []*Message, channel, msgType string) *Message {
+func find(ms []*jupyter.Message, channel, msgType string) *jupyter.Message {
 	for _, m := range ms {
 		if m.Channel == channel && m.Header.MsgType == msgType {
 			return m
@@ -133,7 +135,7 @@ func find(ms []*Message, channel, msgType string) *Message {
 	return nil
 }
 
-func findStatus(ms []*Message, state string) *Message {
+func findStatus(ms []*jupyter.Message, state string) *jupyter.Message {
 	for _, m := range ms {
 		if m.Header.MsgType == "status" && field(m, "execution_state") == state {
 			return m
@@ -143,7 +145,7 @@ func findStatus(ms []*Message, state string) *Message {
 }
 
 // field returns a top-level string field of m's content.
-func field(m *Message, name string) string {
+func field(m *jupyter.Message, name string) string {
 	var c map[string]any
 	if json.Unmarshal(m.Content, &c) != nil {
 		return ""
@@ -153,10 +155,10 @@ func field(m *Message, name string) string {
 }
 
 // stdout concatenates the stream output on stdout.
-func stdout(ms []*Message) string { return streamText(ms, "stdout") }
+func stdout(ms []*jupyter.Message) string { return streamText(ms, "stdout") }
 
 // streamText concatenates the stream messages of one name.
-func streamText(ms []*Message, name string) string {
+func streamText(ms []*jupyter.Message, name string) string {
 	var b strings.Builder
 	for _, m := range ms {
 		if m.Header.MsgType == "stream" && field(m, "name") == name {
@@ -166,7 +168,7 @@ func streamText(ms []*Message, name string) string {
 	return b.String()
 }
 
-func summary(ms []*Message) string {
+func summary(ms []*jupyter.Message) string {
 	var parts []string
 	for _, m := range ms {
 		s := m.Channel + "/" + m.Header.MsgType

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/goccy/go-json"
+
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 // Defaults for the zero values of Options.
@@ -30,7 +32,7 @@ type Options struct {
 	// and stdin channels once the kernel is ready, with Message.Channel
 	// set. It is called from the kernel's reader goroutines, possibly
 	// several at once, and must not block. Nil discards the messages.
-	Handler Handler
+	Handler jupyter.Handler
 	// Cwd is the kernel's working directory; empty means aiod's.
 	Cwd string
 	// Env holds extra KEY=VALUE entries. The kernel's environment is aiod's
@@ -62,12 +64,14 @@ func (o *Options) setDefaults() {
 		o.HeartbeatTimeout = DefaultHeartbeatTimeout
 	}
 	if o.Handler == nil {
-		o.Handler = func(*Message) {}
+		o.Handler = func(*jupyter.Message) {}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 }
+
+var _ jupyter.Runtime = (*Kernel)(nil)
 
 // Kernel is a running Jupyter kernel process and aiod's connection to it.
 // All methods are safe for concurrent use.
@@ -103,7 +107,7 @@ type Kernel struct {
 
 	// Set by the handshake before ready is stored; read-only afterwards.
 	info      json.RawMessage
-	infoReply KernelInfoReply
+	infoReply jupyter.KernelInfoReply
 
 	ready     atomic.Bool  // the handshake is over: messages go to Handler
 	closing   atomic.Bool  // Close has been called
@@ -115,16 +119,16 @@ type Kernel struct {
 	iopubSeen chan struct{} // closed on the first iopub message
 
 	pmu      sync.Mutex
-	internal map[string]chan *Message // guarded by pmu; see expect
+	internal map[string]chan *jupyter.Message // guarded by pmu; see expect
 
 	emu sync.Mutex
 	err error // guarded by emu; the first cause set, never cleared
 
-	exitErr *DeadError     // written by wait before exitCtx is done
-	started chan struct{}  // closed when Start no longer touches sockets
-	stop    chan struct{}  // closed when teardown begins
-	done    chan struct{}  // closed when teardown is over
-	wg      sync.WaitGroup // readers, writers, heartbeat, wait
+	exitErr *jupyter.DeadError // written by wait before exitCtx is done
+	started chan struct{}      // closed when Start no longer touches sockets
+	stop    chan struct{}      // closed when teardown begins
+	done    chan struct{}      // closed when teardown is over
+	wg      sync.WaitGroup     // readers, writers, heartbeat, wait
 }
 
 // Start launches the kernelspec opts.Spec and returns once the kernel has
@@ -188,12 +192,12 @@ func (k *Kernel) Spec() *Spec { return k.spec }
 func (k *Kernel) KernelInfo() json.RawMessage { return k.info }
 
 // Info describes the kernel for the runtime interface.
-func (k *Kernel) Info() RuntimeInfo {
+func (k *Kernel) Info() jupyter.RuntimeInfo {
 	lang := strings.ToLower(k.spec.Language)
 	if lang == "" {
 		lang = k.infoReply.LanguageInfo.Name
 	}
-	return RuntimeInfo{
+	return jupyter.RuntimeInfo{
 		Backend:  "kernel",
 		Language: lang,
 		Name:     k.spec.Name,
@@ -218,7 +222,7 @@ func (k *Kernel) Stats() Stats {
 func (k *Kernel) Done() <-chan struct{} { return k.done }
 
 // Err returns nil while the kernel runs. Once it has ended it returns
-// ErrClosed after a Close, or a *DeadError when the kernel died first.
+// ErrClosed after a Close, or a *jupyter.DeadError when the kernel died first.
 func (k *Kernel) Err() error {
 	k.emu.Lock()
 	defer k.emu.Unlock()

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/goccy/go-json"
+
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 func TestExecute(t *testing.T) {
@@ -49,7 +51,7 @@ func TestExecute(t *testing.T) {
 		info.PID <= 0 || !strings.HasPrefix(info.Version, "3.") {
 		t.Errorf("info = %+v", info)
 	}
-	var ki KernelInfoReply
+	var ki jupyter.KernelInfoReply
 	if err := json.Unmarshal(k.KernelInfo(), &ki); err != nil || ki.Implementation != "ipython" {
 		t.Errorf("kernel info %s: %v", k.KernelInfo(), err)
 	}
@@ -120,7 +122,7 @@ func testInterrupt(t *testing.T, k *Kernel, rec *recorder) {
 	// after execute_input) makes ipykernel publish idle without any
 	// execute_reply; wait until the user's code runs.
 	id := execute(t, k, "print('looping', flush=True)\nwhile True: pass")
-	rec.waitFor(t, id, "output", func(ms []*Message) bool { return stdout(ms) != "" })
+	rec.waitFor(t, id, "output", func(ms []*jupyter.Message) bool { return stdout(ms) != "" })
 	deadline := time.Now().Add(execTimeout)
 	for !complete(rec.children(id)) {
 		if time.Now().After(deadline) {
@@ -159,12 +161,12 @@ func TestKilledKernelIsDetected(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Done not closed 10s after SIGKILL")
 	}
-	var dead *DeadError
+	var dead *jupyter.DeadError
 	if err := k.Err(); !errors.As(err, &dead) || dead.Signal != "SIGKILL" ||
 		err.Error() != "kernel died: killed by signal SIGKILL" {
 		t.Fatalf("Err = %v (%#v)", err, err)
 	}
-	if err := k.Execute(context.Background(), ExecuteRequest{MsgID: NewMsgID(), Code: "1"}); !errors.As(err, &dead) {
+	if err := k.Execute(context.Background(), jupyter.ExecuteRequest{MsgID: jupyter.NewID(), Code: "1"}); !errors.As(err, &dead) {
 		t.Errorf("Execute after death: %v", err)
 	}
 	if err := k.Interrupt(context.Background()); !errors.As(err, &dead) {
@@ -178,7 +180,7 @@ func TestKilledKernelIsDetected(t *testing.T) {
 		t.Errorf("Close after death took %s", d)
 	}
 	if !errors.As(k.Err(), &dead) {
-		t.Errorf("after Close, Err = %v, want the DeadError", k.Err())
+		t.Errorf("after Close, Err = %v, want the jupyter.DeadError", k.Err())
 	}
 	assertGone(t, k)
 }
@@ -197,7 +199,7 @@ func TestHeartbeatLoss(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("Done not closed 15s after the kernel stopped answering")
 	}
-	var dead *DeadError
+	var dead *jupyter.DeadError
 	if err := k.Err(); !errors.As(err, &dead) || err.Error() != "kernel died: stopped answering heartbeats for 2s" {
 		t.Fatalf("Err = %v", err)
 	}
@@ -224,7 +226,7 @@ func TestClose(t *testing.T) {
 	if !errors.Is(k.Err(), ErrClosed) {
 		t.Errorf("Err = %v, want ErrClosed", k.Err())
 	}
-	if err := k.Execute(context.Background(), ExecuteRequest{MsgID: NewMsgID(), Code: "1"}); !errors.Is(err, ErrClosed) {
+	if err := k.Execute(context.Background(), jupyter.ExecuteRequest{MsgID: jupyter.NewID(), Code: "1"}); !errors.Is(err, ErrClosed) {
 		t.Errorf("Execute after Close: %v", err)
 	}
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
@@ -345,10 +347,10 @@ func TestEnvAndCwd(t *testing.T) {
 
 func TestSendPassThrough(t *testing.T) {
 	k, rec := startKernel(t, nil)
-	id := NewMsgID()
-	m := &Message{
+	id := jupyter.NewID()
+	m := &jupyter.Message{
 		Channel: "shell",
-		Header:  NewHeader("client-session", id, "complete_request"),
+		Header:  jupyter.NewHeader("client-session", id, "complete_request"),
 		Content: []byte(`{"code": "import o", "cursor_pos": 8}`),
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), execTimeout)
@@ -356,12 +358,12 @@ func TestSendPassThrough(t *testing.T) {
 	if err := k.Send(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	ms := rec.waitFor(t, id, "complete_reply", func(ms []*Message) bool { return find(ms, "shell", "complete_reply") != nil })
+	ms := rec.waitFor(t, id, "complete_reply", func(ms []*jupyter.Message) bool { return find(ms, "shell", "complete_reply") != nil })
 	r := find(ms, "shell", "complete_reply")
 	if r.Parent.Session != "client-session" || !strings.Contains(string(r.Content), `"os"`) {
 		t.Errorf("complete_reply parent %+v content %s", r.Parent, r.Content)
 	}
-	if err := k.Send(ctx, &Message{Channel: "iopub"}); err == nil {
+	if err := k.Send(ctx, &jupyter.Message{Channel: "iopub"}); err == nil {
 		t.Error("Send on iopub succeeded")
 	}
 }

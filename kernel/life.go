@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"syscall"
 	"time"
+
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 const (
@@ -15,6 +17,8 @@ const (
 	// eofGrace bounds how long teardown waits for the readers to see the
 	// dead process's connections close before closing the sockets.
 	eofGrace = time.Second
+	// outputDrain bounds how long a dead kernel's last output is waited for.
+	outputDrain = 250 * time.Millisecond
 )
 
 // wait is the only caller of cmd.Wait. It records how the process ended
@@ -27,6 +31,12 @@ func (k *Kernel) wait() {
 		st, _ = ps.Sys().(syscall.WaitStatus)
 	}
 	d := deadFromExit(st, err)
+	// The last lines often explain the death; let the copier drain the pipe
+	// first. Children of the kernel may still hold it, hence the bound.
+	select {
+	case <-k.outDone:
+	case <-time.After(outputDrain):
+	}
 	d.Output = k.output.String()
 	k.exitErr = d
 	k.log.Debug("kernel process ended", "cause", d.Cause)
@@ -116,11 +126,11 @@ func (k *Kernel) stopProcess(ctx context.Context) {
 func (k *Kernel) requestShutdown(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, shutdownGrace)
 	defer cancel()
-	id := NewMsgID()
+	id := jupyter.NewID()
 	k.expect(id, nil)
-	m := &Message{
+	m := &jupyter.Message{
 		Channel: "control",
-		Header:  NewHeader(k.session, id, "shutdown_request"),
+		Header:  jupyter.NewHeader(k.session, id, "shutdown_request"),
 		Content: []byte(`{"restart":false}`),
 	}
 	if err := k.send(ctx, k.control, m); err != nil {
@@ -134,7 +144,7 @@ func (k *Kernel) exited() bool { return k.exitCtx.Err() != nil }
 // Setpgid). A group that is already gone is not an error.
 func (k *Kernel) killGroup(sig syscall.Signal) {
 	if err := syscall.Kill(-k.pid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
-		k.log.Debug("signal process group failed", "signal", signalName(sig), "err", err)
+		k.log.Debug("signal process group failed", "signal", jupyter.SignalName(sig), "err", err)
 	}
 }
 
@@ -160,11 +170,11 @@ func (k *Kernel) Interrupt(ctx context.Context) error {
 }
 
 func (k *Kernel) interruptByMessage(ctx context.Context) error {
-	id := NewMsgID()
-	replies := make(chan *Message, 8)
+	id := jupyter.NewID()
+	replies := make(chan *jupyter.Message, 8)
 	k.expect(id, replies)
 	defer k.forget(id)
-	m := &Message{Channel: "control", Header: NewHeader(k.session, id, "interrupt_request")}
+	m := &jupyter.Message{Channel: "control", Header: jupyter.NewHeader(k.session, id, "interrupt_request")}
 	if err := k.send(ctx, k.control, m); err != nil {
 		return fmt.Errorf("send interrupt_request: %w", err)
 	}

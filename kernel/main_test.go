@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/kernel/kerneltest"
 )
 
@@ -32,13 +33,13 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// Compile-time check that *Kernel is a stream.Runtime (stream imports this
+// Compile-time check that *Kernel is a jupyter.Runtime (stream imports this
 // package, so the interface is spelled out here).
 var _ interface {
-	Execute(context.Context, ExecuteRequest) error
+	Execute(context.Context, jupyter.ExecuteRequest) error
 	Interrupt(context.Context) error
 	Close(context.Context) error
 	Done() <-chan struct{}
 	Err() error
-	Info() RuntimeInfo
+	Info() jupyter.RuntimeInfo
 } = (*Kernel)(nil)

@@ -15,6 +15,8 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 	"github.com/goccy/go-json"
+
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 const (
@@ -38,8 +40,8 @@ func newKernel(opts Options) (*Kernel, error) {
 		return nil, err
 	}
 	k := &Kernel{
-		id:        NewMsgID(),
-		session:   NewMsgID(),
+		id:        jupyter.NewID(),
+		session:   jupyter.NewID(),
 		spec:      opts.Spec,
 		opts:      opts,
 		log:       opts.Logger.With("kernel", opts.Spec.Name),
@@ -47,7 +49,7 @@ func newKernel(opts Options) (*Kernel, error) {
 		key:       []byte(conn.Key),
 		connDir:   dir,
 		iopubSeen: make(chan struct{}),
-		internal:  make(map[string]chan *Message),
+		internal:  make(map[string]chan *jupyter.Message),
 		started:   make(chan struct{}),
 		stop:      make(chan struct{}),
 		outDone:   make(chan struct{}),
@@ -188,17 +190,17 @@ func (k *Kernel) dialAll() error {
 // iopub (proving the subscription is live: the slow-joiner problem). The
 // handshake's messages never reach the Handler.
 func (k *Kernel) handshake(ctx context.Context) error {
-	replies := make(chan *Message, 64)
+	replies := make(chan *jupyter.Message, 64)
 	var ids []string
 	defer func() { k.forget(ids...) }()
 	tick := time.NewTicker(infoRetry)
 	defer tick.Stop()
 	iopubSeen := k.iopubSeen
 	for {
-		id := NewMsgID()
+		id := jupyter.NewID()
 		ids = append(ids, id)
 		k.expect(id, replies)
-		req := &Message{Channel: "shell", Header: NewHeader(k.session, id, "kernel_info_request")}
+		req := &jupyter.Message{Channel: "shell", Header: jupyter.NewHeader(k.session, id, "kernel_info_request")}
 		if err := k.send(ctx, k.shell, req); err != nil {
 			return fmt.Errorf("send kernel_info_request: %w", err)
 		}
@@ -241,7 +243,7 @@ func (k *Kernel) abort(err error) error {
 	k.setErr(err)
 	k.killGroup(syscall.SIGKILL)
 	<-k.done
-	var dead *DeadError
+	var dead *jupyter.DeadError
 	if k.exitErr != nil && k.exitErr.Signal != "SIGKILL" {
 		dead = k.exitErr
 	}

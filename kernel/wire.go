@@ -3,62 +3,31 @@ package kernel
 import (
 	"bytes"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/goccy/go-json"
+
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 // delimiter separates the routing identities (or the iopub topic) from the
 // signed parts of a message.
 const delimiter = "<IDS|MSG>"
 
-// DateFormat is how message headers carry their date: RFC 3339 in UTC with
-// microseconds.
-const DateFormat = "2006-01-02T15:04:05.000000Z"
-
-// Username is the username aiod puts in the headers it writes.
-const Username = "aiod"
-
 var (
 	errBadSignature = errors.New("bad signature")
 	errMalformed    = errors.New("malformed message")
 )
-
-// NewMsgID returns a fresh random message id (a UUID v4 string).
-func NewMsgID() string {
-	var u [16]byte
-	if _, err := rand.Read(u[:]); err != nil {
-		panic("kernel: read random: " + err.Error()) // crypto/rand never fails on Linux
-	}
-	u[6] = u[6]&0x0f | 0x40
-	u[8] = u[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", u[:4], u[4:6], u[6:8], u[8:10], u[10:])
-}
-
-// NewHeader returns a header for a new message of type msgType in session,
-// dated now.
-func NewHeader(session, msgID, msgType string) Header {
-	return Header{
-		MsgID:    msgID,
-		Session:  session,
-		Username: Username,
-		Date:     time.Now().UTC().Format(DateFormat),
-		MsgType:  msgType,
-		Version:  ProtocolVersion,
-	}
-}
 
 // encode returns the frames of m as sent on a DEALER socket:
 // delimiter, signature, header, parent_header, metadata, content, buffers.
 // The signature is the lowercase hex HMAC-SHA256 with key over the four
 // JSON parts; with an empty key the signature is empty, as Jupyter does.
 // A zero parent header and nil metadata or content are written as {}.
-func encode(key []byte, m *Message) ([][]byte, error) {
+func encode(key []byte, m *jupyter.Message) ([][]byte, error) {
 	header, parent, metadata, content, err := m.Parts()
 	if err != nil {
 		return nil, err
@@ -75,7 +44,7 @@ func encode(key []byte, m *Message) ([][]byte, error) {
 // error wrapping errBadSignature when the signature does not match key (not
 // checked when key is empty) and errMalformed when the frames are not a
 // Jupyter message. decode never panics, whatever the input.
-func decode(key []byte, channel string, frames [][]byte) (*Message, error) {
+func decode(key []byte, channel string, frames [][]byte) (*jupyter.Message, error) {
 	i := 0
 	for i < len(frames) && !bytes.Equal(frames[i], []byte(delimiter)) {
 		i++
@@ -87,14 +56,14 @@ func decode(key []byte, channel string, frames [][]byte) (*Message, error) {
 	if len(key) > 0 && !verify(key, sig, parts) {
 		return nil, errBadSignature
 	}
-	m := &Message{Channel: channel}
+	m := &jupyter.Message{Channel: channel}
 	if err := json.Unmarshal(parts[0], &m.Header); err != nil {
 		return nil, fmt.Errorf("%w: header: %v", errMalformed, err)
 	}
 	if err := json.Unmarshal(parts[1], &m.Parent); err != nil {
 		return nil, fmt.Errorf("%w: parent_header: %v", errMalformed, err)
 	}
-	if !LooksLikeObject(parts[2]) || !LooksLikeObject(parts[3]) {
+	if !jupyter.LooksLikeObject(parts[2]) || !jupyter.LooksLikeObject(parts[3]) {
 		return nil, fmt.Errorf("%w: metadata or content is not a JSON object", errMalformed)
 	}
 	m.Metadata, m.Content = parts[2], parts[3]

@@ -7,15 +7,17 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 var testKey = []byte("0123456789abcdef0123456789abcdef")
 
-func sampleMessage() *Message {
-	return &Message{
+func sampleMessage() *jupyter.Message {
+	return &jupyter.Message{
 		Channel:  "shell",
-		Header:   NewHeader("sess", "m1", "execute_request"),
-		Parent:   NewHeader("sess", "m0", "kernel_info_request"),
+		Header:   jupyter.NewHeader("sess", "m1", "execute_request"),
+		Parent:   jupyter.NewHeader("sess", "m0", "kernel_info_request"),
 		Metadata: []byte(`{"a":1}`),
 		Content:  []byte(`{"code":"print(\"hi\")","silent":false}`),
 		Buffers:  [][]byte{[]byte("raw\x00bytes")},
@@ -42,7 +44,7 @@ func TestWireRoundTrip(t *testing.T) {
 }
 
 func TestWireEmptyParts(t *testing.T) {
-	m := &Message{Channel: "iopub", Header: NewHeader("s", "id", "status")}
+	m := &jupyter.Message{Channel: "iopub", Header: jupyter.NewHeader("s", "id", "status")}
 	frames, err := encode(testKey, m)
 	if err != nil {
 		t.Fatal(err)
@@ -56,21 +58,21 @@ func TestWireEmptyParts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Parent != (Header{}) || got.Buffers != nil {
+	if got.Parent != (jupyter.Header{}) || got.Buffers != nil {
 		t.Errorf("decoded %+v", got)
 	}
 }
 
 func TestWireHeader(t *testing.T) {
-	h := NewHeader("s", "id", "execute_request")
+	h := jupyter.NewHeader("s", "id", "execute_request")
 	if h.Version != "5.3" || h.Username != "aiod" {
 		t.Errorf("header %+v", h)
 	}
-	d, err := time.Parse(DateFormat, h.Date)
+	d, err := time.Parse(jupyter.DateFormat, h.Date)
 	if err != nil || time.Since(d) > time.Minute || len(h.Date) != len("2006-01-02T15:04:05.000000Z") {
 		t.Errorf("date %q: %v", h.Date, err)
 	}
-	if a, b := NewMsgID(), NewMsgID(); a == b || len(a) != 36 {
+	if a, b := jupyter.NewID(), jupyter.NewID(); a == b || len(a) != 36 {
 		t.Errorf("ids %q %q", a, b)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aiod/aiod/kernel"
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 // BenchmarkColdREPL: Start a REPL, run one print, Close.
@@ -73,7 +73,7 @@ func BenchmarkWarmExecute(b *testing.B) {
 			for b.Loop() {
 				i++
 				id := fmt.Sprintf("warm-%d", i)
-				if err := h.r.Execute(context.Background(), kernel.ExecuteRequest{MsgID: id, Code: "1 + 1"}); err != nil {
+				if err := h.r.Execute(context.Background(), jupyter.ExecuteRequest{MsgID: id, Code: "1 + 1"}); err != nil {
 					b.Fatal(err)
 				}
 				h.await(id, 30*time.Second)

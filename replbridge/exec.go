@@ -9,14 +9,15 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aiod/aiod/kernel"
 	"github.com/goccy/go-json"
+
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 // execution is the one request the driver is running. Guarded by REPL.mu.
 type execution struct {
-	req     kernel.ExecuteRequest
-	parent  kernel.Header
+	req     jupyter.ExecuteRequest
+	parent  jupyter.Header
 	count   int
 	marker  []byte
 	outSeen bool // end marker seen on stdout
@@ -48,7 +49,7 @@ type command struct {
 // Execute queues req and returns; the execution starts (status busy) once
 // the ones before it have finished. Its messages go to the Handler, parented
 // to req.MsgID. It fails only when the REPL is closed or dead, or ctx is done.
-func (r *REPL) Execute(ctx context.Context, req kernel.ExecuteRequest) error {
+func (r *REPL) Execute(ctx context.Context, req jupyter.ExecuteRequest) error {
 	if req.MsgID == "" {
 		return errors.New("execute: empty MsgID")
 	}
@@ -88,7 +89,7 @@ func (r *REPL) startNextLocked() {
 		req:    req,
 		count:  r.count,
 		marker: []byte("\x00aiod:end:" + token + "\x00"),
-		parent: kernel.Header{MsgID: req.MsgID, Session: r.session, MsgType: "execute_request", Version: kernel.ProtocolVersion},
+		parent: jupyter.Header{MsgID: req.MsgID, Session: r.session, MsgType: "execute_request", Version: jupyter.ProtocolVersion},
 	}
 	r.cur, r.last = x, x.parent
 	r.emit("iopub", "status", x.parent, map[string]any{"execution_state": "busy"})
@@ -144,7 +145,7 @@ func (r *REPL) maybeFinishLocked() {
 }
 
 // emit builds one message and hands it to the handler (which never blocks).
-func (r *REPL) emit(channel, msgType string, parent kernel.Header, content any) {
+func (r *REPL) emit(channel, msgType string, parent jupyter.Header, content any) {
 	if r.handler == nil {
 		return
 	}
@@ -153,30 +154,13 @@ func (r *REPL) emit(channel, msgType string, parent kernel.Header, content any) 
 		r.log.Error("encode message content", "msg_type", msgType, "err", err)
 		return
 	}
-	r.handler(&kernel.Message{
-		Channel: channel,
-		Header: kernel.Header{
-			MsgID:    newID(),
-			Session:  r.session,
-			Username: "aiod",
-			Date:     time.Now().UTC().Format("2006-01-02T15:04:05.000000Z"),
-			MsgType:  msgType,
-			Version:  kernel.ProtocolVersion,
-		},
+	r.handler(&jupyter.Message{
+		Channel:  channel,
+		Header:   jupyter.NewHeader(r.session, jupyter.NewID(), msgType),
 		Parent:   parent,
 		Metadata: json.RawMessage("{}"),
 		Content:  body,
 	})
-}
-
-// newID returns a random UUID (version 4) string.
-func newID() string {
-	var b [16]byte
-	rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
 }
 
 // newToken returns 32 random hex digits.

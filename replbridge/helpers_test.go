@@ -12,19 +12,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aiod/aiod/kernel"
 	"github.com/goccy/go-json"
+
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
-// The compile-time check that *REPL is a stream.Runtime (spelled out so the
+// The compile-time check that *REPL is a jupyter.Runtime (spelled out so the
 // test does not import stream/).
 var _ interface {
-	Execute(context.Context, kernel.ExecuteRequest) error
+	Execute(context.Context, jupyter.ExecuteRequest) error
 	Interrupt(context.Context) error
 	Close(context.Context) error
 	Done() <-chan struct{}
 	Err() error
-	Info() kernel.RuntimeInfo
+	Info() jupyter.RuntimeInfo
 } = (*REPL)(nil)
 
 const waitLimit = 60 * time.Second // generous: a shared 2-core machine
@@ -64,7 +65,7 @@ func checkGoroutines(within time.Duration) error {
 
 // stamped is a message and when the handler got it.
 type stamped struct {
-	*kernel.Message
+	*jupyter.Message
 	at time.Time
 }
 
@@ -77,7 +78,7 @@ type recorder struct {
 
 func newRecorder() *recorder { return &recorder{notify: make(chan struct{}, 1)} }
 
-func (rec *recorder) handle(m *kernel.Message) {
+func (rec *recorder) handle(m *jupyter.Message) {
 	rec.mu.Lock()
 	rec.msgs = append(rec.msgs, stamped{m, time.Now()})
 	rec.mu.Unlock()
@@ -229,7 +230,7 @@ func (h *harness) send(code string) string {
 	h.t.Helper()
 	h.n++
 	id := fmt.Sprintf("%s-req-%d", h.lang, h.n)
-	if err := h.r.Execute(context.Background(), kernel.ExecuteRequest{MsgID: id, Code: code}); err != nil {
+	if err := h.r.Execute(context.Background(), jupyter.ExecuteRequest{MsgID: id, Code: code}); err != nil {
 		h.t.Fatalf("execute %q: %v", code, err)
 	}
 	return id

@@ -7,8 +7,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/aiod/aiod/kernel"
 	"github.com/goccy/go-json"
+
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 const (
@@ -54,7 +55,7 @@ func (r *REPL) scan(name string, pend []byte) []byte {
 
 // expect returns the end marker this pipe still waits for (nil if none) and
 // the parent for its output: the current execution, else the last one.
-func (r *REPL) expect(name string) ([]byte, kernel.Header) {
+func (r *REPL) expect(name string) ([]byte, jupyter.Header) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	x := r.cur
@@ -80,7 +81,7 @@ func (r *REPL) markerSeen(name string) {
 	r.maybeFinishLocked()
 }
 
-func (r *REPL) emitStream(name string, b []byte, parent kernel.Header) {
+func (r *REPL) emitStream(name string, b []byte, parent jupyter.Header) {
 	if len(b) == 0 {
 		return
 	}

@@ -13,7 +13,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/aiod/aiod/kernel"
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 // Languages a REPL can run.
@@ -43,23 +43,25 @@ const (
 
 // Options configure Start. Zero values are usable except Language.
 type Options struct {
-	Language     string         // "python" or "javascript"
-	Interpreter  string         // path or name; empty: FindPython / FindNode
-	Handler      kernel.Handler // receives every message; nil drops them
-	Cwd          string         // working directory; empty: the gateway's
-	Env          []string       // extra KEY=VALUE, appended to the gateway's environment
-	StartTimeout time.Duration  // until the driver is ready; 0 means 10 s
-	Logger       *slog.Logger   // nil means slog.Default()
+	Language     string          // "python" or "javascript"
+	Interpreter  string          // path or name; empty: FindPython / FindNode
+	Handler      jupyter.Handler // receives every message; nil drops them
+	Cwd          string          // working directory; empty: the gateway's
+	Env          []string        // extra KEY=VALUE, appended to the gateway's environment
+	StartTimeout time.Duration   // until the driver is ready; 0 means 10 s
+	Logger       *slog.Logger    // nil means slog.Default()
 }
 
+var _ jupyter.Runtime = (*REPL)(nil)
+
 // REPL is one native interpreter process driven over pipes. It implements
-// stream.Runtime; all methods are safe for concurrent use. Executions are
+// jupyter.Runtime; all methods are safe for concurrent use. Executions are
 // queued and run one at a time in arrival order.
 type REPL struct {
 	// Set once by Start.
 	lang, path, session string
 	pid                 int
-	handler             kernel.Handler
+	handler             jupyter.Handler
 	log                 *slog.Logger
 	cmd                 *exec.Cmd
 	outR, errR, ctlR    *os.File // read ends, owned by their reader goroutine
@@ -75,11 +77,11 @@ type REPL struct {
 	err     error
 	closing bool
 	exited  bool // the leader has exited: the group id may be reused, signal no more
-	queue   []kernel.ExecuteRequest
+	queue   []jupyter.ExecuteRequest
 	cur     *execution
 	count   int
-	last    kernel.Header // parent of output arriving between executions
-	errTail []byte        // last stderr bytes, for start failures
+	last    jupyter.Header // parent of output arriving between executions
+	errTail []byte         // last stderr bytes, for start failures
 }
 
 // Start launches the interpreter with its driver and returns once the driver
@@ -125,7 +127,7 @@ func newREPL(opts Options, path string) *REPL {
 	return &REPL{
 		lang:    opts.Language,
 		path:    path,
-		session: newID(),
+		session: jupyter.NewID(),
 		handler: opts.Handler,
 		log:     log.With("runtime", "native", "language", opts.Language),
 		ready:   make(chan string, 1),
@@ -238,7 +240,7 @@ func (r *REPL) wait() {
 	if r.closing {
 		r.err = ErrClosed
 	} else {
-		r.err = fmt.Errorf("%s REPL died: %s", r.lang, exitCause(r.cmd.ProcessState, werr))
+		r.err = exitError(r.lang+" REPL", r.cmd.ProcessState, werr)
 		r.log.Warn("native REPL died", "pid", r.pid, "err", r.err)
 	}
 	r.queue, r.cur = nil, nil
@@ -348,33 +350,17 @@ func (r *REPL) Err() error {
 }
 
 // Info describes the REPL: backend "native", the interpreter path as Name.
-func (r *REPL) Info() kernel.RuntimeInfo {
+func (r *REPL) Info() jupyter.RuntimeInfo {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return kernel.RuntimeInfo{Backend: "native", Language: r.lang, Name: r.path, PID: r.pid, Version: r.version}
+	return jupyter.RuntimeInfo{Backend: "native", Language: r.lang, Name: r.path, PID: r.pid, Version: r.version}
 }
 
-// exitCause renders how a process ended.
-func exitCause(ps *os.ProcessState, werr error) string {
+// exitError describes how the REPL's process ended.
+func exitError(runtime string, ps *os.ProcessState, werr error) *jupyter.DeadError {
 	if ps == nil {
-		return fmt.Sprintf("wait failed: %v", werr)
+		return &jupyter.DeadError{Runtime: runtime, Cause: fmt.Sprintf("wait failed: %v", werr), ExitCode: -1}
 	}
-	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-		return "killed by signal " + signalName(ws.Signal())
-	}
-	return fmt.Sprintf("exited with code %d", ps.ExitCode())
-}
-
-var signalNames = map[syscall.Signal]string{
-	syscall.SIGABRT: "SIGABRT", syscall.SIGBUS: "SIGBUS", syscall.SIGFPE: "SIGFPE",
-	syscall.SIGHUP: "SIGHUP", syscall.SIGILL: "SIGILL", syscall.SIGINT: "SIGINT",
-	syscall.SIGKILL: "SIGKILL", syscall.SIGPIPE: "SIGPIPE", syscall.SIGQUIT: "SIGQUIT",
-	syscall.SIGSEGV: "SIGSEGV", syscall.SIGTERM: "SIGTERM",
-}
-
-func signalName(s syscall.Signal) string {
-	if n, ok := signalNames[s]; ok {
-		return n
-	}
-	return fmt.Sprintf("signal %d", int(s))
+	ws, _ := ps.Sys().(syscall.WaitStatus)
+	return jupyter.ExitError(runtime, ws, werr)
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/aiod/aiod/kernel"
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 var langs = []string{LangPython, LangJavaScript}
@@ -263,7 +263,7 @@ func TestHugeCode(t *testing.T) {
 func TestSilent(t *testing.T) {
 	forEachLang(t, func(t *testing.T, h *harness) {
 		h.ok("1")
-		if err := h.r.Execute(context.Background(), kernel.ExecuteRequest{MsgID: "quiet", Code: "2", Silent: true}); err != nil {
+		if err := h.r.Execute(context.Background(), jupyter.ExecuteRequest{MsgID: "quiet", Code: "2", Silent: true}); err != nil {
 			t.Fatal(err)
 		}
 		res := h.await("quiet", waitLimit)
@@ -275,7 +275,7 @@ func TestSilent(t *testing.T) {
 		if res.reply["execution_count"] != float64(1) {
 			t.Errorf("silent reply %v", res.reply)
 		}
-		if err := h.r.Execute(context.Background(), kernel.ExecuteRequest{Code: "1"}); err == nil {
+		if err := h.r.Execute(context.Background(), jupyter.ExecuteRequest{Code: "1"}); err == nil {
 			t.Errorf("execute without MsgID succeeded")
 		}
 	})
@@ -348,7 +348,7 @@ func TestDeath(t *testing.T) {
 		if err := h.r.Err(); err == nil || err.Error() != want {
 			t.Errorf("Err = %v, want %q", err, want)
 		}
-		if err := h.r.Execute(context.Background(), kernel.ExecuteRequest{MsgID: "late", Code: "1"}); err == nil {
+		if err := h.r.Execute(context.Background(), jupyter.ExecuteRequest{MsgID: "late", Code: "1"}); err == nil {
 			t.Errorf("execute on a dead REPL succeeded")
 		}
 	})

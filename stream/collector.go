@@ -5,8 +5,9 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/aiod/aiod/kernel"
 	"github.com/goccy/go-json"
+
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 // DefaultBudget is the default cap on one execution's collected output.
@@ -57,7 +58,7 @@ type iopubContent struct {
 }
 
 // Add folds one message. Messages that are not outputs are ignored.
-func (c *Collector) Add(m *kernel.Message) {
+func (c *Collector) Add(m *jupyter.Message) {
 	t := m.Header.MsgType
 	switch t {
 	case "stream", "execute_result", "display_data", "error", "clear_output", "update_display_data":

@@ -5,20 +5,21 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aiod/aiod/kernel"
 	"github.com/goccy/go-json"
+
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
-func iopub(t testing.TB, typ string, content any) *kernel.Message {
+func iopub(t testing.TB, typ string, content any) *jupyter.Message {
 	t.Helper()
 	b, err := json.Marshal(content)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &kernel.Message{Channel: "iopub", Header: kernel.Header{MsgType: typ}, Content: b}
+	return &jupyter.Message{Channel: "iopub", Header: jupyter.Header{MsgType: typ}, Content: b}
 }
 
-func streamMsg(t testing.TB, name, text string) *kernel.Message {
+func streamMsg(t testing.TB, name, text string) *jupyter.Message {
 	return iopub(t, "stream", map[string]string{"name": name, "text": text})
 }
 

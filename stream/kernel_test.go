@@ -8,13 +8,7 @@ import (
 	"time"
 
 	"github.com/aiod/aiod/kernel"
-	"github.com/aiod/aiod/replbridge"
-)
-
-// Both runtimes satisfy Runtime.
-var (
-	_ Runtime = (*kernel.Kernel)(nil)
-	_ Runtime = (*replbridge.REPL)(nil)
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 func kernelBackend(t testing.TB) Backend {
@@ -24,7 +18,7 @@ func kernelBackend(t testing.TB) Backend {
 		t.Fatalf("no python kernelspec (install python3-ipykernel): %v", err)
 	}
 	return Backend{Name: "kernel", Language: "python", Idle: time.Minute,
-		Start: func(ctx context.Context, h kernel.Handler) (Runtime, error) {
+		Start: func(ctx context.Context, h jupyter.Handler) (jupyter.Runtime, error) {
 			return kernel.Start(ctx, kernel.Options{Spec: spec, Handler: h, StartTimeout: 2 * time.Minute})
 		}}
 }

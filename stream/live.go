@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aiod/aiod/kernel"
 	"github.com/goccy/go-json"
+
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 // This file holds what the live routes (WebSocket streaming and the Jupyter
@@ -18,7 +19,7 @@ import (
 // Tracebacks and error names lose their ANSI codes, as in collected
 // results. ok is false for messages that carry no output (status,
 // execute_input, clear_output, update_display_data, ...).
-func OutputOf(m *kernel.Message) (o *Output, ok bool) {
+func OutputOf(m *jupyter.Message) (o *Output, ok bool) {
 	t := m.Header.MsgType
 	switch t {
 	case "stream", "execute_result", "display_data", "error":
@@ -61,7 +62,7 @@ func (s *Session) Touch() {
 // EnsureRuntime returns the session's live runtime, starting one when none
 // runs. It waits for the session's turn only when it has to start one, and
 // gives up when ctx ends. Errors are *StartError or ErrSessionClosed.
-func (s *Session) EnsureRuntime(ctx context.Context) (Runtime, error) {
+func (s *Session) EnsureRuntime(ctx context.Context) (jupyter.Runtime, error) {
 	if rt := s.liveRuntime(); rt != nil {
 		return rt, nil
 	}
@@ -80,7 +81,7 @@ func (s *Session) EnsureRuntime(ctx context.Context) (Runtime, error) {
 }
 
 // liveRuntime returns the runtime when it runs, or nil.
-func (s *Session) liveRuntime() Runtime {
+func (s *Session) liveRuntime() jupyter.Runtime {
 	rt := s.Runtime()
 	if rt == nil {
 		return nil
@@ -97,7 +98,7 @@ func (s *Session) liveRuntime() Runtime {
 // turn. A dead runtime still installed is closed first. A pending note
 // about lost state is dropped: the next Execute finds this runtime running
 // and would otherwise report the loss much later, against the wrong call.
-func (s *Session) startRuntime(ctx context.Context) (Runtime, error) {
+func (s *Session) startRuntime(ctx context.Context) (jupyter.Runtime, error) {
 	s.mu.Lock()
 	old := s.rt
 	s.rt = nil
@@ -133,7 +134,7 @@ func (s *Session) startRuntime(ctx context.Context) (Runtime, error) {
 // iopub status "restarting", the old runtime is closed (code running in it
 // ends with an error result), and once the new one answers they see
 // "idle" ("dead" when it could not start). Bounded by ctx.
-func (s *Session) Restart(ctx context.Context) (Runtime, error) {
+func (s *Session) Restart(ctx context.Context) (jupyter.Runtime, error) {
 	s.PublishStatus("restarting")
 	s.mu.Lock()
 	old := s.rt
@@ -168,13 +169,7 @@ func (s *Session) Restart(ctx context.Context) (Runtime, error) {
 // watcher of the session, the way a Jupyter server announces a kernel
 // restarting or dead.
 func (s *Session) PublishStatus(state string) {
-	content, _ := json.Marshal(map[string]string{"execution_state": state})
-	m := &kernel.Message{
-		Channel: "iopub",
-		Header:  kernel.NewHeader("aiod", kernel.NewMsgID(), "status"),
-		Content: content,
-	}
-	ev := Event{Msg: m}
+	ev := Event{Msg: jupyter.NewStatus(state)}
 	for _, w := range *s.mux.watchers.Load() {
 		w.Deliver(ev)
 	}

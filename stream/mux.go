@@ -4,8 +4,9 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/aiod/aiod/kernel"
 	"github.com/goccy/go-json"
+
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 // Mux routes the messages of one session's runtime. The runtime's reader
@@ -39,14 +40,14 @@ func NewMux() *Mux {
 
 // Handler returns the handler for the runtime of generation gen; messages
 // from an older runtime are dropped and counted.
-func (m *Mux) Handler(gen uint64) kernel.Handler {
-	return func(msg *kernel.Message) { m.deliver(gen, msg) }
+func (m *Mux) Handler(gen uint64) jupyter.Handler {
+	return func(msg *jupyter.Message) { m.deliver(gen, msg) }
 }
 
 // NextGen starts a new runtime generation and returns it.
 func (m *Mux) NextGen() uint64 { return m.gen.Add(1) }
 
-func (m *Mux) deliver(gen uint64, msg *kernel.Message) {
+func (m *Mux) deliver(gen uint64, msg *jupyter.Message) {
 	if gen != m.gen.Load() {
 		m.stale.Add(1)
 		return
@@ -176,7 +177,7 @@ func (ex *Execution) subscribers() []Subscriber {
 	return append([]Subscriber(nil), ex.subs...)
 }
 
-func (ex *Execution) add(msg *kernel.Message) {
+func (ex *Execution) add(msg *jupyter.Message) {
 	ex.folding.Add(1)
 	defer ex.folding.Add(-1)
 	ex.poke() // folding a huge message can take a while: it counts as activity

@@ -9,15 +9,16 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aiod/aiod/kernel"
 	"github.com/goccy/go-json"
+
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 // PoolConfig describes a prewarm pool.
 type PoolConfig struct {
 	Name   string // for logs and info, e.g. "kernel" or "javascript"
 	Size   int    // runtimes kept ready
-	Start  func(ctx context.Context, h kernel.Handler) (Runtime, error)
+	Start  func(ctx context.Context, h jupyter.Handler) (jupyter.Runtime, error)
 	Warmup string // code run (silently) in each runtime before it is handed out; "" none
 	Prime  bool   // also run a visible `pass` that stores no history (kernels: see warm)
 	// WarmupTimeout bounds the warm-up; 60 s when zero.
@@ -50,23 +51,23 @@ type Pool struct {
 }
 
 type pooled struct {
-	rt  Runtime
+	rt  jupyter.Runtime
 	fwd *forwarder
 }
 
-// forwarder is a kernel.Handler whose target can be set after the runtime
+// forwarder is a jupyter.Handler whose target can be set after the runtime
 // started.
 type forwarder struct {
-	h atomic.Pointer[kernel.Handler]
+	h atomic.Pointer[jupyter.Handler]
 }
 
-func (f *forwarder) deliver(m *kernel.Message) {
+func (f *forwarder) deliver(m *jupyter.Message) {
 	if h := f.h.Load(); h != nil {
 		(*h)(m)
 	}
 }
 
-func (f *forwarder) set(h kernel.Handler) { f.h.Store(&h) }
+func (f *forwarder) set(h jupyter.Handler) { f.h.Store(&h) }
 
 // NewPool starts filling a pool; call Close.
 func NewPool(cfg PoolConfig) *Pool {
@@ -88,7 +89,7 @@ func NewPool(cfg PoolConfig) *Pool {
 
 // Start is a Backend.Start: a ready runtime from the pool when there is one,
 // else a cold start.
-func (p *Pool) Start(ctx context.Context, h kernel.Handler) (Runtime, error) {
+func (p *Pool) Start(ctx context.Context, h jupyter.Handler) (jupyter.Runtime, error) {
 	if pr := p.take(); pr != nil {
 		pr.fwd.set(h)
 		p.taken.Add(1)
@@ -201,25 +202,25 @@ func (p *Pool) add() error {
 // execution costs several times a later one (display hooks, first
 // compile), and this moves that cost out of the taker's first call
 // without moving the execution count.
-func (p *Pool) warm(rt Runtime, fwd *forwarder) error {
+func (p *Pool) warm(rt jupyter.Runtime, fwd *forwarder) error {
 	if p.cfg.Warmup != "" {
-		if err := p.run(rt, fwd, kernel.ExecuteRequest{Code: p.cfg.Warmup, Silent: true, NoHistory: true}); err != nil {
+		if err := p.run(rt, fwd, jupyter.ExecuteRequest{Code: p.cfg.Warmup, Silent: true, NoHistory: true}); err != nil {
 			return err
 		}
 	}
 	if p.cfg.Prime {
-		return p.run(rt, fwd, kernel.ExecuteRequest{Code: "pass", NoHistory: true})
+		return p.run(rt, fwd, jupyter.ExecuteRequest{Code: "pass", NoHistory: true})
 	}
 	return nil
 }
 
 // run executes one request through the forwarder and waits for its idle.
-func (p *Pool) run(rt Runtime, fwd *forwarder, req kernel.ExecuteRequest) error {
-	id := NewID()
+func (p *Pool) run(rt jupyter.Runtime, fwd *forwarder, req jupyter.ExecuteRequest) error {
+	id := jupyter.NewID()
 	req.MsgID = id
 	idle := make(chan struct{})
 	var once sync.Once
-	fwd.set(func(m *kernel.Message) {
+	fwd.set(func(m *jupyter.Message) {
 		if m.Parent.MsgID == id && m.Header.MsgType == "status" && containsIdle(m.Content) {
 			once.Do(func() { close(idle) })
 		}
@@ -245,7 +246,7 @@ func containsIdle(content []byte) bool {
 	return json.Unmarshal(content, &st) == nil && st.ExecutionState == "idle"
 }
 
-func closeQuietly(rt Runtime) {
+func closeQuietly(rt jupyter.Runtime) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_ = rt.Close(ctx)

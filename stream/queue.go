@@ -6,16 +6,16 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/aiod/aiod/kernel"
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 // Event is what a subscriber receives: a kernel message of the session, or
 // the final result of one execution (Msg nil, Result set).
 type Event struct {
-	ExecID string          // the execution's msg_id (the message's parent)
-	Ref    string          // the caller's reference for that execution, if any
-	Msg    *kernel.Message // a kernel message, or nil
-	Result *Result         // the finished execution, or nil
+	ExecID string           // the execution's msg_id (the message's parent)
+	Ref    string           // the caller's reference for that execution, if any
+	Msg    *jupyter.Message // a kernel message, or nil
+	Result *Result          // the finished execution, or nil
 }
 
 func (e Event) size() int {

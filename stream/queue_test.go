@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aiod/aiod/kernel"
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 func TestQueueClosesSlowConsumerButKeepsControl(t *testing.T) {
@@ -46,7 +46,7 @@ func TestQueueNextWaitsAndHonoursContext(t *testing.T) {
 	q := NewQueue(1 << 20)
 	go func() {
 		time.Sleep(20 * time.Millisecond)
-		q.Deliver(Event{Msg: &kernel.Message{Header: kernel.Header{MsgType: "stream"}}})
+		q.Deliver(Event{Msg: &jupyter.Message{Header: jupyter.Header{MsgType: "stream"}}})
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 const releaseDelay = 100 * time.Millisecond
@@ -215,7 +217,7 @@ func (r *Registry) Release(s *Session) {
 }
 
 // closeRuntime closes a runtime in the background.
-func (r *Registry) closeRuntime(rt Runtime) {
+func (r *Registry) closeRuntime(rt jupyter.Runtime) {
 	r.background(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.CloseTimeout)
 		defer cancel()

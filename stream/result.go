@@ -3,7 +3,7 @@ package stream
 import (
 	"strings"
 
-	"github.com/aiod/aiod/kernel"
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 // Execution statuses.
@@ -26,7 +26,7 @@ type Result struct {
 	Truncated      bool
 	Fresh          bool     // the runtime was (re)started for this call after a loss of state
 	Notes          []string // what the caller should know, joined into the envelope's message
-	Runtime        kernel.RuntimeInfo
+	Runtime        jupyter.RuntimeInfo
 }
 
 // Success is true when the code ran to the end without raising.

@@ -2,14 +2,12 @@ package stream
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"sync"
 	"time"
 
-	"github.com/aiod/aiod/kernel"
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 // ErrSessionClosed is returned by Execute on a session that was deleted or
@@ -29,7 +27,7 @@ type Backend struct {
 	Name     string        // "kernel", "native" or "jupyter"
 	Language string        // "python" or "javascript"
 	Idle     time.Duration // reclaim after this long unused; 0 never
-	Start    func(ctx context.Context, h kernel.Handler) (Runtime, error)
+	Start    func(ctx context.Context, h jupyter.Handler) (jupyter.Runtime, error)
 }
 
 // ExecRequest is one call to Session.Execute.
@@ -56,7 +54,7 @@ type Session struct {
 	once   sync.Once
 
 	mu      sync.Mutex // guards below
-	rt      Runtime
+	rt      jupyter.Runtime
 	gen     uint64
 	lost    string // why earlier state is gone; the next answer says so
 	last    time.Time
@@ -97,7 +95,7 @@ func (s *Session) LastUsed() time.Time {
 }
 
 // Runtime returns the current runtime, or nil when none runs.
-func (s *Session) Runtime() Runtime {
+func (s *Session) Runtime() jupyter.Runtime {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.rt
@@ -125,7 +123,7 @@ func (s *Session) Execute(ctx context.Context, req ExecRequest) (*Result, error)
 	arrival := time.Now()
 	s.enter()
 	defer s.leave()
-	res := &Result{ID: NewID(), Ref: req.Ref, Code: req.Code, Language: s.Language, SessionID: s.ID}
+	res := &Result{ID: jupyter.NewID(), Ref: req.Ref, Code: req.Code, Language: s.Language, SessionID: s.ID}
 	deadline := time.NewTimer(req.Timeout)
 	defer deadline.Stop()
 	select {
@@ -152,7 +150,7 @@ func (s *Session) Execute(ctx context.Context, req ExecRequest) (*Result, error)
 
 	ex := s.mux.Begin(res.ID, req.Ref, s.reg.cfg.Budget, req.Subs...)
 	defer s.mux.End(ex)
-	if err := rt.Execute(ctx, kernel.ExecuteRequest{MsgID: res.ID, Code: req.Code}); err != nil {
+	if err := rt.Execute(ctx, jupyter.ExecuteRequest{MsgID: res.ID, Code: req.Code}); err != nil {
 		s.discard(rt, gen, "sending to it failed: "+err.Error())
 		res.Status = StatusError
 		res.note("send execute request: " + err.Error())
@@ -165,7 +163,7 @@ func (s *Session) Execute(ctx context.Context, req ExecRequest) (*Result, error)
 }
 
 // runtime returns the live runtime, starting a fresh one when needed.
-func (s *Session) runtime(res *Result) (Runtime, uint64, error) {
+func (s *Session) runtime(res *Result) (jupyter.Runtime, uint64, error) {
 	s.mu.Lock()
 	rt, gen := s.rt, s.gen
 	s.mu.Unlock()
@@ -215,7 +213,7 @@ func (s *Session) kind() string {
 
 // discard drops rt if it is still the session's runtime, remembers why
 // state was lost, and closes it in the background.
-func (s *Session) discard(rt Runtime, gen uint64, why string) {
+func (s *Session) discard(rt jupyter.Runtime, gen uint64, why string) {
 	s.mu.Lock()
 	if s.rt == rt && s.gen == gen {
 		s.rt = nil
@@ -231,7 +229,7 @@ func (s *Session) discard(rt Runtime, gen uint64, why string) {
 // Once one of reply and idle has arrived, the other is waited for while
 // messages keep coming (iopub can trail the shell by seconds during a
 // flood) and for CompletionGrace after the last one.
-func (s *Session) wait(ex *Execution, rt Runtime, gen uint64, deadline *time.Timer, timeout time.Duration, res *Result) {
+func (s *Session) wait(ex *Execution, rt jupyter.Runtime, gen uint64, deadline *time.Timer, timeout time.Duration, res *Result) {
 	replied, idled := ex.replied, ex.idled
 	var grace *time.Timer
 	var graceC <-chan time.Time
@@ -272,7 +270,7 @@ func (s *Session) wait(ex *Execution, rt Runtime, gen uint64, deadline *time.Tim
 	}
 }
 
-func (s *Session) died(rt Runtime, gen uint64, res *Result) {
+func (s *Session) died(rt jupyter.Runtime, gen uint64, res *Result) {
 	res.Status = StatusError
 	select {
 	case <-s.closed:
@@ -290,7 +288,7 @@ func (s *Session) died(rt Runtime, gen uint64, res *Result) {
 	res.note(msg)
 }
 
-func (s *Session) timedOut(ex *Execution, rt Runtime, gen uint64, timeout time.Duration, res *Result) {
+func (s *Session) timedOut(ex *Execution, rt jupyter.Runtime, gen uint64, timeout time.Duration, res *Result) {
 	res.Status = StatusTimeout
 	grace := s.reg.cfg.InterruptGrace
 	ctx, cancel := context.WithTimeout(s.reg.ctx, grace)
@@ -389,23 +387,4 @@ func (s *Session) Close(ctx context.Context) {
 	if rt != nil {
 		_ = rt.Close(ctx)
 	}
-}
-
-// NewID returns a random UUID (version 4) string, for msg_ids and session ids.
-func NewID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	var out [36]byte
-	hex.Encode(out[0:8], b[0:4])
-	out[8] = '-'
-	hex.Encode(out[9:13], b[4:6])
-	out[13] = '-'
-	hex.Encode(out[14:18], b[6:8])
-	out[18] = '-'
-	hex.Encode(out[19:23], b[8:10])
-	out[23] = '-'
-	hex.Encode(out[24:], b[10:])
-	return string(out[:])
 }

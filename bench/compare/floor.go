@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aiod/aiod/kernel"
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 // floorKernel is one ipykernel driven straight over zmq4 by package kernel.
@@ -23,7 +24,7 @@ func startFloorKernel(ctx context.Context, run string, env []string) (*floorKern
 	f := &floorKernel{r: newRouter()}
 	f.k, err = kernel.Start(ctx, kernel.Options{
 		Spec: spec, StartTimeout: 3 * time.Minute, Env: append([]string{markerEnv + "=" + run}, env...),
-		Handler: func(m *kernel.Message) { f.r.on(m.Parent.MsgID, m.Header.MsgType, m.Content) },
+		Handler: func(m *jupyter.Message) { f.r.on(m.Parent.MsgID, m.Header.MsgType, m.Content) },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("floor: start kernel: %w", err)
@@ -33,9 +34,9 @@ func startFloorKernel(ctx context.Context, run string, env []string) (*floorKern
 
 // exec sends an execute_request as aiod's sessions do (store_history on).
 func (f *floorKernel) exec(ctx context.Context, code string) (string, error) {
-	id := kernel.NewMsgID()
+	id := jupyter.NewID()
 	p := f.r.add(id)
-	if err := f.k.Execute(ctx, kernel.ExecuteRequest{MsgID: id, Code: code}); err != nil {
+	if err := f.k.Execute(ctx, jupyter.ExecuteRequest{MsgID: id, Code: code}); err != nil {
 		f.r.remove(id)
 		return "", err
 	}

@@ -4,20 +4,21 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aiod/aiod/kernel"
 	"github.com/goccy/go-json"
+
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 // bigStream is an iopub stream message of about 8 MB of text full of
 // escapes (newlines, quotes, tabs), as a chatty cell prints.
-func bigStream(tb testing.TB) *kernel.Message {
+func bigStream(tb testing.TB) *jupyter.Message {
 	text := strings.Repeat("line \"quoted\"\tand é\n", 8<<20/22)
 	content, err := json.Marshal(map[string]string{"name": "stdout", "text": text})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	h := kernel.NewHeader("s", "m", "stream")
-	return &kernel.Message{Channel: "iopub", Header: h, Parent: h, Content: content}
+	h := jupyter.NewHeader("s", "m", "stream")
+	return &jupyter.Message{Channel: "iopub", Header: h, Parent: h, Content: content}
 }
 
 func benchmarkDecode(b *testing.B, f framing) {
@@ -38,8 +39,8 @@ func BenchmarkDecodeBigV1(b *testing.B)     { benchmarkDecode(b, v1Framing) }
 func BenchmarkDecodeBigLegacy(b *testing.B) { benchmarkDecode(b, legacyFraming) }
 
 func BenchmarkEncodeExecuteV1(b *testing.B) {
-	h := kernel.NewHeader("s", "m", "execute_request")
-	m := &kernel.Message{Channel: "shell", Header: h, Content: []byte(`{"code":"pass","silent":false}`)}
+	h := jupyter.NewHeader("s", "m", "execute_request")
+	m := &jupyter.Message{Channel: "shell", Header: h, Content: []byte(`{"code":"pass","silent":false}`)}
 	for b.Loop() {
 		encodeFrame(v1Framing, m)
 	}

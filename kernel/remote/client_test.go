@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/aiod/aiod/kernel/remote/remotetest"
 	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aiod/aiod/kernel/remote/remotetest"
 )
 
 func TestProbe(t *testing.T) {

@@ -10,9 +10,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aiod/aiod/kernel"
 	"github.com/coder/websocket"
 	"github.com/goccy/go-json"
+
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 const (
@@ -168,7 +169,7 @@ func (k *Kernel) readLoop(c *websocket.Conn, f framing) error {
 // dispatch drops a message seen already (a replay after a reconnect),
 // routes the answers to aiod's own requests to their waiter (see expect),
 // and hands the rest to the Handler once the kernel is ready.
-func (k *Kernel) dispatch(m *kernel.Message) {
+func (k *Kernel) dispatch(m *jupyter.Message) {
 	if id := m.Header.MsgID; id != "" && !k.recent.add(id) {
 		k.duplicates.Add(1)
 		return

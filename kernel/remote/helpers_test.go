@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aiod/aiod/kernel"
 	"github.com/goccy/go-json"
+
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 // Generous: the test machine has two busy cores.
@@ -21,13 +22,13 @@ const (
 // recorder is a Handler that keeps every message and wakes waiters.
 type recorder struct {
 	mu   sync.Mutex
-	msgs []*kernel.Message
+	msgs []*jupyter.Message
 	poke chan struct{}
 }
 
 func newRecorder() *recorder { return &recorder{poke: make(chan struct{}, 1)} }
 
-func (r *recorder) handle(m *kernel.Message) {
+func (r *recorder) handle(m *jupyter.Message) {
 	r.mu.Lock()
 	r.msgs = append(r.msgs, m)
 	r.mu.Unlock()
@@ -37,15 +38,15 @@ func (r *recorder) handle(m *kernel.Message) {
 	}
 }
 
-func (r *recorder) all() []*kernel.Message {
+func (r *recorder) all() []*jupyter.Message {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]*kernel.Message(nil), r.msgs...)
+	return append([]*jupyter.Message(nil), r.msgs...)
 }
 
 // children returns the messages parented to msgID, in arrival order.
-func (r *recorder) children(msgID string) []*kernel.Message {
-	var out []*kernel.Message
+func (r *recorder) children(msgID string) []*jupyter.Message {
+	var out []*jupyter.Message
 	for _, m := range r.all() {
 		if m.Parent.MsgID == msgID {
 			out = append(out, m)
@@ -55,7 +56,7 @@ func (r *recorder) children(msgID string) []*kernel.Message {
 }
 
 // waitFor waits until cond holds for the children of msgID.
-func (r *recorder) waitFor(t testing.TB, msgID, what string, cond func([]*kernel.Message) bool) []*kernel.Message {
+func (r *recorder) waitFor(t testing.TB, msgID, what string, cond func([]*jupyter.Message) bool) []*jupyter.Message {
 	t.Helper()
 	deadline := time.NewTimer(execTimeout)
 	defer deadline.Stop()
@@ -73,12 +74,12 @@ func (r *recorder) waitFor(t testing.TB, msgID, what string, cond func([]*kernel
 }
 
 // complete reports whether both execute_reply and status idle are there.
-func complete(ms []*kernel.Message) bool {
+func complete(ms []*jupyter.Message) bool {
 	return find(ms, "shell", "execute_reply") != nil && findStatus(ms, "idle") != nil
 }
 
 // execute runs code and waits for its reply and idle status.
-func execute(t testing.TB, k *Kernel, rec *recorder, code string) []*kernel.Message {
+func execute(t testing.TB, k *Kernel, rec *recorder, code string) []*jupyter.Message {
 	t.Helper()
 	id := send(t, k, code)
 	return rec.waitFor(t, id, "execute_reply and idle", complete)
@@ -87,16 +88,16 @@ func execute(t testing.TB, k *Kernel, rec *recorder, code string) []*kernel.Mess
 // send sends an execute_request for code and returns its msg_id.
 func send(t testing.TB, k *Kernel, code string) string {
 	t.Helper()
-	id := kernel.NewMsgID()
+	id := jupyter.NewID()
 	ctx, cancel := context.WithTimeout(context.Background(), execTimeout)
 	defer cancel()
-	if err := k.Execute(ctx, kernel.ExecuteRequest{MsgID: id, Code: code}); err != nil {
+	if err := k.Execute(ctx, jupyter.ExecuteRequest{MsgID: id, Code: code}); err != nil {
 		t.Fatalf("execute %q: %v", code, err)
 	}
 	return id
 }
 
-func find(ms []*kernel.Message, channel, msgType string) *kernel.Message {
+func find(ms []*jupyter.Message, channel, msgType string) *jupyter.Message {
 	for _, m := range ms {
 		if m.Channel == channel && m.Header.MsgType == msgType {
 			return m
@@ -105,7 +106,7 @@ func find(ms []*kernel.Message, channel, msgType string) *kernel.Message {
 	return nil
 }
 
-func findStatus(ms []*kernel.Message, state string) *kernel.Message {
+func findStatus(ms []*jupyter.Message, state string) *jupyter.Message {
 	for _, m := range ms {
 		if m.Channel == "iopub" && m.Header.MsgType == "status" && field(m, "execution_state") == state {
 			return m
@@ -115,7 +116,7 @@ func findStatus(ms []*kernel.Message, state string) *kernel.Message {
 }
 
 // field returns a string field of m's content.
-func field(m *kernel.Message, name string) string {
+func field(m *jupyter.Message, name string) string {
 	var c map[string]any
 	if json.Unmarshal(m.Content, &c) != nil {
 		return ""
@@ -125,7 +126,7 @@ func field(m *kernel.Message, name string) string {
 }
 
 // stdout joins the text of the stdout stream messages.
-func stdout(ms []*kernel.Message) string {
+func stdout(ms []*jupyter.Message) string {
 	var b strings.Builder
 	for _, m := range ms {
 		if m.Header.MsgType == "stream" && field(m, "name") == "stdout" {
@@ -135,7 +136,7 @@ func stdout(ms []*kernel.Message) string {
 	return b.String()
 }
 
-func summary(ms []*kernel.Message) string {
+func summary(ms []*jupyter.Message) string {
 	var parts []string
 	for _, m := range ms {
 		s := m.Channel + "/" + m.Header.MsgType

@@ -10,9 +10,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aiod/aiod/kernel"
 	"github.com/coder/websocket"
 	"github.com/goccy/go-json"
+
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 // Defaults for the zero values of Options.
@@ -49,7 +50,7 @@ type Options struct {
 	// "control") and each message at most once. It is called from the
 	// kernel's one reader goroutine and must not block. Nil discards the
 	// messages.
-	Handler kernel.Handler
+	Handler jupyter.Handler
 	// Env is sent as the "env" of POST /api/kernels. Enterprise Gateway
 	// passes KERNEL_* variables (e.g. KERNEL_USERNAME) and its allow-listed
 	// names on to the kernel; Jupyter Server ignores them.
@@ -99,12 +100,14 @@ func (o *Options) setDefaults() {
 		o.ReadLimit = DefaultReadLimit
 	}
 	if o.Handler == nil {
-		o.Handler = func(*kernel.Message) {}
+		o.Handler = func(*jupyter.Message) {}
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 }
+
+var _ jupyter.Runtime = (*Kernel)(nil)
 
 // Kernel is a kernel running on a Jupyter server, and aiod's channels
 // WebSocket to it. All methods are safe for concurrent use.
@@ -124,7 +127,7 @@ type Kernel struct {
 	// Set by the first handshake before ready is stored; read-only
 	// afterwards.
 	info      json.RawMessage
-	infoReply kernel.KernelInfoReply
+	infoReply jupyter.KernelInfoReply
 
 	ready      atomic.Bool  // the first handshake is over: messages go to Handler
 	restarting atomic.Int32 // Restart calls in progress
@@ -149,7 +152,7 @@ type Kernel struct {
 	recent *idSet // owned by the reader of the current connection
 
 	pmu      sync.Mutex
-	internal map[string]chan *kernel.Message // guarded by pmu; see expect
+	internal map[string]chan *jupyter.Message // guarded by pmu; see expect
 
 	cmu sync.Mutex
 	cur *websocket.Conn // guarded by cmu; the open channels socket or nil
@@ -166,7 +169,7 @@ type Kernel struct {
 
 // sendReq asks the writer to send m and report on done (buffered).
 type sendReq struct {
-	m    *kernel.Message
+	m    *jupyter.Message
 	done chan error
 }
 
@@ -218,13 +221,13 @@ func newKernel(opts Options, model KernelModel) *Kernel {
 	k := &Kernel{
 		client:   opts.Client,
 		model:    model,
-		session:  kernel.NewMsgID(),
+		session:  jupyter.NewID(),
 		opts:     opts,
 		out:      make(chan sendReq),
 		retry:    make(chan sendReq, 1),
 		check:    make(chan struct{}, 1),
 		recent:   newIDSet(recentIDs),
-		internal: make(map[string]chan *kernel.Message),
+		internal: make(map[string]chan *jupyter.Message),
 		stop:     make(chan struct{}),
 		deleted:  make(chan struct{}),
 		done:     make(chan struct{}),
@@ -250,18 +253,18 @@ func (k *Kernel) abort(ctx context.Context, err error) error {
 // Handler. The first (at Start) records the reply and opens the gate to
 // the Handler.
 func (k *Kernel) handshake(ctx context.Context, first bool) error {
-	replies := make(chan *kernel.Message, 64)
+	replies := make(chan *jupyter.Message, 64)
 	var ids []string
 	defer func() { k.forget(ids...) }()
 	tick := time.NewTicker(infoRetry)
 	defer tick.Stop()
-	var reply *kernel.Message
+	var reply *jupyter.Message
 	gotIOPub := false
 	for {
-		id := kernel.NewMsgID()
+		id := jupyter.NewID()
 		ids = append(ids, id)
 		k.expect(id, replies)
-		req := &kernel.Message{Channel: "shell", Header: kernel.NewHeader(k.session, id, "kernel_info_request")}
+		req := &jupyter.Message{Channel: "shell", Header: jupyter.NewHeader(k.session, id, "kernel_info_request")}
 		if err := k.send(ctx, req); err != nil {
 			return fmt.Errorf("send kernel_info_request: %w", err)
 		}
@@ -333,12 +336,12 @@ func (k *Kernel) Subprotocol() string {
 }
 
 // Info describes the kernel for the runtime interface.
-func (k *Kernel) Info() kernel.RuntimeInfo {
+func (k *Kernel) Info() jupyter.RuntimeInfo {
 	lang := strings.ToLower(k.infoReply.LanguageInfo.Name)
 	if lang == "" {
 		lang = "python"
 	}
-	return kernel.RuntimeInfo{
+	return jupyter.RuntimeInfo{
 		Backend:  "jupyter",
 		Language: lang,
 		Name:     k.model.Name,
@@ -545,8 +548,8 @@ func (k *Kernel) endIfGone(err error) {
 // through the Handler). While the socket is being reconnected it waits. It
 // fails when req.MsgID is empty, when ctx ends first, or when the kernel
 // has ended (the error then wraps Err's value).
-func (k *Kernel) Execute(ctx context.Context, req kernel.ExecuteRequest) error {
-	m, err := kernel.NewExecuteRequest(k.session, req)
+func (k *Kernel) Execute(ctx context.Context, req jupyter.ExecuteRequest) error {
+	m, err := jupyter.NewExecuteRequest(k.session, req)
 	if err != nil {
 		return fmt.Errorf("send %w", err)
 	}
@@ -559,7 +562,7 @@ func (k *Kernel) Execute(ctx context.Context, req kernel.ExecuteRequest) error {
 // Send passes a client's message through to the kernel on m.Channel
 // ("shell", "control" or "stdin") as given. Replies arrive through the
 // Handler. Send fails like Execute.
-func (k *Kernel) Send(ctx context.Context, m *kernel.Message) error {
+func (k *Kernel) Send(ctx context.Context, m *jupyter.Message) error {
 	switch m.Channel {
 	case "shell", "control", "stdin":
 	default:
@@ -574,7 +577,7 @@ func (k *Kernel) Send(ctx context.Context, m *kernel.Message) error {
 // send hands m to the current connection's writer. It returns when m is
 // written, ctx is done, or the kernel ends. When ctx ends first the
 // message may still be sent.
-func (k *Kernel) send(ctx context.Context, m *kernel.Message) error {
+func (k *Kernel) send(ctx context.Context, m *jupyter.Message) error {
 	r := sendReq{m: m, done: make(chan error, 1)}
 	select {
 	case k.out <- r:
@@ -596,7 +599,7 @@ func (k *Kernel) send(ctx context.Context, m *kernel.Message) error {
 // expect routes the replies to aiod's own request msgID (kernel_info) to
 // ch instead of the Handler. Delivery is non-blocking: ch must be
 // buffered. A nil ch drops them.
-func (k *Kernel) expect(msgID string, ch chan *kernel.Message) {
+func (k *Kernel) expect(msgID string, ch chan *jupyter.Message) {
 	k.pmu.Lock()
 	defer k.pmu.Unlock()
 	k.internal[msgID] = ch
@@ -612,7 +615,7 @@ func (k *Kernel) forget(msgIDs ...string) {
 	}
 }
 
-func (k *Kernel) internalWaiter(parentID string) (chan *kernel.Message, bool) {
+func (k *Kernel) internalWaiter(parentID string) (chan *jupyter.Message, bool) {
 	if parentID == "" {
 		return nil, false
 	}

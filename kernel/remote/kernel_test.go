@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/aiod/aiod/kernel/remote/remotetest"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/aiod/aiod/kernel"
+	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/kernel/remote/remotetest"
 )
 
 // protocols runs body against a server that selects the v1 subprotocol
@@ -69,7 +69,7 @@ func TestExecute(t *testing.T) {
 // checkShape checks the messages of one execution: status busy first,
 // execute_input, status idle, execute_reply with status want, each
 // parented to id and of the kernel's session.
-func checkShape(t *testing.T, id string, ms []*kernel.Message, want string) {
+func checkShape(t *testing.T, id string, ms []*jupyter.Message, want string) {
 	t.Helper()
 	if len(ms) == 0 || ms[0].Header.MsgType != "status" || field(ms[0], "execution_state") != "busy" {
 		t.Errorf("first message is not status busy: %s", summary(ms))
@@ -98,7 +98,7 @@ func TestInterrupt(t *testing.T) {
 	k, rec := startKernel(t, s, nil)
 	execute(t, k, rec, "x = 42")
 	id := send(t, k, "while True: pass")
-	rec.waitFor(t, id, "execute_input", func(ms []*kernel.Message) bool {
+	rec.waitFor(t, id, "execute_input", func(ms []*jupyter.Message) bool {
 		return find(ms, "iopub", "execute_input") != nil
 	})
 	time.Sleep(200 * time.Millisecond) // into the loop
@@ -145,7 +145,7 @@ func TestReconnect(t *testing.T) {
 		k, rec := startKernel(t, s, nil)
 		const n = 10
 		id := send(t, k, fmt.Sprintf("import time\nfor i in range(%d):\n    print(i, flush=True)\n    time.sleep(0.3)", n))
-		rec.waitFor(t, id, "first output", func(ms []*kernel.Message) bool { return strings.Contains(stdout(ms), "0\n") })
+		rec.waitFor(t, id, "first output", func(ms []*jupyter.Message) bool { return strings.Contains(stdout(ms), "0\n") })
 		// Outputs published during a one-second outage are buffered by the
 		// server.
 		if !k.DropConnection(time.Second) {
@@ -201,7 +201,7 @@ func TestDeletedBehindBack(t *testing.T) {
 	if err.Error() != want {
 		t.Errorf("Err() = %q, want %q", err, want)
 	}
-	err = k.Execute(ctx, kernel.ExecuteRequest{MsgID: kernel.NewMsgID(), Code: "pass"})
+	err = k.Execute(ctx, jupyter.ExecuteRequest{MsgID: jupyter.NewID(), Code: "pass"})
 	if !errors.Is(err, ErrGone) {
 		t.Errorf("Execute after the end = %v, want ErrGone", err)
 	}
@@ -253,7 +253,7 @@ func TestServerKilled(t *testing.T) {
 	t.Logf("Err() = %v", err)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := k.Execute(ctx, kernel.ExecuteRequest{MsgID: kernel.NewMsgID(), Code: "pass"}); !errors.Is(err, ErrUnreachable) {
+	if err := k.Execute(ctx, jupyter.ExecuteRequest{MsgID: jupyter.NewID(), Code: "pass"}); !errors.Is(err, ErrUnreachable) {
 		t.Errorf("Execute after the end = %v, want ErrUnreachable", err)
 	}
 	if err := k.Close(ctx); err != nil {
@@ -343,7 +343,7 @@ func TestClose(t *testing.T) {
 	if err := k.Close(ctx); err != nil {
 		t.Errorf("second Close = %v", err)
 	}
-	if err := k.Execute(ctx, kernel.ExecuteRequest{MsgID: kernel.NewMsgID(), Code: "pass"}); !errors.Is(err, ErrClosed) {
+	if err := k.Execute(ctx, jupyter.ExecuteRequest{MsgID: jupyter.NewID(), Code: "pass"}); !errors.Is(err, ErrClosed) {
 		t.Errorf("Execute after Close = %v, want ErrClosed", err)
 	}
 }
@@ -394,8 +394,8 @@ func TestConcurrentStarts(t *testing.T) {
 				return
 			}
 			defer k.Close(ctx)
-			id := kernel.NewMsgID()
-			if err := k.Execute(ctx, kernel.ExecuteRequest{MsgID: id, Code: "print(6*7)"}); err != nil {
+			id := jupyter.NewID()
+			if err := k.Execute(ctx, jupyter.ExecuteRequest{MsgID: id, Code: "print(6*7)"}); err != nil {
 				errs <- err
 				return
 			}

@@ -8,9 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/kernel/kerneltest"
-
-	"github.com/aiod/aiod/kernel"
 )
 
 // The package's tests must leave no goroutine of theirs (or of
@@ -34,13 +33,13 @@ func testLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// Compile-time check that *Kernel is a stream.Runtime (spelled out: stream
+// Compile-time check that *Kernel is a jupyter.Runtime (spelled out: stream
 // is being edited elsewhere, and this package must not depend on it).
 var _ interface {
-	Execute(context.Context, kernel.ExecuteRequest) error
+	Execute(context.Context, jupyter.ExecuteRequest) error
 	Interrupt(context.Context) error
 	Close(context.Context) error
 	Done() <-chan struct{}
 	Err() error
-	Info() kernel.RuntimeInfo
+	Info() jupyter.RuntimeInfo
 } = (*Kernel)(nil)

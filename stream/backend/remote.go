@@ -1,4 +1,4 @@
-package gateway
+package backend
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aiod/aiod/kernel"
+	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/kernel/remote"
 	"github.com/aiod/aiod/stream"
 )
@@ -132,24 +132,25 @@ func (r *remoteBackend) close() {
 	r.client.CloseIdleConnections()
 }
 
-// backend starts kernels on the remote server; when it has become
+// remoteBackend starts kernels on the remote server; when it has become
 // unreachable since the session was made, the session's next runtime comes
-// from fallback instead, as the page's backend order says.
-func (s *Server) remotePythonBackend(fallback stream.Backend) stream.Backend {
-	r := s.remote
+// from fallback instead, as the backend order says. remote.Start's errors
+// already say "start remote kernel NAME on ENDPOINT: ...".
+func (rt *Runtimes) remoteBackend(fallback stream.Backend) stream.Backend {
+	r := rt.remote
 	return stream.Backend{
-		Name: "jupyter", Language: "python", Idle: s.cfg.KernelIdle,
-		Start: func(ctx context.Context, h kernel.Handler) (stream.Runtime, error) {
+		Name: Remote, Language: Python, Idle: rt.cfg.KernelIdle,
+		Start: func(ctx context.Context, h jupyter.Handler) (jupyter.Runtime, error) {
 			if !r.reachable() && fallback.Start != nil {
 				return fallback.Start(ctx, h)
 			}
 			k, err := remote.Start(ctx, remote.Options{
 				Client: r.client, KernelName: r.Info().Kernel, Handler: h, Env: r.env,
-				StartTimeout: r.start, Logger: s.log,
+				StartTimeout: r.start, Logger: rt.log,
 			})
 			if err != nil {
 				r.markDown(err)
-				return nil, fmt.Errorf("start kernel on %s: %w", r.client.Endpoint(), err)
+				return nil, err
 			}
 			return k, nil
 		},

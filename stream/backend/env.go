@@ -1,4 +1,4 @@
-package gateway
+package backend
 
 import (
 	"context"
@@ -7,9 +7,10 @@ import (
 	"sync"
 	"time"
 
+	"github.com/goccy/go-json"
+
 	"github.com/aiod/aiod/kernel"
 	"github.com/aiod/aiod/replbridge"
-	"github.com/aiod/aiod/stream"
 )
 
 // Interpreter is one interpreter found on the host.
@@ -29,7 +30,10 @@ type KernelInfo struct {
 	Python      string `json:"python_version,omitempty"`
 	IPyKernel   string `json:"ipykernel_version,omitempty"`
 	Dir         string `json:"dir"`
-	spec        *kernel.Spec
+	// Spec is the kernel.json as found (or rebuilt from what was read), for
+	// the Jupyter kernelspecs API.
+	Spec json.RawMessage `json:"-"`
+	spec *kernel.Spec
 }
 
 // Environment is what discovery found at start: kernelspecs, native
@@ -45,8 +49,20 @@ type Environment struct {
 	Warnings      []string
 }
 
+// Kernel returns the kernelspec named name, or nil.
+func (e *Environment) Kernel(name string) *KernelInfo {
+	for i := range e.Kernels {
+		if e.Kernels[i].Name == name {
+			return &e.Kernels[i]
+		}
+	}
+	return nil
+}
+
 // Discover looks for kernelspecs and interpreters, each probe bounded.
-func Discover(ctx context.Context, cfg Config) *Environment {
+// codeBackend is --code-backend (auto, native or kernel) and kernelName
+// --kernel-name.
+func Discover(ctx context.Context, codeBackend, kernelName string) *Environment {
 	env := &Environment{}
 	specs, warns := kernel.LoadSpecs(kernel.SpecDirs())
 	for _, w := range warns {
@@ -55,9 +71,12 @@ func Discover(ctx context.Context, cfg Config) *Environment {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, sp := range specs {
-		ki := KernelInfo{Name: sp.Name, DisplayName: sp.DisplayName, Language: sp.Language, Dir: sp.Dir, spec: sp}
+		ki := KernelInfo{Name: sp.Name, DisplayName: sp.DisplayName, Language: sp.Language, Dir: sp.Dir, Spec: sp.Raw, spec: sp}
 		if len(sp.Argv) > 0 {
 			ki.Interpreter = sp.Argv[0]
+		}
+		if len(ki.Spec) == 0 {
+			ki.Spec, _ = json.Marshal(map[string]any{"argv": sp.Argv, "display_name": sp.DisplayName, "language": sp.Language})
 		}
 		env.Kernels = append(env.Kernels, ki)
 	}
@@ -93,9 +112,9 @@ func Discover(ctx context.Context, cfg Config) *Environment {
 		env.Node = interp("javascript", p, v, err)
 	}()
 	wg.Wait()
-	env.KernelName = cfg.KernelName
-	env.PythonKernel = pickKernel(env.Kernels, cfg.KernelName)
-	env.PythonBackend, env.BackendError = chooseBackend(cfg.CodeBackend, env)
+	env.KernelName = kernelName
+	env.PythonKernel = pickKernel(env.Kernels, kernelName)
+	env.PythonBackend, env.BackendError = chooseBackend(codeBackend, env)
 	return env
 }
 
@@ -135,7 +154,8 @@ func pickKernel(ks []KernelInfo, name string) *KernelInfo {
 	return nil
 }
 
-const ipykernelHint = "install it with: apt-get install python3-ipykernel python3-pandas python3-matplotlib (or pip install ipykernel pandas matplotlib), or set AIO_CODE_BACKEND=native"
+// IPyKernelHint says how to get a Python kernel.
+const IPyKernelHint = "install it with: apt-get install python3-ipykernel python3-pandas python3-matplotlib (or pip install ipykernel pandas matplotlib), or set AIO_CODE_BACKEND=native"
 
 func chooseBackend(pin string, env *Environment) (backend, problem string) {
 	switch pin {
@@ -145,7 +165,7 @@ func chooseBackend(pin string, env *Environment) (backend, problem string) {
 			if env.KernelName != "" {
 				what = fmt.Sprintf("kernelspec %q was not found or has no working ipykernel", env.KernelName)
 			}
-			return "kernel", "AIO_CODE_BACKEND=kernel but " + what + "; " + ipykernelHint
+			return "kernel", "AIO_CODE_BACKEND=kernel but " + what + "; " + IPyKernelHint
 		}
 		return "kernel", ""
 	case "native":
@@ -161,100 +181,4 @@ func chooseBackend(pin string, env *Environment) (backend, problem string) {
 		return "native", "no Python found: no kernelspec with ipykernel and " + env.Python.Error
 	}
 	return "native", ""
-}
-
-// ErrNoInterpreter is answered with 503.
-type ErrNoInterpreter struct{ Msg string }
-
-func (e *ErrNoInterpreter) Error() string { return e.Msg }
-
-// backendFor returns how code of lang runs on the code routes. forceKernel
-// is for /v1/jupyter/*, which always use a kernel.
-func (s *Server) backendFor(lang string, forceKernel bool) (stream.Backend, error) {
-	env := s.env
-	switch {
-	case lang == "javascript":
-		if env.Node.Error != "" {
-			return stream.Backend{}, &ErrNoInterpreter{env.Node.Error}
-		}
-		return s.nativeBackend("javascript", env.Node.Path), nil
-	case s.remote != nil && s.cfg.CodeBackend == "auto" && s.remote.reachable():
-		// The page's first choice. A session made now falls back to the
-		// local backend for later runtimes if the server goes away.
-		var fallback stream.Backend
-		if fb, err := s.localPythonBackend(forceKernel); err == nil {
-			fallback = fb
-		}
-		return s.remotePythonBackend(fallback), nil
-	default:
-		return s.localPythonBackend(forceKernel)
-	}
-}
-
-// localPythonBackend is the embedded kernel, or the native REPL.
-func (s *Server) localPythonBackend(forceKernel bool) (stream.Backend, error) {
-	env := s.env
-	switch {
-	case forceKernel || env.PythonBackend == "kernel":
-		if env.PythonKernel == nil {
-			msg := env.BackendError
-			if msg == "" {
-				msg = "python kernels need a Jupyter kernelspec with ipykernel; none was found; " + ipykernelHint
-			}
-			return stream.Backend{}, &ErrNoInterpreter{msg}
-		}
-		return s.kernelBackend(env.PythonKernel.spec), nil
-	default:
-		if env.BackendError != "" {
-			return stream.Backend{}, &ErrNoInterpreter{env.BackendError}
-		}
-		return s.nativeBackend("python", env.Python.Path), nil
-	}
-}
-
-func (s *Server) kernelBackend(spec *kernel.Spec) stream.Backend {
-	b := s.coldKernelBackend(spec)
-	if p := s.pools.kernel; p != nil && s.env.PythonKernel != nil && spec == s.env.PythonKernel.spec {
-		b.Start = p.Start
-	}
-	return b
-}
-
-func (s *Server) coldKernelBackend(spec *kernel.Spec) stream.Backend {
-	return stream.Backend{
-		Name: "kernel", Language: "python", Idle: s.cfg.KernelIdle,
-		Start: func(ctx context.Context, h kernel.Handler) (stream.Runtime, error) {
-			k, err := kernel.Start(ctx, kernel.Options{
-				Spec: spec, Handler: h, Cwd: s.cfg.Workdir,
-				StartTimeout: s.cfg.KernelStartTimeout, Logger: s.log,
-			})
-			if err != nil {
-				return nil, fmt.Errorf("start python kernel %s: %w", spec.Name, err)
-			}
-			return k, nil
-		},
-	}
-}
-
-func (s *Server) nativeBackend(lang, path string) stream.Backend {
-	b := s.coldNativeBackend(lang, path)
-	if p := s.pools.native[lang]; p != nil {
-		b.Start = p.Start
-	}
-	return b
-}
-
-func (s *Server) coldNativeBackend(lang, path string) stream.Backend {
-	return stream.Backend{
-		Name: "native", Language: lang, Idle: s.cfg.NativeIdle,
-		Start: func(ctx context.Context, h kernel.Handler) (stream.Runtime, error) {
-			r, err := replbridge.Start(ctx, replbridge.Options{
-				Language: lang, Interpreter: path, Handler: h, Cwd: s.cfg.Workdir, Logger: s.log,
-			})
-			if err != nil {
-				return nil, fmt.Errorf("start %s REPL: %w", lang, err)
-			}
-			return r, nil
-		},
-	}
 }

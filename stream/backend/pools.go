@@ -1,4 +1,4 @@
-package gateway
+package backend
 
 import (
 	"context"
@@ -24,28 +24,28 @@ type pools struct {
 	native map[string]*stream.Pool // by language
 }
 
-func (s *Server) startPools() {
-	env := s.env
-	if n := s.cfg.KernelPrewarm; n > 0 && env.PythonKernel != nil {
+func (r *Runtimes) startPools() {
+	env := r.env
+	if n := r.cfg.KernelPrewarm; n > 0 && env.PythonKernel != nil {
 		warm := kernelWarmup
-		if s.cfg.NoKernelWarmup {
+		if r.cfg.NoKernelWarmup {
 			warm = ""
 		}
-		s.pools.kernel = stream.NewPool(stream.PoolConfig{
-			Name: "kernel", Size: n, Start: s.coldKernelBackend(env.PythonKernel.spec).Start,
-			Warmup: warm, Prime: true, Logger: s.log,
+		r.pools.kernel = stream.NewPool(stream.PoolConfig{
+			Name: "kernel", Size: n, Start: r.coldKernelBackend(env.PythonKernel.spec, nil).Start,
+			Warmup: warm, Prime: true, Logger: r.log,
 		})
 	}
-	if n := s.cfg.CodePrewarm; n > 0 {
-		s.pools.native = map[string]*stream.Pool{}
+	if n := r.cfg.CodePrewarm; n > 0 {
+		r.pools.native = map[string]*stream.Pool{}
 		if env.Node.Error == "" {
-			s.pools.native["javascript"] = stream.NewPool(stream.PoolConfig{
-				Name: "javascript", Size: n, Start: s.coldNativeBackend("javascript", env.Node.Path).Start, Logger: s.log,
+			r.pools.native[JS] = stream.NewPool(stream.PoolConfig{
+				Name: JS, Size: n, Start: r.coldNativeBackend(JS, env.Node.Path).Start, Logger: r.log,
 			})
 		}
-		if env.PythonBackend == "native" && env.Python.Error == "" {
-			s.pools.native["python"] = stream.NewPool(stream.PoolConfig{
-				Name: "python", Size: n, Start: s.coldNativeBackend("python", env.Python.Path).Start, Logger: s.log,
+		if env.PythonBackend == Native && env.Python.Error == "" {
+			r.pools.native[Python] = stream.NewPool(stream.PoolConfig{
+				Name: Python, Size: n, Start: r.coldNativeBackend(Python, env.Python.Path).Start, Logger: r.log,
 			})
 		}
 	}
@@ -54,9 +54,9 @@ func (s *Server) startPools() {
 // stats reports every pool, including those that are off (size 0).
 func (p *pools) stats(cfg Config) map[string]stream.PoolStats {
 	out := map[string]stream.PoolStats{
-		"kernel":     {Name: "kernel", Warmup: !cfg.NoKernelWarmup},
-		"javascript": {Name: "javascript"},
-		"python":     {Name: "python"},
+		"kernel": {Name: "kernel", Warmup: !cfg.NoKernelWarmup},
+		JS:       {Name: JS},
+		Python:   {Name: Python},
 	}
 	if p.kernel != nil {
 		out["kernel"] = p.kernel.Stats()

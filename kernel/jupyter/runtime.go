@@ -1,0 +1,114 @@
+package jupyter
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+)
+
+// Runtime is what runs code: a Jupyter kernel (package kernel), a kernel on
+// a remote Jupyter server (package kernel/remote) or a native REPL process
+// (package replbridge). Output never comes back from Execute; it arrives as
+// messages through the Handler the runtime was started with, each parented
+// to the request's MsgID:
+//
+//	iopub status busy, iopub stream / execute_result / display_data /
+//	error / clear_output / update_display_data ..., iopub status idle,
+//	shell execute_reply.
+//
+// All methods are safe for concurrent use.
+type Runtime interface {
+	// Execute sends one execute request and returns once it is sent.
+	Execute(ctx context.Context, req ExecuteRequest) error
+	// Interrupt asks the runtime to stop the running code and keep its state.
+	Interrupt(ctx context.Context) error
+	// Close shuts the runtime down (politely, then by signal), waits for its
+	// process and goroutines, and is idempotent. After Close, Done is closed.
+	Close(ctx context.Context) error
+	// Done is closed when the runtime has died or been closed.
+	Done() <-chan struct{}
+	// Err says why Done was closed: nil while running, the runtime package's
+	// ErrClosed after a clean Close, a *DeadError (or, for a remote kernel,
+	// its own error) when it died.
+	Err() error
+	// Info describes the runtime.
+	Info() RuntimeInfo
+}
+
+// Sender is a Runtime that takes any client message as it is (a Jupyter
+// kernel, local or remote), for Jupyter front ends attached to it.
+type Sender interface {
+	Send(ctx context.Context, m *Message) error
+}
+
+// RuntimeInfo describes a running runtime.
+type RuntimeInfo struct {
+	Backend  string // "kernel", "jupyter" or "native"
+	Language string // "python" or "javascript"
+	Name     string // kernelspec name for kernels, interpreter path for native
+	PID      int
+	Version  string // interpreter version, when known
+}
+
+// DeadError is what a runtime's Err returns when it died on its own: its
+// process exited or was killed, or it stopped answering heartbeats.
+type DeadError struct {
+	// Runtime names what died, e.g. "kernel" or "python REPL".
+	Runtime string
+	// Cause says how it died, in words, e.g. "killed by signal SIGKILL",
+	// "exited with code 1" or "stopped answering heartbeats for 5s".
+	Cause string
+	// ExitCode is the process exit code, or -1 when it was killed by a
+	// signal or the code is unknown.
+	ExitCode int
+	// Signal names the signal that killed the process ("SIGKILL"), or is
+	// empty.
+	Signal string
+	// Output is the tail of what the runtime wrote to stdout and stderr,
+	// often the traceback that explains the death. It is not part of Error.
+	Output string
+}
+
+// Error returns "<runtime> died: <cause>".
+func (e *DeadError) Error() string { return e.Runtime + " died: " + e.Cause }
+
+// ExitError describes how a process ended, from its wait status (and the
+// error of the wait, when the status says nothing).
+func ExitError(runtime string, st syscall.WaitStatus, waitErr error) *DeadError {
+	switch {
+	case st.Signaled():
+		name := SignalName(st.Signal())
+		return &DeadError{Runtime: runtime, Cause: "killed by signal " + name, ExitCode: -1, Signal: name}
+	case st.Exited():
+		code := st.ExitStatus()
+		return &DeadError{Runtime: runtime, Cause: fmt.Sprintf("exited with code %d", code), ExitCode: code}
+	case waitErr != nil:
+		return &DeadError{Runtime: runtime, Cause: "wait for process: " + waitErr.Error(), ExitCode: -1}
+	}
+	return &DeadError{Runtime: runtime, Cause: "exited", ExitCode: -1}
+}
+
+var signalNames = map[syscall.Signal]string{
+	syscall.SIGABRT: "SIGABRT",
+	syscall.SIGBUS:  "SIGBUS",
+	syscall.SIGFPE:  "SIGFPE",
+	syscall.SIGHUP:  "SIGHUP",
+	syscall.SIGILL:  "SIGILL",
+	syscall.SIGINT:  "SIGINT",
+	syscall.SIGKILL: "SIGKILL",
+	syscall.SIGPIPE: "SIGPIPE",
+	syscall.SIGQUIT: "SIGQUIT",
+	syscall.SIGSEGV: "SIGSEGV",
+	syscall.SIGTERM: "SIGTERM",
+	syscall.SIGUSR1: "SIGUSR1",
+	syscall.SIGUSR2: "SIGUSR2",
+	syscall.SIGXCPU: "SIGXCPU",
+}
+
+// SignalName returns the conventional name of s, such as "SIGKILL".
+func SignalName(s syscall.Signal) string {
+	if n, ok := signalNames[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("signal %d", int(s))
+}

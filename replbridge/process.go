@@ -1,0 +1,128 @@
+package replbridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// nodeLoader runs the code in AIOD_CODE_FILE as a CommonJS module whose
+// folder is the working directory, as `node -e` would: require('./x')
+// resolves there, and fs.readFileSync(0) or process.stdin read the input.
+const nodeLoader = `const fs = require('fs'), path = require('path'), Module = require('module');
+const file = process.env.AIOD_CODE_FILE;
+delete process.env.AIOD_CODE_FILE;
+const code = fs.readFileSync(file, 'utf8');
+const name = path.join(process.cwd(), '[eval]');
+const m = new Module(name, null);
+m.filename = name;
+m.paths = Module._nodeModulePaths(process.cwd());
+m._compile(code, name);
+`
+
+// NodeRun is one run of code in a node process of its own: the one-shot
+// path for calls that send standard input (a REPL session's standard input
+// is /dev/null).
+type NodeRun struct {
+	Node    string        // the node binary
+	Code    string        // run as a CommonJS module whose folder is Dir
+	Stdin   string        // the process's standard input
+	Dir     string        // working directory; "" is aiod's
+	Timeout time.Duration // the process is killed after it
+	Limit   int           // bytes kept of stdout and of stderr each
+}
+
+// NodeOutcome is how a NodeRun ended.
+type NodeOutcome struct {
+	Stdout, Stderr       string
+	StdoutCut, StderrCut int    // bytes dropped past Limit
+	ExitCode             int    // the process's; -1 when a signal ended it
+	Signal               string // the signal that killed it, if one did
+	TimedOut             bool   // killed after Timeout
+	Canceled             bool   // killed because ctx ended first
+}
+
+// RunNode runs r and waits for the process and for every process it left in
+// its group (they are killed). The error is non-nil only when the process
+// could not be started.
+func RunNode(ctx context.Context, r NodeRun) (NodeOutcome, error) {
+	var out NodeOutcome
+	tmp, err := os.MkdirTemp("", "aiod-code-")
+	if err != nil {
+		return out, fmt.Errorf("create a folder for the code: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	codeFile := filepath.Join(tmp, "code.js")
+	if err := os.WriteFile(codeFile, []byte(r.Code), 0o600); err != nil {
+		return out, fmt.Errorf("write the code: %w", err)
+	}
+	stdout, stderr := &capBuffer{max: r.Limit}, &capBuffer{max: r.Limit}
+	cmd := exec.Command(r.Node, "-e", nodeLoader)
+	cmd.Dir = r.Dir
+	cmd.Env = append(os.Environ(), "AIOD_CODE_FILE="+codeFile)
+	cmd.Stdin = strings.NewReader(r.Stdin)
+	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.WaitDelay = 2 * time.Second
+	if err := cmd.Start(); err != nil {
+		return out, fmt.Errorf("start node: %w", err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- cmd.Wait() }()
+	kill := func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	timer := time.NewTimer(r.Timeout)
+	defer timer.Stop()
+	var werr error
+	select {
+	case werr = <-waited:
+	case <-timer.C:
+		out.TimedOut = true
+		kill()
+		werr = <-waited
+	case <-ctx.Done():
+		out.Canceled = true
+		kill()
+		werr = <-waited
+	}
+	kill() // children the code left behind
+	out.Stdout, out.StdoutCut = stdout.String(), stdout.cut
+	out.Stderr, out.StderrCut = stderr.String(), stderr.cut
+	out.ExitCode = cmd.ProcessState.ExitCode()
+	var ee *exec.ExitError
+	if out.ExitCode < 0 && errors.As(werr, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			out.Signal = ws.Signal().String()
+			out.ExitCode = 128 + int(ws.Signal())
+		}
+	}
+	return out, nil
+}
+
+// capBuffer keeps the first max bytes written and counts the rest.
+type capBuffer struct {
+	max int
+	b   []byte
+	cut int
+}
+
+func (c *capBuffer) Write(p []byte) (int, error) {
+	room := c.max - len(c.b)
+	switch {
+	case room >= len(p):
+		c.b = append(c.b, p...)
+	case room > 0:
+		c.b = append(c.b, p[:room]...)
+		c.cut += len(p) - room
+	default:
+		c.cut += len(p)
+	}
+	return len(p), nil
+}
+
+func (c *capBuffer) String() string { return string(c.b) }

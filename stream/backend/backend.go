@@ -1,0 +1,257 @@
+package backend
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/aiod/aiod/kernel"
+	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/replbridge"
+	"github.com/aiod/aiod/stream"
+)
+
+// Backend names, as stream.Backend.Name and jupyter.RuntimeInfo.Backend
+// carry them.
+const (
+	Kernel = "kernel"  // a local Jupyter kernel
+	Remote = "jupyter" // a kernel on AIO_JUPYTER_ENDPOINT
+	Native = "native"  // a native REPL process
+	Python = "python"
+	JS     = "javascript"
+)
+
+// Config is what New needs; zero values take the defaults named.
+type Config struct {
+	CodeBackend          string        // auto, native or kernel; "auto"
+	KernelName           string        // --kernel-name; "" picks python3 or the first ipykernel
+	KernelIdle           time.Duration // idle limit of kernel sessions
+	NativeIdle           time.Duration // idle limit of native REPL sessions
+	KernelStartTimeout   time.Duration // bound on a kernel start; 60 s
+	Workdir              string        // working directory of runtimes; "" is the daemon's
+	JupyterEndpoint      string        // a Jupyter server to run Python kernels on
+	JupyterToken         string        // its token
+	JupyterKernel        string        // kernelspec on that server; "" is its default
+	JupyterStartTimeout  time.Duration // bound on a remote kernel start; 120 s
+	JupyterProbeInterval time.Duration // how often the server is probed; 30 s
+	KernelPrewarm        int           // Python kernels kept started and ready
+	CodePrewarm          int           // native REPL processes kept ready per language
+	NoKernelWarmup       bool          // do not import pandas and matplotlib in pooled kernels
+	Logger               *slog.Logger
+}
+
+// Runtimes builds the runtimes of every language. Create it with New and
+// release it with Close, after the sessions using its backends are closed.
+type Runtimes struct {
+	cfg    Config
+	log    *slog.Logger
+	env    *Environment
+	remote *remoteBackend // nil without a Jupyter endpoint
+	pools  pools
+}
+
+// New discovers the interpreters, starts probing the remote server when
+// one is configured, and starts filling the prewarm pools.
+func New(ctx context.Context, cfg Config) (*Runtimes, error) {
+	if cfg.CodeBackend == "" {
+		cfg.CodeBackend = "auto"
+	}
+	switch cfg.CodeBackend {
+	case "auto", Native, Kernel:
+	default:
+		return nil, fmt.Errorf("code backend %q: want auto, native or kernel", cfg.CodeBackend)
+	}
+	if cfg.KernelStartTimeout <= 0 {
+		cfg.KernelStartTimeout = kernel.DefaultStartTimeout
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := &Runtimes{cfg: cfg, log: cfg.Logger, env: Discover(ctx, cfg.CodeBackend, cfg.KernelName)}
+	if cfg.JupyterEndpoint != "" {
+		rb, err := newRemoteBackend(cfg)
+		if err != nil {
+			return nil, err
+		}
+		r.remote = rb
+	}
+	r.startPools()
+	return r, nil
+}
+
+// Env is what discovery found.
+func (r *Runtimes) Env() *Environment { return r.env }
+
+// Close stops the pools (closing their runtimes) and the remote probe.
+func (r *Runtimes) Close(ctx context.Context) error {
+	err := r.pools.close(ctx)
+	if r.remote != nil {
+		r.remote.close()
+	}
+	return err
+}
+
+// ErrNoInterpreter is returned when no interpreter can run the code;
+// routes answer it with 503.
+type ErrNoInterpreter struct{ Msg string }
+
+func (e *ErrNoInterpreter) Error() string { return e.Msg }
+
+// Want says what runtime a call needs.
+type Want struct {
+	Language string // python or javascript
+	// Kernel makes Python run in a kernel whatever the code backend (the
+	// /v1/jupyter routes and the Jupyter kernels API).
+	Kernel bool
+	// KernelSpec names a local kernelspec; "" is the default one.
+	KernelSpec string
+	// Cwd is where new runtimes start; "" is the configured workdir.
+	Cwd string
+	// Env is extra environment for new runtimes (KEY=VALUE); kernels
+	// started with it do not come from the prewarm pool.
+	Env []string
+	// Idle replaces the backend's idle limit for sessions made with it.
+	Idle time.Duration
+}
+
+// For returns how a call that wants w runs. The error is an
+// *ErrNoInterpreter when nothing can run it.
+func (r *Runtimes) For(w Want) (stream.Backend, error) {
+	b, err := r.choose(w)
+	if err != nil {
+		return b, err
+	}
+	if w.Cwd != "" {
+		b = startIn(b, w.Cwd)
+	}
+	if w.Idle > 0 {
+		b.Idle = w.Idle
+	}
+	return b, nil
+}
+
+func (r *Runtimes) choose(w Want) (stream.Backend, error) {
+	env := r.env
+	switch {
+	case w.KernelSpec != "":
+		ki := env.Kernel(w.KernelSpec)
+		if ki == nil {
+			return stream.Backend{}, &ErrNoInterpreter{fmt.Sprintf("no kernelspec %q: see GET /api/kernelspecs", w.KernelSpec)}
+		}
+		b := r.kernelBackend(ki, w.Env)
+		if w.Language != "" {
+			b.Language = w.Language
+		}
+		return b, nil
+	case w.Language == JS:
+		if env.Node.Error != "" {
+			return stream.Backend{}, &ErrNoInterpreter{env.Node.Error}
+		}
+		return r.nativeBackend(JS, env.Node.Path), nil
+	case r.remote != nil && r.cfg.CodeBackend == "auto" && !w.Kernel && r.remote.reachable():
+		// The first choice. A session made now falls back to the local
+		// backend for later runtimes if the server goes away.
+		var fallback stream.Backend
+		if fb, err := r.localPython(w); err == nil {
+			fallback = fb
+		}
+		return r.remoteBackend(fallback), nil
+	default:
+		return r.localPython(w)
+	}
+}
+
+// localPython is the embedded kernel, or the native REPL.
+func (r *Runtimes) localPython(w Want) (stream.Backend, error) {
+	env := r.env
+	if w.Kernel || env.PythonBackend == Kernel {
+		if env.PythonKernel == nil {
+			msg := env.BackendError
+			if msg == "" {
+				msg = "python kernels need a Jupyter kernelspec with ipykernel; none was found; " + IPyKernelHint
+			}
+			return stream.Backend{}, &ErrNoInterpreter{msg}
+		}
+		return r.kernelBackend(env.PythonKernel, w.Env), nil
+	}
+	if env.BackendError != "" {
+		return stream.Backend{}, &ErrNoInterpreter{env.BackendError}
+	}
+	return r.nativeBackend(Python, env.Python.Path), nil
+}
+
+// PythonBackend is the backend new Python sessions get on the code routes
+// right now: "jupyter" while the remote server answers.
+func (r *Runtimes) PythonBackend() string {
+	if r.remote != nil && r.cfg.CodeBackend == "auto" && r.remote.reachable() {
+		return Remote
+	}
+	return r.env.PythonBackend
+}
+
+// Remote is the latest probe's view of the remote server; nil when none is
+// configured.
+func (r *Runtimes) Remote() *RemoteInfo {
+	if r.remote == nil {
+		return nil
+	}
+	ri := r.remote.Info()
+	return &ri
+}
+
+func (r *Runtimes) kernelBackend(ki *KernelInfo, env []string) stream.Backend {
+	b := r.coldKernelBackend(ki.spec, env)
+	if p := r.pools.kernel; p != nil && len(env) == 0 && r.env.PythonKernel != nil && ki.spec == r.env.PythonKernel.spec {
+		b.Start = p.Start
+	}
+	return b
+}
+
+// coldKernelBackend starts kernels of spec, with extra environment env.
+// kernel.Start's errors already say "start kernel NAME: ...".
+func (r *Runtimes) coldKernelBackend(spec *kernel.Spec, env []string) stream.Backend {
+	return stream.Backend{
+		Name: Kernel, Language: Python, Idle: r.cfg.KernelIdle,
+		Start: func(ctx context.Context, h jupyter.Handler) (jupyter.Runtime, error) {
+			k, err := kernel.Start(ctx, kernel.Options{
+				Spec: spec, Handler: h, Cwd: r.cfg.Workdir, Env: env,
+				StartTimeout: r.cfg.KernelStartTimeout, Logger: r.log,
+			})
+			if err != nil {
+				return nil, err
+			}
+			return k, nil
+		},
+	}
+}
+
+func (r *Runtimes) nativeBackend(lang, path string) stream.Backend {
+	b := r.coldNativeBackend(lang, path)
+	if p := r.pools.native[lang]; p != nil {
+		b.Start = p.Start
+	}
+	return b
+}
+
+// coldNativeBackend starts native REPLs; replbridge.Start's errors already
+// say "start LANG REPL: ...".
+func (r *Runtimes) coldNativeBackend(lang, path string) stream.Backend {
+	return stream.Backend{
+		Name: Native, Language: lang, Idle: r.cfg.NativeIdle,
+		Start: func(ctx context.Context, h jupyter.Handler) (jupyter.Runtime, error) {
+			rp, err := replbridge.Start(ctx, replbridge.Options{
+				Language: lang, Interpreter: path, Handler: h, Cwd: r.cfg.Workdir, Logger: r.log,
+			})
+			if err != nil {
+				return nil, err
+			}
+			return rp, nil
+		},
+	}
+}
+
+// PoolStats reports every pool, including those that are off (size 0).
+func (r *Runtimes) PoolStats() map[string]stream.PoolStats {
+	return r.pools.stats(r.cfg)
+}
