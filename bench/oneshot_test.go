@@ -5,46 +5,37 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
-	"github.com/aiod/aiod/gateway"
+	"github.com/aiod/aiod/bench/compare"
 	"github.com/goccy/go-json"
 )
 
-// gw is a live gateway for the one-shot benchmarks.
+// gw is a live aiod daemon for the one-shot benchmarks.
 type gw struct {
-	srv    *gateway.Server
 	base   string
 	client *http.Client
-	served chan error
 }
 
-func startGateway(b *testing.B, cfg gateway.Config) *gw {
+// startGateway starts the aiod binary with the AIO_* settings in env and
+// stops it (and every runtime it started) when the benchmark ends.
+func startGateway(b *testing.B, env ...string) *gw {
 	b.Helper()
-	cfg.KernelStartTimeout = startTimeout
-	srv, err := gateway.New(cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	d, err := compare.StartDaemon(ctx, strings.ToLower(strings.ReplaceAll(b.Name(), "/", "-")), daemonBin, b.TempDir(),
+		append([]string{fmt.Sprintf("AIO_KERNEL_START_TIMEOUT=%d", int(startTimeout/time.Second))}, env...)...)
 	if err != nil {
 		b.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	g := &gw{srv: srv, base: "http://" + ln.Addr().String(), served: make(chan error, 1),
-		client: &http.Client{Timeout: callTimeout, Transport: &http.Transport{MaxIdleConnsPerHost: 4}}}
-	go func() { g.served <- srv.Serve(ln) }()
+	g := &gw{base: d.URL(), client: &http.Client{Timeout: callTimeout, Transport: &http.Transport{MaxIdleConnsPerHost: 4}}}
 	b.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			b.Errorf("shutdown: %v", err)
-		}
-		<-g.served
 		g.client.CloseIdleConnections()
+		d.Stop()
 	})
 	return g
 }
@@ -123,8 +114,8 @@ func p50ms(ds []time.Duration) float64 {
 func BenchmarkOneShot(b *testing.B) {
 	n := max(b.N, 3)
 	b.ResetTimer()
-	cold := startGateway(b, gateway.Config{CodeBackend: "kernel"})
-	warm := startGateway(b, gateway.Config{CodeBackend: "kernel", KernelPrewarm: 2, CodePrewarm: 2})
+	cold := startGateway(b, "AIO_CODE_BACKEND=kernel")
+	warm := startGateway(b, "AIO_CODE_BACKEND=kernel", "AIO_KERNEL_PREWARM=2", "AIO_CODE_PREWARM=2")
 	py := map[string]any{"language": "python", "code": "print(1)"}
 	js := map[string]any{"language": "javascript", "code": "console.log(1)"}
 	sess := map[string]any{"language": "python", "code": "print(1)", "session_id": "bench"}

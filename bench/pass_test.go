@@ -7,18 +7,15 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/aiod/aiod/kernel/jupyter"
-	"github.com/aiod/aiod/kernel/kerneltest"
 
 	"github.com/goccy/go-json"
 
-	"github.com/aiod/aiod/gateway"
 	"github.com/aiod/aiod/kernel"
 )
 
@@ -42,12 +39,6 @@ func BenchmarkPassRESTvsFloor(b *testing.B) {
 		defer cancel()
 		if err := floor.close(ctx); err != nil {
 			b.Errorf("close kernel: %v", err)
-		}
-		if err := rest.close(ctx); err != nil {
-			b.Errorf("shutdown gateway: %v", err)
-		}
-		if kids := kerneltest.LiveChildren(5 * time.Second); len(kids) > 0 {
-			b.Errorf("leaked child processes: %v", kids)
 		}
 	})
 
@@ -183,40 +174,24 @@ func (f *floorClient) close(ctx context.Context) error {
 	return f.k.Close(ctx)
 }
 
-// restClient runs `pass` through a live gateway in one named session.
+// restClient runs `pass` through a live aiod daemon in one named session.
 type restClient struct {
-	srv    *gateway.Server
-	url    string
-	client *http.Client
-	served chan error
+	g   *gw
+	url string
 }
 
 var passBody = []byte(`{"language":"python","code":"pass","session_id":"bench"}`)
 
 func startREST(b *testing.B) *restClient {
 	b.Helper()
-	srv, err := gateway.New(gateway.Config{CodeBackend: "kernel", KernelStartTimeout: startTimeout})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if env := srv.Environment(); env.PythonBackend != "kernel" || env.BackendError != "" {
-		b.Fatalf("gateway cannot run Python in a kernel: backend %q: %s", env.PythonBackend, env.BackendError)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	r := &restClient{srv: srv, url: "http://" + ln.Addr().String() + "/v2/code/execute",
-		client: &http.Client{Timeout: callTimeout, Transport: &http.Transport{MaxIdleConnsPerHost: 4}},
-		served: make(chan error, 1)}
-	go func() { r.served <- srv.Serve(ln) }()
-	return r
+	g := startGateway(b, "AIO_CODE_BACKEND=kernel")
+	return &restClient{g: g, url: g.base + "/v2/code/execute"}
 }
 
 // pass posts `pass` and reads the whole answer, which must be an ok result.
 func (r *restClient) pass() (time.Duration, error) {
 	t0 := time.Now()
-	resp, err := r.client.Post(r.url, "application/json", bytes.NewReader(passBody))
+	resp, err := r.g.client.Post(r.url, "application/json", bytes.NewReader(passBody))
 	if err != nil {
 		return 0, err
 	}
@@ -236,11 +211,4 @@ func (r *restClient) pass() (time.Duration, error) {
 		return 0, fmt.Errorf("rest: status %d, answer %q (%v)", resp.StatusCode, raw, err)
 	}
 	return d, nil
-}
-
-func (r *restClient) close(ctx context.Context) error {
-	err := r.srv.Shutdown(ctx)
-	<-r.served
-	r.client.CloseIdleConnections()
-	return err
 }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/goccy/go-json"
 
-	"github.com/aiod/aiod/gateway"
 	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/kernel/remote"
 	"github.com/aiod/aiod/kernel/remote/remotetest"
@@ -21,8 +20,8 @@ import (
 // over its channels WebSocket with our remote client, no aiod in between.
 func BenchmarkRemotePass(b *testing.B) {
 	js := remotetest.Start(b)
-	local := startGateway(b, gateway.Config{CodeBackend: "kernel"})
-	viaJS := startGateway(b, gateway.Config{JupyterEndpoint: js.URL, JupyterToken: js.Token})
+	local := startGateway(b, "AIO_CODE_BACKEND=kernel")
+	viaJS := startGateway(b, "AIO_JUPYTER_ENDPOINT="+js.URL, "AIO_JUPYTER_TOKEN="+js.Token)
 	direct := startDirect(b, js)
 	body := map[string]any{"language": "python", "code": "print(1)", "session_id": "bench"}
 	calls := []func() (time.Duration, error){

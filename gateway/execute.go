@@ -1,28 +1,14 @@
 package gateway
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"math"
 	"time"
 
 	"github.com/aiod/aiod/gateway/api"
 	"github.com/aiod/aiod/stream"
-	"github.com/aiod/aiod/stream/backend"
 	"github.com/valyala/fasthttp"
 )
-
-// execCall is one validated execute request, whichever route it came from.
-type execCall struct {
-	Language  string
-	Code      string
-	SessionID string // "" is a one-shot call
-	Timeout   time.Duration
-	Ref       string
-	Subs      []stream.Subscriber
-	Kernel    bool // always run Python in a kernel (the /v1/jupyter routes)
-}
 
 // codeLanguages are the languages of the code routes.
 var codeLanguages = map[string]bool{"python": true, "javascript": true}
@@ -85,45 +71,6 @@ func (s *Server) parseV2Execute(body []byte) (execCall, *api.FieldError) {
 	return c, err
 }
 
-// callError is a failure to run at all, with its HTTP status.
-type callError struct {
-	Status int
-	Msg    string
-}
-
-// run executes a validated call: in a temporary runtime, or in the named
-// session created on first use.
-func (s *Server) run(ctx context.Context, c execCall) (*stream.Result, *callError) {
-	b, err := s.rt.For(backend.Want{Language: c.Language, Kernel: c.Kernel})
-	if err != nil {
-		return nil, &callError{fasthttp.StatusServiceUnavailable, err.Error()}
-	}
-	req := stream.ExecRequest{Code: c.Code, Timeout: c.Timeout, Ref: c.Ref, Subs: c.Subs}
-	var res *stream.Result
-	if c.SessionID == "" {
-		sess := s.reg.Temp(b)
-		defer s.reg.Release(sess)
-		res, err = sess.Execute(ctx, req)
-	} else {
-		sess, _, oerr := s.reg.Open(c.Language, c.SessionID, b)
-		if oerr != nil {
-			return nil, &callError{fasthttp.StatusServiceUnavailable, oerr.Error()}
-		}
-		res, err = sess.Execute(ctx, req)
-	}
-	var se *stream.StartError
-	switch {
-	case err == nil:
-		return res, nil
-	case errors.As(err, &se):
-		return nil, &callError{fasthttp.StatusServiceUnavailable, se.Error()}
-	case errors.Is(err, stream.ErrSessionClosed):
-		return nil, &callError{fasthttp.StatusConflict, fmt.Sprintf("session %q was deleted before this call ran", c.SessionID)}
-	default:
-		return nil, &callError{fasthttp.StatusServiceUnavailable, err.Error()}
-	}
-}
-
 // v2ExecData is data of POST /v2/code/execute.
 type v2ExecData struct {
 	Code           string  `json:"code"`
@@ -162,7 +109,7 @@ func (s *Server) v2Execute(ctx *fasthttp.RequestCtx) {
 		api.Invalid(ctx, fe)
 		return
 	}
-	res, ce := s.run(s.reqCtx(), c)
+	res, ce := s.execute(s.reqCtx(), c)
 	if ce != nil {
 		api.Fail(ctx, ce.Status, ce.Msg)
 		return

@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/goccy/go-json"
@@ -30,102 +27,24 @@ import (
 //     otherwise a UUID kept for the session's life) and with "session_id"
 //     naming it, so a notebook can attach to the session an agent uses.
 
-// kernelEntry is one session seen as a Jupyter kernel.
-type kernelEntry struct {
-	id   string
-	sess *stream.Session
-	name string // kernelspec name when known
-
-	conns   atomic.Int32           // channels sockets attached
-	state   atomic.Pointer[string] // last execution_state seen on iopub, or set by restart
-	touched atomic.Int64           // unix nanoseconds of the last message either way
-
-	mu     sync.Mutex      // guards deadRT
-	deadRT jupyter.Runtime // the runtime whose death set state "dead"
-}
-
-// markDead records that rt (nil: no runtime could be started) died.
-func (e *kernelEntry) markDead(rt jupyter.Runtime) {
-	e.mu.Lock()
-	e.deadRT = rt
-	e.mu.Unlock()
-	e.setState("dead")
-}
-
-// currentState is the recorded state, except that "dead" no longer holds
-// once another runtime runs (a REST call or a restart started one).
-func (e *kernelEntry) currentState() string {
-	st := "idle"
-	if p := e.state.Load(); p != nil {
-		st = *p
-	}
-	if st != "dead" {
-		return st
-	}
-	rt := e.sess.Runtime()
-	if rt == nil {
-		return st
-	}
-	select {
-	case <-rt.Done():
-		return st
-	default:
-	}
-	e.mu.Lock()
-	same := rt == e.deadRT
-	e.mu.Unlock()
-	if same {
-		return st
-	}
-	return "idle"
-}
-
-var jUUIDRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
-
-// kernels returns the kernel of every kernel-backed session, assigning ids
-// to new ones and forgetting sessions that are gone.
-func (h *liveHub) kernels() []*kernelEntry {
-	live := map[*stream.Session]bool{}
-	var sessions []*stream.Session
+// kernels returns every kernel-backed named session, oldest first.
+func (h *liveHub) kernels() []*stream.Session {
+	var out []*stream.Session
 	for _, s := range h.s.reg.List() {
-		if s.Backend.Name == "kernel" && s.ID != "" {
-			live[s] = true
-			sessions = append(sessions, s)
+		if s.Backend.Name == backend.Kernel {
+			out = append(out, s)
 		}
 	}
-	h.kmu.Lock()
-	defer h.kmu.Unlock()
-	for s, e := range h.bySess {
-		if !live[s] {
-			delete(h.bySess, s)
-			delete(h.byID, e.id)
-			delete(h.created, e.id)
-		}
-	}
-	out := make([]*kernelEntry, 0, len(sessions))
-	for _, s := range sessions {
-		e := h.bySess[s]
-		if e == nil {
-			id := s.ID
-			if !jUUIDRE.MatchString(id) || h.byID[strings.ToLower(id)] != nil {
-				id = jupyter.NewID()
-			}
-			id = strings.ToLower(id)
-			e = &kernelEntry{id: id, sess: s, name: h.created[id]}
-			h.bySess[s], h.byID[id] = e, e
-		}
-		out = append(out, e)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].sess.Created.Before(out[j].sess.Created) })
+	sort.Slice(out, func(i, j int) bool { return out[i].Created.Before(out[j].Created) })
 	return out
 }
 
-// kernel returns the kernel with that id, or nil.
-func (h *liveHub) kernel(id string) *kernelEntry {
-	h.kernels()
-	h.kmu.Lock()
-	defer h.kmu.Unlock()
-	return h.byID[strings.ToLower(id)]
+// kernel returns the kernel-backed session whose kernel id is id, or nil.
+func (h *liveHub) kernel(id string) *stream.Session {
+	if s := h.s.reg.Kernel(id); s != nil && s.Backend.Name == backend.Kernel {
+		return s
+	}
+	return nil
 }
 
 // kernelModel is Jupyter's kernel model plus the session it is.
@@ -139,29 +58,19 @@ type kernelModel struct {
 	Language       string `json:"language"`
 }
 
-func (h *liveHub) model(e *kernelEntry) kernelModel {
-	name := e.name
-	if rt := e.sess.Runtime(); rt != nil && rt.Info().Name != "" {
+func (h *liveHub) model(s *stream.Session) kernelModel {
+	name := s.Backend.Spec
+	if rt := s.Runtime(); rt != nil && rt.Info().Name != "" {
 		name = rt.Info().Name
 	}
 	if name == "" && h.s.env.PythonKernel != nil {
 		name = h.s.env.PythonKernel.Name
 	}
-	last := e.sess.LastUsed()
-	if t := time.Unix(0, e.touched.Load()); t.After(last) {
-		last = t
-	}
-	state := e.currentState()
-	if e.sess.Busy() && state != "restarting" {
-		state = "busy"
-	}
 	return kernelModel{
-		ID: e.id, Name: name, LastActivity: jupyter.FormatDate(last), ExecutionState: state,
-		Connections: int(e.conns.Load()), SessionID: e.sess.ID, Language: e.sess.Language,
+		ID: s.KernelID, Name: name, LastActivity: jupyter.FormatDate(s.LastUsed()), ExecutionState: s.State(),
+		Connections: s.Attached(), SessionID: s.ID, Language: s.Language,
 	}
 }
-
-func (e *kernelEntry) setState(s string) { e.state.Store(&s) }
 
 // jfail answers a Jupyter API error: {"message": …, "reason": …}.
 func jfail(ctx *fasthttp.RequestCtx, status int, msg string) {
@@ -220,13 +129,13 @@ func (h *liveHub) getKernelspec(ctx *fasthttp.RequestCtx) {
 
 func (h *liveHub) listKernels(ctx *fasthttp.RequestCtx) {
 	out := []kernelModel{}
-	for _, e := range h.kernels() {
-		out = append(out, h.model(e))
+	for _, s := range h.kernels() {
+		out = append(out, h.model(s))
 	}
 	jwriteJSON(ctx, fasthttp.StatusOK, out)
 }
 
-func (h *liveHub) kernelOr404(ctx *fasthttp.RequestCtx) *kernelEntry {
+func (h *liveHub) kernelOr404(ctx *fasthttp.RequestCtx) *stream.Session {
 	id, _ := ctx.UserValue("id").(string)
 	e := h.kernel(id)
 	if e == nil {
@@ -281,9 +190,6 @@ func (h *liveHub) startKernel(ctx *fasthttp.RequestCtx) {
 		jfail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
 		return
 	}
-	h.kmu.Lock()
-	h.created[id] = spec.Name
-	h.kmu.Unlock()
 	sess, _, err := h.s.reg.Open(lang, id, b)
 	if err != nil {
 		jfail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
@@ -292,22 +198,18 @@ func (h *liveHub) startKernel(ctx *fasthttp.RequestCtx) {
 	sctx, cancel := context.WithTimeout(h.s.reqCtx(), h.s.cfg.KernelStartTimeout)
 	defer cancel()
 	if _, err := sess.EnsureRuntime(sctx); err != nil {
-		h.kmu.Lock()
-		delete(h.created, id)
-		h.kmu.Unlock()
 		dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
 		h.s.reg.DeleteSession(dctx, sess)
 		dcancel()
 		jfail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
 		return
 	}
-	e := h.kernel(id)
-	if e == nil {
+	if h.kernel(sess.KernelID) == nil {
 		jfail(ctx, fasthttp.StatusConflict, "the kernel was shut down while it started")
 		return
 	}
-	ctx.Response.Header.Set("Location", "/api/kernels/"+id)
-	jwriteJSON(ctx, fasthttp.StatusCreated, h.model(e))
+	ctx.Response.Header.Set("Location", "/api/kernels/"+sess.KernelID)
+	jwriteJSON(ctx, fasthttp.StatusCreated, h.model(sess))
 }
 
 // jEnv is the env of a kernel start request as KEY=VALUE entries, sorted;
@@ -330,8 +232,7 @@ func (h *liveHub) deleteKernel(ctx *fasthttp.RequestCtx) {
 	}
 	dctx, cancel := context.WithTimeout(h.s.reqCtx(), 30*time.Second)
 	defer cancel()
-	h.s.reg.DeleteSession(dctx, e.sess)
-	h.kernels() // forget it
+	h.s.reg.DeleteSession(dctx, e)
 	ctx.SetStatusCode(fasthttp.StatusNoContent)
 }
 
@@ -342,7 +243,7 @@ func (h *liveHub) interruptKernel(ctx *fasthttp.RequestCtx) {
 	}
 	ictx, cancel := context.WithTimeout(h.s.reqCtx(), 10*time.Second)
 	defer cancel()
-	if err := e.sess.Interrupt(ictx); err != nil {
+	if err := e.Interrupt(ictx); err != nil {
 		jfail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
 		return
 	}
@@ -354,11 +255,9 @@ func (h *liveHub) restartKernel(ctx *fasthttp.RequestCtx) {
 	if e == nil {
 		return
 	}
-	e.setState("restarting")
 	rctx, cancel := context.WithTimeout(h.s.reqCtx(), h.s.cfg.KernelStartTimeout+10*time.Second)
 	defer cancel()
-	if _, err := e.sess.Restart(rctx); err != nil {
-		e.markDead(nil)
+	if _, err := e.Restart(rctx); err != nil {
 		status := fasthttp.StatusServiceUnavailable
 		if errors.Is(err, stream.ErrSessionClosed) {
 			status = fasthttp.StatusNotFound
@@ -366,6 +265,5 @@ func (h *liveHub) restartKernel(ctx *fasthttp.RequestCtx) {
 		jfail(ctx, status, "restart kernel: "+err.Error())
 		return
 	}
-	e.setState("idle")
 	jwriteJSON(ctx, fasthttp.StatusOK, h.model(e))
 }

@@ -14,6 +14,9 @@ import (
 	"github.com/aiod/aiod/kernel/jupyter"
 )
 
+// jUUIDRE matches a kernel id as jupyter_server requires it.
+var jUUIDRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
 func getJSON(t *testing.T, url string, want int, v any) {
 	t.Helper()
 	st, b := httpDo(t, "GET", url, "", "")

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
 
 	"github.com/aiod/aiod/kernel/jupyter"
@@ -21,12 +20,12 @@ import (
 // replies to its own requests (matched by the header's session). Client
 // messages go to the kernel as they are.
 func (h *liveHub) kernelChannels(ctx *fasthttp.RequestCtx) {
-	e := h.kernelOr404(ctx)
-	if e == nil {
+	sess := h.kernelOr404(ctx)
+	if sess == nil {
 		return
 	}
 	sctx, cancel := context.WithTimeout(h.s.reqCtx(), h.s.cfg.KernelStartTimeout)
-	_, err := e.sess.EnsureRuntime(sctx)
+	_, err := sess.EnsureRuntime(sctx)
 	cancel()
 	if err != nil {
 		jfail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
@@ -34,17 +33,12 @@ func (h *liveHub) kernelChannels(ctx *fasthttp.RequestCtx) {
 	}
 	h.upgrade(ctx, []string{jupyter.SubprotocolV1}, func(c *websocket.Conn, fw *flushWriter, done <-chan struct{}) {
 		wc := h.newConn(c, fw, "jupyter")
-		js := &jupyterSocket{wc: wc, e: e, v1: c.Subprotocol() == jupyter.SubprotocolV1, own: map[string]bool{}, stop: make(chan struct{})}
+		js := &jupyterSocket{wc: wc, sess: sess, v1: c.Subprotocol() == jupyter.SubprotocolV1, own: map[string]bool{}, stop: make(chan struct{})}
 		wc.render = js.render
-		e.conns.Add(1)
-		defer func() {
-			// Nobody is left to see the kernel's status: forget a stale one.
-			if e.conns.Add(-1) == 0 && e.currentState() != "dead" {
-				e.state.Store(nil)
-			}
-		}()
-		e.sess.Mux().Watch(js)
-		defer e.sess.Mux().Unwatch(js)
+		detach := sess.Attach() // the idle reaper leaves an attached session alone
+		defer detach()
+		sess.Mux().Watch(js)
+		defer sess.Mux().Unwatch(js)
 		var wg sync.WaitGroup
 		wg.Add(1)
 		go func() {
@@ -60,7 +54,7 @@ func (h *liveHub) kernelChannels(ctx *fasthttp.RequestCtx) {
 // jupyterSocket is the protocol state of one channels socket.
 type jupyterSocket struct {
 	wc   *wsConn
-	e    *kernelEntry
+	sess *stream.Session
 	v1   bool
 	stop chan struct{} // closed when the socket is done; ends monitor
 
@@ -74,20 +68,15 @@ func (js *jupyterSocket) Deliver(ev stream.Event) {
 	if m == nil {
 		return
 	}
-	if m.Channel != "iopub" {
+	if m.Channel != jupyter.IOPub {
 		js.mu.Lock()
 		mine := js.own[m.Parent.Session]
 		js.mu.Unlock()
 		if !mine {
 			return
 		}
-	} else if m.Header.MsgType == "status" {
-		var x wsIopubExtra
-		if json.Unmarshal(m.Content, &x) == nil && x.ExecutionState != "" {
-			js.e.setState(x.ExecutionState)
-		}
 	}
-	js.e.touched.Store(time.Now().UnixNano())
+	js.sess.Touch()
 	js.wc.push(wsItem{ev: ev})
 }
 
@@ -108,22 +97,22 @@ func (js *jupyterSocket) read(ctx context.Context) error {
 			err = fmt.Errorf("%w: header must be an object with msg_type", jupyter.ErrMalformed)
 		}
 		if err != nil {
-			js.wc.hub.count("drop:bad_client_message", 1)
+			js.wc.hub.counters.Count(stream.WSDrops, "bad_client_message", 1)
 			js.wc.hub.s.log.Debug("kernel websocket: bad message", "err", err)
 			continue
 		}
 		switch m.Channel {
 		case "shell", "control", "stdin":
 		default:
-			js.wc.hub.count("drop:bad_client_channel", 1)
+			js.wc.hub.counters.Count(stream.WSDrops, "bad_client_channel", 1)
 			continue
 		}
 		js.mu.Lock()
 		js.own[m.Header.Session] = true
 		js.mu.Unlock()
-		js.e.touched.Store(time.Now().UnixNano())
+		js.sess.Touch()
 		if err := js.send(ctx, m); err != nil {
-			js.wc.hub.count("drop:kernel_send_failed", 1)
+			js.wc.hub.counters.Count(stream.WSDrops, "kernel_send_failed", 1)
 			js.wc.hub.s.log.Debug("kernel websocket: send failed", "msg_type", m.Header.MsgType, "err", err)
 		}
 	}
@@ -133,7 +122,7 @@ func (js *jupyterSocket) send(ctx context.Context, m *jupyter.Message) error {
 	h := js.wc.hub
 	sctx, cancel := context.WithTimeout(ctx, h.s.cfg.KernelStartTimeout)
 	defer cancel()
-	rt, err := js.e.sess.EnsureRuntime(sctx)
+	rt, err := js.sess.EnsureRuntime(sctx)
 	if err != nil {
 		return err
 	}
@@ -146,15 +135,12 @@ func (js *jupyterSocket) send(ctx context.Context, m *jupyter.Message) error {
 	return rs.Send(wctx, m)
 }
 
-// monitor closes the socket when the session ends, tells the client
-// "dead" when the kernel dies (a restart or a REST call starts a new one),
-// and keeps the session from being reclaimed as idle while attached.
+// monitor closes the socket when the session ends, and tells the client
+// "dead" when the kernel dies (a restart or a REST call starts a new one).
 func (js *jupyterSocket) monitor() {
-	sess := js.e.sess
+	sess := js.sess
 	tick := time.NewTicker(500 * time.Millisecond)
 	defer tick.Stop()
-	touch := time.NewTicker(30 * time.Second)
-	defer touch.Stop()
 	var cur jupyter.Runtime
 	var curDone <-chan struct{}
 	for {
@@ -174,11 +160,8 @@ func (js *jupyterSocket) monitor() {
 			curDone = nil
 			var dead *jupyter.DeadError
 			if errors.As(cur.Err(), &dead) {
-				js.e.markDead(cur)
-				js.wc.push(wsItem{ev: stream.Event{Msg: jupyter.NewStatus(jupyter.StateDead)}})
+				js.wc.push(wsItem{ev: stream.Event{Msg: jupyter.NewStatus(jupyter.StateDead), State: jupyter.StateDead}})
 			}
-		case <-touch.C:
-			sess.Touch()
 		case <-tick.C:
 		}
 	}

@@ -44,37 +44,29 @@ func (l LiveLimits) withDefaults() LiveLimits {
 	return l
 }
 
-// liveHub owns everything the live routes start: WebSocket connections,
-// executions started over them, their temporary sessions, and the map
-// between sessions and Jupyter kernel ids.
+// liveHub owns what the live routes start: WebSocket connections and the
+// executions started over them (their temporary sessions are the
+// registry's).
 type liveHub struct {
 	// Set once.
-	s      *Server
-	ctx    context.Context // ends at shutdown; parent of WebSocket-started executions
-	cancel context.CancelFunc
+	s        *Server
+	ctx      context.Context // ends at shutdown; parent of WebSocket-started executions
+	cancel   context.CancelFunc
+	counters *stream.Counters // the registry's: closes, drops, refusals
 
 	limits atomic.Pointer[LiveLimits]
 
 	mu       sync.Mutex // guards below
 	conns    map[*wsConn]struct{}
-	temps    map[*stream.Session]struct{}
 	closing  bool
 	watching bool // a goroutine waits for fasthttp's shutdown signal
 
 	wg sync.WaitGroup // connections, WebSocket-started executions, the shutdown watcher
-
-	kmu     sync.Mutex // guards the kernel id maps
-	byID    map[string]*kernelEntry
-	bySess  map[*stream.Session]*kernelEntry
-	created map[string]string // kernel id -> kernelspec name, for kernels started by POST /api/kernels
-
-	counts sync.Map // "close:REASON" / "drop:REASON" -> *atomic.Int64
 }
 
 // newLiveHub makes the live routes' state; New calls it once.
-func newLiveHub(s *Server, l LiveLimits) *liveHub {
-	h := &liveHub{s: s, conns: map[*wsConn]struct{}{}, temps: map[*stream.Session]struct{}{},
-		byID: map[string]*kernelEntry{}, bySess: map[*stream.Session]*kernelEntry{}, created: map[string]string{}}
+func newLiveHub(s *Server, l LiveLimits, c *stream.Counters) *liveHub {
+	h := &liveHub{s: s, conns: map[*wsConn]struct{}{}, counters: c}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	l = l.withDefaults()
 	h.limits.Store(&l)
@@ -82,32 +74,6 @@ func newLiveHub(s *Server, l LiveLimits) *liveHub {
 }
 
 func (s *Server) hub() *liveHub { return s.live }
-
-// SetLiveLimits changes the WebSocket limits; sockets opened afterwards use
-// them. Zero fields take their defaults.
-func (s *Server) SetLiveLimits(l LiveLimits) {
-	l = l.withDefaults()
-	s.hub().limits.Store(&l)
-}
-
-// LiveStats counts closed WebSockets and dropped messages by reason, e.g.
-// "close:slow_consumer" or "drop:socket_closed".
-func (s *Server) LiveStats() map[string]int64 {
-	out := map[string]int64{}
-	s.hub().counts.Range(func(k, v any) bool {
-		out[k.(string)] = v.(*atomic.Int64).Load()
-		return true
-	})
-	return out
-}
-
-func (h *liveHub) count(key string, n int64) {
-	v, ok := h.counts.Load(key)
-	if !ok {
-		v, _ = h.counts.LoadOrStore(key, new(atomic.Int64))
-	}
-	v.(*atomic.Int64).Add(n)
-}
 
 // registerLive adds the WebSocket routes and the Jupyter kernels API.
 func (s *Server) registerLive(r *router.Router) {
@@ -146,8 +112,8 @@ func (h *liveHub) watchShutdown(done <-chan struct{}) {
 	}()
 }
 
-// shutdown closes every WebSocket with 1001 (going away) and ends the
-// temporary sessions of WebSocket-started executions. Idempotent.
+// shutdown closes every WebSocket with 1001 (going away) and cancels the
+// executions started over them. Idempotent.
 func (h *liveHub) shutdown() {
 	h.mu.Lock()
 	if h.closing {
@@ -159,19 +125,10 @@ func (h *liveHub) shutdown() {
 	for c := range h.conns {
 		conns = append(conns, c)
 	}
-	temps := make([]*stream.Session, 0, len(h.temps))
-	for t := range h.temps {
-		temps = append(temps, t)
-	}
 	h.mu.Unlock()
 	h.cancel()
 	for _, c := range conns {
 		c.closeWith(wsCloseGoingAway, "aiod is shutting down", "shutdown")
-	}
-	for _, t := range temps {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		t.Close(ctx)
-		cancel()
 	}
 }
 

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -14,30 +13,10 @@ import (
 	"github.com/aiod/aiod/kernel/kerneltest"
 
 	"github.com/goccy/go-json"
-	"go.uber.org/goleak"
 )
 
 // TestMain fails the run if a test leaves a goroutine or a child process.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if kids := kerneltest.LiveChildren(5 * time.Second); len(kids) > 0 {
-			fmt.Fprintf(os.Stderr, "leaked child processes: %v\n", kids)
-			code = 1
-		}
-	}
-	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreCurrent(),
-			goleak.IgnoreTopFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
-			goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
-			goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
-		); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(kerneltest.Run(m)) }
 
 // testServer is a live gateway on a random loopback port.
 type testServer struct {

@@ -101,21 +101,22 @@ type Server struct {
 // New discovers the interpreters and builds the routes.
 func New(cfg Config) (*Server, error) {
 	cfg.defaults()
+	counters := stream.NewCounters()
 	rt, err := backend.New(context.Background(), backend.Config{
 		CodeBackend: cfg.CodeBackend, KernelName: cfg.KernelName,
 		KernelIdle: cfg.KernelIdle, NativeIdle: cfg.NativeIdle, KernelStartTimeout: cfg.KernelStartTimeout,
 		Workdir: cfg.Workdir, JupyterEndpoint: cfg.JupyterEndpoint, JupyterToken: cfg.JupyterToken,
 		JupyterKernel: cfg.JupyterKernel, JupyterStartTimeout: cfg.JupyterStartTimeout,
 		JupyterProbeInterval: cfg.JupyterProbeInterval, KernelPrewarm: cfg.KernelPrewarm,
-		CodePrewarm: cfg.CodePrewarm, NoKernelWarmup: cfg.NoKernelWarmup, Logger: cfg.Logger,
+		CodePrewarm: cfg.CodePrewarm, NoKernelWarmup: cfg.NoKernelWarmup, Counter: counters, Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), rt: rt, env: rt.Env()}
 	s.base, s.stop = context.WithCancel(context.Background())
-	s.live = newLiveHub(s, LiveLimits{QueueBytes: cfg.WSQueueBytes})
-	s.reg = stream.NewRegistry(stream.Config{Budget: cfg.OutputBudget, ReapInterval: cfg.ReapInterval, Logger: cfg.Logger})
+	s.live = newLiveHub(s, LiveLimits{QueueBytes: cfg.WSQueueBytes}, counters)
+	s.reg = stream.NewRegistry(stream.Config{Budget: cfg.OutputBudget, ReapInterval: cfg.ReapInterval, Logger: cfg.Logger, Counters: counters})
 	s.http = &fasthttp.Server{
 		Handler:              s.authorize(s.routes().Handler),
 		Name:                 "aiod",
@@ -139,14 +140,8 @@ func New(cfg Config) (*Server, error) {
 // RequestCtx's Done would.
 func (s *Server) reqCtx() context.Context { return s.base }
 
-// Registry is the session registry, for tests and the daemon's status.
-func (s *Server) Registry() *stream.Registry { return s.reg }
-
 // Environment is what discovery found.
 func (s *Server) Environment() *backend.Environment { return s.env }
-
-// Handler is the root request handler (for in-process tests and fuzzing).
-func (s *Server) Handler() fasthttp.RequestHandler { return s.http.Handler }
 
 func (s *Server) routes() *router.Router {
 	r := router.New()

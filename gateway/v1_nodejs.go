@@ -233,7 +233,7 @@ func (v *v1) prepareDir(c *v1NodeCall) (cleanup func(), err error) {
 // sessionCwd is the folder a session works in, as far as v1 knows.
 func (v *v1) sessionCwd(lang, id string) string {
 	if sess := v.s.reg.Get(lang, id); sess != nil {
-		if d := v.cwdOf(sess); d != "" {
+		if d := sess.Cwd(); d != "" {
 			return d
 		}
 	}

@@ -35,7 +35,7 @@ func (v *v1) nodeInfoOf(sess *stream.Session) v1NodeSessionInfo {
 	if m.maxIdle > 0 {
 		idle = m.maxIdle
 	}
-	cwd := m.cwd
+	cwd := sess.Cwd()
 	if cwd == "" {
 		cwd = v.defaultCwd()
 	}
@@ -95,12 +95,7 @@ func (v *v1) nodeCreate(ctx *fasthttp.RequestCtx) {
 	if c.SessionID == "" {
 		c.SessionID = jupyter.NewID()
 	}
-	b, err := v.backend(c)
-	if err != nil {
-		api.Fail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
-		return
-	}
-	sess, created, ce := v.open(c, b)
+	sess, created, ce := v.open(c)
 	if ce != nil {
 		api.Fail(ctx, ce.Status, ce.Msg)
 		return
@@ -190,7 +185,7 @@ func (v *v1) nodeUpdate(ctx *fasthttp.RequestCtx) {
 	}
 	if cwd != "" {
 		res, err := sess.Execute(v.s.reqCtx(), stream.ExecRequest{Code: backend.ChdirCode("javascript", cwd), Timeout: v.s.cfg.DefaultTimeout})
-		if ce := v1RunError(err, sess.ID); ce != nil {
+		if ce := runError(err, execCall{SessionID: sess.ID}); ce != nil {
 			api.Fail(ctx, ce.Status, ce.Msg)
 			return
 		}
@@ -199,7 +194,7 @@ func (v *v1) nodeUpdate(ctx *fasthttp.RequestCtx) {
 				Message: fmt.Sprintf("cannot change the working directory to %q: %s", cwd, res.Message())})
 			return
 		}
-		v.setMeta(sess, func(m *v1Meta) { m.cwd = cwd })
+		sess.SetCwd(cwd)
 	}
 	msg := "session updated"
 	if len(notes) > 0 {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/stream"
 	"github.com/coder/websocket"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
@@ -43,7 +44,7 @@ func (h *liveHub) upgrade(ctx *fasthttp.RequestCtx, protocols []string, serve fu
 		return
 	}
 	if ok, origin := h.originAllowed(ctx); !ok {
-		h.count("refused:origin", 1)
+		h.counters.Count(stream.WSRefused, "origin", 1)
 		api.Fail(ctx, fasthttp.StatusForbidden, fmt.Sprintf("cross-origin WebSocket from %q refused: allow it with --allowed-origins (AIO_ALLOWED_ORIGINS)", origin))
 		return
 	}

@@ -3,14 +3,10 @@ package gateway
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aiod/aiod/stream"
-	"github.com/aiod/aiod/stream/backend"
 	"github.com/coder/websocket"
 	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
@@ -32,7 +28,7 @@ import (
 func (h *liveHub) codeWS(ctx *fasthttp.RequestCtx) {
 	h.upgrade(ctx, nil, func(c *websocket.Conn, fw *flushWriter, done <-chan struct{}) {
 		wc := h.newConn(c, fw, "code")
-		cs := &codeSocket{wc: wc, prefix: "ws" + strconv.FormatUint(wc.no, 10) + "/", watches: map[*stream.Session]*watchSub{}}
+		cs := &codeSocket{wc: wc, watches: map[*stream.Session]*watchSub{}}
 		wc.render = cs.render
 		wc.run(done, cs.read)
 		for sess, w := range cs.watches {
@@ -44,7 +40,6 @@ func (h *liveHub) codeWS(ctx *fasthttp.RequestCtx) {
 // codeSocket is the protocol state of one /v2/code/ws socket.
 type codeSocket struct {
 	wc      *wsConn
-	prefix  string                        // Ref prefix of this socket's executions
 	watches map[*stream.Session]*watchSub // reader goroutine only
 	seq     map[string]int                // writer goroutine only: outputs sent per execution
 }
@@ -130,12 +125,14 @@ func (cs *codeSocket) execute(ref json.RawMessage, b []byte) {
 		return
 	}
 	ref = append(json.RawMessage(nil), ref...)
-	call.Ref = cs.prefix + string(ref)
+	call.Origin = cs
 	call.Subs = []stream.Subscriber{&execSub{wc: cs.wc, ref: ref}}
 	cs.wc.inflight.Add(1)
 	ok := h.goExec(func() {
 		defer cs.wc.inflight.Add(-1)
-		res, ce := h.runCall(call)
+		// The execution does not depend on the socket: closing the socket
+		// does not stop it.
+		res, ce := h.s.execute(h.ctx, call)
 		if ce != nil {
 			cs.fail(ref, ce.Status, ce.Msg)
 			return
@@ -145,41 +142,6 @@ func (cs *codeSocket) execute(ref json.RawMessage, b []byte) {
 	if !ok {
 		cs.wc.inflight.Add(-1)
 		cs.fail(ref, fasthttp.StatusServiceUnavailable, "aiod is shutting down")
-	}
-}
-
-// runCall runs one WebSocket execution. It does not depend on the socket:
-// closing the socket does not stop it. A one-shot call's temporary session
-// is known to the hub so that shutdown can end it.
-func (h *liveHub) runCall(c execCall) (*stream.Result, *callError) {
-	if c.SessionID != "" {
-		return h.s.run(h.ctx, c)
-	}
-	b, err := h.s.rt.For(backend.Want{Language: c.Language})
-	if err != nil {
-		return nil, &callError{fasthttp.StatusServiceUnavailable, err.Error()}
-	}
-	sess := h.s.reg.Temp(b)
-	h.mu.Lock()
-	h.temps[sess] = struct{}{}
-	h.mu.Unlock()
-	defer func() {
-		h.mu.Lock()
-		delete(h.temps, sess)
-		h.mu.Unlock()
-		h.s.reg.Release(sess)
-	}()
-	res, err := sess.Execute(h.ctx, stream.ExecRequest{Code: c.Code, Timeout: c.Timeout, Ref: c.Ref, Subs: c.Subs})
-	var se *stream.StartError
-	switch {
-	case err == nil:
-		return res, nil
-	case errors.As(err, &se):
-		return nil, &callError{fasthttp.StatusServiceUnavailable, se.Error()}
-	case errors.Is(err, stream.ErrSessionClosed), errors.Is(err, context.Canceled):
-		return nil, &callError{fasthttp.StatusServiceUnavailable, "aiod is shutting down"}
-	default:
-		return nil, &callError{fasthttp.StatusServiceUnavailable, err.Error()}
 	}
 }
 
@@ -305,7 +267,7 @@ type execSub struct {
 }
 
 func (e *execSub) Deliver(ev stream.Event) {
-	if ev.Msg != nil && ev.Msg.Channel == "iopub" && wsIsOutput(ev.Msg.Header.MsgType) {
+	if ev.Out != nil {
 		e.wc.push(wsItem{ev: ev, ref: e.ref})
 	}
 }
@@ -318,24 +280,12 @@ type watchSub struct {
 }
 
 func (w *watchSub) Deliver(ev stream.Event) {
-	if strings.HasPrefix(ev.Ref, w.cs.prefix) {
+	if ev.Origin == w.cs {
 		return
 	}
-	switch {
-	case ev.Result != nil:
-	case ev.Msg != nil && ev.Msg.Channel == "iopub" && (ev.Msg.Header.MsgType == "status" || wsIsOutput(ev.Msg.Header.MsgType)):
-	default:
-		return
+	if ev.Result != nil || ev.State != "" || ev.Out != nil {
+		w.cs.wc.push(wsItem{ev: ev, sid: w.sid})
 	}
-	w.cs.wc.push(wsItem{ev: ev, sid: w.sid})
-}
-
-func wsIsOutput(t string) bool {
-	switch t {
-	case "stream", "execute_result", "display_data", "error", "clear_output", "update_display_data":
-		return true
-	}
-	return false
 }
 
 // Rendered messages.
@@ -363,16 +313,6 @@ type wsStatus struct {
 	State     string          `json:"state"`
 }
 
-type wsIopubExtra struct {
-	Wait      bool                       `json:"wait"`
-	Data      map[string]json.RawMessage `json:"data"`
-	Metadata  json.RawMessage            `json:"metadata"`
-	Transient struct {
-		DisplayID string `json:"display_id"`
-	} `json:"transient"`
-	ExecutionState string `json:"execution_state"`
-}
-
 // render turns a queued item into a text message (writer goroutine).
 func (cs *codeSocket) render(it *wsItem) (websocket.MessageType, []byte, bool) {
 	if it.raw != nil {
@@ -398,49 +338,21 @@ func (cs *codeSocket) render(it *wsItem) (websocket.MessageType, []byte, bool) {
 		r := it.ev.Result
 		delete(cs.seq, key)
 		v = wsResult{"result", id, sid, r.Success(), r.Message(), V2Data(r)}
-	case it.ev.Msg.Header.MsgType == "status":
-		var x wsIopubExtra
-		if json.Unmarshal(it.ev.Msg.Content, &x) != nil {
-			return 0, nil, false
-		}
-		v = wsStatus{"status", id, sid, x.ExecutionState}
-	default:
-		out, ok := wsOutputOf(it.ev)
-		if !ok {
+	case it.ev.State != "":
+		v = wsStatus{"status", id, sid, it.ev.State}
+	case it.ev.Out != nil:
+		out, err := it.ev.Out.CompactJSON()
+		if err != nil {
 			return 0, nil, false
 		}
 		cs.seq[key]++
-		v = wsOutput{"output", id, sid, cs.seq[key], out}
+		v = wsOutput{"output", id, sid, cs.seq[key], json.RawMessage(out)}
+	default:
+		return 0, nil, false
 	}
 	b, err := json.MarshalNoEscape(v)
 	if err != nil {
 		return 0, nil, false
 	}
 	return websocket.MessageText, b, true
-}
-
-// outputOf renders one output message in the compact v2 shape;
-// clear_output and update_display_data keep their own shapes.
-func wsOutputOf(ev stream.Event) (any, bool) {
-	m := ev.Msg
-	switch m.Header.MsgType {
-	case "clear_output", "update_display_data":
-		var x wsIopubExtra
-		if json.Unmarshal(m.Content, &x) != nil {
-			return nil, false
-		}
-		if m.Header.MsgType == "clear_output" {
-			return map[string]any{"output_type": "clear_output", "wait": x.Wait}, true
-		}
-		md := x.Metadata
-		if len(md) == 0 {
-			md = json.RawMessage("{}")
-		}
-		return map[string]any{"output_type": "update_display_data", "data": x.Data, "metadata": md, "display_id": x.Transient.DisplayID}, true
-	}
-	o, ok := stream.OutputOf(m)
-	if !ok {
-		return nil, false
-	}
-	return o.Compact(), true
 }

@@ -70,13 +70,13 @@ func (wc *wsConn) push(it wsItem) {
 	wc.mu.Lock()
 	if wc.closing {
 		wc.mu.Unlock()
-		wc.hub.count("drop:socket_closed", 1)
+		wc.hub.counters.Count(stream.WSDrops, "socket_closed", 1)
 		return
 	}
 	if wc.bytes+it.size > wc.lim.QueueBytes {
 		wc.closeLocked(wsClosePolicy, fmt.Sprintf("slow consumer: more than %d bytes waited to be sent", wc.lim.QueueBytes), "slow_consumer")
 		wc.mu.Unlock()
-		wc.hub.count("drop:slow_consumer", 1)
+		wc.hub.counters.Count(stream.WSDrops, "slow_consumer", 1)
 		return
 	}
 	wc.items = append(wc.items, it)
@@ -125,7 +125,7 @@ func (wc *wsConn) closeLocked(code websocket.StatusCode, reason, key string) {
 	wc.closing = true
 	wc.code, wc.reason = code, reason
 	close(wc.stop)
-	wc.hub.count("close:"+key, 1)
+	wc.hub.counters.Count(stream.WSCloses, key, 1)
 	wc.hub.s.log.Debug("websocket closing", "route", wc.route, "conn", wc.no, "code", int(code), "reason", reason)
 }
 
@@ -155,7 +155,7 @@ func (wc *wsConn) discard() {
 	wc.items, wc.bytes = nil, 0
 	wc.mu.Unlock()
 	if n > 0 {
-		wc.hub.count("drop:socket_closed", int64(n))
+		wc.hub.counters.Count(stream.WSDrops, "socket_closed", int64(n))
 	}
 }
 

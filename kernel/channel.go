@@ -78,8 +78,10 @@ func (k *Kernel) readLoop(c *channel) {
 func (k *Kernel) countDrop(c *channel, err error) {
 	if errors.Is(err, errBadSignature) {
 		k.badSig.Add(1)
+		k.opts.Counter.Count(jupyter.DroppedMessages, "bad_signature", 1)
 	} else {
 		k.malformed.Add(1)
+		k.opts.Counter.Count(jupyter.DroppedMessages, "malformed", 1)
 	}
 	k.log.Debug("message dropped", "channel", c.name, "err", err)
 }

@@ -1,5 +1,7 @@
 // Package kernel runs Jupyter kernels and speaks the Jupyter messaging
-// protocol (version 5.3) to them over ZeroMQ, using go-zeromq/zmq4.
+// protocol (version 5.3) to them over ZeroMQ, using go-zeromq/zmq4. The
+// message model it carries (jupyter.Message, the Runtime interface *Kernel
+// implements, DeadError) is package kernel/jupyter's.
 //
 // # Finding kernels
 //

@@ -51,6 +51,9 @@ type Options struct {
 	// Logger receives debug logs and the kernel's stdout and stderr (at
 	// debug level). Nil discards them.
 	Logger *slog.Logger
+	// Counter receives the count of every message dropped (name
+	// "kernel_dropped_messages", label the reason). Nil counts nothing.
+	Counter jupyter.Counter
 }
 
 func (o *Options) setDefaults() {
@@ -68,6 +71,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Counter == nil {
+		o.Counter = jupyter.Discard
 	}
 }
 

@@ -13,31 +13,32 @@ import (
 	"github.com/goccy/go-json"
 
 	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/kernel/kerneltest"
 )
 
 func TestExecute(t *testing.T) {
 	k, rec := startKernel(t, nil)
 	id := execute(t, k, `print("hi")`)
-	ms := rec.waitFor(t, id, "execute_reply and idle", complete)
+	ms := rec.WaitFor(t, execTimeout, id, "execute_reply and idle", kerneltest.Complete)
 
 	want := []struct{ channel, typ string }{
 		{"iopub", "status"}, {"iopub", "execute_input"}, {"iopub", "stream"}, {"shell", "execute_reply"},
 	}
 	for _, w := range want {
-		if find(ms, w.channel, w.typ) == nil {
-			t.Errorf("no %s %s in %s", w.channel, w.typ, summary(ms))
+		if kerneltest.Find(ms, w.channel, w.typ) == nil {
+			t.Errorf("no %s %s in %s", w.channel, w.typ, kerneltest.Summary(ms))
 		}
 	}
-	if findStatus(ms, "busy") == nil {
-		t.Errorf("no busy status in %s", summary(ms))
+	if kerneltest.FindStatus(ms, "busy") == nil {
+		t.Errorf("no busy status in %s", kerneltest.Summary(ms))
 	}
-	if got := stdout(ms); got != "hi\n" {
+	if got := kerneltest.StreamText(ms, "stdout"); got != "hi\n" {
 		t.Errorf("stdout = %q, want %q", got, "hi\n")
 	}
-	if got := field(find(ms, "iopub", "execute_input"), "code"); got != `print("hi")` {
+	if got := kerneltest.Field(kerneltest.Find(ms, "iopub", "execute_input"), "code"); got != `print("hi")` {
 		t.Errorf("execute_input code = %q", got)
 	}
-	if st := field(find(ms, "shell", "execute_reply"), "status"); st != "ok" {
+	if st := kerneltest.Field(kerneltest.Find(ms, "shell", "execute_reply"), "status"); st != "ok" {
 		t.Errorf("execute_reply status = %q", st)
 	}
 	for _, m := range ms {
@@ -63,11 +64,11 @@ func TestExecute(t *testing.T) {
 func TestExecuteError(t *testing.T) {
 	k, rec := startKernel(t, nil)
 	ms := run(t, k, rec, "1/0")
-	e := find(ms, "iopub", "error")
-	if e == nil || field(e, "ename") != "ZeroDivisionError" {
-		t.Fatalf("no ZeroDivisionError in %s", summary(ms))
+	e := kerneltest.Find(ms, "iopub", "error")
+	if e == nil || kerneltest.Field(e, "ename") != "ZeroDivisionError" {
+		t.Fatalf("no ZeroDivisionError in %s", kerneltest.Summary(ms))
 	}
-	if st := field(find(ms, "shell", "execute_reply"), "status"); st != "error" {
+	if st := kerneltest.Field(kerneltest.Find(ms, "shell", "execute_reply"), "status"); st != "error" {
 		t.Errorf("execute_reply status = %q, want error", st)
 	}
 }
@@ -75,9 +76,9 @@ func TestExecuteError(t *testing.T) {
 func TestExecuteDisplayData(t *testing.T) {
 	k, rec := startKernel(t, nil)
 	ms := run(t, k, rec, "%matplotlib inline\nimport matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()")
-	d := find(ms, "iopub", "display_data")
+	d := kerneltest.Find(ms, "iopub", "display_data")
 	if d == nil {
-		t.Fatalf("no display_data in %s", summary(ms))
+		t.Fatalf("no display_data in %s", kerneltest.Summary(ms))
 	}
 	var c struct {
 		Data map[string]any `json:"data"`
@@ -122,28 +123,28 @@ func testInterrupt(t *testing.T, k *Kernel, rec *recorder) {
 	// after execute_input) makes ipykernel publish idle without any
 	// execute_reply; wait until the user's code runs.
 	id := execute(t, k, "print('looping', flush=True)\nwhile True: pass")
-	rec.waitFor(t, id, "output", func(ms []*jupyter.Message) bool { return stdout(ms) != "" })
+	rec.WaitFor(t, execTimeout, id, "output", func(ms []*jupyter.Message) bool { return kerneltest.StreamText(ms, "stdout") != "" })
 	deadline := time.Now().Add(execTimeout)
-	for !complete(rec.children(id)) {
+	for !kerneltest.Complete(rec.Children(id)) {
 		if time.Now().After(deadline) {
-			t.Fatalf("loop still running: %s", summary(rec.children(id)))
+			t.Fatalf("loop still running: %s", kerneltest.Summary(rec.Children(id)))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		if err := k.Interrupt(ctx); err != nil {
 			t.Fatal(err)
 		}
 		cancel()
-		for wait := time.Now().Add(5 * time.Second); time.Now().Before(wait) && !complete(rec.children(id)); {
+		for wait := time.Now().Add(5 * time.Second); time.Now().Before(wait) && !kerneltest.Complete(rec.Children(id)); {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
-	ms := rec.children(id)
+	ms := rec.Children(id)
 	// Under load the interrupt can land inside ipykernel's own output code,
 	// which then prints the KeyboardInterrupt to stderr instead of sending
 	// an error message; either way the loop must have been stopped by it.
-	e := find(ms, "iopub", "error")
-	if (e == nil || field(e, "ename") != "KeyboardInterrupt") && !strings.Contains(streamText(ms, "stderr"), "KeyboardInterrupt") {
-		t.Fatalf("no KeyboardInterrupt in %s (stderr %q)", summary(ms), streamText(ms, "stderr"))
+	e := kerneltest.Find(ms, "iopub", "error")
+	if (e == nil || kerneltest.Field(e, "ename") != "KeyboardInterrupt") && !strings.Contains(kerneltest.StreamText(ms, "stderr"), "KeyboardInterrupt") {
+		t.Fatalf("no KeyboardInterrupt in %s (stderr %q)", kerneltest.Summary(ms), kerneltest.StreamText(ms, "stderr"))
 	}
 	if got := stdout(run(t, k, rec, "print(x)")); got != "42\n" {
 		t.Errorf("after interrupt, x printed %q, want 42", got)
@@ -358,8 +359,8 @@ func TestSendPassThrough(t *testing.T) {
 	if err := k.Send(ctx, m); err != nil {
 		t.Fatal(err)
 	}
-	ms := rec.waitFor(t, id, "complete_reply", func(ms []*jupyter.Message) bool { return find(ms, "shell", "complete_reply") != nil })
-	r := find(ms, "shell", "complete_reply")
+	ms := rec.WaitFor(t, execTimeout, id, "complete_reply", func(ms []*jupyter.Message) bool { return kerneltest.Find(ms, "shell", "complete_reply") != nil })
+	r := kerneltest.Find(ms, "shell", "complete_reply")
 	if r.Parent.Session != "client-session" || !strings.Contains(string(r.Content), `"os"`) {
 		t.Errorf("complete_reply parent %+v content %s", r.Parent, r.Content)
 	}

@@ -26,7 +26,7 @@ func coldRun(b *testing.B, lang, src string) {
 	rec := newRecorder()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	r, err := Start(ctx, Options{Language: lang, Handler: rec.handle, StartTimeout: waitLimit})
+	r, err := Start(ctx, Options{Language: lang, Handler: rec.Handle, StartTimeout: waitLimit})
 	if err != nil {
 		b.Fatal(err)
 	}

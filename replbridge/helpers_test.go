@@ -5,116 +5,29 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/goccy/go-json"
 
 	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/kernel/kerneltest"
 )
-
-// The compile-time check that *REPL is a jupyter.Runtime (spelled out so the
-// test does not import stream/).
-var _ interface {
-	Execute(context.Context, jupyter.ExecuteRequest) error
-	Interrupt(context.Context) error
-	Close(context.Context) error
-	Done() <-chan struct{}
-	Err() error
-	Info() jupyter.RuntimeInfo
-} = (*REPL)(nil)
 
 const waitLimit = 60 * time.Second // generous: a shared 2-core machine
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if err := checkGoroutines(5 * time.Second); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// checkGoroutines fails when any goroutine of this package outlives the tests.
-func checkGoroutines(within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for {
-		buf := make([]byte, 1<<20)
-		stacks := string(buf[:runtime.Stack(buf, true)])
-		var leaked []string
-		for _, g := range strings.Split(stacks, "\n\n") {
-			if strings.Contains(g, "replbridge.(*REPL)") {
-				leaked = append(leaked, g)
-			}
-		}
-		if len(leaked) == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("leaked goroutines:\n%s", strings.Join(leaked, "\n\n"))
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// TestMain fails the run if a test leaves a goroutine or a child process.
+func TestMain(m *testing.M) { os.Exit(kerneltest.Run(m)) }
 
 // stamped is a message and when the handler got it.
-type stamped struct {
-	*jupyter.Message
-	at time.Time
-}
+type stamped = kerneltest.Stamped
 
-// recorder is a Handler that keeps every message.
-type recorder struct {
-	mu     sync.Mutex
-	msgs   []stamped
-	notify chan struct{}
-}
+// recorder keeps every message a REPL delivers.
+type recorder = kerneltest.Recorder
 
-func newRecorder() *recorder { return &recorder{notify: make(chan struct{}, 1)} }
-
-func (rec *recorder) handle(m *jupyter.Message) {
-	rec.mu.Lock()
-	rec.msgs = append(rec.msgs, stamped{m, time.Now()})
-	rec.mu.Unlock()
-	select {
-	case rec.notify <- struct{}{}:
-	default:
-	}
-}
-
-// of returns the messages parented to id, in arrival order.
-func (rec *recorder) of(id string) []stamped {
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	var out []stamped
-	for _, m := range rec.msgs {
-		if m.Parent.MsgID == id {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// waitUntil polls cond on every new message until it holds or limit passes.
-func (rec *recorder) waitUntil(t testing.TB, limit time.Duration, cond func() bool) bool {
-	t.Helper()
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	for !cond() {
-		select {
-		case <-rec.notify:
-		case <-timer.C:
-			return cond()
-		}
-	}
-	return true
-}
+func newRecorder() *recorder { return kerneltest.NewRecorder() }
 
 // result is one execution as a test sees it.
 type result struct {
@@ -177,7 +90,7 @@ func start(t testing.TB, lang string) *harness {
 	rec := newRecorder()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	r, err := Start(ctx, Options{Language: lang, Handler: rec.handle, StartTimeout: waitLimit})
+	r, err := Start(ctx, Options{Language: lang, Handler: rec.Handle, StartTimeout: waitLimit})
 	if err != nil {
 		t.Fatalf("start %s: %v", lang, err)
 	}
@@ -239,10 +152,10 @@ func (h *harness) send(code string) string {
 // await waits for idle and execute_reply of id and folds its messages.
 func (h *harness) await(id string, limit time.Duration) *result {
 	h.t.Helper()
-	if !h.rec.waitUntil(h.t, limit, func() bool { return finished(h.rec.of(id)) }) {
-		h.t.Fatalf("execution %s: no idle and execute_reply within %s; got %s", id, limit, dump(h.rec.of(id)))
+	if !h.rec.WaitUntil(limit, func() bool { return finished(h.rec.Stamped(id)) }) {
+		h.t.Fatalf("execution %s: no idle and execute_reply within %s; got %s", id, limit, dump(h.rec.Stamped(id)))
 	}
-	res := &result{msgs: h.rec.of(id)}
+	res := &result{msgs: h.rec.Stamped(id)}
 	res.fold()
 	return res
 }

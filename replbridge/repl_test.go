@@ -205,13 +205,13 @@ func TestUnhandledRejectionSurvives(t *testing.T) {
 	h := start(t, LangJavaScript)
 	id := h.send("Promise.reject(new Error('boom')); setTimeout(() => { throw new Error('late') }, 10); 1")
 	h.await(id, waitLimit)
-	ok := h.rec.waitUntil(t, 10*time.Second, func() bool {
-		res := &result{msgs: h.rec.of(id)}
+	ok := h.rec.WaitUntil(10*time.Second, func() bool {
+		res := &result{msgs: h.rec.Stamped(id)}
 		res.fold()
 		return strings.Contains(res.stderr, "boom") && strings.Contains(res.stderr, "late")
 	})
 	if !ok {
-		t.Errorf("no report of the rejection: %s", dump(h.rec.of(id)))
+		t.Errorf("no report of the rejection: %s", dump(h.rec.Stamped(id)))
 	}
 	if got := h.ok("2").value; got != "2" {
 		t.Errorf("after rejection: %q", got)
@@ -311,7 +311,7 @@ func TestLiveOutput(t *testing.T) {
 		var at []time.Time
 		for _, m := range res.msgs {
 			if m.Header.MsgType == "stream" {
-				at = append(at, m.at)
+				at = append(at, m.At)
 			}
 		}
 		if len(at) < 3 || res.stdout != "0\n1\n2\n" {
@@ -332,8 +332,8 @@ func TestQueue(t *testing.T) {
 				t.Errorf("%s: value %q", id, res.value)
 			}
 		}
-		first, last := h.rec.of(ids[0]), h.rec.of(ids[2])
-		if !first[len(first)-1].at.Before(last[0].at) && first[len(first)-1].at != last[0].at {
+		first, last := h.rec.Stamped(ids[0]), h.rec.Stamped(ids[2])
+		if !first[len(first)-1].At.Before(last[0].At) && first[len(first)-1].At != last[0].At {
 			t.Errorf("executions overlap")
 		}
 	})
@@ -408,7 +408,7 @@ func TestInfo(t *testing.T) {
 func TestEnvAndCwd(t *testing.T) {
 	dir := t.TempDir()
 	rec := newRecorder()
-	r, err := Start(context.Background(), Options{Language: LangPython, Handler: rec.handle, Cwd: dir, Env: []string{"AIOD_T=yes"}, StartTimeout: waitLimit})
+	r, err := Start(context.Background(), Options{Language: LangPython, Handler: rec.Handle, Cwd: dir, Env: []string{"AIOD_T=yes"}, StartTimeout: waitLimit})
 	if err != nil {
 		t.Fatal(err)
 	}

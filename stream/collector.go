@@ -41,72 +41,30 @@ func NewCollector(budget int) *Collector {
 	return &Collector{budget: budget}
 }
 
-// iopubContent holds the fields of every iopub content the collector reads.
-type iopubContent struct {
-	Name           string                     `json:"name"`
-	Text           string                     `json:"text"`
-	Data           map[string]json.RawMessage `json:"data"`
-	Metadata       json.RawMessage            `json:"metadata"`
-	ExecutionCount *int                       `json:"execution_count"`
-	Ename          string                     `json:"ename"`
-	Evalue         string                     `json:"evalue"`
-	Traceback      []string                   `json:"traceback"`
-	Wait           bool                       `json:"wait"`
-	Transient      struct {
-		DisplayID string `json:"display_id"`
-	} `json:"transient"`
-}
-
-// Add folds one message. Messages that are not outputs are ignored.
-func (c *Collector) Add(m *jupyter.Message) {
-	t := m.Header.MsgType
-	switch t {
-	case "stream", "execute_result", "display_data", "error", "clear_output", "update_display_data":
-	default:
-		return
-	}
-	if t == "stream" {
+// Add folds one decoded output (Decode). The collector never changes o:
+// it is shared with every other subscriber of the message.
+func (c *Collector) Add(o *Output) {
+	switch o.Type {
+	case jupyter.MsgStream:
 		c.applyClearWait()
-		c.sizeHint = len(m.Content)
-		if err := decodeStream(m.Content, c.addStream); err != nil {
-			var ct iopubContent // let the full decoder judge odd but valid JSON
-			if json.Unmarshal(m.Content, &ct) == nil {
-				c.addStream(ct.Name, []byte(ct.Text))
-			}
-		}
-		return
-	}
-	var ct iopubContent
-	if err := json.Unmarshal(m.Content, &ct); err != nil {
-		return
-	}
-	switch t {
-	case "clear_output":
-		if ct.Wait {
+		c.sizeHint = o.textSize()
+		o.streamChunks(func(b []byte) { c.addStream(o.Name, b) })
+	case jupyter.MsgClearOutput:
+		if o.Wait {
 			c.clearWait = true
 		} else {
 			c.clear()
 		}
-		return
-	case "update_display_data":
-		c.updateDisplay(&ct)
-		return
-	}
-	c.applyClearWait()
-	switch t {
-	case "error":
-		tb := make([]string, len(ct.Traceback))
-		for i, l := range ct.Traceback {
-			tb[i] = StripANSI(l)
-		}
-		o := &Output{Type: t, Ename: StripANSI(ct.Ename), Evalue: StripANSI(ct.Evalue), Traceback: tb}
-		c.addRich(o, len(ct.Ename)+len(ct.Evalue)+sumLen(tb))
-	default:
-		o := &Output{Type: t, Data: ct.Data, Metadata: ct.Metadata, DisplayID: ct.Transient.DisplayID}
-		if t == "execute_result" {
-			o.ExecutionCount = ct.ExecutionCount
-		}
-		c.addRich(o, bundleSize(o.Data)+len(o.Metadata))
+	case jupyter.MsgUpdateDisplayData:
+		c.updateDisplay(o)
+	case jupyter.MsgError:
+		c.applyClearWait()
+		cp := *o
+		c.addRich(&cp, len(o.Ename)+len(o.Evalue)+sumLen(o.Traceback))
+	case jupyter.MsgExecuteResult, jupyter.MsgDisplayData:
+		c.applyClearWait()
+		cp := *o
+		c.addRich(&cp, bundleSize(o.Data)+len(o.Metadata))
 	}
 }
 
@@ -123,9 +81,6 @@ func (c *Collector) clear() {
 }
 
 func (c *Collector) addStream(name string, text []byte) {
-	if name != "stderr" {
-		name = "stdout"
-	}
 	if tail := c.tails[name]; tail != nil || c.used >= c.budget {
 		c.toTail(name, text)
 		return
@@ -193,8 +148,8 @@ func (c *Collector) addRich(o *Output, size int) {
 	c.outputs = append(c.outputs, o)
 }
 
-func (c *Collector) updateDisplay(ct *iopubContent) {
-	id := ct.Transient.DisplayID
+func (c *Collector) updateDisplay(ct *Output) {
+	id := ct.DisplayID
 	if id == "" {
 		return
 	}

@@ -23,12 +23,22 @@ func streamMsg(t testing.TB, name, text string) *jupyter.Message {
 	return iopub(t, "stream", map[string]string{"name": name, "text": text})
 }
 
+// add decodes m as the mux does and folds it.
+func add(t testing.TB, c *Collector, m *jupyter.Message) {
+	t.Helper()
+	o, ok := Decode(m)
+	if !ok {
+		t.Fatalf("%s carries no output", m.Header.MsgType)
+	}
+	c.Add(o)
+}
+
 func TestCollectorMergesConsecutiveStreams(t *testing.T) {
 	c := NewCollector(0)
-	c.Add(streamMsg(t, "stdout", "a\n"))
-	c.Add(streamMsg(t, "stdout", "b\n"))
-	c.Add(streamMsg(t, "stderr", "warn\n"))
-	c.Add(streamMsg(t, "stdout", "c\n"))
+	add(t, c, streamMsg(t, "stdout", "a\n"))
+	add(t, c, streamMsg(t, "stdout", "b\n"))
+	add(t, c, streamMsg(t, "stderr", "warn\n"))
+	add(t, c, streamMsg(t, "stdout", "c\n"))
 	out := c.Finish()
 	got := []string{}
 	for _, o := range out {
@@ -42,18 +52,18 @@ func TestCollectorMergesConsecutiveStreams(t *testing.T) {
 
 func TestCollectorClearOutputAndUpdateDisplay(t *testing.T) {
 	c := NewCollector(0)
-	c.Add(streamMsg(t, "stdout", "old\n"))
-	c.Add(iopub(t, "clear_output", map[string]bool{"wait": false}))
-	c.Add(streamMsg(t, "stdout", "kept\n"))
-	c.Add(iopub(t, "clear_output", map[string]bool{"wait": true}))
+	add(t, c, streamMsg(t, "stdout", "old\n"))
+	add(t, c, iopub(t, "clear_output", map[string]bool{"wait": false}))
+	add(t, c, streamMsg(t, "stdout", "kept\n"))
+	add(t, c, iopub(t, "clear_output", map[string]bool{"wait": true}))
 	if n := len(c.outputs); n != 1 {
 		t.Fatalf("clear_output(wait=True) cleared at once: %d outputs", n)
 	}
-	c.Add(iopub(t, "display_data", map[string]any{
+	add(t, c, iopub(t, "display_data", map[string]any{
 		"data": map[string]string{"text/plain": "v1"}, "metadata": map[string]any{},
 		"transient": map[string]string{"display_id": "d1"},
 	}))
-	c.Add(iopub(t, "update_display_data", map[string]any{
+	add(t, c, iopub(t, "update_display_data", map[string]any{
 		"data": map[string]string{"text/plain": "v2"}, "metadata": map[string]any{},
 		"transient": map[string]string{"display_id": "d1"},
 	}))
@@ -66,7 +76,7 @@ func TestCollectorClearOutputAndUpdateDisplay(t *testing.T) {
 
 func TestCollectorStripsANSIFromTracebacks(t *testing.T) {
 	c := NewCollector(0)
-	c.Add(iopub(t, "error", map[string]any{
+	add(t, c, iopub(t, "error", map[string]any{
 		"ename": "ZeroDivisionError", "evalue": "division by zero",
 		"traceback": []string{"\x1b[0;31m-----\x1b[0m", "\x1b[0;31mZeroDivisionError\x1b[0m: division by zero"},
 	}))
@@ -80,11 +90,11 @@ func TestCollectorBudgetKeepsHeadAndTail(t *testing.T) {
 	const budget = 64 << 10
 	c := NewCollector(budget)
 	chunk := strings.Repeat("x", 1000) + "\n"
-	c.Add(streamMsg(t, "stdout", "HEAD\n"))
+	add(t, c, streamMsg(t, "stdout", "HEAD\n"))
 	for i := 0; i < 2000; i++ { // ~2 MB, 30 x the budget
-		c.Add(streamMsg(t, "stdout", chunk))
+		add(t, c, streamMsg(t, "stdout", chunk))
 	}
-	c.Add(streamMsg(t, "stdout", "TAIL\n"))
+	add(t, c, streamMsg(t, "stdout", "TAIL\n"))
 	if !c.Truncated() || c.Note() == "" {
 		t.Fatal("collector did not report truncation")
 	}
@@ -107,7 +117,7 @@ func TestCollectorBudgetKeepsHeadAndTail(t *testing.T) {
 
 func TestCollectorBudgetOmitsLargeRichOutput(t *testing.T) {
 	c := NewCollector(1024)
-	c.Add(iopub(t, "display_data", map[string]any{"data": map[string]string{"image/png": strings.Repeat("A", 4096)}}))
+	add(t, c, iopub(t, "display_data", map[string]any{"data": map[string]string{"image/png": strings.Repeat("A", 4096)}}))
 	out := c.Finish()
 	if _, ok := out[0].Data["image/png"]; ok || !out[0].Truncated {
 		t.Fatalf("rich output over the budget was kept: %+v", out[0])

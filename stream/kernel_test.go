@@ -35,15 +35,13 @@ func newTestRegistry(t testing.TB) *Registry {
 	return r
 }
 
-func drain(t testing.TB, q *Queue, execID string) []string {
+func drain(t testing.TB, q *recorder, execID string) []string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	var seen []string
 	for {
-		e, err := q.Next(ctx)
-		if err != nil {
-			t.Fatalf("queue: %v (seen %v)", err, seen)
+		e, ok := q.next(30 * time.Second)
+		if !ok {
+			t.Fatalf("recorder: nothing within 30 s (seen %v)", seen)
 		}
 		if e.ExecID != execID {
 			continue
@@ -63,8 +61,8 @@ func TestSecondSubscriberSeesSameMessages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	perExec := NewQueue(1 << 20)
-	watcher := NewQueue(1 << 20)
+	perExec := newRecorder()
+	watcher := newRecorder()
 	sess.Mux().Watch(watcher)
 	defer sess.Mux().Unwatch(watcher)
 	res, err := sess.Execute(context.Background(), ExecRequest{

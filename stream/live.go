@@ -5,54 +5,17 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/goccy/go-json"
-
 	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 // This file holds what the live routes (WebSocket streaming and the Jupyter
-// kernels API) need beyond the REST path: one message as one output, a
-// runtime started without code, a restart, and session bookkeeping.
-
-// OutputOf converts one iopub message into the output it carries, exactly
-// as the kernel sent it: a stream chunk is not merged with its neighbours.
-// Tracebacks and error names lose their ANSI codes, as in collected
-// results. ok is false for messages that carry no output (status,
-// execute_input, clear_output, update_display_data, ...).
-func OutputOf(m *jupyter.Message) (o *Output, ok bool) {
-	t := m.Header.MsgType
-	switch t {
-	case "stream", "execute_result", "display_data", "error":
-	default:
-		return nil, false
-	}
-	var ct iopubContent
-	if err := json.Unmarshal(m.Content, &ct); err != nil {
-		return nil, false
-	}
-	switch t {
-	case "stream":
-		return &Output{Type: t, Name: ct.Name, Text: ct.Text}, true
-	case "error":
-		tb := make([]string, len(ct.Traceback))
-		for i, l := range ct.Traceback {
-			tb[i] = StripANSI(l)
-		}
-		return &Output{Type: t, Ename: StripANSI(ct.Ename), Evalue: StripANSI(ct.Evalue), Traceback: tb}, true
-	}
-	o = &Output{Type: t, Data: ct.Data, Metadata: ct.Metadata, DisplayID: ct.Transient.DisplayID}
-	if t == "execute_result" {
-		o.ExecutionCount = ct.ExecutionCount
-	}
-	return o, true
-}
+// kernels API) need beyond the REST path: a runtime started without code, a
+// restart, and session bookkeeping.
 
 // Closed is closed when the session has been deleted, reclaimed or shut down.
 func (s *Session) Closed() <-chan struct{} { return s.closed }
 
-// Touch marks the session as used now, so that the idle reaper leaves it
-// alone while a client that bypasses Execute (a Jupyter front end talking
-// to the kernel directly) is attached.
+// Touch marks the session as used now.
 func (s *Session) Touch() {
 	s.mu.Lock()
 	s.last = time.Now()
@@ -66,12 +29,8 @@ func (s *Session) EnsureRuntime(ctx context.Context) (jupyter.Runtime, error) {
 	if rt := s.liveRuntime(); rt != nil {
 		return rt, nil
 	}
-	select {
-	case s.turn <- struct{}{}:
-	case <-s.closed:
-		return nil, ErrSessionClosed
-	case <-ctx.Done():
-		return nil, &StartError{Err: fmt.Errorf("wait for the session's turn: %w", context.Cause(ctx))}
+	if err := s.takeTurn(ctx); err != nil {
+		return nil, err
 	}
 	defer func() { <-s.turn }()
 	if rt := s.liveRuntime(); rt != nil {
@@ -80,18 +39,25 @@ func (s *Session) EnsureRuntime(ctx context.Context) (jupyter.Runtime, error) {
 	return s.startRuntime(ctx)
 }
 
+// takeTurn waits for the session's turn, bounded by ctx.
+func (s *Session) takeTurn(ctx context.Context) error {
+	select {
+	case s.turn <- struct{}{}:
+		return nil
+	case <-s.closed:
+		return ErrSessionClosed
+	case <-ctx.Done():
+		return &StartError{Err: fmt.Errorf("wait for the session's turn: %w", context.Cause(ctx))}
+	}
+}
+
 // liveRuntime returns the runtime when it runs, or nil.
 func (s *Session) liveRuntime() jupyter.Runtime {
 	rt := s.Runtime()
-	if rt == nil {
+	if rt == nil || isDone(rt) {
 		return nil
 	}
-	select {
-	case <-rt.Done():
-		return nil
-	default:
-		return rt
-	}
+	return rt
 }
 
 // startRuntime starts a fresh runtime and installs it; the caller holds the
@@ -107,27 +73,8 @@ func (s *Session) startRuntime(ctx context.Context) (jupyter.Runtime, error) {
 	if old != nil {
 		s.reg.closeRuntime(old)
 	}
-	gen := s.mux.NextGen()
-	sctx, cancel := context.WithCancel(s.reg.ctx)
-	defer cancel()
-	stop := context.AfterFunc(ctx, cancel)
-	defer stop()
-	rt, err := s.Backend.Start(sctx, s.mux.Handler(gen))
-	if err != nil {
-		return nil, &StartError{Err: err}
-	}
-	s.mu.Lock()
-	select {
-	case <-s.closed:
-		s.mu.Unlock()
-		s.reg.closeRuntime(rt)
-		return nil, ErrSessionClosed
-	default:
-	}
-	s.rt, s.gen = rt, gen
-	s.last = time.Now()
-	s.mu.Unlock()
-	return rt, nil
+	rt, _, err := s.start(ctx)
+	return rt, err
 }
 
 // Restart replaces the session's runtime with a fresh one: watchers see an
@@ -135,7 +82,9 @@ func (s *Session) startRuntime(ctx context.Context) (jupyter.Runtime, error) {
 // ends with an error result), and once the new one answers they see
 // "idle" ("dead" when it could not start). Bounded by ctx.
 func (s *Session) Restart(ctx context.Context) (jupyter.Runtime, error) {
-	s.PublishStatus("restarting")
+	s.setRestarting(true)
+	defer s.setRestarting(false)
+	s.PublishStatus(jupyter.StateRestarting)
 	s.mu.Lock()
 	old := s.rt
 	s.rt = nil
@@ -143,40 +92,42 @@ func (s *Session) Restart(ctx context.Context) (jupyter.Runtime, error) {
 	if old != nil {
 		_ = old.Close(ctx)
 	}
-	select {
-	case s.turn <- struct{}{}:
-	case <-s.closed:
-		s.PublishStatus("dead")
-		return nil, ErrSessionClosed
-	case <-ctx.Done():
-		s.PublishStatus("dead")
-		return nil, &StartError{Err: fmt.Errorf("wait for the session's turn: %w", context.Cause(ctx))}
+	if err := s.takeTurn(ctx); err != nil {
+		s.markDead()
+		s.PublishStatus(jupyter.StateDead)
+		return nil, err
 	}
 	defer func() { <-s.turn }()
 	rt := s.liveRuntime()
 	if rt == nil || rt == old {
 		var err error
 		if rt, err = s.startRuntime(ctx); err != nil {
-			s.PublishStatus("dead")
+			s.markDead()
+			s.PublishStatus(jupyter.StateDead)
 			return nil, err
 		}
 	}
-	s.PublishStatus("idle")
+	s.PublishStatus(jupyter.StateIdle)
 	return rt, nil
+}
+
+func (s *Session) setRestarting(on bool) {
+	s.mu.Lock()
+	s.restarting = on
+	s.mu.Unlock()
+}
+
+func (s *Session) markDead() {
+	s.mu.Lock()
+	if s.rt == nil {
+		s.dead = true
+	}
+	s.mu.Unlock()
 }
 
 // PublishStatus sends an iopub status message with no parent to every
 // watcher of the session, the way a Jupyter server announces a kernel
 // restarting or dead.
 func (s *Session) PublishStatus(state string) {
-	ev := Event{Msg: jupyter.NewStatus(state)}
-	for _, w := range *s.mux.watchers.Load() {
-		w.Deliver(ev)
-	}
-}
-
-// DeleteSession ends one session (not the others sharing its id in other
-// languages) and reports whether it was registered.
-func (r *Registry) DeleteSession(ctx context.Context, s *Session) bool {
-	return r.remove(ctx, func(x *Session) bool { return x == s }, "deleted") > 0
+	s.mux.publish(Event{Msg: jupyter.NewStatus(state), State: state})
 }

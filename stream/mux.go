@@ -10,20 +10,22 @@ import (
 )
 
 // Mux routes the messages of one session's runtime. The runtime's reader
-// goroutines call the handler from Handler; the mux looks the execution up
-// by parent msg_id, folds the message into its collector, hands it to the
-// execution's subscribers, then to every watcher of the session. Nothing in
+// goroutines call the handler from Handler; the mux decodes the message
+// once, looks the execution up by parent msg_id, folds the message into its
+// collector, hands the event to the execution's subscribers, then to every
+// watcher of the session, and only then signals the execution's completion,
+// so that a result never overtakes the idle of its own execution. Nothing in
 // that path blocks: collectors fold in place, subscribers only enqueue.
 type Mux struct {
 	gen      atomic.Uint64                // generation of the current runtime
 	watchers atomic.Pointer[[]Subscriber] // copy-on-write
+	state    atomic.Pointer[string]       // last execution_state of the current runtime
 
 	mu    sync.Mutex // guards execs and the watcher list's writers
 	execs map[string]*Execution
 
-	stale atomic.Int64 // messages dropped because their runtime was replaced
-
-	onLarge func() // called after a message over largeMessage bytes was handed on
+	counters *Counters
+	onLarge  func() // called after a message over largeMessage bytes was handed on
 }
 
 // largeMessage is the size past which the mux asks for memory to be handed
@@ -31,9 +33,12 @@ type Mux struct {
 // keeps only 8 MiB of.
 const largeMessage = 16 << 20
 
-// NewMux returns an empty mux.
-func NewMux() *Mux {
-	m := &Mux{execs: map[string]*Execution{}}
+// NewMux returns an empty mux counting into c (nil: counters of its own).
+func NewMux(c *Counters) *Mux {
+	if c == nil {
+		c = NewCounters()
+	}
+	m := &Mux{execs: map[string]*Execution{}, counters: c}
 	m.watchers.Store(&[]Subscriber{})
 	return m
 }
@@ -45,37 +50,68 @@ func (m *Mux) Handler(gen uint64) jupyter.Handler {
 }
 
 // NextGen starts a new runtime generation and returns it.
-func (m *Mux) NextGen() uint64 { return m.gen.Add(1) }
+func (m *Mux) NextGen() uint64 {
+	m.state.Store(nil)
+	return m.gen.Add(1)
+}
+
+// State is the last execution_state the current runtime published, or "".
+func (m *Mux) State() string {
+	if p := m.state.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
 
 func (m *Mux) deliver(gen uint64, msg *jupyter.Message) {
 	if gen != m.gen.Load() {
-		m.stale.Add(1)
+		m.counters.Count(StaleMessages, "", 1)
 		return
 	}
-	id := msg.Parent.MsgID
+	ev := Event{ExecID: msg.Parent.MsgID, Msg: msg}
 	m.mu.Lock()
-	ex := m.execs[id]
+	ex := m.execs[ev.ExecID]
 	m.mu.Unlock()
-	ref := ""
 	if ex != nil {
-		ex.add(msg)
-		ref = ex.Ref
+		// Decoding and folding a huge message can take a while: it counts
+		// as activity, so that the completion wait does not give up on it.
+		ex.folding.Add(1)
+		defer ex.folding.Add(-1)
+		ex.poke()
+		ev.Origin = ex.Origin
 	}
-	ev := Event{ExecID: id, Ref: ref, Msg: msg}
+	ev.decode()
+	if ev.State != "" {
+		st := ev.State
+		m.state.Store(&st)
+	}
+	var complete func()
+	if ex != nil {
+		complete = ex.add(ev)
+	}
 	for _, w := range *m.watchers.Load() {
 		w.Deliver(ev)
+	}
+	if complete != nil {
+		complete()
 	}
 	if m.onLarge != nil && len(msg.Content) > largeMessage {
 		m.onLarge()
 	}
 }
 
-// publishResult tells every watcher that an execution finished.
+// publish tells the execution's subscribers and every watcher that an
+// execution finished.
 func (m *Mux) publishResult(ex *Execution, r *Result) {
-	ev := Event{ExecID: ex.ID, Ref: ex.Ref, Result: r}
+	ev := Event{ExecID: ex.ID, Origin: ex.Origin, Result: r}
 	for _, s := range ex.subscribers() {
 		s.Deliver(ev)
 	}
+	m.publish(ev)
+}
+
+// publish hands ev to every watcher.
+func (m *Mux) publish(ev Event) {
 	for _, w := range *m.watchers.Load() {
 		w.Deliver(ev)
 	}
@@ -109,11 +145,11 @@ func (m *Mux) Unwatch(s Subscriber) {
 func (m *Mux) Watchers() int { return len(*m.watchers.Load()) }
 
 // Begin registers an execution before its request is sent, so that no reply
-// can arrive unrouted.
-func (m *Mux) Begin(id, ref string, budget int, subs ...Subscriber) *Execution {
+// can arrive unrouted. origin is carried into its events.
+func (m *Mux) Begin(id string, origin any, budget int, subs ...Subscriber) *Execution {
 	ex := &Execution{
 		ID:       id,
-		Ref:      ref,
+		Origin:   origin,
 		col:      NewCollector(budget),
 		subs:     subs,
 		replied:  make(chan struct{}),
@@ -137,8 +173,8 @@ func (m *Mux) End(ex *Execution) {
 // subscribers, and the two signals that together mean it is complete
 // (shell execute_reply and iopub idle, both parented to ID).
 type Execution struct {
-	ID  string // msg_id of the execute_request
-	Ref string // the caller's reference, e.g. a WebSocket message id
+	ID     string // msg_id of the execute_request
+	Origin any    // who started it (ExecRequest.Origin)
 
 	replied  chan struct{} // closed on execute_reply
 	idled    chan struct{} // closed on iopub status idle
@@ -148,20 +184,9 @@ type Execution struct {
 	mu    sync.Mutex // guards everything below
 	col   *Collector
 	subs  []Subscriber
-	reply replyContent
+	reply jupyter.ExecuteReplyContent
 	gotR  bool
 	gotI  bool
-}
-
-type replyContent struct {
-	Status         string `json:"status"`
-	ExecutionCount *int   `json:"execution_count"`
-	Ename          string `json:"ename"`
-	Evalue         string `json:"evalue"`
-}
-
-type statusContent struct {
-	ExecutionState string `json:"execution_state"`
 }
 
 // Subscribe adds a subscriber to this execution only.
@@ -177,34 +202,34 @@ func (ex *Execution) subscribers() []Subscriber {
 	return append([]Subscriber(nil), ex.subs...)
 }
 
-func (ex *Execution) add(msg *jupyter.Message) {
-	ex.folding.Add(1)
-	defer ex.folding.Add(-1)
-	ex.poke() // folding a huge message can take a while: it counts as activity
+// add folds ev into the execution and hands it to its subscribers. It
+// returns the completion signal ev brings (closing replied or idled), for
+// the mux to fire once every watcher has ev too; nil when it brings none.
+func (ex *Execution) add(ev Event) (complete func()) {
+	msg := ev.Msg
 	ex.mu.Lock()
 	switch {
-	case msg.Header.MsgType == "execute_reply":
+	case msg.Header.MsgType == jupyter.MsgExecuteReply:
 		if !ex.gotR {
 			_ = json.Unmarshal(msg.Content, &ex.reply)
 			ex.gotR = true
-			close(ex.replied)
+			complete = func() { close(ex.replied) }
 		}
-	case msg.Header.MsgType == "status":
-		var st statusContent
-		if json.Unmarshal(msg.Content, &st) == nil && st.ExecutionState == "idle" && !ex.gotI {
+	case ev.State == jupyter.StateIdle:
+		if !ex.gotI {
 			ex.gotI = true
-			close(ex.idled)
+			complete = func() { close(ex.idled) }
 		}
-	case msg.Channel == "iopub":
-		ex.col.Add(msg)
+	case ev.Out != nil:
+		ex.col.Add(ev.Out)
 	}
 	subs := ex.subs
 	ex.mu.Unlock()
 	ex.poke()
-	ev := Event{ExecID: ex.ID, Ref: ex.Ref, Msg: msg}
 	for _, s := range subs {
 		s.Deliver(ev)
 	}
+	return complete
 }
 
 func (ex *Execution) poke() {

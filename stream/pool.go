@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/goccy/go-json"
-
 	"github.com/aiod/aiod/kernel/jupyter"
 )
 
@@ -221,7 +219,7 @@ func (p *Pool) run(rt jupyter.Runtime, fwd *forwarder, req jupyter.ExecuteReques
 	idle := make(chan struct{})
 	var once sync.Once
 	fwd.set(func(m *jupyter.Message) {
-		if m.Parent.MsgID == id && m.Header.MsgType == "status" && containsIdle(m.Content) {
+		if m.Parent.MsgID == id && m.Header.MsgType == jupyter.MsgStatus && jupyter.ExecutionState(m.Content) == jupyter.StateIdle {
 			once.Do(func() { close(idle) })
 		}
 	})
@@ -239,11 +237,6 @@ func (p *Pool) run(rt jupyter.Runtime, fwd *forwarder, req jupyter.ExecuteReques
 	case <-ctx.Done():
 		return errors.New("no idle before the warm-up deadline")
 	}
-}
-
-func containsIdle(content []byte) bool {
-	var st statusContent
-	return json.Unmarshal(content, &st) == nil && st.ExecutionState == "idle"
 }
 
 func closeQuietly(rt jupyter.Runtime) {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"regexp"
 	"runtime/debug"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,22 +26,26 @@ type Config struct {
 	CompletionGrace time.Duration // how long to wait for idle after the reply (or back), after the last message; 5 s
 	ReapInterval    time.Duration // how often idle sessions are looked for; 5 s
 	CloseTimeout    time.Duration // bound on closing one runtime; 10 s
+	Counters        *Counters     // where sessions count; a set of its own when nil
 	Logger          *slog.Logger
 }
 
 type sessionKey struct{ lang, id string }
 
-// Registry owns every session: it creates them on first use, reclaims idle
-// ones, closes temporary runtimes after one-shot calls, and on Close shuts
-// everything down and waits for it.
+// Registry owns every session, named and temporary: it creates named ones
+// on first use, reclaims idle ones, closes temporary runtimes after one-shot
+// calls, and on Close shuts everything down and waits for it.
 type Registry struct {
-	cfg    Config
-	ctx    context.Context // parent of runtime starts and interrupts; ends at Close
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // background closes and the reaper
+	cfg      Config
+	counters *Counters
+	ctx      context.Context // parent of runtime starts and interrupts; ends at Close
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup // background closes and the reaper
 
 	mu       sync.Mutex
 	sessions map[sessionKey]*Session
+	kernels  map[string]*Session   // by KernelID
+	temps    map[*Session]struct{} // temporary sessions not released yet
 	closing  bool
 	closed   bool // Close has waited for the background work
 
@@ -63,10 +69,14 @@ func NewRegistry(cfg Config) *Registry {
 	if cfg.CloseTimeout <= 0 {
 		cfg.CloseTimeout = 10 * time.Second
 	}
+	if cfg.Counters == nil {
+		cfg.Counters = NewCounters()
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Registry{cfg: cfg, sessions: map[sessionKey]*Session{}, trim: make(chan struct{}, 1)}
+	r := &Registry{cfg: cfg, counters: cfg.Counters, sessions: map[sessionKey]*Session{},
+		kernels: map[string]*Session{}, temps: map[*Session]struct{}{}, trim: make(chan struct{}, 1)}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.wg.Add(2)
 	go r.reap()
@@ -74,14 +84,27 @@ func NewRegistry(cfg Config) *Registry {
 	return r
 }
 
+// Counters is where the registry's sessions and their muxes count.
+func (r *Registry) Counters() *Counters { return r.counters }
+
 func (r *Registry) newSession(id string, b Backend) *Session {
-	mux := NewMux()
+	mux := NewMux(r.counters)
 	mux.onLarge = r.pokeTrim
+	now := time.Now()
 	return &Session{
-		ID: id, Language: b.Language, Backend: b, Created: time.Now(),
+		ID: id, Language: b.Language, Backend: b, Created: now,
 		reg: r, mux: mux, turn: make(chan struct{}, 1), closed: make(chan struct{}),
-		last: time.Now(), idle: b.Idle,
+		last: now, idle: b.Idle, cwd: b.Cwd,
 	}
+}
+
+// started counts a runtime start of s.
+func (r *Registry) started(s *Session, took time.Duration, err error) {
+	result := "ok"
+	if err != nil {
+		result = "failed"
+	}
+	r.counters.Count(RuntimeStarts, result, 1)
 }
 
 func (r *Registry) pokeTrim() {
@@ -116,6 +139,8 @@ func (r *Registry) trimmer() {
 	}
 }
 
+var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+
 // Open returns the session (lang, id), creating it with backend b when it
 // does not exist. created is true when it was made by this call.
 func (r *Registry) Open(lang, id string, b Backend) (s *Session, created bool, err error) {
@@ -129,7 +154,12 @@ func (r *Registry) Open(lang, id string, b Backend) (s *Session, created bool, e
 		return s, false, nil
 	}
 	s = r.newSession(id, b)
+	s.KernelID = strings.ToLower(id)
+	if !uuidRE.MatchString(id) || r.kernels[s.KernelID] != nil {
+		s.KernelID = jupyter.NewID()
+	}
 	r.sessions[k] = s
+	r.kernels[s.KernelID] = s
 	r.cfg.Logger.Info("session created", "session", id, "language", lang, "backend", b.Name)
 	return s, true, nil
 }
@@ -141,7 +171,14 @@ func (r *Registry) Get(lang, id string) *Session {
 	return r.sessions[sessionKey{lang, id}]
 }
 
-// List returns every session, sorted by id then language.
+// Kernel returns the session whose KernelID is id (any case), or nil.
+func (r *Registry) Kernel(id string) *Session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.kernels[strings.ToLower(id)]
+}
+
+// List returns every named session, sorted by id then language.
 func (r *Registry) List() []*Session {
 	r.mu.Lock()
 	out := make([]*Session, 0, len(r.sessions))
@@ -161,17 +198,23 @@ func (r *Registry) List() []*Session {
 // Delete ends every session named id, of any language, and returns how
 // many there were. Runtimes are closed before it returns.
 func (r *Registry) Delete(ctx context.Context, id string) int {
-	return r.remove(ctx, func(s *Session) bool { return s.ID == id }, "deleted")
+	return r.remove(ctx, func(s *Session) bool { return s.ID == id }, ClosedDeleted)
 }
 
 // DeleteOne ends the one session (lang, id) and reports whether it existed.
 func (r *Registry) DeleteOne(ctx context.Context, lang, id string) bool {
-	return r.remove(ctx, func(s *Session) bool { return s.Language == lang && s.ID == id }, "deleted") > 0
+	return r.remove(ctx, func(s *Session) bool { return s.Language == lang && s.ID == id }, ClosedDeleted) > 0
 }
 
 // DeleteLanguage ends every session of one language.
 func (r *Registry) DeleteLanguage(ctx context.Context, lang string) int {
-	return r.remove(ctx, func(s *Session) bool { return s.Language == lang }, "deleted")
+	return r.remove(ctx, func(s *Session) bool { return s.Language == lang }, ClosedDeleted)
+}
+
+// DeleteSession ends one session (not the others sharing its id in other
+// languages) and reports whether it was registered.
+func (r *Registry) DeleteSession(ctx context.Context, s *Session) bool {
+	return r.remove(ctx, func(x *Session) bool { return x == s }, ClosedDeleted) > 0
 }
 
 func (r *Registry) remove(ctx context.Context, match func(*Session) bool, why string) int {
@@ -181,24 +224,43 @@ func (r *Registry) remove(ctx context.Context, match func(*Session) bool, why st
 		if match(s) {
 			gone = append(gone, s)
 			delete(r.sessions, k)
+			delete(r.kernels, s.KernelID)
 		}
 	}
 	r.mu.Unlock()
-	var wg sync.WaitGroup
-	for _, s := range gone {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s.Close(ctx)
-			r.cfg.Logger.Info("session closed", "session", s.ID, "language", s.Language, "why", why)
-		}()
-	}
-	wg.Wait()
+	r.closeAll(ctx, gone, why)
 	return len(gone)
 }
 
-// Temp returns an unregistered session for one call; pass it to Release.
-func (r *Registry) Temp(b Backend) *Session { return r.newSession("", b) }
+// closeAll closes sessions in parallel and waits for them.
+func (r *Registry) closeAll(ctx context.Context, ss []*Session, why string) {
+	var wg sync.WaitGroup
+	for _, s := range ss {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.Close(ctx, why)
+			if s.ID != "" {
+				r.cfg.Logger.Info("session closed", "session", s.ID, "language", s.Language, "why", why)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// Temp returns a temporary session for one call, registered so that Close
+// ends it; pass it to Release after the call. It fails with
+// ErrShuttingDown once Close has begun.
+func (r *Registry) Temp(b Backend) (*Session, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closing {
+		return nil, ErrShuttingDown
+	}
+	s := r.newSession("", b)
+	r.temps[s] = struct{}{}
+	return s, nil
+}
 
 // Release closes a temporary session's runtime in the background, so that
 // the caller's answer does not wait for the process to exit. The close
@@ -212,7 +274,10 @@ func (r *Registry) Release(s *Session) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.CloseTimeout)
 		defer cancel()
-		s.Close(ctx)
+		s.Close(ctx, ClosedReleased)
+		r.mu.Lock()
+		delete(r.temps, s)
+		r.mu.Unlock()
 	})
 }
 
@@ -256,28 +321,49 @@ func (r *Registry) reap() {
 }
 
 // ReapIdle closes sessions unused for longer than their backend's idle time
-// as of now, and returns how many it closed.
+// as of now (none with a call running or queued, or a front end attached),
+// and returns how many it closed.
 func (r *Registry) ReapIdle(now time.Time) int {
-	return r.remove(r.ctx, func(s *Session) bool {
-		idle := s.Idle()
-		return idle > 0 && !s.Busy() && now.Sub(s.LastUsed()) > idle
-	}, "idle")
+	var langs []string
+	n := r.remove(r.ctx, func(s *Session) bool {
+		if s.reapable(now) {
+			langs = append(langs, s.Language)
+			return true
+		}
+		return false
+	}, ClosedIdle)
+	for _, l := range langs {
+		r.counters.Count(IdleReclaims, l, 1)
+	}
+	return n
 }
 
-// Len is the number of sessions.
+// Len is the number of named sessions.
 func (r *Registry) Len() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.sessions)
 }
 
-// Close ends every session and waits for all runtimes and background work,
+// Close ends every session, named and temporary (calls in flight answer
+// that aiod shut down), and waits for all runtimes and background work,
 // bounded by ctx. Calling it twice is harmless.
 func (r *Registry) Close(ctx context.Context) error {
 	r.mu.Lock()
 	r.closing = true
+	temps := make([]*Session, 0, len(r.temps))
+	for s := range r.temps {
+		temps = append(temps, s)
+	}
 	r.mu.Unlock()
-	r.remove(ctx, func(*Session) bool { return true }, "shutdown")
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r.closeAll(ctx, temps, ClosedShutdown)
+	}()
+	r.remove(ctx, func(*Session) bool { return true }, ClosedShutdown)
+	wg.Wait()
 	r.cancel()
 	done := make(chan struct{})
 	go func() {

@@ -10,25 +10,10 @@ import (
 	"github.com/goccy/go-json"
 )
 
-// streamChunk is how much unescaped text decodeStream hands on at a time.
+// streamChunk is how much unescaped text unescapeChunks hands on at a time.
 const streamChunk = 64 << 10
 
 var errBadJSON = errors.New("malformed stream content")
-
-// decodeStream reads a stream message's content ({"name": ..., "text": ...})
-// without building the whole text as one string: the text is unescaped in
-// chunks of about 64 KiB and passed to emit in order. A kernel can send
-// a 100 MB stream message; this keeps the collector's copy within its
-// budget instead of doubling the message in memory.
-//
-// The chunk passed to emit is only valid during the call.
-func decodeStream(raw []byte, emit func(name string, chunk []byte)) error {
-	name, text, err := streamSpans(raw)
-	if err != nil {
-		return err
-	}
-	return unescapeChunks(text, func(b []byte) { emit(name, b) })
-}
 
 // streamSpans finds the decoded name and the raw (still escaped) bytes of
 // the text string, in whichever order the keys come.

@@ -66,3 +66,19 @@ func mustMarshal(v any) []byte {
 	b, _ := json.Marshal(v)
 	return b
 }
+
+// decodeStream (the way Decode and the collector together read a stream
+// message) reads a stream message's content ({"name": ..., "text": ...})
+// without building the whole text as one string: the text is unescaped in
+// chunks of about 64 KiB and passed to emit in order. A kernel can send
+// a 100 MB stream message; this keeps the collector's copy within its
+// budget instead of doubling the message in memory.
+//
+// The chunk passed to emit is only valid during the call.
+func decodeStream(raw []byte, emit func(name string, chunk []byte)) error {
+	name, text, err := streamSpans(raw)
+	if err != nil {
+		return err
+	}
+	return unescapeChunks(text, func(b []byte) { emit(name, b) })
+}

@@ -220,3 +220,28 @@ func (d *daemon) execute(ctx context.Context, body map[string]any) (*execAnswer,
 	}
 	return &a, nil
 }
+
+// Daemon is an aiod process started by StartDaemon, for the Go benchmarks
+// of package bench, which measure the real binary rather than the gateway
+// in-process.
+type Daemon struct{ d *daemon }
+
+// BuildDaemon builds ./cmd/aiod into dir and returns the binary's path.
+func BuildDaemon(ctx context.Context, dir string) (string, error) { return buildDaemon(ctx, dir) }
+
+// StartDaemon runs bin on a free loopback port, its files under dir, with
+// the AIO_* settings in env added to a clean environment, and waits until
+// it is healthy. Stop it with Stop.
+func StartDaemon(ctx context.Context, name, bin, dir string, env ...string) (*Daemon, error) {
+	d, err := startDaemon(ctx, name, bin, dir, "gobench", env...)
+	if err != nil {
+		return nil, err
+	}
+	return &Daemon{d}, nil
+}
+
+// URL is the daemon's base URL, http://127.0.0.1:PORT.
+func (d *Daemon) URL() string { return d.d.url }
+
+// Stop sends SIGTERM and waits (SIGKILL to its process group past 45 s).
+func (d *Daemon) Stop() { d.d.stop() }

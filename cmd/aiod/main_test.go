@@ -45,13 +45,7 @@ func TestMain(m *testing.M) {
 		os.RemoveAll(dir)
 		os.Exit(1)
 	}
-	code := m.Run()
-	if code == 0 {
-		if kids := kerneltest.LiveChildren(5 * time.Second); len(kids) > 0 {
-			fmt.Fprintf(os.Stderr, "leaked child processes: %v\n", kids)
-			code = 1
-		}
-	}
+	code := kerneltest.Run(m)
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -373,6 +367,95 @@ func TestSIGTERMLeavesNoKernel(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 	}
+}
+
+// TestSIGTERMEndsOneShotInFlight stops a daemon by SIGTERM while a REST
+// one-shot call sleeps for 600 s in its temporary kernel: the daemon ends the
+// call (it answers that aiod shut down), exits well within its shutdown
+// timeout, and leaves no process behind.
+func TestSIGTERMEndsOneShotInFlight(t *testing.T) {
+	const shutdownTimeout = 20 * time.Second
+	d := startDaemon(t, "--code-backend", "kernel", "--shutdown-timeout", "20")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	type answer struct {
+		status int
+		body   string
+		err    error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		b, _ := json.Marshal(map[string]any{"language": "python", "code": "import time\nprint('sleeping', flush=True)\ntime.sleep(600)", "timeout": 900})
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, d.url+"/v2/code/execute", bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := d.client.Do(req)
+		if err != nil {
+			answered <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		answered <- answer{status: resp.StatusCode, body: string(raw)}
+	}()
+
+	// The temporary kernel is up and running the sleep once the daemon has a
+	// descendant whose command line is ipykernel's.
+	var kids []int
+	for deadline := time.Now().Add(90 * time.Second); ; {
+		kids = kerneltest.Descendants(d.cmd.Process.Pid)
+		running := false
+		for _, p := range kids {
+			running = running || strings.Contains(kerneltest.Cmdline(p), "ipykernel")
+		}
+		if running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no kernel below the daemon within 90 s; stderr:\n%s", d.stderr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	d.mu.Lock()
+	for _, p := range kids {
+		d.pids[p] = true
+	}
+	d.mu.Unlock()
+	time.Sleep(time.Second) // let the call reach time.sleep
+
+	start := time.Now()
+	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := d.wait(shutdownTimeout); code != 0 {
+		t.Fatalf("aiod exit code %d after SIGTERM, want 0; stderr:\n%s", code, d.stderr)
+	}
+	took := time.Since(start)
+	// The drain gives requests 5 s; ending the call and its kernel takes
+	// a few seconds more. Before the one-shot was registered, the daemon
+	// waited out the whole shutdown timeout.
+	if took > shutdownTimeout/2 {
+		t.Errorf("aiod took %s to exit after SIGTERM with a one-shot in flight, want under %s", took, shutdownTimeout/2)
+	}
+	select {
+	case a := <-answered:
+		if a.err == nil && !strings.Contains(a.body, "shut down") && !strings.Contains(a.body, "shutting down") && !strings.Contains(a.body, "cancelled") {
+			t.Errorf("the call in flight answered %d %s; want it to say that aiod shut down", a.status, a.body)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the call in flight got no answer and no error after the daemon exited")
+	}
+	for _, p := range kids {
+		deadline := time.Now().Add(5 * time.Second)
+		for kerneltest.Alive(p) {
+			if time.Now().After(deadline) {
+				t.Errorf("process %d (%s) outlived the daemon by 5 s", p, kerneltest.Cmdline(p))
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	t.Logf("aiod exited %s after SIGTERM", took.Round(time.Millisecond))
 }
 
 // TestDaemonRSSBoundedDuringFlood runs a one-shot call printing 100 MB and

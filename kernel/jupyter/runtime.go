@@ -112,3 +112,22 @@ func SignalName(s syscall.Signal) string {
 	}
 	return fmt.Sprintf("signal %d", int(s))
 }
+
+// Counter counts named events, each with one label (usually a reason):
+// runtimes report what they dropped through it, and package stream keeps
+// every such count in one place. Count must be safe for concurrent use and
+// must not block.
+type Counter interface {
+	Count(name, label string, n int64)
+}
+
+// DroppedMessages is the counter under which runtimes count the messages
+// they drop, labelled by why: bad_signature, malformed or duplicate.
+const DroppedMessages = "kernel_dropped_messages"
+
+// Discard is a Counter that counts nothing.
+var Discard Counter = discard{}
+
+type discard struct{}
+
+func (discard) Count(string, string, int64) {}

@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -87,33 +86,6 @@ func LiveChildren(wait time.Duration) []string {
 		}
 		if len(kids) == 0 || time.Now().After(deadline) {
 			return kids
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-// Goroutines returns the stacks of the goroutines, other than the caller's,
-// whose stack mentions any of marks, waiting up to wait for them to end.
-// "" means none is left.
-func Goroutines(wait time.Duration, marks ...string) string {
-	deadline := time.Now().Add(wait)
-	for {
-		buf := make([]byte, 1<<20)
-		buf = buf[:runtime.Stack(buf, true)]
-		var out []string
-		for i, g := range bytes.Split(buf, []byte("\n\n")) {
-			if i == 0 { // the caller
-				continue
-			}
-			for _, m := range marks {
-				if bytes.Contains(g, []byte(m)) {
-					out = append(out, string(g))
-					break
-				}
-			}
-		}
-		if len(out) == 0 || time.Now().After(deadline) {
-			return strings.Join(out, "\n\n")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

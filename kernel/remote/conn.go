@@ -159,6 +159,7 @@ func (k *Kernel) readLoop(c *websocket.Conn, f framing) error {
 		m, err := decodeFrame(f, typ, b)
 		if err != nil {
 			k.malformed.Add(1)
+			k.opts.Counter.Count(jupyter.DroppedMessages, "malformed", 1)
 			k.log.Debug("message dropped", "err", err)
 			continue
 		}
@@ -172,6 +173,7 @@ func (k *Kernel) readLoop(c *websocket.Conn, f framing) error {
 func (k *Kernel) dispatch(m *jupyter.Message) {
 	if id := m.Header.MsgID; id != "" && !k.recent.add(id) {
 		k.duplicates.Add(1)
+		k.opts.Counter.Count(jupyter.DroppedMessages, "duplicate", 1)
 		return
 	}
 	if m.Channel == "iopub" && m.Header.MsgType == "status" && m.Parent.MsgID == "" {

@@ -2,15 +2,11 @@ package remote
 
 import (
 	"context"
-	"fmt"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/goccy/go-json"
-
 	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/kernel/kerneltest"
 )
 
 // Generous: the test machine has two busy cores.
@@ -19,70 +15,11 @@ const (
 	execTimeout  = 60 * time.Second
 )
 
-// recorder is a Handler that keeps every message and wakes waiters.
-type recorder struct {
-	mu   sync.Mutex
-	msgs []*jupyter.Message
-	poke chan struct{}
-}
-
-func newRecorder() *recorder { return &recorder{poke: make(chan struct{}, 1)} }
-
-func (r *recorder) handle(m *jupyter.Message) {
-	r.mu.Lock()
-	r.msgs = append(r.msgs, m)
-	r.mu.Unlock()
-	select {
-	case r.poke <- struct{}{}:
-	default:
-	}
-}
-
-func (r *recorder) all() []*jupyter.Message {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]*jupyter.Message(nil), r.msgs...)
-}
-
-// children returns the messages parented to msgID, in arrival order.
-func (r *recorder) children(msgID string) []*jupyter.Message {
-	var out []*jupyter.Message
-	for _, m := range r.all() {
-		if m.Parent.MsgID == msgID {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-// waitFor waits until cond holds for the children of msgID.
-func (r *recorder) waitFor(t testing.TB, msgID, what string, cond func([]*jupyter.Message) bool) []*jupyter.Message {
-	t.Helper()
-	deadline := time.NewTimer(execTimeout)
-	defer deadline.Stop()
-	for {
-		ms := r.children(msgID)
-		if cond(ms) {
-			return ms
-		}
-		select {
-		case <-r.poke:
-		case <-deadline.C:
-			t.Fatalf("no %s for %s within %s; got %s", what, msgID, execTimeout, summary(ms))
-		}
-	}
-}
-
-// complete reports whether both execute_reply and status idle are there.
-func complete(ms []*jupyter.Message) bool {
-	return find(ms, "shell", "execute_reply") != nil && findStatus(ms, "idle") != nil
-}
-
 // execute runs code and waits for its reply and idle status.
 func execute(t testing.TB, k *Kernel, rec *recorder, code string) []*jupyter.Message {
 	t.Helper()
 	id := send(t, k, code)
-	return rec.waitFor(t, id, "execute_reply and idle", complete)
+	return rec.WaitFor(t, execTimeout, id, "execute_reply and idle", kerneltest.Complete)
 }
 
 // send sends an execute_request for code and returns its msg_id.
@@ -97,61 +34,10 @@ func send(t testing.TB, k *Kernel, code string) string {
 	return id
 }
 
-func find(ms []*jupyter.Message, channel, msgType string) *jupyter.Message {
-	for _, m := range ms {
-		if m.Channel == channel && m.Header.MsgType == msgType {
-			return m
-		}
-	}
-	return nil
-}
+// recorder keeps every message a kernel delivers.
+type recorder = kerneltest.Recorder
 
-func findStatus(ms []*jupyter.Message, state string) *jupyter.Message {
-	for _, m := range ms {
-		if m.Channel == "iopub" && m.Header.MsgType == "status" && field(m, "execution_state") == state {
-			return m
-		}
-	}
-	return nil
-}
-
-// field returns a string field of m's content.
-func field(m *jupyter.Message, name string) string {
-	var c map[string]any
-	if json.Unmarshal(m.Content, &c) != nil {
-		return ""
-	}
-	s, _ := c[name].(string)
-	return s
-}
-
-// stdout joins the text of the stdout stream messages.
-func stdout(ms []*jupyter.Message) string {
-	var b strings.Builder
-	for _, m := range ms {
-		if m.Header.MsgType == "stream" && field(m, "name") == "stdout" {
-			b.WriteString(field(m, "text"))
-		}
-	}
-	return b.String()
-}
-
-func summary(ms []*jupyter.Message) string {
-	var parts []string
-	for _, m := range ms {
-		s := m.Channel + "/" + m.Header.MsgType
-		switch m.Header.MsgType {
-		case "status":
-			s += "(" + field(m, "execution_state") + ")"
-		case "stream":
-			s += fmt.Sprintf("(%q)", field(m, "text"))
-		case "error":
-			s += "(" + field(m, "ename") + ")"
-		}
-		parts = append(parts, s)
-	}
-	return "[" + strings.Join(parts, " ") + "]"
-}
+func newRecorder() *recorder { return kerneltest.NewRecorder() }
 
 // startKernel starts a kernel on s and closes it at cleanup.
 func startKernel(t testing.TB, s *jupyterServer, mod func(*Options)) (*Kernel, *recorder) {
@@ -160,7 +46,7 @@ func startKernel(t testing.TB, s *jupyterServer, mod func(*Options)) (*Kernel, *
 	opts := Options{
 		Client:       client(t, s),
 		KernelName:   "python3",
-		Handler:      rec.handle,
+		Handler:      rec.Handle,
 		Env:          map[string]string{"KERNEL_USERNAME": "aiod-test"},
 		StartTimeout: startTimeout,
 		Logger:       testLogger(),
@@ -193,3 +79,6 @@ func waitDone(t testing.TB, k *Kernel, within time.Duration) error {
 		return nil
 	}
 }
+
+// stdout joins the text of the stdout stream messages.
+func stdout(ms []*jupyter.Message) string { return kerneltest.StreamText(ms, "stdout") }

@@ -82,6 +82,9 @@ type Options struct {
 	ReadLimit int64
 	// Logger receives debug logs. Nil discards them.
 	Logger *slog.Logger
+	// Counter receives the count of every message dropped (name
+	// "kernel_dropped_messages", label the reason). Nil counts nothing.
+	Counter jupyter.Counter
 }
 
 func (o *Options) setDefaults() {
@@ -101,6 +104,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.Handler == nil {
 		o.Handler = func(*jupyter.Message) {}
+	}
+	if o.Counter == nil {
+		o.Counter = jupyter.Discard
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

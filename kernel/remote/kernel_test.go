@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/kernel/kerneltest"
 	"github.com/aiod/aiod/kernel/remote/remotetest"
 )
 
@@ -35,28 +36,28 @@ func TestExecute(t *testing.T) {
 
 		t.Run("print", func(t *testing.T) {
 			id := send(t, k, `print("hi")`)
-			ms := rec.waitFor(t, id, "reply and idle", complete)
-			if got := stdout(ms); got != "hi\n" {
-				t.Errorf("stdout = %q, want %q; messages %s", got, "hi\n", summary(ms))
+			ms := rec.WaitFor(t, execTimeout, id, "reply and idle", kerneltest.Complete)
+			if got := kerneltest.StreamText(ms, "stdout"); got != "hi\n" {
+				t.Errorf("stdout = %q, want %q; messages %s", got, "hi\n", kerneltest.Summary(ms))
 			}
 			checkShape(t, id, ms, "ok")
 		})
 		t.Run("error", func(t *testing.T) {
 			id := send(t, k, `1/0`)
-			ms := rec.waitFor(t, id, "reply and idle", complete)
-			e := find(ms, "iopub", "error")
-			if e == nil || field(e, "ename") != "ZeroDivisionError" {
-				t.Fatalf("no ZeroDivisionError on iopub: %s", summary(ms))
+			ms := rec.WaitFor(t, execTimeout, id, "reply and idle", kerneltest.Complete)
+			e := kerneltest.Find(ms, "iopub", "error")
+			if e == nil || kerneltest.Field(e, "ename") != "ZeroDivisionError" {
+				t.Fatalf("no ZeroDivisionError on iopub: %s", kerneltest.Summary(ms))
 			}
 			checkShape(t, id, ms, "error")
 		})
 		t.Run("display_data", func(t *testing.T) {
 			id := send(t, k, `from IPython.display import display, HTML; display(HTML("<b>x</b>"))`)
-			ms := rec.waitFor(t, id, "reply and idle", complete)
-			d := find(ms, "iopub", "display_data")
+			ms := rec.WaitFor(t, execTimeout, id, "reply and idle", kerneltest.Complete)
+			d := kerneltest.Find(ms, "iopub", "display_data")
 			if d == nil || !strings.Contains(string(d.Content), `"text/html":"<b>x</b>"`) &&
 				!strings.Contains(string(d.Content), `"text/html": "<b>x</b>"`) {
-				t.Fatalf("no display_data with the HTML: %s", summary(ms))
+				t.Fatalf("no display_data with the HTML: %s", kerneltest.Summary(ms))
 			}
 			checkShape(t, id, ms, "ok")
 		})
@@ -71,14 +72,14 @@ func TestExecute(t *testing.T) {
 // parented to id and of the kernel's session.
 func checkShape(t *testing.T, id string, ms []*jupyter.Message, want string) {
 	t.Helper()
-	if len(ms) == 0 || ms[0].Header.MsgType != "status" || field(ms[0], "execution_state") != "busy" {
-		t.Errorf("first message is not status busy: %s", summary(ms))
+	if len(ms) == 0 || ms[0].Header.MsgType != "status" || kerneltest.Field(ms[0], "execution_state") != "busy" {
+		t.Errorf("first message is not status busy: %s", kerneltest.Summary(ms))
 	}
-	if find(ms, "iopub", "execute_input") == nil {
-		t.Errorf("no execute_input: %s", summary(ms))
+	if kerneltest.Find(ms, "iopub", "execute_input") == nil {
+		t.Errorf("no execute_input: %s", kerneltest.Summary(ms))
 	}
-	reply := find(ms, "shell", "execute_reply")
-	if got := field(reply, "status"); got != want {
+	reply := kerneltest.Find(ms, "shell", "execute_reply")
+	if got := kerneltest.Field(reply, "status"); got != want {
 		t.Errorf("execute_reply status = %q, want %q", got, want)
 	}
 	seen := map[string]bool{}
@@ -98,8 +99,8 @@ func TestInterrupt(t *testing.T) {
 	k, rec := startKernel(t, s, nil)
 	execute(t, k, rec, "x = 42")
 	id := send(t, k, "while True: pass")
-	rec.waitFor(t, id, "execute_input", func(ms []*jupyter.Message) bool {
-		return find(ms, "iopub", "execute_input") != nil
+	rec.WaitFor(t, execTimeout, id, "execute_input", func(ms []*jupyter.Message) bool {
+		return kerneltest.Find(ms, "iopub", "execute_input") != nil
 	})
 	time.Sleep(200 * time.Millisecond) // into the loop
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -107,9 +108,9 @@ func TestInterrupt(t *testing.T) {
 	if err := k.Interrupt(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ms := rec.waitFor(t, id, "reply and idle", complete)
-	if e := find(ms, "iopub", "error"); e == nil || field(e, "ename") != "KeyboardInterrupt" {
-		t.Fatalf("no KeyboardInterrupt: %s", summary(ms))
+	ms := rec.WaitFor(t, execTimeout, id, "reply and idle", kerneltest.Complete)
+	if e := kerneltest.Find(ms, "iopub", "error"); e == nil || kerneltest.Field(e, "ename") != "KeyboardInterrupt" {
+		t.Fatalf("no KeyboardInterrupt: %s", kerneltest.Summary(ms))
 	}
 	if got := stdout(execute(t, k, rec, "print(x)")); got != "42\n" {
 		t.Errorf("x after the interrupt: %q, want 42", got)
@@ -126,8 +127,8 @@ func TestRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	ms := execute(t, k, rec, "x")
-	if e := find(ms, "iopub", "error"); e == nil || field(e, "ename") != "NameError" {
-		t.Fatalf("x survived the restart: %s", summary(ms))
+	if e := kerneltest.Find(ms, "iopub", "error"); e == nil || kerneltest.Field(e, "ename") != "NameError" {
+		t.Fatalf("x survived the restart: %s", kerneltest.Summary(ms))
 	}
 	if got := stdout(execute(t, k, rec, "print('after')")); got != "after\n" {
 		t.Errorf("stdout after restart = %q", got)
@@ -145,18 +146,18 @@ func TestReconnect(t *testing.T) {
 		k, rec := startKernel(t, s, nil)
 		const n = 10
 		id := send(t, k, fmt.Sprintf("import time\nfor i in range(%d):\n    print(i, flush=True)\n    time.sleep(0.3)", n))
-		rec.waitFor(t, id, "first output", func(ms []*jupyter.Message) bool { return strings.Contains(stdout(ms), "0\n") })
+		rec.WaitFor(t, execTimeout, id, "first output", func(ms []*jupyter.Message) bool { return strings.Contains(kerneltest.StreamText(ms, "stdout"), "0\n") })
 		// Outputs published during a one-second outage are buffered by the
 		// server.
 		if !k.DropConnection(time.Second) {
 			t.Fatal("no channels socket to drop")
 		}
-		ms := rec.waitFor(t, id, "reply and idle", complete)
+		ms := rec.WaitFor(t, execTimeout, id, "reply and idle", kerneltest.Complete)
 		var wantOut strings.Builder
 		for i := range n {
 			fmt.Fprintf(&wantOut, "%d\n", i)
 		}
-		if got := stdout(ms); got != wantOut.String() {
+		if got := kerneltest.StreamText(ms, "stdout"); got != wantOut.String() {
 			t.Errorf("stdout = %q, want %q", got, wantOut.String())
 		}
 		checkShape(t, id, ms, "ok")
@@ -388,7 +389,7 @@ func TestConcurrentStarts(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 			defer cancel()
 			rec := newRecorder()
-			k, err := Start(ctx, Options{Client: c, Handler: rec.handle})
+			k, err := Start(ctx, Options{Client: c, Handler: rec.Handle})
 			if err != nil {
 				errs <- err
 				return
@@ -399,15 +400,11 @@ func TestConcurrentStarts(t *testing.T) {
 				errs <- err
 				return
 			}
-			for !complete(rec.children(id)) {
-				select {
-				case <-rec.poke:
-				case <-ctx.Done():
-					errs <- ctx.Err()
-					return
-				}
+			if !rec.WaitUntil(execTimeout, func() bool { return kerneltest.Complete(rec.Children(id)) }) {
+				errs <- fmt.Errorf("no reply and idle within %s: %s", execTimeout, kerneltest.Summary(rec.Children(id)))
+				return
 			}
-			if got := stdout(rec.children(id)); got != "42\n" {
+			if got := kerneltest.StreamText(rec.Children(id), "stdout"); got != "42\n" {
 				errs <- fmt.Errorf("stdout %q", got)
 				return
 			}

@@ -2,28 +2,16 @@ package remote
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"testing"
-	"time"
 
 	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/kernel/kerneltest"
 )
 
-// The package's tests must leave no goroutine of theirs (or of
-// coder/websocket) behind.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		if leaks := kerneltest.Goroutines(10*time.Second, "aiod/aiod/kernel/remote.", "coder/websocket", "os/exec."); leaks != "" {
-			fmt.Fprintf(os.Stderr, "leaked goroutines:\n%s\n", leaks)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+// TestMain fails the run if a test leaves a goroutine or a child process.
+func TestMain(m *testing.M) { os.Exit(kerneltest.Run(m)) }
 
 // testLogger logs to stderr when AIOD_TEST_LOG is set, else nowhere.
 func testLogger() *slog.Logger {

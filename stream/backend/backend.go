@@ -24,20 +24,21 @@ const (
 
 // Config is what New needs; zero values take the defaults named.
 type Config struct {
-	CodeBackend          string        // auto, native or kernel; "auto"
-	KernelName           string        // --kernel-name; "" picks python3 or the first ipykernel
-	KernelIdle           time.Duration // idle limit of kernel sessions
-	NativeIdle           time.Duration // idle limit of native REPL sessions
-	KernelStartTimeout   time.Duration // bound on a kernel start; 60 s
-	Workdir              string        // working directory of runtimes; "" is the daemon's
-	JupyterEndpoint      string        // a Jupyter server to run Python kernels on
-	JupyterToken         string        // its token
-	JupyterKernel        string        // kernelspec on that server; "" is its default
-	JupyterStartTimeout  time.Duration // bound on a remote kernel start; 120 s
-	JupyterProbeInterval time.Duration // how often the server is probed; 30 s
-	KernelPrewarm        int           // Python kernels kept started and ready
-	CodePrewarm          int           // native REPL processes kept ready per language
-	NoKernelWarmup       bool          // do not import pandas and matplotlib in pooled kernels
+	CodeBackend          string          // auto, native or kernel; "auto"
+	KernelName           string          // --kernel-name; "" picks python3 or the first ipykernel
+	KernelIdle           time.Duration   // idle limit of kernel sessions
+	NativeIdle           time.Duration   // idle limit of native REPL sessions
+	KernelStartTimeout   time.Duration   // bound on a kernel start; 60 s
+	Workdir              string          // working directory of runtimes; "" is the daemon's
+	JupyterEndpoint      string          // a Jupyter server to run Python kernels on
+	JupyterToken         string          // its token
+	JupyterKernel        string          // kernelspec on that server; "" is its default
+	JupyterStartTimeout  time.Duration   // bound on a remote kernel start; 120 s
+	JupyterProbeInterval time.Duration   // how often the server is probed; 30 s
+	KernelPrewarm        int             // Python kernels kept started and ready
+	CodePrewarm          int             // native REPL processes kept ready per language
+	NoKernelWarmup       bool            // do not import pandas and matplotlib in pooled kernels
+	Counter              jupyter.Counter // where runtimes count what they drop; nil counts nothing
 	Logger               *slog.Logger
 }
 
@@ -124,6 +125,7 @@ func (r *Runtimes) For(w Want) (stream.Backend, error) {
 	}
 	if w.Cwd != "" {
 		b = startIn(b, w.Cwd)
+		b.Cwd = w.Cwd
 	}
 	if w.Idle > 0 {
 		b.Idle = w.Idle
@@ -212,11 +214,11 @@ func (r *Runtimes) kernelBackend(ki *KernelInfo, env []string) stream.Backend {
 // kernel.Start's errors already say "start kernel NAME: ...".
 func (r *Runtimes) coldKernelBackend(spec *kernel.Spec, env []string) stream.Backend {
 	return stream.Backend{
-		Name: Kernel, Language: Python, Idle: r.cfg.KernelIdle,
+		Name: Kernel, Language: Python, Spec: spec.Name, Idle: r.cfg.KernelIdle,
 		Start: func(ctx context.Context, h jupyter.Handler) (jupyter.Runtime, error) {
 			k, err := kernel.Start(ctx, kernel.Options{
 				Spec: spec, Handler: h, Cwd: r.cfg.Workdir, Env: env,
-				StartTimeout: r.cfg.KernelStartTimeout, Logger: r.log,
+				StartTimeout: r.cfg.KernelStartTimeout, Logger: r.log, Counter: r.cfg.Counter,
 			})
 			if err != nil {
 				return nil, err

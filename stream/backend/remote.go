@@ -146,7 +146,7 @@ func (rt *Runtimes) remoteBackend(fallback stream.Backend) stream.Backend {
 			}
 			k, err := remote.Start(ctx, remote.Options{
 				Client: r.client, KernelName: r.Info().Kernel, Handler: h, Env: r.env,
-				StartTimeout: r.start, Logger: rt.log,
+				StartTimeout: r.start, Logger: rt.log, Counter: rt.cfg.Counter,
 			})
 			if err != nil {
 				r.markDown(err)

@@ -1,0 +1,29 @@
+package gateway
+
+import "github.com/aiod/aiod/stream"
+
+// Test hooks: what the tests reach that the daemon does not need.
+
+// Registry is the session registry.
+func (s *Server) Registry() *stream.Registry { return s.reg }
+
+// SetLiveLimits changes the WebSocket limits; sockets opened afterwards use
+// them. Zero fields take their defaults.
+func (s *Server) SetLiveLimits(l LiveLimits) {
+	l = l.withDefaults()
+	s.hub().limits.Store(&l)
+}
+
+// LiveStats counts closed WebSockets, dropped messages and refused
+// upgrades by reason, e.g. "close:slow_consumer" or "drop:socket_closed":
+// a view of the registry's counters.
+func (s *Server) LiveStats() map[string]int64 {
+	out := map[string]int64{}
+	prefix := map[string]string{stream.WSCloses: "close:", stream.WSDrops: "drop:", stream.WSRefused: "refused:"}
+	for _, c := range s.reg.Counters().Snapshot() {
+		if p, ok := prefix[c.Name]; ok {
+			out[p+c.Label] = c.Value
+		}
+	}
+	return out
+}

@@ -1,0 +1,126 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/aiod/aiod/stream"
+	"github.com/aiod/aiod/stream/backend"
+)
+
+// execCall is one validated execution request, whichever route it came
+// from: v2 REST, the v1 routes, or the WebSocket. Server.execute runs it.
+type execCall struct {
+	Language   string
+	Code       string
+	SessionID  string // "" is a one-shot call in a temporary session
+	Timeout    time.Duration
+	Kernel     bool          // Python must run in a kernel (the /v1/jupyter routes)
+	KernelSpec string        // a kernelspec other than the default; "" the default
+	Cwd        string        // run in this folder; "" where the runtime already is
+	Idle       time.Duration // idle limit of a session this call creates; 0 the backend's
+	Origin     any           // who started it (a WebSocket); its events carry it
+	Subs       []stream.Subscriber
+	// OnCreate is called with the session when this call creates it.
+	OnCreate func(*stream.Session)
+}
+
+// callError is a failure to run at all, with its HTTP status.
+type callError struct {
+	Status int
+	Msg    string
+}
+
+// execute runs c: in a temporary runtime, or in the named session created
+// on first use. It is the one run path; every route maps its errors the
+// same way (runError).
+func (s *Server) execute(ctx context.Context, c execCall) (*stream.Result, *callError) {
+	req := stream.ExecRequest{Code: c.Code, Timeout: c.Timeout, Origin: c.Origin, Subs: c.Subs}
+	if c.SessionID == "" {
+		b, err := s.backendOf(c)
+		if err != nil {
+			return nil, runError(err, c)
+		}
+		sess, err := s.reg.Temp(b)
+		if err != nil {
+			return nil, runError(err, c)
+		}
+		defer s.reg.Release(sess)
+		res, err := sess.Execute(ctx, req)
+		return res, runError(err, c)
+	}
+	sess, created, ce := s.openSession(c)
+	if ce != nil {
+		return nil, ce
+	}
+	if !created && c.Cwd != "" && sess.Cwd() != c.Cwd {
+		// The session's runtime already runs elsewhere: change folder in
+		// the session's own order (a visible execution of its own).
+		pre, err := sess.Execute(ctx, stream.ExecRequest{Code: backend.ChdirCode(c.Language, c.Cwd), Timeout: c.Timeout})
+		if err != nil {
+			return nil, runError(err, c)
+		}
+		if pre.Status != stream.StatusOK {
+			pre.Code = c.Code
+			pre.Notes = append([]string{fmt.Sprintf("cannot change the working directory to %q; the code did not run", c.Cwd)}, pre.Notes...)
+			return pre, nil
+		}
+		sess.SetCwd(c.Cwd)
+	}
+	res, err := sess.Execute(ctx, req)
+	return res, runError(err, c)
+}
+
+// backendOf is how c's code runs.
+func (s *Server) backendOf(c execCall) (stream.Backend, error) {
+	return s.rt.For(backend.Want{Language: c.Language, Kernel: c.Kernel, KernelSpec: c.KernelSpec, Cwd: c.Cwd, Idle: c.Idle})
+}
+
+// openSession returns the session of c, creating it (and calling
+// c.OnCreate) when it does not exist. A call that needs a kernel on a
+// session without one is a conflict.
+func (s *Server) openSession(c execCall) (*stream.Session, bool, *callError) {
+	b, err := s.backendOf(c)
+	if err != nil {
+		return nil, false, runError(err, c)
+	}
+	sess, created, err := s.reg.Open(c.Language, c.SessionID, b)
+	if err != nil {
+		return nil, false, runError(err, c)
+	}
+	if !created && c.Kernel && sess.Backend.Name == backend.Native {
+		return nil, false, &callError{fasthttp.StatusConflict, fmt.Sprintf(
+			"session %q is a native Python REPL session (AIO_CODE_BACKEND=native), and /v1/jupyter needs a kernel: use another session_id, or delete this one first", c.SessionID)}
+	}
+	if created && c.OnCreate != nil {
+		c.OnCreate(sess)
+	}
+	return sess, created, nil
+}
+
+// runError maps a failure to run c to its answer: 503 when nothing can run
+// it (no interpreter, a start that failed, shutdown), 409 when its session
+// was deleted before it ran.
+func runError(err error, c execCall) *callError {
+	var ni *backend.ErrNoInterpreter
+	var se *stream.StartError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ni):
+		return &callError{fasthttp.StatusServiceUnavailable, ni.Msg}
+	case errors.As(err, &se):
+		return &callError{fasthttp.StatusServiceUnavailable, se.Error()}
+	case errors.Is(err, stream.ErrShuttingDown), errors.Is(err, context.Canceled):
+		return &callError{fasthttp.StatusServiceUnavailable, stream.ErrShuttingDown.Error()}
+	case errors.Is(err, stream.ErrSessionClosed) && c.SessionID == "":
+		return &callError{fasthttp.StatusServiceUnavailable, stream.ErrShuttingDown.Error()}
+	case errors.Is(err, stream.ErrSessionClosed):
+		return &callError{fasthttp.StatusConflict, fmt.Sprintf("session %q was deleted before this call ran", c.SessionID)}
+	}
+	return &callError{fasthttp.StatusServiceUnavailable, err.Error()}
+}

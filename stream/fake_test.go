@@ -1,0 +1,373 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/goccy/go-json"
+
+	"github.com/aiod/aiod/kernel/jupyter"
+)
+
+// fakeRuntime is a scripted jupyter.Runtime for the session logic's unit
+// tests: it answers nothing by itself; the test's script publishes what a
+// kernel would. Route tests use real kernels; this only drives stream.
+type fakeRuntime struct {
+	h jupyter.Handler
+	// script runs on Execute, on a goroutine of its own; nil answers like a
+	// kernel running `pass`.
+	script func(f *fakeRuntime, req jupyter.ExecuteRequest)
+	// interrupt runs on Interrupt; nil publishes KeyboardInterrupt, idle and
+	// the reply for the running request.
+	interrupt func(f *fakeRuntime) error
+
+	mu      sync.Mutex
+	running jupyter.ExecuteRequest
+	err     error
+	closes  int
+	done    chan struct{}
+	wg      sync.WaitGroup
+}
+
+var errFakeClosed = errors.New("fake: closed")
+
+func (f *fakeRuntime) Execute(_ context.Context, req jupyter.ExecuteRequest) error {
+	f.mu.Lock()
+	f.running = req
+	f.mu.Unlock()
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		if f.script == nil {
+			f.run(req, "ok")
+			return
+		}
+		f.script(f, req)
+	}()
+	return nil
+}
+
+// run publishes a whole execution: busy, idle and the reply with status.
+func (f *fakeRuntime) run(req jupyter.ExecuteRequest, status string) {
+	f.status(req, jupyter.StateBusy)
+	f.status(req, jupyter.StateIdle)
+	f.reply(req, status)
+}
+
+func (f *fakeRuntime) publish(req jupyter.ExecuteRequest, channel, msgType string, content any) {
+	b, _ := json.Marshal(content)
+	f.mu.Lock()
+	dead := f.err != nil
+	f.mu.Unlock()
+	if dead {
+		return
+	}
+	f.h(&jupyter.Message{Channel: channel, Header: jupyter.NewHeader("fake", jupyter.NewID(), msgType),
+		Parent: jupyter.Header{MsgID: req.MsgID, MsgType: jupyter.MsgExecuteRequest}, Content: b})
+}
+
+func (f *fakeRuntime) status(req jupyter.ExecuteRequest, state string) {
+	f.publish(req, jupyter.IOPub, jupyter.MsgStatus, jupyter.StatusContent{ExecutionState: state})
+}
+
+func (f *fakeRuntime) reply(req jupyter.ExecuteRequest, status string) {
+	f.publish(req, jupyter.Shell, jupyter.MsgExecuteReply, map[string]any{"status": status, "execution_count": 1})
+}
+
+func (f *fakeRuntime) print(req jupyter.ExecuteRequest, text string) {
+	f.publish(req, jupyter.IOPub, jupyter.MsgStream, jupyter.StreamContent{Name: "stdout", Text: text})
+}
+
+func (f *fakeRuntime) Interrupt(context.Context) error {
+	if f.interrupt != nil {
+		return f.interrupt(f)
+	}
+	f.mu.Lock()
+	req := f.running
+	f.mu.Unlock()
+	f.publish(req, jupyter.IOPub, jupyter.MsgError, jupyter.ErrorContent{Ename: "KeyboardInterrupt", Traceback: []string{"KeyboardInterrupt"}})
+	f.status(req, jupyter.StateIdle)
+	f.reply(req, "error")
+	return nil
+}
+
+// die ends the runtime as a crash would.
+func (f *fakeRuntime) die(cause string) {
+	f.end(&jupyter.DeadError{Runtime: "kernel", Cause: cause, ExitCode: -1})
+}
+
+func (f *fakeRuntime) end(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err == nil {
+		f.err = err
+		close(f.done)
+	}
+}
+
+func (f *fakeRuntime) Close(context.Context) error {
+	f.mu.Lock()
+	f.closes++
+	f.mu.Unlock()
+	f.end(errFakeClosed)
+	return nil
+}
+
+func (f *fakeRuntime) Done() <-chan struct{} { return f.done }
+
+func (f *fakeRuntime) Err() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
+func (f *fakeRuntime) Info() jupyter.RuntimeInfo {
+	return jupyter.RuntimeInfo{Backend: "fake", Language: "python", Name: "fake"}
+}
+
+// fakes is a Backend whose every start makes a fakeRuntime with the given
+// script and interrupt, and keeps them for the test to look at.
+type fakes struct {
+	mu        sync.Mutex
+	started   []*fakeRuntime
+	script    func(f *fakeRuntime, req jupyter.ExecuteRequest)
+	interrupt func(f *fakeRuntime) error
+}
+
+func (fs *fakes) backend() Backend {
+	return Backend{Name: "kernel", Language: "python", Start: func(_ context.Context, h jupyter.Handler) (jupyter.Runtime, error) {
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		f := &fakeRuntime{h: h, script: fs.script, interrupt: fs.interrupt, done: make(chan struct{})}
+		fs.started = append(fs.started, f)
+		return f, nil
+	}}
+}
+
+// setScript changes the script of runtimes started from now on.
+func (fs *fakes) setScript(script func(f *fakeRuntime, req jupyter.ExecuteRequest)) {
+	fs.mu.Lock()
+	fs.script = script
+	fs.mu.Unlock()
+}
+
+func (f *fakeRuntime) closeCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.closes
+}
+
+func (fs *fakes) all() []*fakeRuntime {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return append([]*fakeRuntime(nil), fs.started...)
+}
+
+// fakeRegistry is a registry with short graces, closed (and its fakes'
+// goroutines waited for) at cleanup.
+func fakeRegistry(t *testing.T, fs *fakes) *Registry {
+	t.Helper()
+	r := NewRegistry(Config{InterruptGrace: 300 * time.Millisecond, CompletionGrace: 200 * time.Millisecond})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := r.Close(ctx); err != nil {
+			t.Errorf("close registry: %v", err)
+		}
+		for _, f := range fs.all() {
+			f.wg.Wait()
+		}
+	})
+	return r
+}
+
+func hangs(f *fakeRuntime, req jupyter.ExecuteRequest) { f.status(req, jupyter.StateBusy) }
+
+// A timed-out call is interrupted; the session keeps its runtime.
+func TestFakeTimeoutInterruptsAndKeepsState(t *testing.T) {
+	fs := &fakes{script: hangs}
+	reg := fakeRegistry(t, fs)
+	sess, _, _ := reg.Open("python", "t", fs.backend())
+	res, err := sess.Execute(context.Background(), ExecRequest{Code: "loop", Timeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != StatusTimeout || !strings.Contains(res.Message(), "timed out after 100ms; it was interrupted and the session kept its state") {
+		t.Fatalf("timeout: %s %q", res.Status, res.Message())
+	}
+	if len(fs.all()) != 1 || sess.Runtime() != fs.all()[0] {
+		t.Fatalf("the runtime was replaced after a successful interrupt (%d starts)", len(fs.all()))
+	}
+}
+
+// A timed-out call whose interrupt fails restarts the runtime, and the next
+// call says the state is gone.
+func TestFakeFailedInterruptRestarts(t *testing.T) {
+	fs := &fakes{script: hangs, interrupt: func(*fakeRuntime) error { return errors.New("no control channel") }}
+	reg := fakeRegistry(t, fs)
+	sess, _, _ := reg.Open("python", "t", fs.backend())
+	res, _ := sess.Execute(context.Background(), ExecRequest{Code: "loop", Timeout: 100 * time.Millisecond})
+	if res.Status != StatusTimeout || !strings.Contains(res.Message(), "the interrupt failed (no control channel), so the kernel was restarted: session state was lost") {
+		t.Fatalf("timeout: %s %q", res.Status, res.Message())
+	}
+	fs.setScript(nil)
+	next, err := sess.Execute(context.Background(), ExecRequest{Code: "pass", Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !next.Fresh || !strings.Contains(next.Message(), "it was restarted after a timeout") || len(fs.all()) != 2 {
+		t.Fatalf("next call: fresh=%v %q, %d starts", next.Fresh, next.Message(), len(fs.all()))
+	}
+	if c := fs.all()[0]; c.closeCount() == 0 {
+		t.Error("the runtime that did not answer the interrupt was never closed")
+	}
+}
+
+// A runtime that dies mid-call answers an error; the next call gets a
+// fresh one and is told why.
+func TestFakeRuntimeDeath(t *testing.T) {
+	fs := &fakes{script: func(f *fakeRuntime, req jupyter.ExecuteRequest) {
+		f.status(req, jupyter.StateBusy)
+		f.print(req, "before\n")
+		f.die("killed by signal SIGKILL")
+	}}
+	reg := fakeRegistry(t, fs)
+	sess, _, _ := reg.Open("python", "d", fs.backend())
+	res, _ := sess.Execute(context.Background(), ExecRequest{Code: "crash", Timeout: 5 * time.Second})
+	if res.Status != StatusError || !strings.Contains(res.Message(), "the kernel died during execution: kernel died: killed by signal SIGKILL; the next call on this session starts a fresh one") {
+		t.Fatalf("death: %s %q", res.Status, res.Message())
+	}
+	if res.Text("stdout") != "before\n" {
+		t.Errorf("output before the death: %q", res.Text("stdout"))
+	}
+	if st := sess.State(); st != jupyter.StateDead {
+		t.Errorf("state after the death: %q, want dead", st)
+	}
+	fs.setScript(nil)
+	next, _ := sess.Execute(context.Background(), ExecRequest{Code: "pass", Timeout: time.Second})
+	if !next.Fresh || next.Status != StatusOK || !strings.Contains(next.Message(), "because the previous kernel died (kernel died: killed by signal SIGKILL)") {
+		t.Fatalf("next call: %s fresh=%v %q", next.Status, next.Fresh, next.Message())
+	}
+	if st := sess.State(); st != jupyter.StateIdle {
+		t.Errorf("state with a fresh runtime: %q, want idle", st)
+	}
+}
+
+// A reply without its idle ends after the completion grace, keeps the
+// outputs, and says that the closing status was lost.
+func TestFakeLostIdle(t *testing.T) {
+	fs := &fakes{script: func(f *fakeRuntime, req jupyter.ExecuteRequest) {
+		f.status(req, jupyter.StateBusy)
+		f.print(req, "out\n")
+		f.reply(req, "ok")
+	}}
+	reg := fakeRegistry(t, fs)
+	sess, _, _ := reg.Open("python", "l", fs.backend())
+	start := time.Now()
+	res, _ := sess.Execute(context.Background(), ExecRequest{Code: "x", Timeout: 10 * time.Second})
+	if res.Status != StatusOK || res.Text("stdout") != "out\n" || !strings.Contains(res.Message(), "closing status message was lost") {
+		t.Fatalf("lost idle: %s %q %q", res.Status, res.Text("stdout"), res.Message())
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the call waited %s for a lost idle; the grace is 200 ms", took)
+	}
+}
+
+// Close ends a one-shot call in flight (its temporary session is the
+// registry's): the call answers that aiod shut down, and Close returns.
+func TestFakeShutdownEndsOneShotInFlight(t *testing.T) {
+	fs := &fakes{script: hangs}
+	reg := NewRegistry(Config{})
+	sess, err := reg.Temp(fs.backend())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan *Result, 1)
+	go func() {
+		res, _ := sess.Execute(context.Background(), ExecRequest{Code: "sleep", Timeout: time.Hour})
+		got <- res
+	}()
+	for len(fs.all()) == 0 || sess.Runtime() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := reg.Close(ctx); err != nil {
+		t.Fatalf("close with a one-shot in flight: %v", err)
+	}
+	select {
+	case res := <-got:
+		if res == nil || res.Status != StatusError || !strings.Contains(res.Message(), "aiod shut down while the code ran") {
+			t.Fatalf("the call in flight: %+v", res)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the call in flight did not end when the registry closed")
+	}
+	if _, err := reg.Temp(fs.backend()); !errors.Is(err, ErrShuttingDown) {
+		t.Errorf("Temp after Close: %v, want ErrShuttingDown", err)
+	}
+	for _, f := range fs.all() {
+		f.wg.Wait()
+		if f.Err() == nil {
+			t.Error("a runtime was left running")
+		}
+	}
+}
+
+// A cancelled call interrupts its code and answers.
+func TestFakeCancelledCallInterrupts(t *testing.T) {
+	fs := &fakes{script: hangs}
+	reg := fakeRegistry(t, fs)
+	sess, _, _ := reg.Open("python", "c", fs.backend())
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	res, err := sess.Execute(ctx, ExecRequest{Code: "loop", Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != StatusError || !strings.Contains(res.Message(), "the call was cancelled (context canceled); it was interrupted") {
+		t.Fatalf("cancelled: %s %q", res.Status, res.Message())
+	}
+}
+
+// Watchers see an execution's idle before its result, and its events
+// carry the caller's origin.
+func TestFakeResultAfterIdleWithOrigin(t *testing.T) {
+	fs := &fakes{script: func(f *fakeRuntime, req jupyter.ExecuteRequest) {
+		f.status(req, jupyter.StateBusy)
+		f.print(req, "x\n")
+		f.reply(req, "ok") // the reply first: the result may only follow the idle
+		time.Sleep(20 * time.Millisecond)
+		f.status(req, jupyter.StateIdle)
+	}}
+	reg := fakeRegistry(t, fs)
+	sess, _, _ := reg.Open("python", "o", fs.backend())
+	w := newRecorder()
+	sess.Mux().Watch(w)
+	origin := &struct{ name string }{"socket"}
+	for i := 0; i < 20; i++ {
+		res, _ := sess.Execute(context.Background(), ExecRequest{Code: "x", Timeout: 5 * time.Second, Origin: origin})
+		var idle, result = -1, -1
+		for j, e := range w.all() {
+			if e.ExecID != res.ID {
+				continue
+			}
+			if e.Origin != origin {
+				t.Fatalf("event %d of execution %d has origin %v", j, i, e.Origin)
+			}
+			if e.State == jupyter.StateIdle {
+				idle = j
+			}
+			if e.Result != nil {
+				result = j
+			}
+		}
+		if idle < 0 || result < idle {
+			t.Fatalf("execution %d: idle at %d, result at %d", i, idle, result)
+		}
+	}
+}
