@@ -69,6 +69,22 @@ func v1Body(ctx *fasthttp.RequestCtx) (*api.Fields, bool) {
 	return f, true
 }
 
+// v1Parse reads a v1 JSON body with parse; on failure it has answered the
+// 422.
+func v1Parse[T any](ctx *fasthttp.RequestCtx, parse func(*api.Fields) (T, *api.FieldError)) (T, bool) {
+	var c T
+	f, ok := v1Body(ctx)
+	if !ok {
+		return c, false
+	}
+	c, fe := parse(f)
+	if fe != nil {
+		api.InvalidV1(ctx, fe)
+		return c, false
+	}
+	return c, true
+}
+
 func v1BodyErr(field, typ, format string, args ...any) *api.FieldError {
 	return &api.FieldError{In: "body", Field: field, Type: typ, Msg: fmt.Sprintf(format, args...)}
 }

@@ -54,18 +54,12 @@ type v1CodeExecuteData struct {
 }
 
 func (v *v1) codeExecute(ctx *fasthttp.RequestCtx) {
-	f, ok := v1Body(ctx)
+	c, ok := v1Parse(ctx, v.parseCodeExecute)
 	if !ok {
 		return
 	}
-	c, fe := v.parseCodeExecute(f)
-	if fe != nil {
-		api.InvalidV1(ctx, fe)
-		return
-	}
-	res, ce := v.run(v.s.reqCtx(), c)
-	if ce != nil {
-		api.Fail(ctx, ce.Status, ce.Msg)
+	res, ok := v.runOr(ctx, c)
+	if !ok {
 		return
 	}
 	d := v1CodeExecuteData{

@@ -109,18 +109,12 @@ type v1JupyterExecuteData struct {
 }
 
 func (v *v1) jupyterExecute(ctx *fasthttp.RequestCtx) {
-	f, ok := v1Body(ctx)
+	c, ok := v1Parse(ctx, v.parseJupyterExecute)
 	if !ok {
 		return
 	}
-	c, fe := v.parseJupyterExecute(f)
-	if fe != nil {
-		api.InvalidV1(ctx, fe)
-		return
-	}
-	res, ce := v.run(v.s.reqCtx(), c)
-	if ce != nil {
-		api.Fail(ctx, ce.Status, ce.Msg)
+	res, ok := v.runOr(ctx, c)
+	if !ok {
 		return
 	}
 	name := c.KernelName

@@ -160,13 +160,8 @@ func v1NodeData(res *stream.Result, exitCode int) v1NodeExecuteData {
 }
 
 func (v *v1) nodeExecute(ctx *fasthttp.RequestCtx) {
-	f, ok := v1Body(ctx)
+	c, ok := v1Parse(ctx, v.parseNodeExecute)
 	if !ok {
-		return
-	}
-	c, fe := v.parseNodeExecute(f)
-	if fe != nil {
-		api.InvalidV1(ctx, fe)
 		return
 	}
 	if v.s.env.Node.Error != "" {
@@ -187,9 +182,7 @@ func (v *v1) nodeExecute(ctx *fasthttp.RequestCtx) {
 		// A node process of its own, whose standard input is the text.
 		res, exit = v.s.rt.RunNode(v.s.reqCtx(), c.Code, *c.Stdin, c.Cwd, c.Timeout, v.s.cfg.OutputBudget)
 	} else {
-		var ce *callError
-		if res, ce = v.run(v.s.reqCtx(), c.v1Call); ce != nil {
-			api.Fail(ctx, ce.Status, ce.Msg)
+		if res, ok = v.runOr(ctx, c.v1Call); !ok {
 			return
 		}
 		exit = res.ExitCode()

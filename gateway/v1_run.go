@@ -4,7 +4,9 @@ import (
 	"context"
 	"time"
 
+	"github.com/aiod/aiod/gateway/api"
 	"github.com/aiod/aiod/stream"
+	"github.com/valyala/fasthttp"
 )
 
 // v1Meta is what the v1 routes remember of a session beyond the registry:
@@ -28,6 +30,16 @@ type v1Call struct {
 // session it creates.
 func (v *v1) run(ctx context.Context, c v1Call) (*stream.Result, *callError) {
 	return v.s.execute(ctx, v.withMeta(c))
+}
+
+// runOr runs c; when it cannot run, it has answered why.
+func (v *v1) runOr(ctx *fasthttp.RequestCtx, c v1Call) (*stream.Result, bool) {
+	res, ce := v.run(v.s.reqCtx(), c)
+	if ce != nil {
+		api.Fail(ctx, ce.Status, ce.Msg)
+		return nil, false
+	}
+	return res, true
 }
 
 // open returns the session of c, creating it, and records what v1 knows of

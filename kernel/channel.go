@@ -87,53 +87,18 @@ func (k *Kernel) countDrop(c *channel, err error) {
 }
 
 // dispatch routes a decoded message: to the waiter of an internal request
-// (see expect), or to the Handler once the kernel is ready. Before that,
+// (see Replies), or to the Handler once the kernel is ready. Before that,
 // messages are dropped; the first iopub message proves the subscription.
 func (k *Kernel) dispatch(m *jupyter.Message) {
 	if m.Channel == "iopub" && !k.ready.Load() {
 		k.iopubOnce.Do(func() { close(k.iopubSeen) })
 	}
-	if ch, ok := k.internalWaiter(m.Parent.MsgID); ok {
-		if ch != nil {
-			select {
-			case ch <- m:
-			default:
-			}
-		}
+	if k.replies.Route(m) {
 		return
 	}
 	if k.ready.Load() {
 		k.opts.Handler(m)
 	}
-}
-
-// expect routes the replies to aiod's own request msgID (kernel_info,
-// interrupt, shutdown) to ch instead of the Handler. Delivery is
-// non-blocking: ch must be buffered. A nil ch drops them.
-func (k *Kernel) expect(msgID string, ch chan *jupyter.Message) {
-	k.pmu.Lock()
-	defer k.pmu.Unlock()
-	k.internal[msgID] = ch
-}
-
-// forget stops delivering to the channels given to expect. Late replies to
-// those requests are still kept from the Handler.
-func (k *Kernel) forget(msgIDs ...string) {
-	k.pmu.Lock()
-	defer k.pmu.Unlock()
-	for _, id := range msgIDs {
-		k.internal[id] = nil
-	}
-}
-
-func (k *Kernel) internalWaiter(parentID string) (chan *jupyter.Message, bool) {
-	if parentID == "" {
-		return nil, false
-	}
-	k.pmu.Lock()
-	defer k.pmu.Unlock()
-	ch, ok := k.internal[parentID]
-	return ch, ok
 }
 
 // writeLoop is c's only writer. It runs until teardown begins; a send

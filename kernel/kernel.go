@@ -124,8 +124,7 @@ type Kernel struct {
 	iopubOnce sync.Once
 	iopubSeen chan struct{} // closed on the first iopub message
 
-	pmu      sync.Mutex
-	internal map[string]chan *jupyter.Message // guarded by pmu; see expect
+	replies jupyter.Replies // aiod's own requests (kernel_info, interrupt, shutdown)
 
 	emu sync.Mutex
 	err error // guarded by emu; the first cause set, never cleared

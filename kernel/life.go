@@ -127,7 +127,7 @@ func (k *Kernel) requestShutdown(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, shutdownGrace)
 	defer cancel()
 	id := jupyter.NewID()
-	k.expect(id, nil)
+	k.replies.Expect(id, nil)
 	m := &jupyter.Message{
 		Channel: "control",
 		Header:  jupyter.NewHeader(k.session, id, "shutdown_request"),
@@ -172,8 +172,8 @@ func (k *Kernel) Interrupt(ctx context.Context) error {
 func (k *Kernel) interruptByMessage(ctx context.Context) error {
 	id := jupyter.NewID()
 	replies := make(chan *jupyter.Message, 8)
-	k.expect(id, replies)
-	defer k.forget(id)
+	k.replies.Expect(id, replies)
+	defer k.replies.Forget(id)
 	m := &jupyter.Message{Channel: "control", Header: jupyter.NewHeader(k.session, id, "interrupt_request")}
 	if err := k.send(ctx, k.control, m); err != nil {
 		return fmt.Errorf("send interrupt_request: %w", err)

@@ -49,7 +49,6 @@ func newKernel(opts Options) (*Kernel, error) {
 		key:       []byte(conn.Key),
 		connDir:   dir,
 		iopubSeen: make(chan struct{}),
-		internal:  make(map[string]chan *jupyter.Message),
 		started:   make(chan struct{}),
 		stop:      make(chan struct{}),
 		outDone:   make(chan struct{}),
@@ -192,14 +191,14 @@ func (k *Kernel) dialAll() error {
 func (k *Kernel) handshake(ctx context.Context) error {
 	replies := make(chan *jupyter.Message, 64)
 	var ids []string
-	defer func() { k.forget(ids...) }()
+	defer func() { k.replies.Forget(ids...) }()
 	tick := time.NewTicker(infoRetry)
 	defer tick.Stop()
 	iopubSeen := k.iopubSeen
 	for {
 		id := jupyter.NewID()
 		ids = append(ids, id)
-		k.expect(id, replies)
+		k.replies.Expect(id, replies)
 		req := &jupyter.Message{Channel: "shell", Header: jupyter.NewHeader(k.session, id, "kernel_info_request")}
 		if err := k.send(ctx, k.shell, req); err != nil {
 			return fmt.Errorf("send kernel_info_request: %w", err)

@@ -3,6 +3,7 @@ package jupyter
 import (
 	"context"
 	"fmt"
+	"sync"
 	"syscall"
 )
 
@@ -131,3 +132,53 @@ var Discard Counter = discard{}
 type discard struct{}
 
 func (discard) Count(string, string, int64) {}
+
+// Replies routes the replies to a client's own requests (kernel_info,
+// interrupt, shutdown) to the channels waiting for them, away from the
+// Handler. The zero value is ready to use; it is safe for concurrent use.
+type Replies struct {
+	mu sync.Mutex
+	m  map[string]chan *Message // msg_id -> waiter; nil once forgotten
+}
+
+// Expect routes the replies to msgID to ch. Delivery never blocks: ch must
+// be buffered (a full ch drops the reply). A nil ch drops them.
+func (r *Replies) Expect(msgID string, ch chan *Message) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[string]chan *Message{}
+	}
+	r.m[msgID] = ch
+}
+
+// Forget stops delivering to the channels given to Expect. Late replies to
+// those requests are still kept from the Handler.
+func (r *Replies) Forget(msgIDs ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, id := range msgIDs {
+		if _, ok := r.m[id]; ok {
+			r.m[id] = nil
+		}
+	}
+}
+
+// Route hands m to the channel expecting its parent and reports whether m
+// answers one of the client's own requests; then the Handler must not see
+// it.
+func (r *Replies) Route(m *Message) bool {
+	if m.Parent.MsgID == "" {
+		return false
+	}
+	r.mu.Lock()
+	ch, ok := r.m[m.Parent.MsgID]
+	r.mu.Unlock()
+	if ok && ch != nil {
+		select {
+		case ch <- m:
+		default:
+		}
+	}
+	return ok
+}

@@ -179,13 +179,7 @@ func (k *Kernel) dispatch(m *jupyter.Message) {
 	if m.Channel == "iopub" && m.Header.MsgType == "status" && m.Parent.MsgID == "" {
 		k.serverStatus(executionState(m.Content))
 	}
-	if ch, ok := k.internalWaiter(m.Parent.MsgID); ok {
-		if ch != nil {
-			select {
-			case ch <- m:
-			default:
-			}
-		}
+	if k.replies.Route(m) {
 		return
 	}
 	if k.ready.Load() {

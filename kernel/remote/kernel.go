@@ -157,8 +157,7 @@ type Kernel struct {
 
 	recent *idSet // owned by the reader of the current connection
 
-	pmu      sync.Mutex
-	internal map[string]chan *jupyter.Message // guarded by pmu; see expect
+	replies jupyter.Replies // aiod's own requests (kernel_info, interrupt, shutdown)
 
 	cmu sync.Mutex
 	cur *websocket.Conn // guarded by cmu; the open channels socket or nil
@@ -225,18 +224,17 @@ func Start(ctx context.Context, opts Options) (*Kernel, error) {
 
 func newKernel(opts Options, model KernelModel) *Kernel {
 	k := &Kernel{
-		client:   opts.Client,
-		model:    model,
-		session:  jupyter.NewID(),
-		opts:     opts,
-		out:      make(chan sendReq),
-		retry:    make(chan sendReq, 1),
-		check:    make(chan struct{}, 1),
-		recent:   newIDSet(recentIDs),
-		internal: make(map[string]chan *jupyter.Message),
-		stop:     make(chan struct{}),
-		deleted:  make(chan struct{}),
-		done:     make(chan struct{}),
+		client:  opts.Client,
+		model:   model,
+		session: jupyter.NewID(),
+		opts:    opts,
+		out:     make(chan sendReq),
+		retry:   make(chan sendReq, 1),
+		check:   make(chan struct{}, 1),
+		recent:  newIDSet(recentIDs),
+		stop:    make(chan struct{}),
+		deleted: make(chan struct{}),
+		done:    make(chan struct{}),
 	}
 	k.life, k.cancelLife = context.WithCancel(context.Background())
 	k.log = opts.Logger.With("remote_kernel", model.ID, "endpoint", opts.Client.endpoint)
@@ -261,7 +259,7 @@ func (k *Kernel) abort(ctx context.Context, err error) error {
 func (k *Kernel) handshake(ctx context.Context, first bool) error {
 	replies := make(chan *jupyter.Message, 64)
 	var ids []string
-	defer func() { k.forget(ids...) }()
+	defer func() { k.replies.Forget(ids...) }()
 	tick := time.NewTicker(infoRetry)
 	defer tick.Stop()
 	var reply *jupyter.Message
@@ -269,7 +267,7 @@ func (k *Kernel) handshake(ctx context.Context, first bool) error {
 	for {
 		id := jupyter.NewID()
 		ids = append(ids, id)
-		k.expect(id, replies)
+		k.replies.Expect(id, replies)
 		req := &jupyter.Message{Channel: "shell", Header: jupyter.NewHeader(k.session, id, "kernel_info_request")}
 		if err := k.send(ctx, req); err != nil {
 			return fmt.Errorf("send kernel_info_request: %w", err)
@@ -600,33 +598,4 @@ func (k *Kernel) send(ctx context.Context, m *jupyter.Message) error {
 	case <-k.stop:
 		return k.Err()
 	}
-}
-
-// expect routes the replies to aiod's own request msgID (kernel_info) to
-// ch instead of the Handler. Delivery is non-blocking: ch must be
-// buffered. A nil ch drops them.
-func (k *Kernel) expect(msgID string, ch chan *jupyter.Message) {
-	k.pmu.Lock()
-	defer k.pmu.Unlock()
-	k.internal[msgID] = ch
-}
-
-// forget stops delivering to the channels given to expect. Late replies to
-// those requests are still kept from the Handler.
-func (k *Kernel) forget(msgIDs ...string) {
-	k.pmu.Lock()
-	defer k.pmu.Unlock()
-	for _, id := range msgIDs {
-		k.internal[id] = nil
-	}
-}
-
-func (k *Kernel) internalWaiter(parentID string) (chan *jupyter.Message, bool) {
-	if parentID == "" {
-		return nil, false
-	}
-	k.pmu.Lock()
-	defer k.pmu.Unlock()
-	ch, ok := k.internal[parentID]
-	return ch, ok
 }
