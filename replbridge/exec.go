@@ -92,7 +92,7 @@ func (r *REPL) startNextLocked() {
 		parent: jupyter.Header{MsgID: req.MsgID, Session: r.session, MsgType: "execute_request", Version: jupyter.ProtocolVersion},
 	}
 	r.cur, r.last = x, x.parent
-	r.emit("iopub", "status", x.parent, map[string]any{"execution_state": "busy"})
+	r.emit(jupyter.IOPub, jupyter.MsgStatus, x.parent, jupyter.StatusContent{ExecutionState: jupyter.StateBusy})
 	if !req.Silent {
 		r.emit("iopub", "execute_input", x.parent, map[string]any{"code": req.Code, "execution_count": x.count})
 	}
@@ -139,7 +139,7 @@ func (r *REPL) maybeFinishLocked() {
 		r.emit("iopub", "execute_result", x.parent, map[string]any{
 			"data": map[string]string{"text/plain": *d.Result}, "metadata": map[string]any{}, "execution_count": x.count})
 	}
-	r.emit("iopub", "status", x.parent, map[string]any{"execution_state": "idle"})
+	r.emit(jupyter.IOPub, jupyter.MsgStatus, x.parent, jupyter.StatusContent{ExecutionState: jupyter.StateIdle})
 	r.emit("shell", "execute_reply", x.parent, reply)
 	r.startNextLocked()
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
-	"github.com/goccy/go-json"
 
 	"github.com/aiod/aiod/kernel/jupyter"
 )
@@ -176,8 +175,8 @@ func (k *Kernel) dispatch(m *jupyter.Message) {
 		k.opts.Counter.Count(jupyter.DroppedMessages, "duplicate", 1)
 		return
 	}
-	if m.Channel == "iopub" && m.Header.MsgType == "status" && m.Parent.MsgID == "" {
-		k.serverStatus(executionState(m.Content))
+	if m.Channel == jupyter.IOPub && m.Header.MsgType == jupyter.MsgStatus && m.Parent.MsgID == "" {
+		k.serverStatus(jupyter.ExecutionState(m.Content))
 	}
 	if k.replies.Route(m) {
 		return
@@ -195,24 +194,16 @@ func (k *Kernel) dispatch(m *jupyter.Message) {
 // means the server gave up restarting it; the watcher confirms.
 func (k *Kernel) serverStatus(state string) {
 	switch state {
-	case "restarting":
+	case jupyter.StateRestarting:
 		if k.ready.Load() && k.restarting.Load() == 0 {
 			k.endAndDelete(k.gone("it died and the server restarted it, losing its state"))
 		}
-	case "dead":
+	case jupyter.StateDead:
 		select {
 		case k.check <- struct{}{}:
 		default:
 		}
 	}
-}
-
-func executionState(content []byte) string {
-	var s struct {
-		State string `json:"execution_state"`
-	}
-	json.Unmarshal(content, &s)
-	return s.State
 }
 
 // writeLoop is the socket's only writer: it takes the messages of send.
@@ -368,7 +359,7 @@ func (k *Kernel) checkGone() *GoneError {
 		return gone
 	case err != nil:
 		k.log.Debug("check kernel model failed", "err", err)
-	case m.ExecutionState == "dead":
+	case m.ExecutionState == jupyter.StateDead:
 		return k.gone("the server reports it dead")
 	}
 	return nil
