@@ -7,7 +7,10 @@ require (
 	github.com/fasthttp/router v1.5.4
 	github.com/go-zeromq/zmq4 v0.17.0
 	github.com/goccy/go-json v0.12.0
+	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/valyala/fasthttp v1.78.0
+	go.uber.org/goleak v1.3.0
+	golang.org/x/net v0.62.0
 )
 
 require (
@@ -16,7 +19,6 @@ require (
 	github.com/molecule-man/go-brrr v1.3.1 // indirect
 	github.com/savsgio/gotils v0.0.0-20240704082632-aef3928b8a38 // indirect
 	github.com/valyala/bytebufferpool v1.0.0 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/sync v0.24.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 )
