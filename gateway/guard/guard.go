@@ -27,6 +27,7 @@ package guard
 import (
 	"bytes"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -38,6 +39,7 @@ import (
 	"time"
 
 	"github.com/aiod/aiod/gateway/api"
+	"github.com/golang-jwt/jwt/v5"
 	"github.com/valyala/fasthttp"
 )
 
@@ -409,10 +411,13 @@ func (g *Guard) check(v []byte) (Caller, string) {
 		return Caller{}, "wrong API token"
 	}
 	sub, err := g.jwt.verify(string(v))
-	if err != nil {
-		if len(g.token) > 0 && bytes.Count(v, []byte(".")) != 2 {
-			return Caller{}, "wrong API token (and not a JWT)"
-		}
+	switch {
+	case err == nil:
+	case errors.Is(err, jwt.ErrTokenMalformed) && len(g.token) > 0:
+		return Caller{}, "wrong API token (and not a well-formed JWT)"
+	case errors.Is(err, jwt.ErrTokenMalformed):
+		return Caller{}, "the bearer value is not a well-formed JWT"
+	default:
 		return Caller{}, jwtReason(err, g.jwt.methods)
 	}
 	return Caller{Method: "jwt", Subject: sub}, ""

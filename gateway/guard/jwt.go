@@ -91,7 +91,7 @@ func (v *jwtVerifier) verify(tok string) (string, error) {
 func jwtReason(err error, methods []string) string {
 	switch {
 	case errors.Is(err, jwt.ErrTokenMalformed):
-		return "the bearer token is neither the API token nor a well-formed JWT"
+		return "the bearer value is not a well-formed JWT"
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
 		if strings.Contains(err.Error(), "signing method") {
 			return "the JWT's alg is not accepted: want " + strings.Join(methods, ", ")

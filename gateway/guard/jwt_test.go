@@ -108,7 +108,7 @@ func TestJWTVerify(t *testing.T) {
 		{"ES256 token on an RSA key", rsaV, sign(t, jwt.SigningMethodES256, testKeys.ec, good), "alg"},
 		{"RS256 token on an EC key", ecV, valid, "alg"},
 		{"unsigned", rsaV, parts[0] + "." + parts[1] + ".", "signature"},
-		{"not a JWT", rsaV, "s3cret", "well-formed"},
+		{"not a JWT", rsaV, "s3cret", "not a well-formed JWT"},
 		{"unknown alg", rsaV, base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"XX256","typ":"JWT"}`)) + "." + parts[1] + "." + parts[2], "cannot be verified"},
 	} {
 		sub, err := tc.v.verify(tc.tok)
