@@ -43,3 +43,5 @@ fuzz:
 	$(GO) test ./gateway/ -run '^$$' -fuzz FuzzParseV2Execute -fuzztime 30s
 	$(GO) test ./stream/ -run '^$$' -fuzz FuzzDecodeStream -fuzztime 30s
 	$(GO) test ./kernel/ -run '^$$' -fuzz FuzzDecode -fuzztime 30s
+	$(GO) test ./gateway/guard/ -run '^$$' -fuzz FuzzParseHost -fuzztime 30s
+	$(GO) test ./gateway/guard/ -run '^$$' -fuzz FuzzParseOrigin -fuzztime 30s

@@ -7,8 +7,10 @@ require (
 	github.com/fasthttp/router v1.5.4
 	github.com/go-zeromq/zmq4 v0.17.0
 	github.com/goccy/go-json v0.12.0
+	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/valyala/fasthttp v1.78.0
 	go.uber.org/goleak v1.3.0
+	golang.org/x/net v0.62.0
 )
 
 require (

@@ -4,9 +4,7 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +14,7 @@ import (
 
 	"github.com/aiod/aiod/gateway/api"
 	"github.com/aiod/aiod/gateway/fsplane"
+	"github.com/aiod/aiod/gateway/guard"
 	"github.com/aiod/aiod/stream"
 	"github.com/aiod/aiod/stream/backend"
 	"github.com/fasthttp/router"
@@ -48,8 +47,11 @@ type Config struct {
 	CodePrewarm          int           // native REPL processes kept ready per language; 0 none
 	NoKernelWarmup       bool          // do not import pandas and matplotlib in pooled kernels
 	WSQueueBytes         int           // bytes that may wait for one WebSocket before it is cut; 16 MiB
-	Token                string        // when set, every route but /healthz requires it
-	AllowedOrigins       []string      // origins allowed to open WebSockets besides the daemon's own host; "*" allows any
+	Token                string        // when set, every route but /healthz requires it (or a JWT, or a ticket)
+	AllowedOrigins       []string      // origins allowed on state-changing requests and WebSockets besides the request's own; "*" allows any
+	AllowedHosts         []string      // Host names allowed besides loopback and the daemon's own addresses; "*" turns the check off
+	JWTPublicKey         string        // PEM public key (or its base64) verifying bearer JWTs; "" for none
+	TicketTTL            time.Duration // lifetime of a ticket from POST /tickets; 30 s
 	Logger               *slog.Logger
 }
 
@@ -90,6 +92,7 @@ type Server struct {
 	stop    context.CancelFunc
 	live    *liveHub // WebSockets and the Jupyter kernels API
 	rt      *backend.Runtimes
+	guard   *guard.Guard // Host, Origin, CORS and credentials, before any route
 	cfg     Config
 	log     *slog.Logger
 	reg     *stream.Registry
@@ -101,6 +104,14 @@ type Server struct {
 // New discovers the interpreters and builds the routes.
 func New(cfg Config) (*Server, error) {
 	cfg.defaults()
+	g, err := guard.New(guard.Config{
+		AllowedHosts: cfg.AllowedHosts, AllowedOrigins: cfg.AllowedOrigins,
+		Token: cfg.Token, JWTPublicKey: cfg.JWTPublicKey, TicketTTL: cfg.TicketTTL,
+		OpenPaths: []string{"/healthz"}, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
 	counters := stream.NewCounters()
 	rt, err := backend.New(context.Background(), backend.Config{
 		CodeBackend: cfg.CodeBackend, KernelName: cfg.KernelName,
@@ -113,12 +124,12 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), rt: rt, env: rt.Env()}
+	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), rt: rt, env: rt.Env(), guard: g}
 	s.base, s.stop = context.WithCancel(context.Background())
 	s.live = newLiveHub(s, LiveLimits{QueueBytes: cfg.WSQueueBytes}, counters)
 	s.reg = stream.NewRegistry(stream.Config{Budget: cfg.OutputBudget, ReapInterval: cfg.ReapInterval, Logger: cfg.Logger, Counters: counters})
 	s.http = &fasthttp.Server{
-		Handler:              s.authorize(s.routes().Handler),
+		Handler:              g.Wrap(s.routes().Handler),
 		Name:                 "aiod",
 		MaxRequestBodySize:   cfg.MaxBody,
 		ReadTimeout:          60 * time.Second,
@@ -165,42 +176,12 @@ func (s *Server) routes() *router.Router {
 	r.GET("/v2/sandbox", s.v2Sandbox)
 	r.GET("/v1/capabilities", s.v1Capabilities)
 	r.GET("/healthz", func(ctx *fasthttp.RequestCtx) { api.OK(ctx, map[string]any{"status": "ok"}) })
+	r.POST(guard.TicketsPath, s.guard.ServeTickets)
 	fsplane.Register(r, fsplane.Config{MaxBody: int64(s.cfg.MaxBody), Logger: s.log})
 	s.registerV1(r)   // v1.go: the agent_sandbox SDK's code, jupyter, nodejs and sandbox routes
 	s.registerLive(r) // live.go: WebSocket streaming and the Jupyter kernels API
 	s.registerWeb(r)  // web.go: the browser notebook page at /
 	return r
-}
-
-// authorize requires the API token, when one is configured, on every route
-// but /healthz: "Authorization: Bearer T", "Authorization: token T", or
-// "?token=T" for browsers, which cannot set headers on a WebSocket.
-func (s *Server) authorize(next fasthttp.RequestHandler) fasthttp.RequestHandler {
-	if s.cfg.Token == "" {
-		return next
-	}
-	want := []byte(s.cfg.Token)
-	return func(ctx *fasthttp.RequestCtx) {
-		if string(ctx.Path()) == "/healthz" || tokenMatches(ctx, want) {
-			next(ctx)
-			return
-		}
-		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="aiod"`)
-		api.Fail(ctx, fasthttp.StatusUnauthorized, "missing or wrong API token: send Authorization: Bearer <token> (or ?token=<token>)")
-	}
-}
-
-func tokenMatches(ctx *fasthttp.RequestCtx, want []byte) bool {
-	got := ctx.Request.Header.Peek("Authorization")
-	for _, p := range [][]byte{[]byte("Bearer "), []byte("bearer "), []byte("token "), []byte("Token ")} {
-		if bytes.HasPrefix(got, p) {
-			return subtle.ConstantTimeCompare(bytes.TrimSpace(got[len(p):]), want) == 1
-		}
-	}
-	if q := ctx.QueryArgs().Peek("token"); len(q) > 0 {
-		return subtle.ConstantTimeCompare(q, want) == 1
-	}
-	return false
 }
 
 // transportError answers requests fasthttp could not read.
@@ -230,6 +211,9 @@ func (s *Server) expect(ctx *fasthttp.RequestCtx) int {
 // Serve answers requests from ln until Shutdown.
 func (s *Server) Serve(ln net.Listener) error {
 	s.log.Info("serving", "addr", ln.Addr().String(), "python_backend", s.env.PythonBackend)
+	if w := s.guard.Listening(ln.Addr()); w != "" {
+		s.log.Warn(w)
+	}
 	return s.http.Serve(ln)
 }
 

@@ -38,10 +38,10 @@ func TestBadRequestsGetClearErrors(t *testing.T) {
 			}
 		})
 	}
-	if got := rawRequest(t, ts, "POST /v2/code/execute HTTP/1.1\r\nHost: x\r\nContent-Length: 2097152\r\n\r\n{"); !strings.HasPrefix(got, "HTTP/1.1 413") || !strings.Contains(got, "limit") {
+	if got := rawRequest(t, ts, "POST /v2/code/execute HTTP/1.1\r\nHost: localhost\r\nContent-Length: 2097152\r\n\r\n{"); !strings.HasPrefix(got, "HTTP/1.1 413") || !strings.Contains(got, "limit") {
 		t.Fatalf("oversized body answered %q", got)
 	}
-	if got := rawRequest(t, ts, "POST /v2/code/execute HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2097152\r\n\r\n"); !strings.HasPrefix(got, "HTTP/1.1 413") {
+	if got := rawRequest(t, ts, "POST /v2/code/execute HTTP/1.1\r\nHost: localhost\r\nExpect: 100-continue\r\nContent-Length: 2097152\r\n\r\n"); !strings.HasPrefix(got, "HTTP/1.1 413") {
 		t.Fatalf("oversized upload with Expect answered %q", got)
 	}
 	st, env := ts.call(t, "DELETE", "/v2/code/sessions/nope", nil)
@@ -140,7 +140,7 @@ func TestTokenIsRequiredWhenConfigured(t *testing.T) {
 	if st, _ := ts.call(t, "GET", "/healthz", nil); st != 200 {
 		t.Fatalf("healthz needs no token: %d", st)
 	}
-	got := rawRequest(t, ts, "GET /v2/code/info HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer s3cret\r\nConnection: close\r\n\r\n")
+	got := rawRequest(t, ts, "GET /v2/code/info HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer s3cret\r\nConnection: close\r\n\r\n")
 	if !strings.HasPrefix(got, "HTTP/1.1 200") {
 		t.Fatalf("bearer token: %.60q", got)
 	}

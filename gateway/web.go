@@ -63,8 +63,8 @@ func (s *Server) registerWeb(r *router.Router) {
 		webHeaders(ctx, index.ctype)
 		ctx.Response.Header.Set("Content-Security-Policy", webCSP)
 		ctx.Response.Header.Set("X-Frame-Options", "DENY")
-		if tok := ctx.QueryArgs().Peek("token"); s.cfg.Token != "" && len(tok) > 0 {
-			// authorize has checked it; the page echoes the caller's own token.
+		if tok := ctx.QueryArgs().Peek("token"); s.guard.AuthRequired() && len(tok) > 0 {
+			// the guard has checked it; the page echoes the caller's own token (or JWT).
 			q := html.EscapeString("?token=" + url.QueryEscape(string(tok)))
 			ctx.Response.Header.Set("Cache-Control", "no-store")
 			ctx.SetBody(webAssetRef.ReplaceAll(index.body, []byte("${1}${2}"+q+"${3}")))

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
-	"path"
 	"strings"
 	"sync"
 	"time"
@@ -95,38 +93,11 @@ func wsIsUpgrade(ctx *fasthttp.RequestCtx) bool {
 		hasToken(ctx.Request.Header.Peek("Upgrade"), "websocket")
 }
 
-// originAllowed applies the origin rule: requests without Origin (programs)
-// pass; a browser's origin must name the host the request was sent to, or
-// match Config.AllowedOrigins: "*", a full origin ("https://x:8888") or a
-// host pattern ("x:8888", "*.example.com").
+// originAllowed is the guard's origin rule (package guard), checked again
+// here: the guard refuses a foreign origin before routing, so this only
+// matters if the upgrade is ever reached another way.
 func (h *liveHub) originAllowed(ctx *fasthttp.RequestCtx) (bool, string) {
-	origin := string(ctx.Request.Header.Peek("Origin"))
-	if origin == "" {
-		return true, ""
-	}
-	u, err := url.Parse(origin)
-	if err != nil || u.Host == "" {
-		return false, origin
-	}
-	if strings.EqualFold(u.Host, string(ctx.Host())) {
-		return true, origin
-	}
-	for _, a := range h.s.cfg.AllowedOrigins {
-		a = strings.TrimSpace(a)
-		switch {
-		case a == "*":
-			return true, origin
-		case strings.Contains(a, "://"):
-			if strings.EqualFold(strings.TrimRight(a, "/"), origin) {
-				return true, origin
-			}
-		default:
-			if ok, _ := path.Match(strings.ToLower(a), strings.ToLower(u.Host)); ok {
-				return true, origin
-			}
-		}
-	}
-	return false, origin
+	return h.s.guard.CheckOrigin(ctx)
 }
 
 // upgradeWriter is what websocket.Accept writes its answer to. Hijack

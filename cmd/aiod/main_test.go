@@ -67,12 +67,14 @@ type daemon struct {
 	pids map[int]bool // runtime pids seen, killed in cleanup if still alive
 }
 
-// cleanEnv is the test's environment without AIO_* settings or Go GC
-// tuning, so a variable on the host cannot change the daemon under test.
+// cleanEnv is the test's environment without AIO_* settings (nor the AIO
+// sandbox's JWT_PUBLIC_KEY and TICKET_TTL_SECONDS) or Go GC tuning, so a
+// variable on the host cannot change the daemon under test.
 func cleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AIO_") && !strings.HasPrefix(kv, "GOGC=") && !strings.HasPrefix(kv, "GOMEMLIMIT=") {
+		if !strings.HasPrefix(kv, "AIO_") && !strings.HasPrefix(kv, "GOGC=") && !strings.HasPrefix(kv, "GOMEMLIMIT=") &&
+			!strings.HasPrefix(kv, "JWT_PUBLIC_KEY=") && !strings.HasPrefix(kv, "TICKET_TTL_SECONDS=") {
 			env = append(env, kv)
 		}
 	}

@@ -34,6 +34,9 @@ type options struct {
 	logFormat          string
 	token              string
 	allowedOrigins     string
+	allowedHosts       string
+	jwtPublicKey       string
+	ticketTTL          time.Duration
 	memoryLimit        int
 	kernelPrewarm      int
 	codePrewarm        int
@@ -76,7 +79,10 @@ func (o *options) settings() []setting {
 		{"jupyter-probe-interval", "AIO_JUPYTER_PROBE_INTERVAL", "30", "seconds between reachability probes of that server", secSetter(&o.jupyterProbe)},
 		{"ws-queue-limit", "AIO_WS_QUEUE_LIMIT", "16777216", "bytes that may wait for one WebSocket; a socket that stops reading is closed with 1008 past it", intSetter(&o.wsQueueBytes)},
 		{"token", "AIO_TOKEN", "", "API token required on every route but /healthz (Authorization: Bearer, or ?token=)", strSetter(&o.token)},
-		{"allowed-origins", "AIO_ALLOWED_ORIGINS", "", "comma-separated origins allowed to open WebSockets besides the daemon's own; * allows any", strSetter(&o.allowedOrigins)},
+		{"jwt-public-key", "AIO_JWT_PUBLIC_KEY", "", "PEM public key, or its base64, verifying Authorization: Bearer JWTs (RS*, PS*, ES*, EdDSA; exp required); also read from JWT_PUBLIC_KEY", strSetter(&o.jwtPublicKey)},
+		{"ticket-ttl", "AIO_TICKET_TTL_SECONDS", "30", "seconds a single-use ticket from POST /tickets lives; also read from TICKET_TTL_SECONDS", secSetter(&o.ticketTTL)},
+		{"allowed-hosts", "AIO_ALLOWED_HOSTS", "", "comma-separated Host names accepted besides loopback and the daemon's own addresses (*.example.com for subdomains); * turns the Host check off", strSetter(&o.allowedHosts)},
+		{"allowed-origins", "AIO_ALLOWED_ORIGINS", "", "comma-separated origins allowed on state-changing requests, CORS and WebSockets besides the request's own; * allows any", strSetter(&o.allowedOrigins)},
 		{"memory-limit", "AIO_MEMORY_LIMIT", "134217728", "soft limit in bytes on the daemon's Go heap (GOMEMLIMIT wins when set)", intSetter(&o.memoryLimit)},
 		{"log-level", "AIO_LOG_LEVEL", "info", "debug, info, warn or error", levelSetter(&o.logLevel)},
 		{"log-format", "AIO_LOG_FORMAT", "text", "text or json", strSetter(&o.logFormat)},
@@ -135,20 +141,32 @@ func levelSetter(p *slog.Level) func(string) error {
 	return func(v string) error { return p.UnmarshalText([]byte(v)) }
 }
 
-// parseOptions reads defaults, then AIO_* variables, then flags.
+// envAliases are variables read when a setting's AIO_* variable is unset:
+// the AIO sandbox's names, so its deployments configure aiod unchanged.
+var envAliases = map[string]string{
+	"AIO_JWT_PUBLIC_KEY":     "JWT_PUBLIC_KEY",
+	"AIO_TICKET_TTL_SECONDS": "TICKET_TTL_SECONDS",
+}
+
+// parseOptions reads defaults, then AIO_* variables (or their aliases),
+// then flags.
 func parseOptions(args []string, lookup func(string) (string, bool), out io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("aiod", flag.ContinueOnError)
 	fs.SetOutput(out)
 	sets := o.settings()
 	for _, s := range sets {
-		v := s.def
+		v, from := s.def, s.env
 		if e, ok := lookup(s.env); ok && e != "" {
 			v = e
+		} else if alias := envAliases[s.env]; alias != "" {
+			if e, ok := lookup(alias); ok && e != "" {
+				v, from = e, alias
+			}
 		}
 		if v != "" {
 			if err := s.set(v); err != nil {
-				return nil, fmt.Errorf("%s: %w", s.env, err)
+				return nil, fmt.Errorf("%s: %w", from, err)
 			}
 		}
 		fs.Func(s.flag, fmt.Sprintf("%s (env %s, default %q)", s.help, s.env, s.def), s.set)
@@ -185,6 +203,7 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 		CodeBackend: o.codeBackend, KernelName: o.kernelName,
 		KernelStartTimeout: o.kernelStartTimeout, Workdir: o.workdir, Logger: log,
 		Token: o.token, AllowedOrigins: splitList(o.allowedOrigins),
+		AllowedHosts: splitList(o.allowedHosts), JWTPublicKey: o.jwtPublicKey, TicketTTL: o.ticketTTL,
 		KernelPrewarm: o.kernelPrewarm, CodePrewarm: o.codePrewarm, NoKernelWarmup: !o.kernelWarmup,
 		JupyterEndpoint: o.jupyterEndpoint, JupyterToken: o.jupyterToken, JupyterKernel: o.jupyterKernel,
 		JupyterStartTimeout: o.jupyterStart, JupyterProbeInterval: o.jupyterProbe,

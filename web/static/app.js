@@ -1,8 +1,8 @@
 // app.js: the notebook page. One WebSocket on /v2/code/ws carries the
 // executions and the watch of the attached session; REST carries the rest
 // (info, sessions, restart, the file plane). A token given as ?token=T in
-// the page's URL goes on REST as "Authorization: Bearer T" and on the
-// WebSocket as ?token=T.
+// the page's URL goes on REST as "Authorization: Bearer T"; the WebSocket
+// carries a single-use ticket from POST /tickets instead (ticketURL).
 'use strict';
 
 (function () {
@@ -97,6 +97,18 @@
     $('light-text').textContent = text;
   }
 
+  // ticketURL is the WebSocket URL for path with a fresh single-use ticket
+  // from POST /tickets (asked for with the page's token, when it has one),
+  // so the long-lived token never travels in a WebSocket URL.
+  async function ticketURL(path) {
+    const { ticket } = await request('POST', 'tickets');
+    const u = new URL(path, location.href);
+    u.protocol = u.protocol === 'https:' ? 'wss:' : 'ws:';
+    u.search = '?ticket=' + q(ticket);
+    u.hash = '';
+    return u.href;
+  }
+
   // ---- the WebSocket, reconnected with exponential backoff ----
 
   const sock = {
@@ -108,11 +120,13 @@
 
     connect() {
       clearTimeout(this.timer);
-      const u = new URL('v2/code/ws', location.href);
-      u.protocol = u.protocol === 'https:' ? 'wss:' : 'ws:';
-      u.search = token ? '?token=' + q(token) : '';
-      u.hash = '';
-      const ws = new WebSocket(u.href);
+      ticketURL('v2/code/ws').then((href) => this.attach(new WebSocket(href)), (e) => {
+        if (e.status) toast('Cannot open the WebSocket: ' + e.message, true);
+        this.schedule();
+      });
+    },
+
+    attach(ws) {
       this.ws = ws;
       ws.onopen = () => {
         this.open = true;

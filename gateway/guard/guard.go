@@ -1,0 +1,484 @@
+// Package guard decides, before any route runs, whether a request may reach
+// aiod at all. aiod runs whatever code it is sent, so a web page the user
+// visits must not be able to drive it; the guard's rules, in order:
+//
+//  1. Host: the Host header names a loopback host (localhost, 127.0.0.0/8,
+//     [::1]), an address aiod listens on (and, when that is not loopback,
+//     the machine's own names and addresses), or an --allowed-hosts entry.
+//     This defeats DNS rebinding, where an attacker's name resolves to
+//     127.0.0.1 and the browser then sends that name as Host.
+//  2. CORS preflights (OPTIONS with Access-Control-Request-Method) are
+//     answered here: allowed origins get the Access-Control-Allow-* headers,
+//     others a 403 without them.
+//  3. Origin: a state-changing request (any method but GET, HEAD and
+//     OPTIONS, and every request with an Upgrade header, such as a WebSocket
+//     handshake) that carries an Origin must be same-origin with the request
+//     (scheme, host, port) or match --allowed-origins. This defeats the
+//     "simple" cross-origin POSTs (text/plain, forms) that browsers send
+//     without a preflight. Requests without Origin (SDKs, curl) pass.
+//  4. Credentials, when --token or --jwt-public-key is set: the API token or
+//     a JWT as "Authorization: Bearer", the token as ?token=, or a
+//     single-use ticket from POST /tickets as ?ticket=.
+//
+// Every refusal is logged at info with the route, the reason and the remote
+// address, never the credential, and its answer names the flag to change.
+package guard
+
+import (
+	"bytes"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/aiod/aiod/gateway/api"
+	"github.com/golang-jwt/jwt/v5"
+	"github.com/valyala/fasthttp"
+)
+
+// Config is the guard's settings; zero values take the documented defaults.
+type Config struct {
+	AllowedHosts   []string      // --allowed-hosts entries; "*" turns the Host check off
+	AllowedOrigins []string      // --allowed-origins entries; "*" allows every origin
+	Token          string        // --token; "" for none
+	JWTPublicKey   string        // --jwt-public-key: PEM or its base64; "" for none
+	TicketTTL      time.Duration // lifetime of a ticket; DefaultTicketTTL
+	MaxTickets     int           // unused tickets kept at once; DefaultMaxTickets
+	OpenPaths      []string      // paths that need no credentials (the Host check still applies)
+	Logger         *slog.Logger
+	Now            func() time.Time // the clock, for tests; time.Now
+}
+
+// Guard applies the rules. Build it with New; it is safe for concurrent use.
+type Guard struct {
+	hostAny     bool
+	hostRules   []hostRule
+	originAny   bool
+	originRules []originRule
+	token       []byte
+	jwt         *jwtVerifier
+	tickets     *ticketStore
+	open        map[string]bool
+	log         *slog.Logger
+
+	own atomic.Pointer[[]Host] // addresses and names added by Listening
+}
+
+// New checks the configuration: a bad --allowed-hosts or --allowed-origins
+// entry, or a public key that cannot be read, is an error naming the flag.
+func New(cfg Config) (*Guard, error) {
+	g := &Guard{token: []byte(cfg.Token), log: cfg.Logger, open: map[string]bool{}}
+	if g.log == nil {
+		g.log = slog.New(slog.DiscardHandler)
+	}
+	for _, e := range cfg.AllowedHosts {
+		r, err := parseHostRule(e)
+		if err != nil {
+			return nil, fmt.Errorf("--allowed-hosts: %v", err)
+		}
+		g.hostAny = g.hostAny || r.any
+		g.hostRules = append(g.hostRules, r)
+	}
+	for _, e := range cfg.AllowedOrigins {
+		r, err := parseOriginRule(e)
+		if err != nil {
+			return nil, fmt.Errorf("--allowed-origins: %v", err)
+		}
+		g.originAny = g.originAny || r.any
+		g.originRules = append(g.originRules, r)
+	}
+	if strings.TrimSpace(cfg.JWTPublicKey) != "" {
+		v, err := newJWTVerifier(cfg.JWTPublicKey, cfg.Now)
+		if err != nil {
+			return nil, fmt.Errorf("--jwt-public-key: %v", err)
+		}
+		g.jwt = v
+	}
+	for _, p := range cfg.OpenPaths {
+		g.open[p] = true
+	}
+	g.tickets = newTicketStore(cfg.TicketTTL, cfg.MaxTickets, cfg.Now)
+	g.own.Store(&[]Host{})
+	return g, nil
+}
+
+// AuthRequired reports whether a token or a JWT key is configured.
+func (g *Guard) AuthRequired() bool { return len(g.token) > 0 || g.jwt != nil }
+
+// TicketTTL is how long a ticket lives.
+func (g *Guard) TicketTTL() time.Duration { return g.tickets.ttl }
+
+// Listening tells the guard an address aiod serves on, so that Host may
+// name it. On a non-loopback address the machine's host name and the
+// addresses of its interfaces are allowed too. It returns a warning to
+// print when that address is reachable from elsewhere and no credentials
+// are required, else "".
+func (g *Guard) Listening(addr net.Addr) string {
+	ap, err := netip.ParseAddrPort(addr.String())
+	if err != nil {
+		return ""
+	}
+	ip := ap.Addr().Unmap().WithZone("")
+	add := []Host{}
+	if !ip.IsUnspecified() {
+		add = append(add, hostFromIP(ip))
+	}
+	if ip.IsLoopback() {
+		g.addOwn(add)
+		return ""
+	}
+	if name, err := os.Hostname(); err == nil {
+		if h, err := parseHostName(name); err == nil {
+			add = append(add, h)
+		}
+	}
+	if addrs, err := net.InterfaceAddrs(); err == nil {
+		for _, a := range addrs {
+			if p, err := netip.ParsePrefix(a.String()); err == nil {
+				add = append(add, hostFromIP(p.Addr()))
+			}
+		}
+	}
+	g.addOwn(add)
+	if g.AuthRequired() {
+		return ""
+	}
+	return fmt.Sprintf("aiod listens on %s, which other machines may reach, and requires no credentials: "+
+		"anyone who can connect can run code as this user. Set --token (AIO_TOKEN) or --jwt-public-key (AIO_JWT_PUBLIC_KEY), "+
+		"or listen on 127.0.0.1 with --addr", addr)
+}
+
+func (g *Guard) addOwn(add []Host) {
+	for {
+		old := g.own.Load()
+		next := append(append([]Host{}, *old...), add...)
+		if g.own.CompareAndSwap(old, &next) {
+			return
+		}
+	}
+}
+
+// Wrap puts the guard in front of next.
+func (g *Guard) Wrap(next fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		host, ok := g.checkHost(ctx)
+		if !ok {
+			return
+		}
+		origin := ctx.Request.Header.Peek("Origin")
+		if ctx.IsOptions() && len(origin) > 0 && len(ctx.Request.Header.Peek("Access-Control-Request-Method")) > 0 {
+			g.preflight(ctx, host, string(origin))
+			return
+		}
+		if len(origin) > 0 {
+			same, allowed, why := g.judgeOrigin(ctx, host, string(origin))
+			switch {
+			case !allowed && stateChanging(ctx):
+				g.refuse(ctx, fasthttp.StatusForbidden, why,
+					"a web page on another origin may not send this request; allow that origin with --allowed-origins (AIO_ALLOWED_ORIGINS)")
+				return
+			case allowed && !same:
+				h := &ctx.Response.Header
+				h.SetBytesV("Access-Control-Allow-Origin", origin)
+				h.Add("Vary", "Origin")
+				h.Set("Access-Control-Expose-Headers", "WWW-Authenticate, Content-Disposition")
+			}
+		}
+		if !g.authorize(ctx) {
+			return
+		}
+		next(ctx)
+	}
+}
+
+// stateChanging reports whether a request may change state: any method
+// but GET, HEAD and OPTIONS, and any request asking for a protocol upgrade
+// (a WebSocket handshake is a GET).
+func stateChanging(ctx *fasthttp.RequestCtx) bool {
+	if len(ctx.Request.Header.Peek("Upgrade")) > 0 {
+		return true
+	}
+	return !(ctx.IsGet() || ctx.IsHead() || ctx.IsOptions())
+}
+
+// checkHost applies the Host rule. A request without a Host header (an
+// HTTP/1.0 program; browsers always send one) passes. The host a request
+// line in absolute form names is checked as well.
+func (g *Guard) checkHost(ctx *fasthttp.RequestCtx) (Host, bool) {
+	raw := ctx.Request.Header.Host()
+	if len(raw) == 0 {
+		return Host{}, true
+	}
+	h, ok := g.hostOK(ctx, raw)
+	if !ok {
+		return Host{}, false
+	}
+	if u := ctx.URI().Host(); len(u) > 0 && !bytes.EqualFold(u, raw) {
+		if _, ok := g.hostOK(ctx, u); !ok {
+			return Host{}, false
+		}
+	}
+	return h, true
+}
+
+func (g *Guard) hostOK(ctx *fasthttp.RequestCtx, raw []byte) (Host, bool) {
+	h, err := ParseHost(string(raw))
+	if err != nil {
+		g.refuse(ctx, fasthttp.StatusBadRequest, fmt.Sprintf("Host %q cannot be read: %v", raw, err), "send Host as name[:port], IPv4[:port] or [IPv6][:port]")
+		return Host{}, false
+	}
+	if g.HostAllowed(h) {
+		return h, true
+	}
+	g.refuse(ctx, fasthttp.StatusForbidden, fmt.Sprintf("Host %q is not allowed", raw),
+		"aiod answers loopback names and addresses and the addresses it listens on; "+
+			`add this name to --allowed-hosts (AIO_ALLOWED_HOSTS), or "*" behind a proxy that checks Host`)
+	return Host{}, false
+}
+
+// HostAllowed applies the Host rule to a parsed host.
+func (g *Guard) HostAllowed(h Host) bool {
+	if g.hostAny || h.IsLoopback() {
+		return true
+	}
+	for _, o := range *g.own.Load() {
+		if o.SameHost(h) {
+			return true
+		}
+	}
+	for _, r := range g.hostRules {
+		if r.match(h) {
+			return true
+		}
+	}
+	return false
+}
+
+// judgeOrigin compares a request's Origin with the request and the rules.
+// same is true when it is the request's own origin; allowed when it is that
+// or an allowed one; why says why not.
+func (g *Guard) judgeOrigin(ctx *fasthttp.RequestCtx, host Host, origin string) (same, allowed bool, why string) {
+	o, err := ParseOrigin(origin)
+	if err != nil {
+		return false, g.originAny, fmt.Sprintf("Origin %q cannot be read (%v), so it counts as another origin", origin, err)
+	}
+	scheme := "http"
+	if ctx.IsTLS() {
+		scheme = "https"
+	}
+	if host.Name != "" && o.SameOrigin(scheme, host) {
+		return true, true, ""
+	}
+	if g.OriginAllowed(o) {
+		return false, true, ""
+	}
+	return false, false, fmt.Sprintf("cross-origin request from %q refused", origin)
+}
+
+// OriginAllowed reports whether --allowed-origins allows o (same-origin
+// requests are allowed without it).
+func (g *Guard) OriginAllowed(o Origin) bool {
+	if g.originAny {
+		return true
+	}
+	for _, r := range g.originRules {
+		if r.match(o) {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckOrigin is the origin rule for a handler that checks again on its
+// own (the WebSocket upgrade): no Origin, the request's own origin, or an
+// allowed one. It returns the Origin header as sent.
+func (g *Guard) CheckOrigin(ctx *fasthttp.RequestCtx) (bool, string) {
+	origin := string(ctx.Request.Header.Peek("Origin"))
+	if origin == "" {
+		return true, ""
+	}
+	var host Host
+	if raw := ctx.Request.Header.Host(); len(raw) > 0 {
+		h, err := ParseHost(string(raw))
+		if err != nil {
+			return false, origin
+		}
+		host = h
+	}
+	_, ok, _ := g.judgeOrigin(ctx, host, origin)
+	return ok, origin
+}
+
+// preflight answers a CORS preflight. The methods are every method aiod
+// routes use; the headers are those asked for (the origin is trusted).
+// Chromium's Private Network Access asks for a private-network grant when
+// a public page calls a loopback address; an allowed origin gets it.
+func (g *Guard) preflight(ctx *fasthttp.RequestCtx, host Host, origin string) {
+	_, allowed, why := g.judgeOrigin(ctx, host, origin)
+	if !allowed {
+		g.refuse(ctx, fasthttp.StatusForbidden, "CORS preflight: "+why,
+			"allow that origin with --allowed-origins (AIO_ALLOWED_ORIGINS)")
+		return
+	}
+	h := &ctx.Response.Header
+	h.Set("Access-Control-Allow-Origin", origin)
+	h.Set("Access-Control-Allow-Methods", "GET, HEAD, POST, PUT, PATCH, DELETE")
+	if rh := ctx.Request.Header.Peek("Access-Control-Request-Headers"); len(rh) > 0 {
+		h.SetBytesV("Access-Control-Allow-Headers", rh)
+	}
+	if string(ctx.Request.Header.Peek("Access-Control-Request-Private-Network")) == "true" {
+		h.Set("Access-Control-Allow-Private-Network", "true")
+	}
+	h.Set("Access-Control-Max-Age", "600")
+	h.Add("Vary", "Origin")
+	h.Add("Vary", "Access-Control-Request-Method")
+	h.Add("Vary", "Access-Control-Request-Headers")
+	ctx.SetStatusCode(fasthttp.StatusNoContent)
+}
+
+// authorize applies the credentials rule and records the caller on ctx.
+func (g *Guard) authorize(ctx *fasthttp.RequestCtx) bool {
+	if !g.AuthRequired() || g.open[string(ctx.Path())] {
+		ctx.SetUserValue(callerKey{}, Caller{Method: "none"})
+		return true
+	}
+	minting := ctx.IsPost() && string(ctx.Path()) == TicketsPath
+	c, why := g.credential(ctx, !minting)
+	if why != "" {
+		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="aiod"`)
+		g.refuse(ctx, fasthttp.StatusUnauthorized, why,
+			"send Authorization: Bearer <token or JWT> (--token, --jwt-public-key), or ?ticket=<ticket> from POST /tickets")
+		return false
+	}
+	ctx.SetUserValue(callerKey{}, c)
+	return true
+}
+
+// credential finds a valid credential: the Authorization header, then
+// ?token=, then (unless the request is for a ticket) ?ticket=, which is
+// used up. why is the first failure, or "" when one was valid.
+func (g *Guard) credential(ctx *fasthttp.RequestCtx, ticketOK bool) (c Caller, why string) {
+	fail := func(r string) {
+		if why == "" {
+			why = r
+		}
+	}
+	if a := ctx.Request.Header.Peek("Authorization"); len(a) > 0 {
+		scheme, val, _ := bytes.Cut(bytes.TrimSpace(a), []byte(" "))
+		if bytes.EqualFold(scheme, []byte("Bearer")) || bytes.EqualFold(scheme, []byte("token")) {
+			if c, err := g.check(bytes.TrimSpace(val)); err == "" {
+				return c, ""
+			} else {
+				fail(err)
+			}
+		} else {
+			fail(fmt.Sprintf("the Authorization scheme %q is not accepted: use Bearer", scheme))
+		}
+	}
+	if q := ctx.QueryArgs().Peek("token"); len(q) > 0 {
+		if c, err := g.check(q); err == "" {
+			return c, ""
+		} else {
+			fail("?token=: " + err)
+		}
+	}
+	if t := ctx.QueryArgs().Peek("ticket"); len(t) > 0 {
+		if !ticketOK {
+			fail("a ticket cannot be used to ask for a ticket: send the token or a JWT in Authorization")
+		} else if c, ok := g.tickets.redeem(string(t)); ok {
+			return c, ""
+		} else {
+			fail(fmt.Sprintf("the ticket is unknown, already used or expired (a ticket works once, within %s: --ticket-ttl)", g.tickets.ttl))
+		}
+	}
+	fail("no credentials")
+	return Caller{}, why
+}
+
+// check verifies a bearer value against the token, then as a JWT.
+func (g *Guard) check(v []byte) (Caller, string) {
+	if len(g.token) > 0 && subtle.ConstantTimeCompare(v, g.token) == 1 {
+		return Caller{Method: "token"}, ""
+	}
+	if g.jwt == nil {
+		return Caller{}, "wrong API token"
+	}
+	sub, err := g.jwt.verify(string(v))
+	switch {
+	case err == nil:
+	case errors.Is(err, jwt.ErrTokenMalformed) && len(g.token) > 0:
+		return Caller{}, "wrong API token (and not a well-formed JWT)"
+	case errors.Is(err, jwt.ErrTokenMalformed):
+		return Caller{}, "the bearer value is not a well-formed JWT"
+	default:
+		return Caller{}, jwtReason(err, g.jwt.methods)
+	}
+	return Caller{Method: "jwt", Subject: sub}, ""
+}
+
+// refuse answers a refusal and logs it: status, the reason, what to do.
+func (g *Guard) refuse(ctx *fasthttp.RequestCtx, status int, why, fix string) {
+	g.log.Info("request refused", "status", status, "method", string(ctx.Method()), "path", string(ctx.Path()),
+		"reason", why, "remote", ctx.RemoteAddr().String())
+	api.Fail(ctx, status, why+": "+fix)
+}
+
+// TicketsPath is the route that issues tickets.
+const TicketsPath = "/tickets"
+
+// ServeTickets answers POST /tickets: {"ticket": T, "expires_in": S}, the
+// AIO sandbox's shape. The guard has authorized the caller; the ticket
+// carries that caller's identity.
+func (g *Guard) ServeTickets(ctx *fasthttp.RequestCtx) {
+	t, err := g.tickets.issue(CallerOf(ctx))
+	if err == errTicketsFull {
+		api.Fail(ctx, fasthttp.StatusTooManyRequests, fmt.Sprintf(
+			"%d unused tickets are waiting, the limit: use them or let them expire (after %s, --ticket-ttl)", g.tickets.max, g.tickets.ttl))
+		return
+	}
+	if err != nil {
+		api.Fail(ctx, fasthttp.StatusInternalServerError, err.Error())
+		return
+	}
+	ctx.Response.Header.Set("Cache-Control", "no-store")
+	api.WriteJSON(ctx, fasthttp.StatusOK, map[string]any{
+		"ticket":     t,
+		"expires_in": int(math.Ceil(g.tickets.ttl.Seconds())),
+	})
+}
+
+// Caller is who a request comes from, as the credential check found it.
+type Caller struct {
+	Method  string // "none" (no credentials required), "token" or "jwt"
+	Subject string // the JWT's sub claim; "" otherwise
+	Ticket  bool   // the request came with a ticket issued to this caller
+}
+
+// Key names the caller for per-caller accounting: "jwt:SUB" for a JWT,
+// "token" for the API token, "anonymous" when no credentials are required.
+// A ticket counts as the caller it was issued to.
+func (c Caller) Key() string {
+	switch c.Method {
+	case "jwt":
+		return "jwt:" + c.Subject
+	case "token":
+		return "token"
+	}
+	return "anonymous"
+}
+
+type callerKey struct{}
+
+// CallerOf returns the caller the guard recorded on ctx (Method "" when
+// the request did not go through the guard).
+func CallerOf(ctx *fasthttp.RequestCtx) Caller {
+	c, _ := ctx.UserValue(callerKey{}).(Caller)
+	return c
+}
