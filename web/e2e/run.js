@@ -769,6 +769,22 @@ const scenarios = {
       await dropFile(page3, 'old.ipynb', JSON.stringify({ nbformat: 3, nbformat_minor: 0, worksheets: [] }));
       await page3.waitForSelector('.toast:has-text("nbformat 3 is not supported")');
       sameSnapshot(keep, await snapshot(page3), 'after a refused file');
+
+      // a markdown cell's attachment, as Jupyter stores a pasted image; it
+      // shows, and goes out again in the .ipynb
+      await dropFile(page3, 'att.ipynb', JSON.stringify({
+        nbformat: 4, nbformat_minor: 4, metadata: {},
+        cells: [{ cell_type: 'markdown', metadata: {}, source: ['# Pasted\n', '![dot](attachment:dot.png)'], attachments: { 'dot.png': { 'image/png': PNG_1PX } } }],
+      }));
+      await page3.waitForSelector('.toast:has-text("Opened att.ipynb")');
+      const att = cell(page3, 0).locator('.md-view img');
+      await page3.waitForFunction((im) => im.complete && im.naturalWidth === 1, await att.elementHandle());
+      assert((await att.getAttribute('src')).startsWith('data:image/png;base64,'), 'attachment src');
+      const [dl3] = await Promise.all([page3.waitForEvent('download'), page3.click('#nb-download')]);
+      assert(dl3.suggestedFilename() === 'att.ipynb', 'the opened file keeps its name: ' + dl3.suggestedFilename());
+      await dl3.saveAs(file);
+      const sum3 = validateIpynb(file);
+      assert(sum3.cells.length === 1 && sum3.cells[0].cell_type === 'markdown' && JSON.parse(fs.readFileSync(file, 'utf8')).cells[0].attachments['dot.png'], 'the attachment did not go out again');
       await checkClean(page3);
     } finally {
       fs.rmSync(file, { force: true });

@@ -309,6 +309,7 @@
       this.watched = !!opts.watched;
       this.id = opts.id || NB.newId();
       this.metadata = opts.metadata || {};
+      this.attachments = opts.attachments; // a markdown cell's images, from a notebook file
       this.execCount = null;
       this.root = el('div', 'cell' + (this.watched ? ' watched' : ''));
       this.root.tabIndex = -1;
@@ -422,7 +423,7 @@
 
     renderMarkdown() {
       const src = this.source;
-      this.view.replaceChildren(src.trim() ? markdownBlock(src) : el('div', 'muted', 'Empty markdown cell: double-click to write in it.'));
+      this.view.replaceChildren(src.trim() ? markdownBlock(src, '', this.attachments) : el('div', 'muted', 'Empty markdown cell: double-click to write in it.'));
       this.view.hidden = false;
       this.editorBox.hidden = true;
       this.root.dataset.rendered = 'true';
@@ -510,6 +511,7 @@
         id: this.id, type: this.type, language: this.language, source: this.source, metadata: this.metadata,
         outputs: this.type === 'code' ? this.area.records : [], execution_count: this.type === 'code' ? this.execCount : null,
         running: !forFile && this.root.dataset.state === 'running',
+        attachments: this.type === 'code' ? undefined : this.attachments,
       };
     }
   }

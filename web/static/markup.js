@@ -31,6 +31,17 @@
     }
   }
 
+  // "attachment:NAME" (a pasted image in a notebook's markdown cell) becomes
+  // that attachment's data: URL before DOMPurify checks the URL.
+  DOMPurify.addHook('uponSanitizeAttribute', (node, data) => {
+    if (node.nodeName !== 'IMG' || data.attrName !== 'src' || !/^attachment:/.test(data.attrValue)) return;
+    let name = data.attrValue.slice(11);
+    try { name = decodeURIComponent(name); } catch (_) { /* keep it as written */ }
+    const a = Object.prototype.hasOwnProperty.call(attachments, name) ? attachments[name] : null;
+    const type = a && Object.keys(a).find((t) => /^image\/(png|jpeg|gif|webp)$/.test(t));
+    if (type) data.attrValue = 'data:' + type + ';base64,' + String(Array.isArray(a[type]) ? a[type].join('') : a[type]).replace(/\s/g, '');
+  });
+
   DOMPurify.addHook('afterSanitizeAttributes', (node) => {
     if (node.nodeName === 'A' && node.hasAttribute('href')) {
       node.setAttribute('target', '_blank');
@@ -49,17 +60,26 @@
     }
   });
 
+  // attachments are the images of the markdown cell being rendered
+  // (nbformat's cell attachments, by name), for "attachment:NAME" sources.
+  let attachments = {};
+
   // render returns a DocumentFragment of the sanitized markdown.
-  function render(md) {
+  function render(md, atts) {
     const html = marked.parse(String(md));
-    return DOMPurify.sanitize(html, PURIFY);
+    attachments = atts && typeof atts === 'object' ? atts : {};
+    try {
+      return DOMPurify.sanitize(html, PURIFY);
+    } finally {
+      attachments = {};
+    }
   }
 
   // markdownBlock is a rendered markdown block, with the class the page styles.
-  function markdownBlock(md, cls) {
+  function markdownBlock(md, cls, atts) {
     const d = document.createElement('div');
     d.className = 'markdown-body' + (cls ? ' ' + cls : '');
-    d.append(render(md));
+    d.append(render(md, atts));
     return d;
   }
 
