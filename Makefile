@@ -2,7 +2,7 @@ GO      ?= go
 ARGS    ?=
 TESTFLAGS ?= -race -count=1 -timeout 40m
 
-.PHONY: run test build deps test-deps vet bench bench-quick bench-go fuzz
+.PHONY: run test build deps test-deps vet vendor bench bench-quick bench-go fuzz
 
 ## run: install the daemon's Python packages when missing (and allowed), then run aiod
 run: deps
@@ -20,6 +20,12 @@ deps:
 
 test-deps:
 	.ci/deps.sh test
+
+## vendor: rebuild the notebook page's bundled libraries (web/static/vendor/) from
+## web/vendor/package-lock.json; commit the result (web.TestVendorBundleIsCurrent checks it)
+vendor:
+	npm ci --prefix web/vendor --no-audit --no-fund --ignore-scripts
+	node web/vendor/build.mjs
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }

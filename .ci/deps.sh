@@ -2,9 +2,11 @@
 # Installs what aiod needs when it is missing.
 #   .ci/deps.sh run   - what the daemon needs: ipykernel, pandas, matplotlib for /usr/bin/python3
 #   .ci/deps.sh test  - that, plus what the tests drive: Node.js and npm, httpx,
-#                       jupyter_client/server, websocket-client, and the npm packages
-#                       of gateway/testdata/jlab (ws, @jupyterlab/services) and web/e2e
-#                       (playwright-core) from their lock files, and Chromium
+#                       jupyter_client/server, websocket-client, nbformat (the browser
+#                       tests validate the .ipynb the page writes), and the npm packages
+#                       of gateway/testdata/jlab (ws, @jupyterlab/services), web/e2e
+#                       (playwright-core) and web/vendor (the page's bundled libraries
+#                       and esbuild, for the bundle check) from their lock files, and Chromium
 # Debian packages are installed only as root (or with passwordless sudo) and unless
 # AIO_NO_INSTALL=1; otherwise the apt-get line is printed and, for "test", it fails.
 set -euo pipefail
@@ -12,7 +14,7 @@ mode=${1:-run}
 here=$(cd "$(dirname "$0")/.." && pwd)
 pkgs=(python3-ipykernel python3-pandas python3-matplotlib)
 if [ "$mode" = test ]; then
-  pkgs+=(python3-httpx python3-jupyter-client python3-jupyter-server python3-websocket)
+  pkgs+=(python3-httpx python3-jupyter-client python3-jupyter-server python3-websocket python3-nbformat)
   command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
   command -v npm >/dev/null 2>&1 || pkgs+=(npm)
   pkgs+=(chromium) # the browser tests drive Debian's Chromium with playwright-core
@@ -35,7 +37,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 if [ "$mode" = test ]; then
-  for d in gateway/testdata/jlab web/e2e; do
+  for d in gateway/testdata/jlab web/e2e web/vendor; do
     npm ci --prefix "$here/$d" --no-audit --no-fund --ignore-scripts >/dev/null
   done
 fi

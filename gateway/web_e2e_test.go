@@ -24,22 +24,31 @@ import (
 // packages fails them, with the line that installs what is missing.
 
 // e2eScenarios are the scenarios TestWebE2E expects run.js to report.
-var e2eScenarios = []string{"walkthrough", "cells", "streaming", "progress", "watch", "interrupt", "xss", "reconnect"}
+var e2eScenarios = []string{"walkthrough", "cells", "streaming", "progress", "watch", "interrupt", "xss",
+	"editor", "markdown", "commands", "ipynb", "persist", "ansi", "layout", "reconnect"}
+
+// e2eShots are the screenshots TestWebE2E expects run.js to write.
+var e2eShots = []string{"walkthrough.png", "streaming.png", "notebook.png", "narrow.png", "keys.png"}
 
 // TestWebE2E runs every browser scenario against one gateway; the
 // reconnect scenario goes through a proxy that cuts its connections. The
-// screenshots go to docs/screenshots (or $AIOD_SCREENSHOTS).
+// screenshots go to a temporary folder, or to $AIOD_SCREENSHOTS (relative
+// to the repository's root): AIOD_SCREENSHOTS=docs/screenshots refreshes
+// the README's.
 func TestWebE2E(t *testing.T) {
 	root := e2eSetup(t)
 	ts := startServer(t, Config{})
 	px := startDropProxy(t, ts.URL)
 	shots := os.Getenv("AIOD_SCREENSHOTS")
-	if shots == "" {
-		shots = filepath.Join(root, "docs", "screenshots")
+	switch {
+	case shots == "":
+		shots = t.TempDir()
+	case !filepath.IsAbs(shots):
+		shots = filepath.Join(root, shots)
 	}
 	start := time.Now()
 	runE2E(t, root, e2eScenarios, ts.URL+"/", shots, "--proxy="+px.URL+"/", "--drop="+px.DropURL)
-	for _, name := range []string{"walkthrough.png", "streaming.png"} {
+	for _, name := range e2eShots {
 		fi, err := os.Stat(filepath.Join(shots, name))
 		switch {
 		case err != nil:
@@ -75,6 +84,15 @@ func e2eSetup(t *testing.T) string {
 	}
 	if _, err := exec.LookPath("node"); err != nil {
 		t.Fatalf("the browser tests need Node.js: %v\ninstall it with: apt-get install -y nodejs npm", err)
+	}
+	// run.js validates the .ipynb the page writes with nbformat's schema,
+	// through Debian's Python (AIOD_SYSTEM_PYTHON to use another).
+	py := os.Getenv("AIOD_SYSTEM_PYTHON")
+	if py == "" {
+		py = "/usr/bin/python3"
+	}
+	if out, err := exec.Command(py, "-c", "import nbformat, jsonschema").CombinedOutput(); err != nil {
+		t.Fatalf("the browser tests validate notebooks with nbformat under %s: %v\n%s\ninstall it with: apt-get install -y python3-nbformat (make test does it through .ci/deps.sh test)", py, err, out)
 	}
 	root, err := filepath.Abs("..")
 	if err != nil {

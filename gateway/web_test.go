@@ -1,13 +1,19 @@
 package gateway
 
 import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
 	"io"
 	"io/fs"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/aiod/aiod/stream"
 	"github.com/aiod/aiod/web"
 )
 
@@ -77,8 +83,10 @@ func TestWebPageHeaders(t *testing.T) {
 
 func TestWebAssets(t *testing.T) {
 	ts := startServer(t, Config{})
+	const js = "text/javascript; charset=utf-8"
 	types := map[string]string{
-		"app.js": "text/javascript; charset=utf-8", "outputs.js": "text/javascript; charset=utf-8",
+		"app.js": js, "outputs.js": js, "ansi.js": js, "markup.js": js, "notebook.js": js, "editor.js": js,
+		"vendor/codemirror.js": js, "vendor/markdown.js": js, "vendor/LICENSES.txt": "text/plain; charset=utf-8",
 		"app.css": "text/css; charset=utf-8", "favicon.svg": "image/svg+xml",
 	}
 	for name, ctype := range types {
@@ -102,6 +110,67 @@ func TestWebAssets(t *testing.T) {
 		st, env := ts.call(t, "GET", p, nil)
 		if st != 404 || env["success"] != false {
 			t.Errorf("GET %s: %d %v, want a 404 envelope", p, st, env)
+		}
+	}
+}
+
+// TestWebGzip: text assets go gzipped to a client that accepts it, with
+// their own ETag; others get them as they are.
+func TestWebGzip(t *testing.T) {
+	ts := startServer(t, Config{})
+	want, _ := fs.ReadFile(web.FS(), "vendor/codemirror.js")
+	plain, body := ts.webGet(t, "GET", "/static/vendor/codemirror.js", "Accept-Encoding", "identity")
+	if plain.Header.Get("Content-Encoding") != "" || body != string(want) || plain.Header.Get("Vary") != "Accept-Encoding" {
+		t.Fatalf("identity: %q, %d bytes, Vary %q", plain.Header.Get("Content-Encoding"), len(body), plain.Header.Get("Vary"))
+	}
+	gz, zbody := ts.webGet(t, "GET", "/static/vendor/codemirror.js", "Accept-Encoding", "gzip, deflate, br")
+	if gz.Header.Get("Content-Encoding") != "gzip" || gz.Header.Get("Content-Type") != "text/javascript; charset=utf-8" {
+		t.Fatalf("gzip: %v", gz.Header)
+	}
+	zr, err := gzip.NewReader(strings.NewReader(zbody))
+	if err != nil {
+		t.Fatal(err)
+	}
+	un, err := io.ReadAll(zr)
+	if err != nil || !bytes.Equal(un, want) {
+		t.Fatalf("the gzipped body does not inflate to the file: %v, %d bytes", err, len(un))
+	}
+	if len(zbody)*2 > len(want) {
+		t.Errorf("gzip saves little: %d of %d bytes", len(zbody), len(want))
+	}
+	t.Logf("vendor/codemirror.js: %d bytes, %d gzipped", len(want), len(zbody))
+	if gz.Header.Get("ETag") == plain.Header.Get("ETag") || gz.Header.Get("ETag") == "" {
+		t.Errorf("ETags: gzip %q, identity %q", gz.Header.Get("ETag"), plain.Header.Get("ETag"))
+	}
+	if r, _ := ts.webGet(t, "GET", "/static/vendor/codemirror.js", "Accept-Encoding", "gzip", "If-None-Match", gz.Header.Get("ETag")); r.StatusCode != http.StatusNotModified {
+		t.Errorf("If-None-Match with the gzip ETag: %d", r.StatusCode)
+	}
+	if r, _ := ts.webGet(t, "GET", "/static/favicon.svg", "Accept-Encoding", "gzip"); r.Header.Get("Content-Encoding") != "" && len(want) < 300 {
+		t.Errorf("a tiny file is gzipped")
+	}
+}
+
+// TestWebANSICases: the page's ANSI converter (web/static/ansi.js) and the
+// daemon's StripANSI agree on what an escape sequence is; both are tested
+// on web/testdata/ansi.json (the page's side in web/jstest/ansi.test.js).
+func TestWebANSICases(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "web", "testdata", "ansi.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Cases []struct {
+			Name  string `json:"name"`
+			In    string `json:"in"`
+			Plain string `json:"plain"`
+		} `json:"cases"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || len(doc.Cases) < 10 {
+		t.Fatalf("web/testdata/ansi.json: %v, %d cases", err, len(doc.Cases))
+	}
+	for _, c := range doc.Cases {
+		if got := stream.StripANSI(c.In); got != c.Plain {
+			t.Errorf("%s: StripANSI(%q) = %q, want %q", c.Name, c.In, got, c.Plain)
 		}
 	}
 }
@@ -145,6 +214,9 @@ func TestWebNoMarkupFromData(t *testing.T) {
 	err := fs.WalkDir(web.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err
+		}
+		if strings.HasPrefix(p, "vendor/") {
+			return nil // the bundled libraries: checked by web.TestVendorBundleIsCurrent
 		}
 		b, _ := fs.ReadFile(web.FS(), p)
 		s := string(b)

@@ -50,7 +50,7 @@ async function notebook(ctx, sc) {
     const resp = await page.goto(sc.page);
     if (resp.status() !== 200) throw new Error('GET ' + sc.page + ': ' + resp.status());
     await page.waitForSelector('#light[data-state="idle"]', { timeout: 30000 });
-    const ta = page.locator('#cells textarea').first();
+    const ta = page.locator('#cells .cm-content').first();
     await ta.fill('print(6 * 7)');
     await ta.press('Shift+Enter');
     await page.waitForFunction(() => (document.querySelector('#cells').innerText || '').includes('42'), null, { timeout: 90000 });

@@ -12,16 +12,21 @@
 //
 // Chromium is Debian's /usr/bin/chromium (apt-get install -y chromium); no
 // browser is downloaded. playwright-core comes from package-lock.json:
-// npm ci --prefix web/e2e --no-audit --no-fund --ignore-scripts.
+// npm ci --prefix web/e2e --no-audit --no-fund --ignore-scripts. The ipynb
+// scenario validates the notebook the page downloads with Debian's
+// python3-nbformat, through /usr/bin/python3 (validate_ipynb.py).
 'use strict';
 
+const childProcess = require('child_process');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
 const { chromium } = require('playwright-core');
 
 const CHROMIUM = process.env.AIOD_CHROMIUM || '/usr/bin/chromium';
+const PYTHON = process.env.AIOD_SYSTEM_PYTHON || '/usr/bin/python3';
 const TITLE = 'aiod notebook';
+const VIEWPORT = { width: 1280, height: 800 };
 
 const argv = process.argv.slice(2);
 const flags = Object.fromEntries(argv.filter((a) => a.startsWith('--')).map((a) => {
@@ -92,7 +97,7 @@ async function openPage(ctx, q, baseURL) {
   // frames' own, and expected: they are what keeps user HTML inert).
   await page.addInitScript(() => {
     window.__csp = [];
-    document.addEventListener('securitypolicyviolation', (e) => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));
+    document.addEventListener('securitypolicyviolation', (e) => window.__csp.push({ directive: e.violatedDirective, uri: e.blockedURI, source: e.sourceFile }));
   });
   const resp = await page.goto(u.href);
   page.response = resp;
@@ -109,22 +114,30 @@ function cell(page, i) {
   return page.locator('#cells > .cell:not(.watched)').nth(i);
 }
 
-// setCell puts code in the i-th cell, adding cells as needed. With typed,
-// the code is typed key by key, as a person would.
+function editor(page, i) {
+  return cell(page, i).locator('.cm-content');
+}
+
+// setCell puts code in the i-th cell's editor, adding cells as needed.
+// With typed, the code is typed key by key, as a person would (the editor
+// closes brackets and indents as it goes: code typed must allow for that).
 async function setCell(page, i, code, opts) {
   opts = opts || {};
   while (await page.locator('#cells > .cell:not(.watched)').count() <= i) {
-    await page.click(opts.language === 'javascript' ? '#add-javascript' : '#add-python');
+    await page.click(opts.language === 'javascript' ? '#add-javascript' : opts.language === 'markdown' ? '#add-markdown' : '#add-python');
   }
   const c = cell(page, i);
-  if (opts.language) await c.locator('select.lang').selectOption(opts.language);
-  const ta = c.locator('textarea');
+  if (opts.language && await c.locator('select.lang').inputValue() !== opts.language) await c.locator('select.lang').selectOption(opts.language);
+  if (await c.getAttribute('data-rendered')) await c.locator('.md-view').dblclick();
+  const ed = editor(page, i);
   if (opts.typed) {
-    await ta.fill('');
-    await ta.pressSequentially(code);
+    await ed.fill('');
+    await ed.pressSequentially(code);
   } else {
-    await ta.fill(code);
+    await ed.fill(code);
   }
+  const got = await page.evaluate((n) => window.aiod.state.cells.filter((x) => !x.watched)[n].source, i);
+  assert(got === code, 'cell ' + i + ' holds ' + JSON.stringify(got) + ', not ' + JSON.stringify(code));
   return c;
 }
 
@@ -133,7 +146,7 @@ async function setCell(page, i, code, opts) {
 async function runCell(page, i, opts) {
   opts = opts || {};
   const c = cell(page, i);
-  await c.locator('textarea').press('Shift+Enter');
+  await editor(page, i).press('Shift+Enter');
   if (opts.wait === false) return '';
   await page.waitForFunction((el) => el.dataset.state !== 'running', await c.elementHandle(), { timeout: opts.timeout || 60000 });
   return c.locator('.outputs').innerText();
@@ -153,11 +166,95 @@ async function observe(page, i) {
   }, h);
 }
 
-async function checkClean(page) {
+// checkClean fails on what openPage recorded and on the page's CSP
+// violations. With purified, it lets pass the one kind a page that feeds
+// event handlers to DOMPurify on purpose gets: Chromium reports a
+// script-src-attr violation when DOMPurify's inert parser document reads an
+// on* attribute (nothing runs: DOMPurify removes the attribute before the
+// nodes reach the page, and the policy would block it anyway). It returns
+// how many it let pass.
+async function checkClean(page, purified) {
   const csp = await page.evaluate(() => window.__csp);
-  for (const v of csp) page.problems.push('CSP violation in the page: ' + v);
-  assert(page.problems.length === 0, page.problems.join('; '));
+  const fromPurify = (v) => v.directive === 'script-src-attr' && /\/static\/vendor\/markdown\.js$/.test(new URL(v.source || 'about:blank', 'http://x').pathname);
+  let passed = 0;
+  for (const v of csp) {
+    if (purified && fromPurify(v)) passed++;
+    else page.problems.push('CSP violation in the page: ' + v.directive + ' ' + v.uri + ' (' + v.source + ')');
+  }
+  const problems = page.problems.filter((p) => !(purified && /^console error from \S+\/static\/vendor\/markdown\.js:\d+: Executing inline event handler violates/.test(p)));
+  assert(problems.length === 0, problems.join('; '));
+  return passed;
 }
+
+// snapshot is what a reader sees of the page's cells: type, language,
+// source, execution count, output text and kinds, images, rendering.
+async function snapshot(page) {
+  return page.evaluate(() => {
+    const models = window.aiod.state.cells.filter((x) => !x.watched);
+    return [...document.querySelectorAll('#cells > .cell:not(.watched)')].map((c, i) => ({
+      type: models[i].type,
+      language: models[i].type === 'code' ? models[i].language : '',
+      source: models[i].source,
+      count: c.querySelector('.count').textContent,
+      outputs: c.querySelector('.outputs').innerText,
+      kinds: [...c.querySelectorAll('.outputs > .out')].map((o) => o.className),
+      images: [...c.querySelectorAll('.outputs img')].map((im) => im.src),
+      rendered: c.querySelector('.md-view').hidden ? '' : c.querySelector('.md-view').innerText,
+    }));
+  });
+}
+
+function sameSnapshot(a, b, what) {
+  const ja = JSON.stringify(a);
+  const jb = JSON.stringify(b);
+  if (ja === jb) return;
+  for (let i = 0; i < Math.max(a.length, b.length); i++) {
+    if (JSON.stringify(a[i]) !== JSON.stringify(b[i])) {
+      throw new Error(what + ': cell ' + i + ' was ' + JSON.stringify(a[i]) + ', is ' + JSON.stringify(b[i]));
+    }
+  }
+  throw new Error(what + ': ' + ja + ' != ' + jb);
+}
+
+// mode is the page's mode and the index of the selected cell.
+async function mode(page) {
+  return page.evaluate(() => {
+    const s = window.aiod.state;
+    const cells = s.cells.filter((c) => !c.watched);
+    const i = cells.indexOf(s.active);
+    const focused = i >= 0 && (document.activeElement === cells[i].root ? 'cell' : cells[i].root.contains(document.activeElement) ? 'editor' : 'elsewhere');
+    return { mode: document.body.dataset.mode, selected: i, focused, cells: cells.map((c) => c.type + ':' + c.source) };
+  });
+}
+
+// validateIpynb runs nbformat's schema check on file and returns its summary.
+function validateIpynb(file) {
+  const r = childProcess.spawnSync(PYTHON, [path.join(__dirname, 'validate_ipynb.py'), file], { encoding: 'utf8', timeout: 60000 });
+  if (r.error) throw new Error('run ' + PYTHON + ' validate_ipynb.py: ' + r.error.message + ' (install Debian\'s python3-nbformat)');
+  assert(r.status === 0, 'the downloaded .ipynb does not validate against nbformat\'s schema:\n' + r.stdout + r.stderr);
+  return JSON.parse(r.stdout);
+}
+
+// dropFile drops a file on the page, as a drag from the desktop would.
+async function dropFile(page, name, body) {
+  const dt = await page.evaluateHandle(({ name, b64 }) => {
+    const d = new DataTransfer();
+    const bytes = Uint8Array.from(atob(b64), (ch) => ch.charCodeAt(0));
+    d.items.add(new File([bytes], name, { type: 'application/x-ipynb+json' }));
+    return d;
+  }, { name, b64: Buffer.from(body).toString('base64') });
+  await page.dispatchEvent('#cells', 'dragenter', { dataTransfer: dt });
+  await page.dispatchEvent('#cells', 'dragover', { dataTransfer: dt });
+  assert(await page.evaluate(() => document.body.classList.contains('dropping')), 'no drop hint while a file is dragged over the page');
+  await page.dispatchEvent('#cells', 'drop', { dataTransfer: dt });
+}
+
+function validateIpynbVersion() {
+  const r = childProcess.spawnSync(PYTHON, ['-c', 'import nbformat; print(nbformat.__version__)'], { encoding: 'utf8' });
+  return (r.stdout || '').trim();
+}
+
+const PNG_1PX = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==';
 
 // ---- scenarios ----
 
@@ -445,6 +542,408 @@ const scenarios = {
     await rest('DELETE', '/v2/code/sessions/' + sid);
   },
 
+  // The editor: highlighting per language (token spans), bracket matching
+  // and closing, undo and redo, Tab indenting, and the run keys.
+  async editor(ctx) {
+    const sid = 'editor-' + rand();
+    const page = await openPage(ctx, { session: sid });
+    await setCell(page, 0, 'import os\ndef f(x):\n    return [x, {"k": (1, 2)}]\n# a comment');
+    const c0 = cell(page, 0);
+    const kws = await c0.locator('.cm-line span.tok-keyword').allInnerTexts();
+    assert(['import', 'def', 'return'].every((k) => kws.includes(k)), 'Python keyword spans: ' + JSON.stringify(kws));
+    assert(await c0.locator('.cm-line span.tok-comment').innerText() === '# a comment', 'no comment span');
+    assert((await c0.locator('.cm-line span.tok-string').allInnerTexts()).includes('"k"'), 'no string span');
+    const [kwColor, plainColor] = await page.evaluate(() => {
+      const k = document.querySelector('#cells .cell .tok-keyword');
+      return [getComputedStyle(k).color, getComputedStyle(k.closest('.cm-line')).color];
+    });
+    assert(kwColor !== plainColor, 'a keyword looks like plain text: ' + kwColor);
+
+    await setCell(page, 1, 'const n = `t${1}`; // note', { language: 'javascript' });
+    const c1 = cell(page, 1);
+    assert(await c1.locator('.cm-content').getAttribute('data-language') === 'javascript', 'the JavaScript cell is not in JavaScript mode');
+    assert((await c1.locator('span.tok-keyword').allInnerTexts()).includes('const'), 'JavaScript keyword span');
+
+    // bracket matching: the cursor after the "]" that ends line 3
+    await editor(page, 0).press('Control+Home');
+    await editor(page, 0).press('ArrowDown');
+    await editor(page, 0).press('ArrowDown');
+    await editor(page, 0).press('End');
+    const match = await c0.locator('.cm-matchingBracket').allInnerTexts();
+    assert(JSON.stringify(match) === '["[","]"]', 'matching brackets: ' + JSON.stringify(match));
+
+    // closing brackets, undo and redo, Tab
+    const ed2 = await setCell(page, 2, '');
+    await editor(page, 2).pressSequentially('print(');
+    const src = () => page.evaluate(() => window.aiod.state.cells.filter((x) => !x.watched)[2].source);
+    assert(await src() === 'print()', 'the bracket was not closed: ' + await src());
+    await editor(page, 2).press('Control+z');
+    assert(await src() === '', 'undo left ' + JSON.stringify(await src()));
+    await editor(page, 2).press('Control+Shift+z');
+    assert(await src() === 'print()', 'redo gave ' + JSON.stringify(await src()));
+    await editor(page, 2).press('Control+Home');
+    await editor(page, 2).press('Tab');
+    assert(await src() === '    print()', 'Tab did not indent: ' + JSON.stringify(await src()));
+    assert(ed2, 'cell 2');
+
+    // Ctrl+Enter runs in place, Alt+Enter runs and inserts a cell below,
+    // Shift+Enter runs and moves to the next cell.
+    await setCell(page, 2, '6 * 7');
+    const n = await page.locator('#cells > .cell').count();
+    await editor(page, 2).press('Control+Enter');
+    await page.waitForFunction((el) => el.dataset.state === 'done', await cell(page, 2).elementHandle(), { timeout: 60000 });
+    assert((await cell(page, 2).locator('.outputs').innerText()).trim() === '42', 'Ctrl+Enter output');
+    let m = await mode(page);
+    assert(m.selected === 2 && m.focused === 'editor' && await page.locator('#cells > .cell').count() === n, 'Ctrl+Enter moved on: ' + JSON.stringify(m));
+    await editor(page, 0).press('Alt+Enter');
+    m = await mode(page);
+    assert(m.cells.length === n + 1 && m.cells[1] === 'code:' && m.selected === 1 && m.focused === 'editor', 'Alt+Enter: ' + JSON.stringify(m));
+    await page.waitForFunction((el) => el.dataset.state === 'done', await cell(page, 0).elementHandle(), { timeout: 60000 });
+    await editor(page, 2).press('Shift+Enter'); // the JavaScript cell, now third
+    m = await mode(page);
+    assert(m.selected === 3 && m.focused === 'editor', 'Shift+Enter did not move to the next cell: ' + JSON.stringify(m));
+    await page.waitForFunction((el) => el.dataset.state === 'done', await cell(page, 2).elementHandle(), { timeout: 60000 });
+    await checkClean(page);
+    await rest('DELETE', '/v2/code/sessions/' + sid);
+    return 'keyword spans ' + kws.join(',');
+  },
+
+  // Markdown cells render through marked and DOMPurify: headings, tables,
+  // links; no script, no event handler, no javascript: URL, no remote image.
+  // text/markdown and text/latex outputs from the kernel too.
+  async markdown(ctx) {
+    const sid = 'md-' + rand();
+    const page = await openPage(ctx, { session: sid });
+    await page.evaluate(() => { window.__pwned = false; });
+    const md = '# Results\n\nSome *emphasis* and `code`.\n\n<script>window.__pwned = "script"</script>\n\n' +
+      '<img src="x" onerror="window.__pwned = \'onerror\'"> <svg><g onload="window.__pwned=\'svg\'"></g></svg>\n\n' +
+      '<a href="javascript:window.__pwned=\'link\'">js link</a> and [docs](https://docs.example.org/x)\n\n' +
+      '![remote chart](https://img.example.org/chart.png)\n\n<style>body{display:none}</style>\n\n| a | b |\n|---|---|\n| 1 | 2 |\n';
+    await setCell(page, 0, md, { language: 'markdown' });
+    await runCell(page, 0);
+    const view = cell(page, 0).locator('.md-view');
+    assert(await view.isVisible() && !(await cell(page, 0).locator('.cm-editor').isVisible()), 'the markdown cell did not render');
+    assert(await view.locator('h1').innerText() === 'Results', 'no h1');
+    assert(await view.locator('em').innerText() === 'emphasis' && await view.locator('td').count() === 2, 'emphasis or table missing');
+    const html = await view.evaluate((v) => v.innerHTML);
+    assert(await view.locator('script, style, [onerror], [onload]').count() === 0, 'a script, style or handler got through: ' + html);
+    assert(await view.locator('a[href^="javascript:"]').count() === 0, 'a javascript: link got through: ' + html);
+    const link = view.locator('a', { hasText: 'docs' });
+    assert(await link.getAttribute('target') === '_blank' && /noopener/.test(await link.getAttribute('rel')), 'link attributes');
+    assert(await view.locator('img[src^="https:"]').count() === 0 && await view.locator('a.remote-image').count() === 1, 'the remote image was not turned into a link: ' + html);
+    await sleep(500);
+    assert(await page.evaluate(() => window.__pwned) === false, 'markdown ran script: ' + await page.evaluate(() => window.__pwned));
+    assert(await page.locator('body').isVisible(), 'a <style> in markdown restyled the page');
+
+    // double-click edits again; Esc renders
+    await view.dblclick();
+    let m = await mode(page);
+    assert(m.mode === 'edit' && m.selected === 0 && m.focused === 'editor', 'double-click: ' + JSON.stringify(m));
+    await page.keyboard.press('Escape');
+    assert(await view.isVisible(), 'Esc did not render the markdown');
+
+    await setCell(page, 1, 'from IPython.display import display, Markdown, Latex\n' +
+      'display(Markdown("## From the kernel\\n\\n- item <img src=x onerror=\\"window.__pwned=\'kernel\'\\">"))\n' +
+      'display(Latex(r"$$\\int_0^1 x^2\\,dx = \\frac{1}{3}$$"))');
+    await runCell(page, 1);
+    const outs = cell(page, 1).locator('.outputs');
+    assert(await outs.locator('.out.markdown h2').innerText() === 'From the kernel', 'text/markdown output: ' + await outs.innerText());
+    assert(await outs.locator('[onerror]').count() === 0, 'the kernel markdown kept a handler');
+    const tex = await outs.locator('pre.latex').innerText();
+    assert(tex.includes('\\int_0^1 x^2') && tex.includes('\\frac{1}{3}'), 'text/latex output: ' + tex);
+    await sleep(300);
+    assert(await page.evaluate(() => window.__pwned) === false, 'kernel markdown ran script');
+    const reports = await checkClean(page, true);
+    await rest('DELETE', '/v2/code/sessions/' + sid);
+    return reports + ' script-src-attr reports from DOMPurify\'s parser, nothing ran';
+  },
+
+  // Command mode: Esc, then a/b/m/y/dd/z/j/k/Enter/Shift+Enter and "?".
+  async commands(ctx) {
+    const sid = 'cmd-' + rand();
+    const page = await openPage(ctx, { session: sid });
+    await setCell(page, 0, 'a = 1');
+    await setCell(page, 1, 'b = 2');
+    await editor(page, 0).click();
+    await page.keyboard.press('Escape');
+    let m = await mode(page);
+    assert(m.mode === 'command' && m.selected === 0 && m.focused === 'cell', 'Esc: ' + JSON.stringify(m));
+    const steps = [
+      ['b', ['code:a = 1', 'code:', 'code:b = 2'], 1],
+      ['a', ['code:a = 1', 'code:', 'code:', 'code:b = 2'], 1],
+      ['m', ['code:a = 1', 'markdown:', 'code:', 'code:b = 2'], 1],
+      ['j', null, 2],
+      ['ArrowDown', null, 3],
+      ['k', null, 2],
+      ['ArrowUp', null, 1],
+      ['y', ['code:a = 1', 'code:', 'code:', 'code:b = 2'], 1],
+      ['d', ['code:a = 1', 'code:', 'code:', 'code:b = 2'], 1],
+      ['d', ['code:a = 1', 'code:', 'code:b = 2'], 1],
+      ['z', ['code:a = 1', 'code:', 'code:', 'code:b = 2'], 1],
+      ['k', null, 0],
+    ];
+    for (const [key, want, sel] of steps) {
+      await page.keyboard.press(key);
+      m = await mode(page);
+      assert(m.mode === 'command' && m.focused === 'cell' && m.selected === sel && (!want || JSON.stringify(m.cells) === JSON.stringify(want)),
+        'after ' + key + ': ' + JSON.stringify(m) + (want ? ', want cells ' + JSON.stringify(want) : '') + ' selected ' + sel);
+    }
+    assert(await cell(page, 1).getAttribute('data-type') === 'code', 'y did not make a code cell');
+    await page.keyboard.press('Shift+Enter');
+    await page.waitForFunction((el) => el.dataset.state === 'done', await cell(page, 0).elementHandle(), { timeout: 60000 });
+    assert(await count(page, 0) === '[1]', 'Shift+Enter in command mode did not run the cell');
+    m = await mode(page);
+    assert(m.selected === 1 && m.focused === 'editor', 'Shift+Enter did not go to the next cell: ' + JSON.stringify(m));
+    await page.keyboard.press('Escape');
+    await page.keyboard.press('Enter');
+    m = await mode(page);
+    assert(m.mode === 'edit' && m.focused === 'editor' && m.selected === 1, 'Enter did not edit: ' + JSON.stringify(m));
+    await page.keyboard.press('Escape');
+    await page.keyboard.press('?');
+    const dlg = page.locator('#keys-dialog');
+    await dlg.waitFor({ state: 'visible' });
+    const keys = await dlg.innerText();
+    assert(['Shift', 'Esc', 'insert a cell above', 'markdown', 'delete it'].every((k) => keys.includes(k)), 'the keys dialog: ' + keys);
+    await page.screenshot({ path: path.join(shotDir, 'keys.png') });
+    await page.keyboard.press('Escape');
+    await dlg.waitFor({ state: 'hidden' });
+    m = await mode(page);
+    assert(m.mode === 'command' && m.focused === 'cell', 'closing the dialog lost the cell: ' + JSON.stringify(m));
+    await checkClean(page);
+    await rest('DELETE', '/v2/code/sessions/' + sid);
+  },
+
+  // Download .ipynb (validated with nbformat's schema), then open it with
+  // the file picker and by dropping it: the same cells and outputs, and
+  // nothing runs.
+  async ipynb(ctx) {
+    const sid = 'nbf-' + rand();
+    const page = await openPage(ctx, { session: sid });
+    await setCell(page, 0, '# Notebook test\n\nA *markdown* cell.', { language: 'markdown' });
+    await runCell(page, 0);
+    await setCell(page, 1, 'import base64, sys\nfrom IPython.display import Image, display\nprint("hello stdout")\n' +
+      'print("to stderr", file=sys.stderr)\ndisplay(Image(data=base64.b64decode("' + PNG_1PX + '")))\n40 + 2');
+    await runCell(page, 1);
+    await setCell(page, 2, 'undefined_name');
+    await runCell(page, 2);
+    await setCell(page, 3, 'console.log("from node"); 6 * 7', { language: 'javascript' });
+    await runCell(page, 3);
+    const before = await snapshot(page);
+    assert(before.length === 5 && before[1].kinds.length === 4 && before[1].images.length === 1 && before[2].kinds[0] === 'out error', 'setup: ' + JSON.stringify(before));
+
+    const [dl] = await Promise.all([page.waitForEvent('download'), page.click('#nb-download')]);
+    assert(dl.suggestedFilename() === sid + '.ipynb', 'download name: ' + dl.suggestedFilename());
+    const file = path.join(os.tmpdir(), 'aiod-e2e-' + rand() + '.ipynb');
+    await dl.saveAs(file);
+    try {
+      const sum = validateIpynb(file);
+      const info = (await rest('GET', '/v2/code/info')).body.data;
+      const py = info.languages.find((l) => l.language === 'python');
+      assert(sum.kernelspec.name === 'python3' && sum.language_info.name === 'python' && sum.language_info.version === py.version, 'kernel metadata: ' + JSON.stringify([sum.kernelspec, sum.language_info]));
+      const got = sum.cells.map((c) => [c.cell_type, c.language, c.execution_count, c.outputs.join(',')]);
+      const want = [['markdown', null, null, ''], ['code', 'python', 1, 'stream,stream,display_data,execute_result'], ['code', 'python', 2, 'error'], ['code', 'javascript', 1, 'stream,execute_result'], ['code', 'javascript', null, '']];
+      assert(JSON.stringify(got) === JSON.stringify(want), 'the .ipynb cells: ' + JSON.stringify(got));
+      assert(sum.cells.every((c, i) => c.source === before[i].source), 'the .ipynb sources differ');
+      const body = fs.readFileSync(file, 'utf8');
+
+      // open it with the file picker: a new session, nothing run
+      const page2 = await openPage(ctx);
+      const sid2before = await page2.evaluate(() => window.aiod.state.session);
+      await page2.setInputFiles('#nb-file', file);
+      await page2.waitForSelector('.toast:has-text("Opened")');
+      sameSnapshot(before, await snapshot(page2), 'opened with the file picker');
+      const sid2 = await page2.evaluate(() => window.aiod.state.session);
+      assert(sid2 !== sid && sid2 !== sid2before, 'the notebook did not open in a new session');
+      const running = (await rest('GET', '/v2/code/sessions')).body.data.sessions.map((x) => x.session_id);
+      assert(!running.includes(sid2), 'opening the notebook ran something in ' + sid2);
+      await checkClean(page2);
+
+      // and by dropping it on the page
+      const page3 = await openPage(ctx);
+      await dropFile(page3, 'dropped.ipynb', body);
+      await page3.waitForSelector('.toast:has-text("Opened dropped.ipynb")');
+      sameSnapshot(before, await snapshot(page3), 'opened by a drop');
+
+      // a file that is not nbformat 4 is refused, and the page stays as it was
+      const keep = await snapshot(page3);
+      await dropFile(page3, 'old.ipynb', JSON.stringify({ nbformat: 3, nbformat_minor: 0, worksheets: [] }));
+      await page3.waitForSelector('.toast:has-text("nbformat 3 is not supported")');
+      sameSnapshot(keep, await snapshot(page3), 'after a refused file');
+
+      // a markdown cell's attachment, as Jupyter stores a pasted image; it
+      // shows, and goes out again in the .ipynb
+      await dropFile(page3, 'att.ipynb', JSON.stringify({
+        nbformat: 4, nbformat_minor: 4, metadata: {},
+        cells: [{ cell_type: 'markdown', metadata: {}, source: ['# Pasted\n', '![dot](attachment:dot.png)'], attachments: { 'dot.png': { 'image/png': PNG_1PX } } }],
+      }));
+      await page3.waitForSelector('.toast:has-text("Opened att.ipynb")');
+      const att = cell(page3, 0).locator('.md-view img');
+      await page3.waitForFunction((im) => im.complete && im.naturalWidth === 1, await att.elementHandle());
+      assert((await att.getAttribute('src')).startsWith('data:image/png;base64,'), 'attachment src');
+      const [dl3] = await Promise.all([page3.waitForEvent('download'), page3.click('#nb-download')]);
+      assert(dl3.suggestedFilename() === 'att.ipynb', 'the opened file keeps its name: ' + dl3.suggestedFilename());
+      await dl3.saveAs(file);
+      const sum3 = validateIpynb(file);
+      assert(sum3.cells.length === 1 && sum3.cells[0].cell_type === 'markdown' && JSON.parse(fs.readFileSync(file, 'utf8')).cells[0].attachments['dot.png'], 'the attachment did not go out again');
+      await checkClean(page3);
+    } finally {
+      fs.rmSync(file, { force: true });
+    }
+    await checkClean(page);
+    await rest('DELETE', '/v2/code/sessions/' + sid);
+    return 'nbformat ' + validateIpynbVersion();
+  },
+
+  // The notebook is kept in localStorage per session id: a reload shows the
+  // same cells and outputs; a cell running at the reload keeps what it had
+  // printed and says so; outputs over the bound are dropped with a notice.
+  async persist(ctx) {
+    const sid = 'keep-' + rand();
+    let page = await openPage(ctx, { session: sid });
+    await setCell(page, 0, '## Kept\n\nacross *reloads*', { language: 'markdown' });
+    await runCell(page, 0);
+    await setCell(page, 1, 'print("a line")\n{"k": [1, 2]}');
+    await runCell(page, 1);
+    await setCell(page, 2, '[1, 2].map((x) => x * 21)', { language: 'javascript' });
+    await runCell(page, 2);
+    const before = await snapshot(page);
+    await sleep(600); // the page saves 400 ms after the last change
+    await page.reload();
+    await waitLight(page, 'idle');
+    sameSnapshot(before, await snapshot(page), 'after a reload');
+    assert(await page.evaluate(() => window.aiod.state.session) === sid, 'the session id changed');
+
+    // a cell still running when the page reloads
+    await setCell(page, 3, 'import time\nprint("started", flush=True)\ntime.sleep(2)\nprint("finished", flush=True)', { language: 'python' });
+    await runCell(page, 3, { wait: false });
+    await cell(page, 3).locator('.outputs:has-text("started")').waitFor({ timeout: 30000 });
+    await sleep(600);
+    await page.reload();
+    await waitLight(page, 'idle');
+    const out3 = await cell(page, 3).locator('.outputs').innerText();
+    assert(out3.includes('started') && out3.includes('reloaded while this cell ran'), 'the running cell after a reload: ' + out3);
+    await page.waitForSelector('.cell.watched .outputs:has-text("finished")', { timeout: 15000 });
+
+    // over the bound: the biggest outputs are dropped, and the page says so
+    await setCell(page, 4, 'print("x" * 2_500_000)', { language: 'python' });
+    await runCell(page, 4);
+    await page.waitForSelector('.toast:has-text("without the outputs of 1 cell")', { timeout: 10000 });
+    await page.reload();
+    await waitLight(page, 'idle');
+    const out4 = await cell(page, 4).locator('.outputs').innerText();
+    assert(out4.includes('not kept') && !out4.includes('xxxx'), 'the dropped outputs: ' + out4.slice(0, 200));
+    assert((await cell(page, 1).locator('.outputs').innerText()).includes('a line'), 'the small outputs were dropped too');
+    const stored = await page.evaluate(() => JSON.parse(localStorage.getItem('aiod.nb-index')));
+    assert(stored.some((e) => e.id === sid && e.chars <= 2 * 1024 * 1024), 'the index: ' + JSON.stringify(stored));
+    await checkClean(page);
+    await rest('DELETE', '/v2/code/sessions/' + sid);
+  },
+
+  // ANSI colours in stream text (also split across chunks) and in a
+  // traceback become spans; no escape character is left in the page.
+  async ansi(ctx) {
+    const sid = 'ansi-' + rand();
+    const page = await openPage(ctx, { session: sid });
+    await setCell(page, 0, 'import sys, time\n' +
+      'print("\\x1b[1;31mbold red\\x1b[0m plain \\x1b[38;5;208morange\\x1b[0m \\x1b[42mon green\\x1b[0m \\x1b[38;2;10;20;30mtrue\\x1b[0m", flush=True)\n' +
+      'sys.stdout.write("\\x1b[3"); sys.stdout.flush(); time.sleep(0.3)\n' +
+      'sys.stdout.write("4msplit blue\\x1b[0m\\n"); sys.stdout.flush()\n' +
+      'print("\\x1b[32mgreen\\x1b[2K still green\\x1b[0m", file=sys.stderr)');
+    await runCell(page, 0);
+    const check = async (what) => {
+      const o = cell(page, 0).locator('.outputs');
+      const spans = await o.evaluate((el) => [...el.querySelectorAll('span[class^="ansi"], span[style]')].map((s) => [s.className, s.style.color || s.style.backgroundColor, s.textContent]));
+      const want = [['ansi-fg-1 ansi-bold', '', 'bold red'], ['', 'rgb(255, 135, 0)', 'orange'], ['ansi-bg-2', '', 'on green'], ['', 'rgb(10, 20, 30)', 'true'], ['ansi-fg-4', '', 'split blue'], ['ansi-fg-2', '', 'green still green']];
+      assert(JSON.stringify(spans) === JSON.stringify(want), what + ': spans ' + JSON.stringify(spans));
+      const text = await o.evaluate((el) => el.textContent);
+      assert(!text.includes('\x1b') && !text.includes('[3') && text.includes('bold red plain orange on green true\nsplit blue\n'), what + ': text ' + JSON.stringify(text));
+    };
+    await check('live');
+    await sleep(600);
+    await page.reload();
+    await waitLight(page, 'idle');
+    await check('restored');
+
+    // a traceback as Jupyter stores it, with its colours
+    const nb = {
+      nbformat: 4, nbformat_minor: 5, metadata: {},
+      cells: [{
+        id: 'tb1', cell_type: 'code', metadata: {}, execution_count: 3, source: ['1/0'],
+        outputs: [{ output_type: 'error', ename: 'ZeroDivisionError', evalue: 'division by zero', traceback: ['\x1b[0;31m-----\x1b[0m', '\x1b[0;31mZeroDivisionError\x1b[0m: division by zero'] }],
+      }],
+    };
+    await dropFile(page, 'tb.ipynb', JSON.stringify(nb));
+    await page.waitForSelector('.toast:has-text("Opened tb.ipynb")');
+    const err = cell(page, 0).locator('pre.out.error');
+    assert(await err.locator('span.ansi-fg-1').count() === 2, 'traceback colours: ' + await err.evaluate((e) => e.innerHTML));
+    assert(await err.textContent() === '-----\nZeroDivisionError: division by zero', 'traceback text: ' + JSON.stringify(await err.textContent()));
+    await checkClean(page);
+    await rest('DELETE', '/v2/code/sessions/' + sid);
+  },
+
+  // Usable at 1280x800 and in a narrow window; screenshots of both; and
+  // what the page costs to load: its JavaScript and a cold first load.
+  async layout(ctx) {
+    const sid = 'tour-' + rand();
+    const page = await openPage(ctx, { session: sid });
+    await setCell(page, 0, '# Monthly margins\n\nRevenue minus cost, per month, from `sales.csv`. Run the cells with **Shift+Enter**.', { language: 'markdown' });
+    await runCell(page, 0);
+    await setCell(page, 1, 'import pandas as pd\n\ndef margin(df):\n    """Revenue minus cost."""\n    return df.revenue - df.cost\n\n' +
+      'df = pd.DataFrame({"revenue": [120, 135, 150], "cost": [80, 82, 90]})\n' +
+      'for m in margin(df):\n    print(("\\x1b[32m" if m > 50 else "\\x1b[33m") + f"margin {m}" + "\\x1b[0m")');
+    await runCell(page, 1);
+    await setCell(page, 2, 'const months = ["jan", "feb", "mar"];\nmonths.map((m, i) => `${m}: ${i + 1}`)', { language: 'javascript' });
+    await runCell(page, 2);
+    await editor(page, 1).click();
+    await page.keyboard.press('Escape');
+    const fits = (w) => page.evaluate((w) => {
+      const bad = [];
+      if (document.documentElement.scrollWidth > w + 1) bad.push('page scrolls sideways: ' + document.documentElement.scrollWidth + ' px');
+      for (const b of document.querySelectorAll('.toolbar button, .cell-head button, .add-row button')) {
+        const r = b.getBoundingClientRect();
+        if (r.width === 0 || r.left < 0 || r.right > w + 1) bad.push((b.id || b.className || b.textContent) + ' at ' + Math.round(r.left) + '-' + Math.round(r.right));
+      }
+      const ed = [...document.querySelectorAll('#cells .cm-editor')].find((e) => e.offsetParent).getBoundingClientRect();
+      if (ed.width < Math.min(w * 0.6, 500)) bad.push('the editor is ' + Math.round(ed.width) + ' px wide');
+      return bad;
+    }, w);
+    let bad = await fits(VIEWPORT.width);
+    assert(!bad.length, '1280x800: ' + bad.join('; '));
+    const bar = await page.locator('.toolbar').boundingBox();
+    assert(bar.height < 60, 'the toolbar takes ' + bar.height + ' px at 1280 wide: more than one row');
+    await page.screenshot({ path: path.join(shotDir, 'notebook.png') });
+    await page.setViewportSize({ width: 400, height: 800 });
+    await sleep(200);
+    bad = await fits(400);
+    assert(!bad.length, '400x800: ' + bad.join('; '));
+    await page.screenshot({ path: path.join(shotDir, 'narrow.png') });
+    await page.setViewportSize(VIEWPORT);
+    await checkClean(page);
+
+    // a cold load: no cache
+    const cold = await ctx.newPage();
+    const cdp = await ctx.newCDPSession(cold);
+    await cdp.send('Network.setCacheDisabled', { cacheDisabled: true });
+    await cold.goto(pageURLFor(pageURL, { session: sid }));
+    await cold.waitForFunction(() => performance.getEntriesByName('aiod-ready').length > 0 && document.readyState === 'complete');
+    const perf = await cold.evaluate(() => {
+      const nav = performance.getEntriesByType('navigation')[0];
+      const js = performance.getEntriesByType('resource').filter((r) => r.initiatorType === 'script');
+      return {
+        files: js.length,
+        bytes: js.reduce((n, r) => n + r.decodedBodySize, 0),
+        wire: js.reduce((n, r) => n + r.encodedBodySize, 0),
+        dcl: nav.domContentLoadedEventEnd,
+        load: nav.loadEventEnd,
+        ready: performance.getEntriesByName('aiod-ready')[0].startTime,
+      };
+    });
+    assert(perf.files === 8 && perf.bytes > 0, 'scripts loaded: ' + JSON.stringify(perf));
+    await rest('DELETE', '/v2/code/sessions/' + sid);
+    return 'JavaScript ' + perf.files + ' files, ' + (perf.bytes / 1024).toFixed(0) + ' KiB (' + (perf.wire / 1024).toFixed(0) + ' KiB gzip on the wire); ' +
+      'cold load: DOMContentLoaded ' + perf.dcl.toFixed(0) + ' ms, load ' + perf.load.toFixed(0) + ' ms, notebook ready ' + perf.ready.toFixed(0) + ' ms';
+  },
+
   // With a token, the page works from /?token=T: assets, REST and the socket.
   async token(ctx) {
     assert(token, 'the token scenario needs ?token=T in URL');
@@ -476,7 +975,7 @@ async function main() {
     ctx = await chromium.launchPersistentContext(profile, {
       executablePath: CHROMIUM,
       headless: true,
-      viewport: { width: 1280, height: 860 },
+      viewport: VIEWPORT,
       acceptDownloads: true,
       args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
         '--disable-background-networking', '--disable-component-update', '--disable-sync'],

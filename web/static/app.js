@@ -2,15 +2,25 @@
 // executions and the watch of the attached session; REST carries the rest
 // (info, sessions, restart, the file plane). A token given as ?token=T in
 // the page's URL goes on REST as "Authorization: Bearer T"; the WebSocket
-// carries a single-use ticket from POST /tickets instead (ticketURL).
+// carries a single-use ticket from POST /tickets instead (socketURL).
+//
+// The notebook (cells and outputs) is kept in localStorage under the
+// session id (notebook.js) and restored when the page opens that session
+// again; it goes out and comes in as .ipynb. Cells have an edit mode (the
+// editor has focus, editor.js) and a command mode (Esc: the cell has focus,
+// and single keys act on cells; "?" lists them).
 'use strict';
 
 (function () {
   const { OutputArea } = window.AiodOutputs;
+  const { Editor } = window.AiodEditor;
+  const NB = window.AiodNotebook;
+  const { markdownBlock } = window.AiodMarkup;
   const params = new URLSearchParams(location.search);
   const token = params.get('token') || '';
   const $ = (id) => document.getElementById(id);
   const LANGS = { python: 'Python', javascript: 'JavaScript' };
+  const TYPES = { python: 'Python', javascript: 'JavaScript', markdown: 'Markdown' };
 
   const state = {
     session: '',
@@ -21,6 +31,10 @@
     watchedBusy: new Set(),  // msg_ids the watched session reports busy
     refs: 0,
     info: null,
+    active: null,            // the selected Cell
+    mode: 'command',         // 'edit' (an editor has focus) or 'command'
+    name: '',                // the notebook's file name, once opened or downloaded
+    deleted: null,           // { cell, index }: the last cell dd deleted, for z
   };
 
   function el(tag, cls, text) {
@@ -97,19 +111,20 @@
     $('light-text').textContent = text;
   }
 
-  // ticketURL is the WebSocket URL for path with a fresh single-use ticket
-  // from POST /tickets (asked for with the page's token, when it has one),
-  // so the long-lived token never travels in a WebSocket URL.
-  async function ticketURL(path) {
+  // ---- the WebSocket, reconnected with exponential backoff ----
+
+  // socketURL resolves to the WebSocket's address: /v2/code/ws on this
+  // host with a fresh single-use ticket from POST /tickets (asked for with
+  // the page's token, when it has one), so the long-lived token never
+  // travels in a WebSocket URL. It is the one place that builds it.
+  async function socketURL() {
     const { ticket } = await request('POST', 'tickets');
-    const u = new URL(path, location.href);
+    const u = new URL('v2/code/ws', location.href);
     u.protocol = u.protocol === 'https:' ? 'wss:' : 'ws:';
     u.search = '?ticket=' + q(ticket);
     u.hash = '';
     return u.href;
   }
-
-  // ---- the WebSocket, reconnected with exponential backoff ----
 
   const sock = {
     ws: null,
@@ -117,16 +132,22 @@
     backoff: 500,
     retryIn: 0,
     timer: null,
+    attempt: 0,
 
     connect() {
       clearTimeout(this.timer);
-      ticketURL('v2/code/ws').then((href) => this.attach(new WebSocket(href)), (e) => {
+      const attempt = ++this.attempt;
+      Promise.resolve().then(socketURL).then((href) => {
+        if (attempt === this.attempt) this.dial(href);
+      }, (e) => {
+        if (attempt !== this.attempt) return;
         if (e.status) toast('Cannot open the WebSocket: ' + e.message, true);
         this.schedule();
       });
     },
 
-    attach(ws) {
+    dial(href) {
+      const ws = new WebSocket(href);
       this.ws = ws;
       ws.onopen = () => {
         this.open = true;
@@ -283,67 +304,141 @@
   // ---- cells ----
 
   class Cell {
+    // opts: { type: 'code'|'markdown'|'raw', language, source, outputs,
+    // execution_count, id, metadata } or { watched: true }.
     constructor(opts) {
       opts = opts || {};
       this.watched = !!opts.watched;
+      this.id = opts.id || NB.newId();
+      this.metadata = opts.metadata || {};
+      this.attachments = opts.attachments; // a markdown cell's images, from a notebook file
+      this.execCount = null;
       this.root = el('div', 'cell' + (this.watched ? ' watched' : ''));
+      this.root.tabIndex = -1;
       this.root.dataset.state = this.watched ? 'running' : 'idle';
       this.count = el('div', 'count', this.watched ? '[*]' : '[ ]');
       const head = el('div', 'cell-head');
       this.outputs = el('div', 'outputs');
-      this.area = new OutputArea(this.outputs);
+      this.area = new OutputArea(this.outputs, scheduleSave);
       if (this.watched) {
+        this.type = 'code';
+        this.language = '';
         this.lang = el('span', 'lang-tag', '');
         head.append(el('span', 'badge', 'live · another caller · session ' + state.session), this.lang, el('span', 'grow'));
         this.code = el('pre', 'code', '(running: the code shows when it finishes)');
         this.root.append(this.count, head, this.code, this.outputs);
         return;
       }
+      this.type = opts.type === 'markdown' || opts.type === 'raw' ? opts.type : 'code';
+      this.language = LANGS[opts.language] ? opts.language : 'python';
       this.langSel = el('select', 'lang');
-      this.langSel.setAttribute('aria-label', 'Language');
-      for (const [v, name] of Object.entries(LANGS)) {
+      this.langSel.setAttribute('aria-label', 'Cell type');
+      const kinds = Object.assign({}, TYPES, this.type === 'raw' ? { raw: 'Raw' } : {});
+      for (const [v, name] of Object.entries(kinds)) {
         const o = el('option', '', name);
         o.value = v;
         this.langSel.append(o);
       }
-      this.langSel.value = opts.language || 'python';
+      this.langSel.value = this.kind;
+      this.langSel.onchange = () => {
+        const v = this.langSel.value;
+        this.setType(v === 'markdown' || v === 'raw' ? v : 'code', v);
+      };
       const run = el('button', 'run', '▶ Run');
       run.title = 'Run this cell (Shift+Enter)';
       run.onclick = () => this.run();
       const del = el('button', 'delete', '✕');
-      del.title = 'Delete this cell';
+      del.title = 'Delete this cell (dd in command mode)';
       del.setAttribute('aria-label', 'Delete cell');
       del.onclick = () => removeCell(this);
       head.append(this.langSel, run, el('span', 'grow'), del);
-      this.code = el('textarea', 'code');
-      this.code.spellcheck = false;
-      this.code.setAttribute('aria-label', 'Code');
-      this.code.value = opts.code || '';
-      this.code.addEventListener('input', () => this.grow());
-      this.code.addEventListener('keydown', (e) => this.key(e));
-      this.root.append(this.count, head, this.code, this.outputs);
-    }
-
-    get language() { return this.langSel ? this.langSel.value : ''; }
-
-    grow() {
-      this.code.style.height = 'auto';
-      this.code.style.height = this.code.scrollHeight + 2 + 'px';
-    }
-
-    key(e) {
-      if (e.key === 'Enter' && (e.shiftKey || e.ctrlKey || e.metaKey)) {
-        e.preventDefault();
-        this.run();
-        if (e.shiftKey) focusNext(this);
-      } else if (e.key === 'Tab' && !e.shiftKey) {
-        e.preventDefault();
-        this.code.setRangeText('    ', this.code.selectionStart, this.code.selectionEnd, 'end');
-        this.grow();
+      this.editorBox = el('div', 'code editor');
+      this.editor = new Editor(this.editorBox, {
+        doc: opts.source || '',
+        language: this.editorLanguage,
+        label: 'Cell source',
+        onChange: scheduleSave,
+        onFocus: () => { select(this); setMode('edit'); },
+        keys: {
+          runNext: () => runAndAdvance(this, false),
+          runInPlace: () => { this.run(); if (this.type !== 'code') commandMode(this); },
+          runInsert: () => runAndAdvance(this, true),
+          command: () => commandMode(this),
+        },
+      });
+      this.view = el('div', 'md-view');
+      this.view.title = 'Double-click (or Enter in command mode) to edit';
+      this.view.hidden = true;
+      this.view.ondblclick = () => editMode(this);
+      this.root.append(this.count, head, this.editorBox, this.view, this.outputs);
+      this.root.dataset.type = this.type;
+      if (Array.isArray(opts.outputs) && opts.outputs.length) {
+        this.area.replaceWith(opts.outputs);
+        this.root.dataset.state = this.area.sawError ? 'error' : 'done';
       }
+      if (opts.execution_count != null) {
+        this.setCount(opts.execution_count);
+        if (this.root.dataset.state === 'idle') this.root.dataset.state = 'done';
+      }
+      const kept = this.metadata.aiod;
+      if (kept && kept.outputs_dropped) {
+        this.area.notice('The outputs of this cell were not kept in the browser: at ' + bytes(kept.outputs_dropped) +
+          ' they were over the page\'s storage limit. Run the cell again to see them.');
+      }
+      if (this.type === 'markdown' && this.source.trim()) this.renderMarkdown();
+    }
+
+    // kind is what the cell's picker shows: the language of a code cell,
+    // or markdown / raw.
+    get kind() { return this.type === 'code' ? this.language : this.type; }
+
+    get editorLanguage() { return this.type === 'code' ? this.language : this.type === 'markdown' ? 'markdown' : ''; }
+
+    get source() { return this.watched ? this.code.textContent : this.editor.value; }
+
+    set source(v) { this.editor.value = v; }
+
+    // setType makes the cell a code cell in language, or a markdown or raw
+    // cell (m and y in command mode, or the picker).
+    setType(type, language) {
+      if (this.watched) return;
+      if (this.root.dataset.state === 'running') {
+        toast('This cell is still running.');
+        this.langSel.value = this.kind;
+        return;
+      }
+      if (type === 'code') this.language = LANGS[language] ? language : this.language;
+      if (type !== this.type) {
+        this.type = type;
+        this.root.dataset.type = type;
+        if (type !== 'code') {
+          this.area.reset();
+          this.setCount(null);
+          this.setState('idle');
+        }
+        if (type !== 'markdown') this.showEditor();
+      }
+      this.langSel.value = this.kind;
+      this.editor.setLanguage(this.editorLanguage);
+      scheduleSave();
+    }
+
+    renderMarkdown() {
+      const src = this.source;
+      this.view.replaceChildren(src.trim() ? markdownBlock(src, '', this.attachments) : el('div', 'muted', 'Empty markdown cell: double-click to write in it.'));
+      this.view.hidden = false;
+      this.editorBox.hidden = true;
+      this.root.dataset.rendered = 'true';
+    }
+
+    showEditor() {
+      this.view.hidden = true;
+      this.editorBox.hidden = false;
+      delete this.root.dataset.rendered;
     }
 
     setCount(n) {
+      this.execCount = Number.isInteger(n) ? n : null;
       this.count.textContent = '[' + (n == null ? ' ' : n) + ']';
     }
 
@@ -351,17 +446,24 @@
       this.root.dataset.state = s;
     }
 
-    // run sends the cell; the returned promise settles with true when it
-    // ran without error.
+    // run sends a code cell (markdown renders; raw does nothing); the
+    // returned promise settles with true when it ran without error.
     run() {
       if (this.watched) return Promise.resolve(false);
+      if (this.type === 'markdown') {
+        this.renderMarkdown();
+        scheduleSave();
+        return Promise.resolve(true);
+      }
+      if (this.type === 'raw') return Promise.resolve(true);
       if (this.root.dataset.state === 'running') {
         toast('This cell is still running; interrupt it first.');
         return Promise.resolve(false);
       }
+      if (this.metadata.aiod) delete this.metadata.aiod.outputs_dropped;
       if (!state.session) newSession();
       const ref = nextRef();
-      const msg = { type: 'execute', id: ref, language: this.language, code: this.code.value, session_id: state.session };
+      const msg = { type: 'execute', id: ref, language: this.language, code: this.source, session_id: state.session };
       if (state.info && state.info.max_timeout) msg.timeout = state.info.max_timeout;
       if (!sock.send(msg)) {
         toast('Not connected; the page is reconnecting. Run the cell again once the light is green.', true);
@@ -372,6 +474,7 @@
       this.setState('running');
       state.pending.set(ref, this);
       updateLight();
+      scheduleSave();
       return new Promise((resolve) => { this.settle = (ok) => { this.settle = null; resolve(ok); }; });
     }
 
@@ -380,58 +483,344 @@
       const d = m.data || {};
       if (this.watched) {
         this.code.textContent = d.code != null ? d.code : '';
+        this.language = d.language || '';
         this.lang.textContent = LANGS[d.language] || d.language || '';
+        this.done = true;
       }
       if (this.area.sawUpdate && Array.isArray(d.outputs)) this.area.replaceWith(d.outputs);
+      else if (Array.isArray(d.outputs)) this.area.records = d.outputs.map((o) => NB.output(o, false)).filter(Boolean);
       this.setCount(d.execution_count != null ? d.execution_count : ' ');
       if (d.truncated) this.area.notice('Output truncated: ' + (m.message || 'the output budget was reached') + '.');
       else if (d.fresh_runtime) this.area.notice(m.message, 'info');
       else if (!m.success && !(d.status === 'error' && this.area.sawError)) this.area.notice(m.message || d.status || 'failed');
       const ok = !!m.success;
       this.setState(ok ? 'done' : 'error');
+      scheduleSave();
       if (this.settle) this.settle(ok);
+    }
+
+    // model is the cell for notebook.js; null for a watched cell still
+    // running (its code is not known yet).
+    model(forFile) {
+      if (this.watched) {
+        if (!this.done) return null;
+        return {
+          id: this.id, type: 'code', language: LANGS[this.language] ? this.language : 'python', source: this.source,
+          outputs: this.area.records, execution_count: this.execCount, metadata: { aiod: { watched: true } },
+        };
+      }
+      return {
+        id: this.id, type: this.type, language: this.language, source: this.source, metadata: this.metadata,
+        outputs: this.type === 'code' ? this.area.records : [], execution_count: this.type === 'code' ? this.execCount : null,
+        running: !forFile && this.root.dataset.state === 'running',
+        attachments: this.type === 'code' ? undefined : this.attachments,
+      };
     }
   }
 
-  function appendCell(cell, after) {
-    const i = after ? state.cells.indexOf(after) : -1;
-    if (i >= 0) {
+  function appendCell(cell, after, before) {
+    const i = after ? state.cells.indexOf(after) : before ? state.cells.indexOf(before) : -1;
+    if (after && i >= 0) {
       state.cells.splice(i + 1, 0, cell);
       after.root.after(cell.root);
+    } else if (before && i >= 0) {
+      state.cells.splice(i, 0, cell);
+      before.root.before(cell.root);
     } else {
       state.cells.push(cell);
       $('cells').append(cell.root);
     }
-    if (!cell.watched) cell.grow();
+    scheduleSave();
     return cell;
   }
 
   function addCell(language, code, after) {
-    const c = appendCell(new Cell({ language, code }), after);
-    c.code.focus();
+    const type = language === 'markdown' ? 'markdown' : 'code';
+    const c = appendCell(new Cell({ type, language, source: code }), after);
+    editMode(c);
     return c;
   }
 
   function removeCell(cell) {
+    const i = state.cells.indexOf(cell);
     state.cells = state.cells.filter((c) => c !== cell);
     cell.root.remove();
+    if (state.active === cell) {
+      state.active = null;
+      const next = state.cells[Math.min(i, state.cells.length - 1)];
+      if (next) select(next);
+    }
+    scheduleSave();
+    return i;
   }
 
-  function focusNext(cell) {
+  // ---- selection, command mode and edit mode ----
+
+  function select(cell, scroll) {
+    if (state.active && state.active !== cell) state.active.root.classList.remove('selected');
+    state.active = cell;
+    if (!cell) return;
+    cell.root.classList.add('selected');
+    if (scroll) cell.root.scrollIntoView({ block: 'nearest' });
+  }
+
+  function setMode(m) {
+    state.mode = m;
+    document.body.dataset.mode = m;
+  }
+
+  // commandMode leaves the editor: the cell itself takes the focus, and
+  // single keys act on cells (see onCommandKey). A markdown cell renders.
+  function commandMode(cell) {
+    cell = cell || state.active;
+    if (!cell) return;
+    select(cell, true);
+    setMode('command');
+    if (!cell.watched && cell.type === 'markdown' && cell.source.trim()) cell.renderMarkdown();
+    cell.root.focus({ preventScroll: true });
+  }
+
+  function editMode(cell) {
+    if (!cell || cell.watched) return commandMode(cell);
+    select(cell, true);
+    setMode('edit');
+    if (cell.type === 'markdown') cell.showEditor();
+    cell.editor.focus();
+  }
+
+  // runAndAdvance runs cell and moves on: to the next cell (a new one after
+  // the last), or to a new cell right below with insert.
+  function runAndAdvance(cell, insert) {
+    cell.run();
     const i = state.cells.indexOf(cell);
-    const next = state.cells.slice(i + 1).find((c) => !c.watched);
-    if (next) next.code.focus();
-    else addCell(cell.language, '', cell);
+    const next = insert ? null : state.cells.slice(i + 1).find((c) => !c.watched);
+    if (next) editMode(next);
+    else addCell(cell.type === 'code' ? cell.language : 'python', '', cell);
+  }
+
+  function move(by) {
+    const list = state.cells;
+    const i = list.indexOf(state.active);
+    const j = Math.max(0, Math.min(list.length - 1, (i < 0 ? 0 : i) + by));
+    if (list[j]) commandMode(list[j]);
+  }
+
+  function insertCell(cell, above) {
+    const language = cell && cell.type === 'code' && LANGS[cell.language] ? cell.language : 'python';
+    const c = appendCell(new Cell({ type: 'code', language }), above ? null : cell, above ? cell : null);
+    commandMode(c);
+  }
+
+  let lastD = 0;
+
+  // onCommandKey handles a key pressed while a cell (not its editor) has
+  // the focus. The keys are the ones JupyterLab users know; the "?" dialog
+  // (index.html) lists them.
+  function onCommandKey(e) {
+    const cell = state.cells.find((c) => c.root === e.target);
+    if (!cell) return;
+    select(cell);
+    setMode('command');
+    const k = e.key;
+    const plain = !e.ctrlKey && !e.metaKey && !e.altKey;
+    let done = true;
+    if (k === 'Enter' && e.shiftKey) runAndAdvance(cell, false);
+    else if (k === 'Enter' && (e.ctrlKey || e.metaKey)) { cell.run(); commandMode(cell); }
+    else if (k === 'Enter' && e.altKey) runAndAdvance(cell, true);
+    else if (k === 'Enter' && plain) editMode(cell);
+    else if (!plain) done = false;
+    else if (k === 'a') insertCell(cell, true);
+    else if (k === 'b') insertCell(cell, false);
+    else if (k === 'm') cell.setType('markdown');
+    else if (k === 'y') { cell.setType('code'); commandMode(cell); }
+    else if (k === 'j' || k === 'ArrowDown') move(1);
+    else if (k === 'k' || k === 'ArrowUp') move(-1);
+    else if (k === 'd') {
+      const now = Date.now();
+      if (now - lastD < 800) {
+        lastD = 0;
+        state.deleted = { cell, index: removeCell(cell) };
+        if (state.active) commandMode(state.active);
+      } else {
+        lastD = now;
+      }
+    } else if (k === 'z' && state.deleted) {
+      const { cell: c, index } = state.deleted;
+      state.deleted = null;
+      const at = state.cells[index];
+      appendCell(c, null, at);
+      commandMode(c);
+    } else if (k === '?' || k === 'h') openKeys();
+    else done = false;
+    if (k !== 'd') lastD = 0;
+    if (done) e.preventDefault();
+  }
+
+  function openKeys() {
+    const d = $('keys-dialog');
+    if (!d.open) d.showModal();
   }
 
   async function runAll() {
     for (const c of state.cells.slice()) {
-      if (c.watched || !c.code.value.trim()) continue;
+      if (c.watched || (c.type === 'code' && !c.source.trim())) continue;
       if (!(await c.run())) {
         toast('Run all stopped at a cell that failed.', true);
         return;
       }
     }
+  }
+
+  // ---- the notebook: localStorage, .ipynb out and in ----
+
+  const store = new NB.Store(window.localStorage);
+  let saveTimer = 0;
+  let saveFirst = 0;
+  let saveWarned = false;
+
+  function models(forFile) {
+    return state.cells.map((c) => c.model(forFile)).filter(Boolean);
+  }
+
+  function notebookJSON(forFile) {
+    const extra = { session: state.session };
+    if (state.name) extra.name = state.name;
+    return NB.toIpynb(models(forFile), state.info, extra);
+  }
+
+  // scheduleSave saves the notebook soon: 400 ms after the last change, and
+  // at least every 2 s while outputs stream in.
+  function scheduleSave() {
+    if (restoring) return;
+    const now = Date.now();
+    if (!saveTimer) saveFirst = now;
+    clearTimeout(saveTimer);
+    saveTimer = setTimeout(saveNow, now - saveFirst > 2000 ? 0 : 400);
+  }
+
+  function saveNow() {
+    clearTimeout(saveTimer);
+    saveTimer = 0;
+    if (!state.session) return;
+    const nb = notebookJSON(false);
+    if (nb.cells.every((c) => !c.source.length && !(c.outputs && c.outputs.length))) {
+      store.remove(state.session); // nothing worth keeping, and no room taken from older notebooks
+      return;
+    }
+    try {
+      const r = store.save(state.session, nb);
+      if (r.dropped && !saveWarned) {
+        saveWarned = true;
+        toast('The browser keeps this notebook without the outputs of ' + r.dropped + ' cell(s): they are over the page\'s storage limit. Download the .ipynb to keep them.', true);
+      }
+    } catch (e) {
+      if (!saveWarned) toast('The notebook cannot be kept in the browser: ' + e.message, true);
+      saveWarned = true;
+    }
+  }
+
+  let restoring = false;
+
+  // showNotebook replaces the page's cells with a notebook's. Nothing runs.
+  function showNotebook(nb) {
+    const parsed = NB.fromIpynb(nb);
+    restoring = true;
+    try {
+      for (const c of state.cells) c.root.remove();
+      state.cells = [];
+      state.active = null;
+      state.watchedCells.clear();
+      for (const m of parsed.cells) {
+        const c = appendCell(new Cell(m));
+        if (m.running) reattach(c);
+      }
+    } finally {
+      restoring = false;
+    }
+    if (!state.cells.length) appendCell(new Cell({ type: 'code', language: parsed.language }));
+    commandMode(state.cells[0]);
+    return parsed;
+  }
+
+  // reattach is called for a cell that was still running when the page
+  // went away. Following its execution from the start needs the durable
+  // executions route, which the daemon does not have yet: until then the
+  // cell keeps the output that had arrived and says so, and the watch of
+  // the session shows what the code prints from now on.
+  function reattach(cell) {
+    cell.setCount(null);
+    cell.setState('error');
+    cell.area.notice('The page was reloaded while this cell ran: above is the output that had arrived. ' +
+      'If the code still runs in session ' + state.session + ', what it prints next shows below as live output.');
+  }
+
+  function downloadNotebook() {
+    const nb = notebookJSON(true);
+    const name = state.name || (state.session || 'notebook') + '.ipynb';
+    const blob = new Blob([JSON.stringify(nb, null, 1) + '\n'], { type: 'application/x-ipynb+json' });
+    const url = URL.createObjectURL(blob);
+    const a = el('a');
+    a.href = url;
+    a.download = name;
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+  }
+
+  // openNotebook shows a .ipynb file's cells and outputs, in a new session:
+  // the notebook on the page before stays saved under its own session id.
+  async function openNotebook(file) {
+    let nb;
+    try {
+      nb = JSON.parse(await file.text());
+    } catch (e) {
+      toast('Cannot open ' + file.name + ': it is not JSON (' + e.message + ').', true);
+      return;
+    }
+    const before = state.session;
+    saveNow();
+    try {
+      NB.fromIpynb(nb); // refuse a bad file before the page changes
+    } catch (e) {
+      toast('Cannot open ' + file.name + ': ' + e.message + '.', true);
+      return;
+    }
+    newSession();
+    state.name = file.name;
+    const parsed = showNotebook(nb);
+    saveNow();
+    const other = parsed.languageName && !/^(python|javascript)$/i.test(parsed.languageName) ? ' Its language is ' + parsed.languageName + ': its code cells open as Python.' : '';
+    toast('Opened ' + file.name + ' (' + parsed.cells.length + ' cells; nothing was run) in session ' + state.session + '. ' +
+      'The notebook before is kept as session ' + before + '.' + other);
+  }
+
+  function restoreSaved() {
+    const nb = store.load(state.session);
+    if (!nb) return false;
+    try {
+      state.name = (nb.metadata && nb.metadata.aiod && nb.metadata.aiod.name) || '';
+      showNotebook(nb);
+      return true;
+    } catch (e) {
+      toast('The notebook saved for session ' + state.session + ' cannot be read: ' + e.message, true);
+      return false;
+    }
+  }
+
+  // ---- completion and inspection (not wired to keys yet) ----
+  //
+  // The kernel answers these through the completion routes of the durable
+  // executions issue, which the daemon does not have yet. The editor binds
+  // Tab and Shift+Tab to them once the routes exist (see editor.js); until
+  // then nothing calls them.
+
+  function complete(session, code, cursor, language) {
+    return api('POST', 'v2/code/complete', { session_id: session, language: language || 'python', code, cursor_pos: cursor });
+  }
+
+  function inspect(session, code, cursor, language) {
+    return api('POST', 'v2/code/inspect', { session_id: session, language: language || 'python', code, cursor_pos: cursor, detail_level: 0 });
   }
 
   // ---- sessions ----
@@ -443,6 +832,7 @@
   }
 
   function setSession(id) {
+    if (state.session && state.session !== id) saveNow();
     if (state.watching && state.watching !== id) {
       sock.send({ type: 'unwatch', id: nextRef(), session_id: state.watching });
       state.watching = '';
@@ -515,6 +905,7 @@
         toast('Ended session ' + id + '; the next run starts a fresh runtime.');
       }
       for (const c of state.cells) if (!c.watched && c.root.dataset.state !== 'running') c.setCount(' ');
+      scheduleSave();
     } catch (e) {
       toast(e.status === 404 ? 'Session ' + id + ' is not running: nothing to restart.' : 'Restart failed: ' + e.message, e.status !== 404);
     }
@@ -673,9 +1064,46 @@
 
   // ---- wiring ----
 
+  function isNotebookFile(f) {
+    return /\.ipynb$/i.test(f.name) || f.type === 'application/x-ipynb+json';
+  }
+
+  // Dropping a .ipynb anywhere on the page opens it; other files go to the
+  // Files panel's upload (a drop on its file field works as browsers do).
+  function wireDrop() {
+    const hasFiles = (e) => e.dataTransfer && Array.from(e.dataTransfer.types || []).includes('Files') &&
+      !(e.target && e.target.closest && e.target.closest('#fs-file'));
+    let depth = 0;
+    document.addEventListener('dragenter', (e) => {
+      if (!hasFiles(e)) return;
+      depth++;
+      document.body.classList.add('dropping');
+    });
+    document.addEventListener('dragleave', () => {
+      depth = Math.max(0, depth - 1);
+      if (!depth) document.body.classList.remove('dropping');
+    });
+    document.addEventListener('dragover', (e) => {
+      if (!hasFiles(e)) return;
+      e.preventDefault();
+      e.dataTransfer.dropEffect = 'copy';
+    });
+    document.addEventListener('drop', (e) => {
+      depth = 0;
+      document.body.classList.remove('dropping');
+      if (!hasFiles(e)) return;
+      e.preventDefault();
+      const files = Array.from(e.dataTransfer.files || []);
+      const nb = files.find(isNotebookFile);
+      if (nb) openNotebook(nb);
+      else if (files.length) toast('Drop a .ipynb notebook to open it; upload other files with the Files panel.', true);
+    });
+  }
+
   function init() {
     $('add-python').onclick = () => addCell('python');
     $('add-javascript').onclick = () => addCell('javascript');
+    $('add-markdown').onclick = () => addCell('markdown');
     $('run-all').onclick = runAll;
     $('interrupt').onclick = interrupt;
     $('restart').onclick = restart;
@@ -686,23 +1114,53 @@
     $('sessions-refresh').onclick = refreshSessions;
     $('fs-form').onsubmit = (e) => { e.preventDefault(); listDir($('fs-path').value); };
     $('fs-upload').onclick = upload;
+    $('nb-download').onclick = downloadNotebook;
+    $('nb-open').onclick = () => $('nb-file').click();
+    $('nb-file').onchange = (e) => {
+      const f = e.target.files && e.target.files[0];
+      e.target.value = '';
+      if (f) openNotebook(f);
+    };
+    $('keys-open').onclick = openKeys;
+    $('keys-close').onclick = () => $('keys-dialog').close();
+    $('keys-dialog').addEventListener('close', () => { if (state.active) commandMode(state.active); });
+    const cells = $('cells');
+    cells.addEventListener('keydown', onCommandKey);
+    cells.addEventListener('click', (e) => {
+      const cell = state.cells.find((c) => c.root.contains(e.target));
+      if (!cell || e.target.closest('.cm-editor, button, select, a, iframe')) return;
+      if (window.getSelection && String(window.getSelection())) {
+        select(cell); // keep the text the reader selected
+        return;
+      }
+      commandMode(cell);
+    });
+    wireDrop();
+    addEventListener('pagehide', saveNow);
+    document.addEventListener('visibilitychange', () => { if (document.visibilityState === 'hidden') saveNow(); });
 
     const sid = params.get('session');
     if (sid) setSession(sid);
     else newSession();
-    addCell('python');
+    if (!restoreSaved()) addCell('python');
+    setMode(state.mode);
     updateLight();
     sock.connect();
     loadInfo();
     refreshSessions();
     if (params.get('files')) listDir(params.get('files'));
+    performance.mark('aiod-ready');
   }
 
   // A hook for the end-to-end tests and for debugging: the page's state,
   // and a way to drop the socket as a network failure would.
   window.aiod = {
     state,
+    store,
     dropSocket() { if (sock.ws) sock.ws.close(4000, 'dropped on purpose'); },
+    notebook: () => notebookJSON(true),
+    complete,
+    inspect,
   };
 
   init();

@@ -1,11 +1,18 @@
-// outputs.js: renders notebook outputs as they stream in. It never inserts
-// markup from user code into the page: text goes into text nodes, images into
-// <img> from data: URLs, and HTML into an <iframe srcdoc> whose sandbox
-// attribute is empty: no permission at all, so the HTML gets an opaque
-// origin, cannot run script, reach the page, or read its storage.
+// outputs.js: renders notebook outputs as they stream in, and keeps them in
+// nbformat's shape (OutputArea.records) for the .ipynb and the copy in
+// localStorage. It never inserts markup from user code into the page: text
+// goes into text nodes (ANSI colours as spans, ansi.js), images into <img>
+// from data: URLs, markdown through DOMPurify (markup.js), and HTML into an
+// <iframe srcdoc> whose sandbox attribute is empty: no permission at all, so
+// the HTML gets an opaque origin, cannot run script, reach the page, or read
+// its storage.
 'use strict';
 
 (function () {
+  const { Parser, toNodes, render: renderAnsi } = window.AiodAnsi;
+  const { markdownBlock, latexBlock } = window.AiodMarkup;
+  const { appendOutput, text: str } = window.AiodNotebook;
+
   // Characters of stream text kept per stream block; past it the page drops
   // the rest and says so (the result's own budget is the daemon's).
   const STREAM_CAP = 2 * 1024 * 1024;
@@ -25,11 +32,6 @@
     return e;
   }
 
-  // nbformat allows multi-line strings as arrays of lines.
-  function str(v) {
-    return Array.isArray(v) ? v.join('') : String(v);
-  }
-
   // foldLine is what a terminal shows for one line that holds carriage
   // returns: the text after the last \r that something followed.
   function foldLine(s) {
@@ -39,16 +41,18 @@
   }
 
   // StreamBlock is one run of consecutive chunks of one stream (stdout or
-  // stderr). Finished lines are appended to one text node, so a long stream
-  // costs no re-rendering; the line being written is a second text node
-  // that \r rewrites in place.
+  // stderr). Finished lines are appended once (plain text to one growing
+  // text node, coloured text as spans), so a long stream costs no
+  // re-rendering; the line being written is a span that \r rewrites in place.
   class StreamBlock {
     constructor(name) {
       this.name = name;
       this.el = el('pre', 'out stream ' + name);
-      this.done = document.createTextNode('');
-      this.line = document.createTextNode('');
-      this.el.append(this.done, this.line);
+      this.lineEl = el('span', 'line');
+      this.lineText = document.createTextNode('');
+      this.lineEl.append(this.lineText);
+      this.el.append(this.lineEl);
+      this.parser = new Parser(); // the style at the start of the current line
       this.tail = '';
       this.size = 0;
       this.capped = false;
@@ -62,19 +66,47 @@
       });
     }
 
+    // appendDone adds finished text before the current line.
+    appendDone(segments) {
+      for (const sg of segments) {
+        const prev = this.lineEl.previousSibling;
+        if (!sg.look && prev && prev.nodeType === 3) prev.appendData(sg.text);
+        else this.lineEl.before(...toNodes(document, [sg]));
+      }
+    }
+
     write(text) {
       if (this.capped) return;
       const parts = (this.tail + text).replace(/\r\n/g, '\n').split('\n');
       this.tail = parts.pop();
       if (parts.length) {
-        const add = parts.map(foldLine).join('\n') + '\n';
-        this.done.appendData(add);
-        this.size += add.length;
+        const segs = [];
+        let n = 0;
+        for (const line of parts) {
+          let s = line.replace(/\r+$/, '');
+          const i = s.lastIndexOf('\r');
+          if (i >= 0) {
+            this.parser.feed(s.slice(0, i)); // overwritten text: only its colours count
+            s = s.slice(i + 1);
+          }
+          for (const sg of this.parser.feed(s + '\n')) segs.push(sg);
+          n += s.length + 1;
+        }
+        this.appendDone(segs);
+        this.size += n;
       }
       const j = this.tail.lastIndexOf('\r', this.tail.length - 2);
-      if (j >= 0) this.tail = this.tail.slice(j + 1);
+      if (j >= 0) {
+        this.parser.feed(this.tail.slice(0, j));
+        this.tail = this.tail.slice(j + 1);
+      }
       const shown = foldLine(this.tail);
-      if (this.line.data !== shown) this.line.data = shown;
+      if (shown.indexOf('\x1b') < 0 && this.parser.plain()) {
+        if (this.lineEl.firstChild !== this.lineText || this.lineEl.childNodes.length !== 1) this.lineEl.replaceChildren(this.lineText);
+        if (this.lineText.data !== shown) this.lineText.data = shown;
+      } else {
+        this.lineEl.replaceChildren(...toNodes(document, this.parser.clone().feed(shown, true)));
+      }
       if (this.stick && !this.raf) {
         this.raf = requestAnimationFrame(() => {
           this.raf = 0;
@@ -120,30 +152,42 @@
     return box;
   }
 
-  // renderBundle picks the richest MIME type the page can show safely.
+  function b64(v) {
+    return str(v).replace(/\s/g, '');
+  }
+
+  // renderBundle picks the richest MIME type the page can show safely:
+  // HTML (sandboxed frame), markdown (sanitized), images, LaTeX (as
+  // source: no renderer is bundled, see the README), JSON, plain text.
   function renderBundle(data) {
     data = data || {};
     const plain = data['text/plain'] !== undefined ? str(data['text/plain']) : '';
     if (data['text/html'] !== undefined) return htmlFrame(str(data['text/html']));
-    if (data['image/png'] !== undefined) return image('data:image/png;base64,' + str(data['image/png']).replace(/\s/g, ''), plain);
-    if (data['image/jpeg'] !== undefined) return image('data:image/jpeg;base64,' + str(data['image/jpeg']).replace(/\s/g, ''), plain);
+    if (data['text/markdown'] !== undefined) return markdownBlock(str(data['text/markdown']), 'out markdown');
     if (data['image/svg+xml'] !== undefined) return image('data:image/svg+xml;charset=utf-8,' + encodeURIComponent(str(data['image/svg+xml'])), plain);
-    if (data['text/markdown'] !== undefined) return el('pre', 'out markdown', str(data['text/markdown']));
+    if (data['image/png'] !== undefined) return image('data:image/png;base64,' + b64(data['image/png']), plain);
+    if (data['image/jpeg'] !== undefined) return image('data:image/jpeg;base64,' + b64(data['image/jpeg']), plain);
+    if (data['image/gif'] !== undefined) return image('data:image/gif;base64,' + b64(data['image/gif']), plain);
+    if (data['text/latex'] !== undefined) return latexBlock(str(data['text/latex']), 'out');
     if (data['application/json'] !== undefined) return el('pre', 'out json', JSON.stringify(data['application/json'], null, 2));
-    if (data['text/plain'] !== undefined) return el('pre', 'out plain', plain);
+    if (data['text/plain'] !== undefined) return renderAnsi(el('pre', 'out plain'), plain);
     return notice('An output of type ' + Object.keys(data).join(', ') + ' that the page does not show.');
   }
 
   function renderError(o) {
-    const tb = Array.isArray(o.traceback) && o.traceback.length ? o.traceback.join('\n') : '';
-    return el('pre', 'out error', tb || (o.ename || 'Error') + ': ' + (o.evalue || ''));
+    const tb = Array.isArray(o.traceback) && o.traceback.length ? o.traceback.map(str).join('\n') : '';
+    return renderAnsi(el('pre', 'out error'), tb || (o.ename || 'Error') + ': ' + (o.evalue || ''));
   }
 
   // OutputArea is the outputs of one cell, fed one output at a time in the
-  // shape /v2/code/ws sends them.
+  // shape /v2/code/ws sends them (or as a notebook file stores them).
+  // records holds them as nbformat outputs; onChange is called when they
+  // change.
   class OutputArea {
-    constructor(root) {
+    constructor(root, onChange) {
       this.root = root;
+      this.onChange = onChange || (() => {});
+      this.records = [];
       this.stream = null;
       this.clearOnNext = false;
       this.sawUpdate = false;
@@ -152,8 +196,10 @@
 
     clear() {
       this.root.replaceChildren();
+      this.records = [];
       this.stream = null;
       this.clearOnNext = false;
+      this.onChange();
     }
 
     reset() {
@@ -170,6 +216,8 @@
         return;
       }
       if (this.clearOnNext) this.clear();
+      appendOutput(this.records, o);
+      this.onChange();
       switch (o.output_type) {
         case 'stream':
           if (!this.stream || this.stream.name !== o.name) {
