@@ -56,8 +56,18 @@ func (s *Server) parseV2Execute(body []byte) (execCall, *api.FieldError) {
 	if sid := f.OptStr("session_id"); sid != nil {
 		c.SessionID = *sid
 	}
+	eid := f.OptStr("execution_id")
 	if err := f.Err(); err != nil {
 		return c, err
+	}
+	if eid != nil {
+		if *eid == "" {
+			return c, &api.FieldError{In: "body", Field: "execution_id", Type: "string_too_short", Msg: "must be 1 to 128 characters; leave it out to get one made"}
+		}
+		if err := validSessionID("execution_id", *eid); err != nil {
+			return c, err
+		}
+		c.ExecutionID = *eid
 	}
 	if !codeLanguages[c.Language] {
 		return c, &api.FieldError{In: "body", Field: "language", Type: "literal_error",
@@ -82,8 +92,11 @@ type v2ExecData struct {
 	Stdout         string  `json:"stdout"`
 	Stderr         string  `json:"stderr"`
 	SessionID      *string `json:"session_id"`
+	ExecutionID    string  `json:"execution_id"`
+	QueuedMs       int64   `json:"queued_ms,omitempty"` // time spent behind the session's earlier calls
 	Truncated      bool    `json:"truncated,omitempty"`
 	FreshRuntime   bool    `json:"fresh_runtime,omitempty"`
+	Replayed       bool    `json:"replayed,omitempty"` // the stored answer of an execution that had finished
 }
 
 // V2Data renders a result as POST /v2/code/execute's data.
@@ -92,7 +105,8 @@ func V2Data(r *stream.Result) any {
 		Code: r.Code, Language: r.Language, Status: r.Status, ExecutionCount: r.ExecutionCount,
 		ExitCode: r.ExitCode(), Outputs: make([]any, len(r.Outputs)),
 		Stdout: r.Text("stdout"), Stderr: r.Text("stderr"),
-		Truncated: r.Truncated, FreshRuntime: r.Fresh,
+		Truncated: r.Truncated, FreshRuntime: r.Fresh, ExecutionID: r.ExecutionID,
+		QueuedMs: r.Queued.Milliseconds(), Replayed: r.Replayed,
 	}
 	for i, o := range r.Outputs {
 		d.Outputs[i] = o.Compact()
@@ -109,10 +123,38 @@ func (s *Server) v2Execute(ctx *fasthttp.RequestCtx) {
 		api.Invalid(ctx, fe)
 		return
 	}
+	if f := streamFormatOf(ctx, false); f != noStream {
+		s.v2ExecuteStream(ctx, c, f)
+		return
+	}
 	res, ce := s.execute(s.reqCtx(), c)
 	if ce != nil {
 		api.Fail(ctx, ce.Status, ce.Msg)
 		return
 	}
 	api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: res.Success(), Message: res.Message(), Data: V2Data(res)})
+}
+
+// v2ExecuteStream answers POST /v2/code/execute as a stream (Accept:
+// text/event-stream or application/x-ndjson). The execution runs on its
+// own, tracked for shutdown: a client that goes away stops only its
+// stream, and GET /v2/code/executions/{id}/events resumes it.
+func (s *Server) v2ExecuteStream(ctx *fasthttp.RequestCtx, c execCall, f streamFormat) {
+	if _, err := s.backendOf(c); err != nil {
+		ce := runError(err, c)
+		api.Fail(ctx, ce.Status, ce.Msg)
+		return
+	}
+	rec, created, ce := s.claim(c)
+	if ce != nil {
+		api.Fail(ctx, ce.Status, ce.Msg)
+		return
+	}
+	if created {
+		run := s.live.goExec(func() { _, _ = s.runClaimed(s.live.ctx, c, rec) })
+		if !run {
+			rec.Fail(&stream.RunError{Status: fasthttp.StatusServiceUnavailable, Msg: stream.ErrShuttingDown.Error()})
+		}
+	}
+	s.streamExecution(ctx, rec, 0, f)
 }

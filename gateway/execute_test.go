@@ -54,6 +54,11 @@ func TestOneShotMatchesThePageSample(t *testing.T) {
 	if st != 200 || env["success"] != true || env["message"] != "ok" {
 		t.Fatalf("status %d envelope %v", st, env)
 	}
+	// The page's sample, and the execution's id, which every answer carries.
+	if id, _ := data["execution_id"].(string); !jUUIDRE.MatchString(id) {
+		t.Fatalf("execution_id %v is not a UUID", data["execution_id"])
+	}
+	delete(data, "execution_id")
 	want := `{"code":"print(sum([1,2,3]))","execution_count":1,"exit_code":0,"language":"python",` +
 		`"outputs":[{"name":"stdout","output_type":"stream","text":"6\n"}],"session_id":null,"status":"ok","stderr":"","stdout":"6\n"}`
 	got, _ := json.Marshal(data) // map keys sorted

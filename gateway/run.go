@@ -23,8 +23,11 @@ type execCall struct {
 	KernelSpec string        // a kernelspec other than the default; "" the default
 	Cwd        string        // run in this folder; "" where the runtime already is
 	Idle       time.Duration // idle limit of a session this call creates; 0 the backend's
-	Origin     any           // who started it (a WebSocket); its events carry it
-	Subs       []stream.Subscriber
+	// ExecutionID is the caller's id of the execution; "" gets one made. A
+	// known id attaches to that execution instead of running the code again.
+	ExecutionID string
+	Origin      any // who started it (a WebSocket); its events carry it
+	Subs        []stream.Subscriber
 	// OnCreate is called with the session when this call creates it.
 	OnCreate func(*stream.Session)
 }
@@ -37,9 +40,75 @@ type callError struct {
 
 // execute runs c: in a temporary runtime, or in the named session created
 // on first use. It is the one run path; every route maps its errors the
-// same way (runError).
+// same way (runError). A call whose execution id names an execution already
+// queued, running or done does not run the code again: it answers that
+// execution's result (Replayed when it had finished before the call).
 func (s *Server) execute(ctx context.Context, c execCall) (*stream.Result, *callError) {
-	req := stream.ExecRequest{Code: c.Code, Timeout: c.Timeout, Origin: c.Origin, Subs: c.Subs}
+	rec, created, ce := s.claim(c)
+	if ce != nil {
+		return nil, ce
+	}
+	if !created {
+		return s.attach(ctx, rec)
+	}
+	return s.runClaimed(ctx, c, rec)
+}
+
+// claim records c's execution in the store; created is false when its id
+// names one that exists.
+func (s *Server) claim(c execCall) (*stream.Record, bool, *callError) {
+	rec, created, err := s.reg.Executions().Claim(c.ExecutionID, stream.Key{Language: c.Language, SessionID: c.SessionID, Code: c.Code})
+	var gone *stream.GoneError
+	switch {
+	case errors.Is(err, stream.ErrExecutionConflict):
+		return nil, false, &callError{fasthttp.StatusConflict, fmt.Sprintf("execution_id %q: %v; choose another id", c.ExecutionID, err)}
+	case errors.As(err, &gone):
+		return nil, false, &callError{fasthttp.StatusGone, gone.Error()}
+	case err != nil:
+		return nil, false, &callError{fasthttp.StatusServiceUnavailable, err.Error()}
+	}
+	return rec, created, nil
+}
+
+// attach waits for an execution another call started and answers its
+// result.
+func (s *Server) attach(ctx context.Context, rec *stream.Record) (*stream.Result, *callError) {
+	finished := false
+	select {
+	case <-rec.Done():
+		finished = true
+	default:
+	}
+	res, rerr, err := rec.Wait(ctx)
+	switch {
+	case err != nil:
+		return nil, runError(err, execCall{})
+	case rerr != nil:
+		return nil, &callError{rerr.Status, rerr.Msg}
+	}
+	cp := *res
+	cp.Replayed = finished
+	return &cp, nil
+}
+
+// runClaimed runs c, whose execution rec this call claimed; when it cannot
+// run, rec says why too.
+func (s *Server) runClaimed(ctx context.Context, c execCall, rec *stream.Record) (*stream.Result, *callError) {
+	res, ce := s.run(ctx, c, rec)
+	switch {
+	case ce != nil:
+		rec.Fail(&stream.RunError{Status: ce.Status, Msg: ce.Msg})
+	case res.ExecutionID != rec.ID:
+		// Another execution answered for this one (a folder change that
+		// failed before the code could run).
+		res.ExecutionID = rec.ID
+		rec.Deliver(stream.Event{ExecutionID: rec.ID, Result: res})
+	}
+	return res, ce
+}
+
+func (s *Server) run(ctx context.Context, c execCall, rec *stream.Record) (*stream.Result, *callError) {
+	req := stream.ExecRequest{Code: c.Code, Timeout: c.Timeout, Origin: c.Origin, Subs: c.Subs, Record: rec}
 	if c.SessionID == "" {
 		b, err := s.backendOf(c)
 		if err != nil {

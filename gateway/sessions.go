@@ -20,6 +20,9 @@ type sessionView struct {
 	LastUsed    time.Time `json:"last_used"`
 	IdleSeconds float64   `json:"idle_seconds"`
 	Watchers    int       `json:"watchers"`
+	Executing   *execRef  `json:"executing"`    // the execution running now, or null
+	Queued      []execRef `json:"queued"`       // executions waiting behind it, oldest first
+	QueueLength int       `json:"queue_length"` // len(queued)
 }
 
 func (s *Server) v2ListSessions(ctx *fasthttp.RequestCtx) {
@@ -33,6 +36,16 @@ func (s *Server) v2ListSessions(ctx *fasthttp.RequestCtx) {
 		if rt := ss.Runtime(); rt != nil {
 			v.Running, v.PID = true, rt.Info().PID
 		}
+		running, queued := ss.Activity()
+		if running != nil {
+			r := refOf(*running)
+			v.Executing = &r
+		}
+		v.Queued = []execRef{}
+		for _, q := range queued {
+			v.Queued = append(v.Queued, refOf(q))
+		}
+		v.QueueLength = len(v.Queued)
 		out = append(out, v)
 	}
 	api.OK(ctx, map[string]any{"sessions": out})

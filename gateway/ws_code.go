@@ -3,7 +3,9 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/aiod/aiod/stream"
@@ -14,9 +16,15 @@ import (
 
 // GET /v2/code/ws: aiod's own streaming protocol, JSON text messages.
 //
-//	client {"type":"execute","id":REF,"language":…,"code":…,"session_id":…,"timeout":…}
-//	server {"type":"output","id":REF,"seq":N,"output":{compact output}}   one per output, as sent
-//	       {"type":"result","id":REF,"success":…,"message":…,"data":{POST /v2/code/execute's data}}
+//	client {"type":"execute","id":REF,"language":…,"code":…,"session_id":…,"timeout":…,"execution_id":…}
+//	server {"type":"accepted","id":REF,"execution_id":…}                   at once
+//	       {"type":"output","id":REF,"execution_id":…,"seq":N,"output":{compact output}}   one per output, as sent
+//	       {"type":"result","id":REF,"execution_id":…,"success":…,"message":…,"data":{POST /v2/code/execute's data}}
+//	client {"type":"resume","id":REF,"execution_id":…,"after":SEQ}       replay what came after output SEQ, then live
+//	server {"type":"accepted","id":REF,"execution_id":…,"state":…}, then output and result as above
+//	client {"type":"complete"|"inspect","id":REF,"language":…,"session_id":…,"code":…,"cursor_pos":…}
+//	server {"type":"complete_reply","id":REF,"matches":…,"cursor_start":…,"cursor_end":…,"metadata":…}
+//	       {"type":"inspect_reply","id":REF,"found":…,"data":{mime bundle},"metadata":…}
 //	client {"type":"interrupt","id":REF,"session_id":…,"language":…}
 //	client {"type":"watch","id":REF,"session_id":…} / {"type":"unwatch",…}
 //	server {"type":"ok","id":REF,"request":"interrupt"|"watch"|"unwatch"}
@@ -28,9 +36,10 @@ import (
 func (h *liveHub) codeWS(ctx *fasthttp.RequestCtx) {
 	h.upgrade(ctx, nil, func(c *websocket.Conn, fw *flushWriter, done <-chan struct{}) {
 		wc := h.newConn(c, fw, "code")
-		cs := &codeSocket{wc: wc, watches: map[*stream.Session]*watchSub{}}
+		cs := &codeSocket{wc: wc, watches: map[*stream.Session]*watchSub{}, follows: map[*wsFollow]struct{}{}}
 		wc.render = cs.render
 		wc.run(done, cs.read)
+		cs.stopFollowing()
 		for sess, w := range cs.watches {
 			sess.Mux().Unwatch(w)
 		}
@@ -41,7 +50,10 @@ func (h *liveHub) codeWS(ctx *fasthttp.RequestCtx) {
 type codeSocket struct {
 	wc      *wsConn
 	watches map[*stream.Session]*watchSub // reader goroutine only
-	seq     map[string]int                // writer goroutine only: outputs sent per execution
+	seq     map[string]int                // writer goroutine only: outputs sent per watched execution without a seq
+
+	fmu     sync.Mutex
+	follows map[*wsFollow]struct{} // executions followed (own and resumed), until their result
 }
 
 // read is the socket's reader: it handles one client message at a time and
@@ -84,6 +96,10 @@ func (cs *codeSocket) handle(b []byte) {
 	switch head.Type {
 	case "execute":
 		cs.execute(ref, b)
+	case "resume":
+		cs.resume(ref, b)
+	case "complete", "inspect":
+		cs.ask(ref, b, head.Type == "inspect")
 	case "interrupt":
 		cs.interrupt(ref, head)
 	case "watch":
@@ -91,9 +107,9 @@ func (cs *codeSocket) handle(b []byte) {
 	case "unwatch":
 		cs.unwatch(ref, head)
 	case "":
-		cs.fail(ref, fasthttp.StatusUnprocessableEntity, "field 'type': is required (execute, interrupt, watch or unwatch)")
+		cs.fail(ref, fasthttp.StatusUnprocessableEntity, "field 'type': is required (execute, resume, complete, inspect, interrupt, watch or unwatch)")
 	default:
-		cs.fail(ref, fasthttp.StatusUnprocessableEntity, fmt.Sprintf("field 'type': unknown message type %q (use execute, interrupt, watch or unwatch)", head.Type))
+		cs.fail(ref, fasthttp.StatusUnprocessableEntity, fmt.Sprintf("field 'type': unknown message type %q (use execute, resume, complete, inspect, interrupt, watch or unwatch)", head.Type))
 	}
 }
 
@@ -126,23 +142,139 @@ func (cs *codeSocket) execute(ref json.RawMessage, b []byte) {
 	}
 	ref = append(json.RawMessage(nil), ref...)
 	call.Origin = cs
-	call.Subs = []stream.Subscriber{&execSub{wc: cs.wc, ref: ref}}
+	rec, created, ce := h.s.claim(call)
+	if ce != nil {
+		cs.fail(ref, ce.Status, ce.Msg)
+		return
+	}
+	cs.accepted(ref, rec, "")
+	if !created { // an execution that exists: follow it from the start
+		cs.follow(ref, rec, 0)
+		return
+	}
+	cs.follow(ref, rec, 0)
 	cs.wc.inflight.Add(1)
 	ok := h.goExec(func() {
 		defer cs.wc.inflight.Add(-1)
 		// The execution does not depend on the socket: closing the socket
-		// does not stop it.
-		res, ce := h.s.execute(h.ctx, call)
-		if ce != nil {
-			cs.fail(ref, ce.Status, ce.Msg)
-			return
-		}
-		cs.wc.push(wsItem{ev: stream.Event{ExecID: res.ID, Result: res}, ref: ref})
+		// does not stop it. Its outputs and result reach the socket through
+		// the follower; a failure to run, too (as an error entry).
+		_, _ = h.s.runClaimed(h.ctx, call, rec)
 	})
 	if !ok {
 		cs.wc.inflight.Add(-1)
-		cs.fail(ref, fasthttp.StatusServiceUnavailable, "aiod is shutting down")
+		rec.Fail(&stream.RunError{Status: fasthttp.StatusServiceUnavailable, Msg: stream.ErrShuttingDown.Error()})
 	}
+}
+
+// resume replays an execution from after output seq `after`, then follows
+// it live under the client's new reference.
+func (cs *codeSocket) resume(ref json.RawMessage, b []byte) {
+	if ref == nil {
+		cs.fail(nil, fasthttp.StatusUnprocessableEntity, "field 'id': is required, so that outputs and the result can name their execution")
+		return
+	}
+	var m struct {
+		ExecutionID *string `json:"execution_id"`
+		After       *int    `json:"after"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil || m.ExecutionID == nil || *m.ExecutionID == "" {
+		cs.fail(ref, fasthttp.StatusUnprocessableEntity, "field 'execution_id': is required (a string), with an optional 'after' (the last output seq seen)")
+		return
+	}
+	after := 0
+	if m.After != nil {
+		if *m.After < 0 {
+			cs.fail(ref, fasthttp.StatusUnprocessableEntity, "field 'after': must be an output seq, 0 or more")
+			return
+		}
+		after = *m.After
+	}
+	rec, err := cs.wc.hub.s.reg.Executions().Get(*m.ExecutionID)
+	var gone *stream.GoneError
+	switch {
+	case errors.As(err, &gone):
+		cs.fail(ref, fasthttp.StatusGone, gone.Error())
+		return
+	case err != nil:
+		cs.fail(ref, fasthttp.StatusNotFound, fmt.Sprintf("execution %q not found", *m.ExecutionID))
+		return
+	}
+	ref = append(json.RawMessage(nil), ref...)
+	cs.accepted(ref, rec, rec.View().State)
+	cs.follow(ref, rec, after)
+}
+
+// accepted tells the client the execution id of its reference.
+func (cs *codeSocket) accepted(ref json.RawMessage, rec *stream.Record, state string) {
+	b, _ := json.MarshalNoEscape(struct {
+		Type        string          `json:"type"`
+		ID          json.RawMessage `json:"id"`
+		ExecutionID string          `json:"execution_id"`
+		State       string          `json:"state,omitempty"`
+	}{"accepted", ref, rec.ID, state})
+	cs.wc.push(wsItem{raw: b})
+}
+
+// follow hands rec's outputs after `after`, and its result, to the client
+// under ref; the socket stops following when it closes.
+func (cs *codeSocket) follow(ref json.RawMessage, rec *stream.Record, after int) {
+	f := &wsFollow{}
+	detach, err := rec.Follow(after, func(e stream.Entry) {
+		switch {
+		case e.Err != nil:
+			cs.fail(ref, e.Err.Status, e.Err.Msg)
+		case e.Event.Result != nil || e.Event.Out != nil:
+			cs.wc.push(wsItem{ev: e.Event, ref: ref, seq: e.Seq, execID: rec.ID})
+		default:
+			return
+		}
+		if e.Err != nil || e.Event.Result != nil {
+			cs.unfollow(f)
+		}
+	})
+	var gone *stream.GoneError
+	switch {
+	case errors.As(err, &gone):
+		cs.fail(ref, fasthttp.StatusGone, gone.Error())
+		return
+	case err != nil:
+		cs.fail(ref, fasthttp.StatusServiceUnavailable, err.Error())
+		return
+	}
+	cs.fmu.Lock()
+	f.detach = detach
+	if !f.ended {
+		cs.follows[f] = struct{}{}
+	}
+	cs.fmu.Unlock()
+}
+
+// unfollow forgets a follower that got its execution's end.
+func (cs *codeSocket) unfollow(f *wsFollow) {
+	cs.fmu.Lock()
+	f.ended = true
+	delete(cs.follows, f)
+	cs.fmu.Unlock()
+}
+
+// stopFollowing detaches every follower, when the socket closes.
+func (cs *codeSocket) stopFollowing() {
+	cs.fmu.Lock()
+	fs := cs.follows
+	cs.follows = map[*wsFollow]struct{}{}
+	cs.fmu.Unlock()
+	for f := range fs {
+		if f.detach != nil {
+			f.detach()
+		}
+	}
+}
+
+// wsFollow is one execution the socket follows.
+type wsFollow struct {
+	detach func()
+	ended  bool // its result came (guarded by codeSocket.fmu)
 }
 
 // sessionsNamed returns the sessions with that id, of one language or all.
@@ -259,19 +391,6 @@ func (cs *codeSocket) ok(ref json.RawMessage, request string) {
 	cs.wc.push(wsItem{raw: b})
 }
 
-// execSub receives the events of one execution started over the socket.
-// The result is pushed by the execution's goroutine, after every output.
-type execSub struct {
-	wc  *wsConn
-	ref json.RawMessage
-}
-
-func (e *execSub) Deliver(ev stream.Event) {
-	if ev.Out != nil {
-		e.wc.push(wsItem{ev: ev, ref: e.ref})
-	}
-}
-
 // watchSub receives every event of a watched session. The socket's own
 // executions are left out: they already arrive under the client's id.
 type watchSub struct {
@@ -290,27 +409,30 @@ func (w *watchSub) Deliver(ev stream.Event) {
 
 // Rendered messages.
 type wsOutput struct {
-	Type      string          `json:"type"`
-	ID        json.RawMessage `json:"id"`
-	SessionID *string         `json:"session_id,omitempty"`
-	Seq       int             `json:"seq"`
-	Output    any             `json:"output"`
+	Type        string          `json:"type"`
+	ID          json.RawMessage `json:"id"`
+	SessionID   *string         `json:"session_id,omitempty"`
+	ExecutionID string          `json:"execution_id,omitempty"`
+	Seq         int             `json:"seq"`
+	Output      any             `json:"output"`
 }
 
 type wsResult struct {
-	Type      string          `json:"type"`
-	ID        json.RawMessage `json:"id"`
-	SessionID *string         `json:"session_id,omitempty"`
-	Success   bool            `json:"success"`
-	Message   string          `json:"message"`
-	Data      any             `json:"data"`
+	Type        string          `json:"type"`
+	ID          json.RawMessage `json:"id"`
+	SessionID   *string         `json:"session_id,omitempty"`
+	ExecutionID string          `json:"execution_id,omitempty"`
+	Success     bool            `json:"success"`
+	Message     string          `json:"message"`
+	Data        any             `json:"data"`
 }
 
 type wsStatus struct {
-	Type      string          `json:"type"`
-	ID        json.RawMessage `json:"id"`
-	SessionID *string         `json:"session_id,omitempty"`
-	State     string          `json:"state"`
+	Type        string          `json:"type"`
+	ID          json.RawMessage `json:"id"`
+	SessionID   *string         `json:"session_id,omitempty"`
+	ExecutionID string          `json:"execution_id,omitempty"`
+	State       string          `json:"state"`
 }
 
 // render turns a queued item into a text message (writer goroutine).
@@ -332,21 +454,28 @@ func (cs *codeSocket) render(it *wsItem) (websocket.MessageType, []byte, bool) {
 			id, _ = json.Marshal(it.ev.ExecID)
 		}
 	}
+	execID, seq := it.execID, it.seq
+	if execID == "" {
+		execID, seq = it.ev.ExecutionID, it.ev.Seq
+	}
 	var v any
 	switch {
 	case it.ev.Result != nil:
 		r := it.ev.Result
 		delete(cs.seq, key)
-		v = wsResult{"result", id, sid, r.Success(), r.Message(), V2Data(r)}
+		v = wsResult{"result", id, sid, execID, r.Success(), r.Message(), V2Data(r)}
 	case it.ev.State != "":
-		v = wsStatus{"status", id, sid, it.ev.State}
+		v = wsStatus{"status", id, sid, execID, it.ev.State}
 	case it.ev.Out != nil:
 		out, err := it.ev.Out.CompactJSON()
 		if err != nil {
 			return 0, nil, false
 		}
-		cs.seq[key]++
-		v = wsOutput{"output", id, sid, cs.seq[key], json.RawMessage(out)}
+		if seq == 0 { // an execution aiod did not start (a Jupyter front end's): counted here
+			cs.seq[key]++
+			seq = cs.seq[key]
+		}
+		v = wsOutput{"output", id, sid, execID, seq, json.RawMessage(out)}
 	default:
 		return 0, nil, false
 	}
@@ -355,4 +484,40 @@ func (cs *codeSocket) render(it *wsItem) (websocket.MessageType, []byte, bool) {
 		return 0, nil, false
 	}
 	return websocket.MessageText, b, true
+}
+
+// ask answers a complete or inspect message, off the reader goroutine.
+func (cs *codeSocket) ask(ref json.RawMessage, b []byte, inspect bool) {
+	h := cs.wc.hub
+	c, fe := h.s.parseAsk(b, inspect)
+	if fe != nil {
+		cs.fail(ref, fasthttp.StatusUnprocessableEntity, fe.Error())
+		return
+	}
+	ref = append(json.RawMessage(nil), ref...)
+	do, typ := completeOf, "complete_reply"
+	if inspect {
+		do, typ = inspectOf, "inspect_reply"
+	}
+	ok := h.goExec(func() {
+		v, ce := h.s.ask(c, do)
+		if ce != nil {
+			cs.fail(ref, ce.Status, ce.Msg)
+			return
+		}
+		fields, _ := v.(map[string]any)
+		out := map[string]any{"type": typ, "id": ref}
+		for k, x := range fields {
+			out[k] = x
+		}
+		msg, err := json.MarshalNoEscape(out)
+		if err != nil {
+			cs.fail(ref, fasthttp.StatusInternalServerError, "encode the answer: "+err.Error())
+			return
+		}
+		cs.wc.push(wsItem{raw: msg})
+	})
+	if !ok {
+		cs.fail(ref, fasthttp.StatusServiceUnavailable, stream.ErrShuttingDown.Error())
+	}
 }

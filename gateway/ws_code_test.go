@@ -38,6 +38,7 @@ func TestWSStreamsOutputsLiveThenResultLikeREST(t *testing.T) {
 		case m.id() == float64(7) && m.typ() == "result":
 			other = m.m
 		case m.id() == float64(7) && m.typ() == "output":
+		case m.typ() == "accepted" && m.m["execution_id"] != nil:
 		default:
 			t.Fatalf("unexpected message %v", m.m)
 		}
@@ -239,7 +240,7 @@ func TestWSInterruptStopsRunningCode(t *testing.T) {
 	sendJSON(t, c, map[string]any{"type": "execute", "id": 1, "language": "python", "code": "n = 5", "session_id": "spin"})
 	readUntil(t, c, "result", float64(1), 2*time.Minute)
 	sendJSON(t, c, map[string]any{"type": "execute", "id": 2, "language": "python", "code": "print('spinning', flush=True)\nwhile True: pass", "session_id": "spin"})
-	if m := readJSON(t, c, time.Minute); m.typ() != "output" || m.id() != float64(2) {
+	if m := readSkipAccepted(t, c, time.Minute); m.typ() != "output" || m.id() != float64(2) {
 		t.Fatalf("want the first output, got %v", m.m)
 	}
 	sendJSON(t, c, map[string]any{"type": "interrupt", "id": 3, "session_id": "spin", "language": "python"})

@@ -15,12 +15,14 @@ import (
 // wsItem is one message waiting for a socket: a kernel event or a result
 // to render, or a message already rendered.
 type wsItem struct {
-	ev   stream.Event
-	ref  []byte // our protocol: the client's id of its own execution (raw JSON); nil for watched events
-	sid  string // the session a watched event belongs to
-	raw  []byte // already rendered
-	bin  bool   // raw is a binary message
-	size int
+	ev     stream.Event
+	ref    []byte // our protocol: the client's id of its own execution (raw JSON); nil for watched events
+	sid    string // the session a watched event belongs to
+	seq    int    // the output's seq in its execution (followed executions)
+	execID string // the execution's id (followed executions)
+	raw    []byte // already rendered
+	bin    bool   // raw is a binary message
+	size   int
 }
 
 // wsConn is one WebSocket, whichever protocol it speaks. Its reader is the

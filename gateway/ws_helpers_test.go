@@ -81,6 +81,22 @@ func readJSON(t testing.TB, c *websocket.Conn, within time.Duration) wsMsg {
 
 // readUntil reads messages until one of type typ with id id arrives and
 // returns all of them, that one last.
+// readSkipAccepted reads the next message that is not an execution's
+// acknowledgement ({"type":"accepted"}), checking that those name an id.
+func readSkipAccepted(t testing.TB, c *websocket.Conn, within time.Duration) wsMsg {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		m := readJSON(t, c, time.Until(deadline))
+		if m.typ() != "accepted" {
+			return m
+		}
+		if id, _ := m.m["execution_id"].(string); id == "" {
+			t.Fatalf("accepted without an execution_id: %v", m.m)
+		}
+	}
+}
+
 func readUntil(t testing.TB, c *websocket.Conn, typ string, id any, within time.Duration) []wsMsg {
 	t.Helper()
 	deadline := time.Now().Add(within)
@@ -102,7 +118,7 @@ const threeLines = "import time\nfor i in range(3):\n    print(i, flush=True)\n 
 func stripVolatile(d map[string]any) map[string]any {
 	out := map[string]any{}
 	for k, v := range d {
-		if k != "execution_count" {
+		if k != "execution_count" && k != "execution_id" {
 			out[k] = v
 		}
 	}

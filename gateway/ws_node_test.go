@@ -43,6 +43,7 @@ func TestWSNodeClientStreamsThreeLines(t *testing.T) {
 			outAt = append(outAt, m.At)
 		case "result":
 			result = m.M
+		case "accepted":
 		default:
 			t.Fatalf("unexpected message %v", m.M)
 		}

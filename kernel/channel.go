@@ -180,3 +180,27 @@ func (k *Kernel) Send(ctx context.Context, m *jupyter.Message) error {
 	}
 	return nil
 }
+
+// request sends aiod's own request m on its channel and returns its reply
+// of replyType; the reply does not reach the Handler.
+func (k *Kernel) request(ctx context.Context, m *jupyter.Message, replyType string) (*jupyter.Message, error) {
+	replies := make(chan *jupyter.Message, 8)
+	k.replies.Expect(m.Header.MsgID, replies)
+	defer k.replies.Forget(m.Header.MsgID)
+	if err := k.Send(ctx, m); err != nil {
+		return nil, err
+	}
+	return jupyter.Await(ctx, replies, replyType, k.stop, k.Err)
+}
+
+// Complete asks the kernel for completions of code at cursorPos. The
+// kernel answers shell requests in order: while it runs a cell, the answer
+// waits for the cell (bounded by ctx).
+func (k *Kernel) Complete(ctx context.Context, code string, cursorPos int) (*jupyter.CompleteReply, error) {
+	return jupyter.Complete(ctx, k.request, k.session, code, cursorPos)
+}
+
+// Inspect asks the kernel about the object at cursorPos, like Complete.
+func (k *Kernel) Inspect(ctx context.Context, code string, cursorPos, detailLevel int) (*jupyter.InspectReply, error) {
+	return jupyter.Inspect(ctx, k.request, k.session, code, cursorPos, detailLevel)
+}

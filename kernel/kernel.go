@@ -77,7 +77,10 @@ func (o *Options) setDefaults() {
 	}
 }
 
-var _ jupyter.Runtime = (*Kernel)(nil)
+var (
+	_ jupyter.Runtime   = (*Kernel)(nil)
+	_ jupyter.Completer = (*Kernel)(nil)
+)
 
 // Kernel is a running Jupyter kernel process and aiod's connection to it.
 // All methods are safe for concurrent use.

@@ -174,22 +174,12 @@ func (k *Kernel) interruptByMessage(ctx context.Context) error {
 	replies := make(chan *jupyter.Message, 8)
 	k.replies.Expect(id, replies)
 	defer k.replies.Forget(id)
-	m := &jupyter.Message{Channel: "control", Header: jupyter.NewHeader(k.session, id, "interrupt_request")}
+	m := &jupyter.Message{Channel: jupyter.Control, Header: jupyter.NewHeader(k.session, id, jupyter.MsgInterruptRequest)}
 	if err := k.send(ctx, k.control, m); err != nil {
 		return fmt.Errorf("send interrupt_request: %w", err)
 	}
-	for {
-		select {
-		case r := <-replies:
-			if r.Header.MsgType == "interrupt_reply" {
-				return nil
-			}
-		case <-ctx.Done():
-			return fmt.Errorf("wait for interrupt_reply: %w", context.Cause(ctx))
-		case <-k.stop:
-			return fmt.Errorf("wait for interrupt_reply: %w", k.Err())
-		}
-	}
+	_, err := jupyter.Await(ctx, replies, jupyter.MsgInterruptReply, k.stop, k.Err)
+	return err
 }
 
 // endErr is Err, or a description of the exit when teardown has not

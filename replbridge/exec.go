@@ -27,11 +27,18 @@ type execution struct {
 
 // driverMsg is one line the driver writes on fd 4.
 type driverMsg struct {
-	Type    string        `json:"type"`    // "ready" or "done"
+	Type    string        `json:"type"`    // "ready", "done", "complete_reply" or "inspect_reply"
 	Version string        `json:"version"` // ready
 	Status  string        `json:"status"`  // done: "ok" or "error"
 	Result  *string       `json:"result"`  // done: text/plain of the trailing value
 	Error   *errorContent `json:"error"`   // done, status error
+
+	ID          string   `json:"id"`           // complete_reply, inspect_reply: the request's
+	Matches     []string `json:"matches"`      // complete_reply
+	CursorStart int      `json:"cursor_start"` // complete_reply
+	CursorEnd   int      `json:"cursor_end"`   // complete_reply
+	Found       bool     `json:"found"`        // inspect_reply
+	Text        string   `json:"text"`         // inspect_reply: text/plain
 }
 
 type errorContent struct {
@@ -41,9 +48,14 @@ type errorContent struct {
 }
 
 type command struct {
+	Type   string `json:"type,omitempty"` // "" runs Code; "complete" or "inspect" ask about it
 	Code   string `json:"code"`
-	Token  string `json:"token"`
-	Silent bool   `json:"silent"`
+	Token  string `json:"token,omitempty"`
+	Silent bool   `json:"silent,omitempty"`
+
+	ID          string `json:"id,omitempty"`         // complete, inspect
+	CursorPos   int    `json:"cursor_pos,omitempty"` // complete, inspect: in code points
+	DetailLevel int    `json:"detail_level,omitempty"`
 }
 
 // Execute queues req and returns; the execution starts (status busy) once
@@ -168,4 +180,74 @@ func newToken() string {
 	var b [16]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// Complete asks the interpreter's own completer (Python's rlcompleter,
+// with module names after import; Node's REPL completer) for completions
+// of code at cursorPos. The driver answers between executions: while code
+// runs (synchronous JavaScript, or any Python), the answer waits for it,
+// bounded by ctx.
+func (r *REPL) Complete(ctx context.Context, code string, cursorPos int) (*jupyter.CompleteReply, error) {
+	m, err := r.ask(ctx, command{Type: "complete", Code: code, CursorPos: cursorPos})
+	if err != nil {
+		return nil, err
+	}
+	matches := m.Matches
+	if matches == nil {
+		matches = []string{}
+	}
+	return &jupyter.CompleteReply{Status: "ok", Matches: matches, CursorStart: m.CursorStart, CursorEnd: m.CursorEnd,
+		Metadata: json.RawMessage("{}")}, nil
+}
+
+// Inspect asks the interpreter about the object at cursorPos: its
+// signature and documentation (Python) or what inspecting it shows
+// (Node), as text/plain.
+func (r *REPL) Inspect(ctx context.Context, code string, cursorPos, detailLevel int) (*jupyter.InspectReply, error) {
+	m, err := r.ask(ctx, command{Type: "inspect", Code: code, CursorPos: cursorPos, DetailLevel: detailLevel})
+	if err != nil {
+		return nil, err
+	}
+	data := map[string]json.RawMessage{}
+	if m.Found {
+		data["text/plain"], _ = json.Marshal(m.Text)
+	}
+	return &jupyter.InspectReply{Status: "ok", Found: m.Found, Data: data, Metadata: json.RawMessage("{}")}, nil
+}
+
+// ask sends a complete or inspect command and waits for its reply.
+func (r *REPL) ask(ctx context.Context, c command) (*driverMsg, error) {
+	c.ID = newToken()
+	ch := make(chan *driverMsg, 1)
+	r.mu.Lock()
+	if r.err != nil || r.closing || r.exited {
+		err := r.err
+		r.mu.Unlock()
+		if err == nil {
+			err = ErrClosed
+		}
+		return nil, fmt.Errorf("%s on %s REPL: %w", c.Type, r.lang, err)
+	}
+	if r.asks == nil {
+		r.asks = map[string]chan *driverMsg{}
+	}
+	r.asks[c.ID] = ch
+	err := r.sendLocked(c)
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		delete(r.asks, c.ID)
+		r.mu.Unlock()
+	}()
+	if err != nil {
+		return nil, fmt.Errorf("%s on %s REPL: %w", c.Type, r.lang, err)
+	}
+	select {
+	case m := <-ch:
+		return m, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%s on %s REPL: wait for the answer: %w", c.Type, r.lang, context.Cause(ctx))
+	case <-r.done:
+		return nil, fmt.Errorf("%s on %s REPL: %w", c.Type, r.lang, r.Err())
+	}
 }

@@ -165,6 +165,15 @@ func (r *REPL) handleControl(line []byte) {
 		case r.ready <- m.Version:
 		default:
 		}
+	case "complete_reply", "inspect_reply":
+		r.mu.Lock()
+		if ch := r.asks[m.ID]; ch != nil {
+			select {
+			case ch <- &m:
+			default:
+			}
+		}
+		r.mu.Unlock()
 	case "done":
 		r.mu.Lock()
 		if x := r.cur; x != nil && x.reply == nil {

@@ -52,7 +52,10 @@ type Options struct {
 	Logger       *slog.Logger    // nil means slog.Default()
 }
 
-var _ jupyter.Runtime = (*REPL)(nil)
+var (
+	_ jupyter.Runtime   = (*REPL)(nil)
+	_ jupyter.Completer = (*REPL)(nil)
+)
 
 // REPL is one native interpreter process driven over pipes. It implements
 // jupyter.Runtime; all methods are safe for concurrent use. Executions are
@@ -82,6 +85,7 @@ type REPL struct {
 	count   int
 	last    jupyter.Header // parent of output arriving between executions
 	errTail []byte         // last stderr bytes, for start failures
+	asks    map[string]chan *driverMsg // completions and inspections waiting for the driver, by id
 }
 
 // Start launches the interpreter with its driver and returns once the driver

@@ -9,12 +9,14 @@ import "github.com/aiod/aiod/kernel/jupyter"
 // every subscriber shares what it decoded: Out for an output message,
 // State for a status message. Events and what they point to are immutable.
 type Event struct {
-	ExecID string           // the execution's msg_id (the message's parent)
-	Origin any              // ExecRequest.Origin of that execution; nil when none or unknown
-	Msg    *jupyter.Message // a runtime message, or nil
-	Out    *Output          // the output Msg carries (iopub outputs only), or nil
-	State  string           // the execution_state of a status message, or ""
-	Result *Result          // the finished execution, or nil
+	ExecID      string           // the execution's msg_id (the message's parent)
+	ExecutionID string           // the execution's id (the store's), when the event belongs to one
+	Seq         int              // outputs of an execution: 1, 2, ... in order, the same on every path
+	Origin      any              // ExecRequest.Origin of that execution; nil when none or unknown
+	Msg         *jupyter.Message // a runtime message, or nil
+	Out         *Output          // the output Msg carries (iopub outputs only), or nil
+	State       string           // the execution_state of a status message, or ""
+	Result      *Result          // the finished execution, or nil
 }
 
 // Size approximates the bytes the event holds, for byte-counted queues.

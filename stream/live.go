@@ -131,3 +131,37 @@ func (s *Session) markDead() {
 func (s *Session) PublishStatus(state string) {
 	s.mux.publish(Event{Msg: jupyter.NewStatus(state), State: state})
 }
+
+// Complete asks the session's runtime (started when none runs) for
+// completions of code at cursorPos. It does not wait for the session's turn:
+// a kernel answers while idle at once and, while it runs a cell, when the
+// cell ends; ctx bounds the wait.
+func (s *Session) Complete(ctx context.Context, code string, cursorPos int) (*jupyter.CompleteReply, error) {
+	c, err := s.completer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.Complete(ctx, code, cursorPos)
+}
+
+// Inspect asks the session's runtime about the object at cursorPos, like
+// Complete.
+func (s *Session) Inspect(ctx context.Context, code string, cursorPos, detailLevel int) (*jupyter.InspectReply, error) {
+	c, err := s.completer(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return c.Inspect(ctx, code, cursorPos, detailLevel)
+}
+
+func (s *Session) completer(ctx context.Context) (jupyter.Completer, error) {
+	rt, err := s.EnsureRuntime(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c, ok := rt.(jupyter.Completer)
+	if !ok {
+		return nil, fmt.Errorf("the %s runtime cannot complete code", rt.Info().Backend)
+	}
+	return c, nil
+}

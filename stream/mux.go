@@ -78,9 +78,12 @@ func (m *Mux) deliver(gen uint64, msg *jupyter.Message) {
 		ex.folding.Add(1)
 		defer ex.folding.Add(-1)
 		ex.poke()
-		ev.Origin = ex.Origin
+		ev.Origin, ev.ExecutionID = ex.Origin, ex.ExecutionID
 	}
 	ev.decode()
+	if ex != nil && ev.Out != nil {
+		ev.Seq = int(ex.seq.Add(1))
+	}
 	if ev.State != "" {
 		st := ev.State
 		m.state.Store(&st)
@@ -103,7 +106,7 @@ func (m *Mux) deliver(gen uint64, msg *jupyter.Message) {
 // publish tells the execution's subscribers and every watcher that an
 // execution finished.
 func (m *Mux) publishResult(ex *Execution, r *Result) {
-	ev := Event{ExecID: ex.ID, Origin: ex.Origin, Result: r}
+	ev := Event{ExecID: ex.ID, ExecutionID: ex.ExecutionID, Seq: int(ex.seq.Load()), Origin: ex.Origin, Result: r}
 	for _, s := range ex.subscribers() {
 		s.Deliver(ev)
 	}
@@ -145,16 +148,17 @@ func (m *Mux) Unwatch(s Subscriber) {
 func (m *Mux) Watchers() int { return len(*m.watchers.Load()) }
 
 // Begin registers an execution before its request is sent, so that no reply
-// can arrive unrouted. origin is carried into its events.
-func (m *Mux) Begin(id string, origin any, budget int, subs ...Subscriber) *Execution {
+// can arrive unrouted. Its events carry executionID and origin.
+func (m *Mux) Begin(id, executionID string, origin any, budget int, subs ...Subscriber) *Execution {
 	ex := &Execution{
-		ID:       id,
-		Origin:   origin,
-		col:      NewCollector(budget),
-		subs:     subs,
-		replied:  make(chan struct{}),
-		idled:    make(chan struct{}),
-		activity: make(chan struct{}, 1),
+		ID:          id,
+		ExecutionID: executionID,
+		Origin:      origin,
+		col:         NewCollector(budget),
+		subs:        subs,
+		replied:     make(chan struct{}),
+		idled:       make(chan struct{}),
+		activity:    make(chan struct{}, 1),
 	}
 	m.mu.Lock()
 	m.execs[id] = ex
@@ -173,8 +177,10 @@ func (m *Mux) End(ex *Execution) {
 // subscribers, and the two signals that together mean it is complete
 // (shell execute_reply and iopub idle, both parented to ID).
 type Execution struct {
-	ID     string // msg_id of the execute_request
-	Origin any    // who started it (ExecRequest.Origin)
+	ID          string       // msg_id of the execute_request
+	ExecutionID string       // the store's id of it
+	Origin      any          // who started it (ExecRequest.Origin)
+	seq         atomic.Int64 // outputs so far
 
 	replied  chan struct{} // closed on execute_reply
 	idled    chan struct{} // closed on iopub status idle

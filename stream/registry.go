@@ -27,6 +27,7 @@ type Config struct {
 	ReapInterval    time.Duration // how often idle sessions are looked for; 5 s
 	CloseTimeout    time.Duration // bound on closing one runtime; 10 s
 	Counters        *Counters     // where sessions count; a set of its own when nil
+	Executions      ExecConfig    // what finished executions keep (LogBytes defaults to Budget)
 	Logger          *slog.Logger
 }
 
@@ -38,6 +39,7 @@ type sessionKey struct{ lang, id string }
 type Registry struct {
 	cfg      Config
 	counters *Counters
+	execs    *Executions
 	ctx      context.Context // parent of runtime starts and interrupts; ends at Close
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup // background closes and the reaper
@@ -75,7 +77,10 @@ func NewRegistry(cfg Config) *Registry {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Registry{cfg: cfg, counters: cfg.Counters, sessions: map[sessionKey]*Session{},
+	if cfg.Executions.LogBytes <= 0 {
+		cfg.Executions.LogBytes = cfg.Budget
+	}
+	r := &Registry{cfg: cfg, counters: cfg.Counters, execs: NewExecutions(cfg.Executions), sessions: map[sessionKey]*Session{},
 		kernels: map[string]*Session{}, temps: map[*Session]struct{}{}, trim: make(chan struct{}, 1)}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.wg.Add(2)
@@ -86,6 +91,9 @@ func NewRegistry(cfg Config) *Registry {
 
 // Counters is where the registry's sessions and their muxes count.
 func (r *Registry) Counters() *Counters { return r.counters }
+
+// Executions is the store of every execution the registry's sessions run.
+func (r *Registry) Executions() *Executions { return r.execs }
 
 func (r *Registry) newSession(id string, b Backend) *Session {
 	mux := NewMux(r.counters)
@@ -316,6 +324,7 @@ func (r *Registry) reap() {
 			return
 		case <-t.C:
 			r.ReapIdle(time.Now())
+			r.execs.Sweep(time.Now())
 		}
 	}
 }

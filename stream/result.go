@@ -2,6 +2,7 @@ package stream
 
 import (
 	"strings"
+	"time"
 
 	"github.com/aiod/aiod/kernel/jupyter"
 )
@@ -15,8 +16,11 @@ const (
 
 // Result is one finished execution, ready to be rendered by any route.
 type Result struct {
-	ID             string // msg_id of the execute_request
-	Ref            string // the caller's reference
+	ID             string        // msg_id of the execute_request
+	ExecutionID    string        // the execution's id (chosen by the caller, or made by aiod)
+	Queued         time.Duration // how long the call waited behind earlier calls of its session
+	Replayed       bool          // the stored result of an execution that had finished before this call (a copy)
+	Ref            string        // the caller's reference
 	Code           string
 	Language       string
 	SessionID      string // "" for one-shot calls

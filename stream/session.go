@@ -38,6 +38,12 @@ type ExecRequest struct {
 	Timeout time.Duration // counted from the call's arrival, queueing included
 	Origin  any           // who started it, carried into its events (comparable); nil for none
 	Subs    []Subscriber  // extra subscribers of this execution only
+	// Record is the execution's entry in the registry's store, claimed by
+	// the caller (Executions.Claim); nil makes Execute claim a fresh one.
+	// Whoever claims it makes sure it finishes: Execute does when the code
+	// ran (or timed out) and when it made the record; otherwise the caller
+	// calls Record.Fail when Execute returns an error.
+	Record *Record
 }
 
 // Why a session was closed, as Close records it.
@@ -79,6 +85,8 @@ type Session struct {
 	attached   int           // front ends attached (Attach)
 	idle       time.Duration // reclaim after this long unused; starts as Backend.Idle
 	cwd        string        // the folder the runtime was last told to work in; "" its start folder
+	running    *Record       // the execution running now
+	queued     []*Record     // executions waiting for their turn, in arrival order
 }
 
 // Idle is how long the session may stay unused before it is reclaimed
@@ -202,18 +210,62 @@ func (s *Session) reapable(now time.Time) bool {
 	return s.idle > 0 && s.pending == 0 && s.attached == 0 && now.Sub(s.last) > s.idle
 }
 
-func (s *Session) enter() {
+func (s *Session) enter(rec *Record) {
 	s.mu.Lock()
 	s.pending++
+	s.queued = append(s.queued, rec)
 	s.last = time.Now()
 	s.mu.Unlock()
 }
 
-func (s *Session) leave() {
+// begin moves rec from the queue to running.
+func (s *Session) begin(rec *Record) {
+	s.mu.Lock()
+	s.unqueueLocked(rec)
+	s.running = rec
+	s.mu.Unlock()
+}
+
+func (s *Session) unqueueLocked(rec *Record) {
+	for i, q := range s.queued {
+		if q == rec {
+			s.queued = append(s.queued[:i:i], s.queued[i+1:]...)
+			return
+		}
+	}
+}
+
+func (s *Session) leave(rec *Record) {
 	s.mu.Lock()
 	s.pending--
+	s.unqueueLocked(rec)
+	if s.running == rec {
+		s.running = nil
+	}
 	s.last = time.Now()
 	s.mu.Unlock()
+}
+
+// Activity is what the session runs now and what waits behind it.
+func (s *Session) Activity() (running *View, queued []View) {
+	s.mu.Lock()
+	rec, q := s.running, append([]*Record(nil), s.queued...)
+	s.mu.Unlock()
+	if rec != nil {
+		v := rec.View()
+		running = &v
+	}
+	for _, r := range q {
+		queued = append(queued, r.View())
+	}
+	return running, queued
+}
+
+// Running reports whether rec is the execution running in the session.
+func (s *Session) Running(rec *Record) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.running == rec
 }
 
 // Execute runs code and returns its result. The error is nil whenever the
@@ -221,18 +273,35 @@ func (s *Session) leave() {
 // those are results. It is non-nil only when the code could not run at
 // all: *StartError, ErrSessionClosed, or ctx ending while the call waited
 // for its turn.
-func (s *Session) Execute(ctx context.Context, req ExecRequest) (*Result, error) {
+func (s *Session) Execute(ctx context.Context, req ExecRequest) (res *Result, err error) {
 	arrival := time.Now()
-	s.enter()
-	defer s.leave()
-	res := &Result{ID: jupyter.NewID(), Code: req.Code, Language: s.Language, SessionID: s.ID}
+	rec := req.Record
+	if rec == nil {
+		if rec, _, err = s.reg.execs.Claim("", Key{s.Language, s.ID, req.Code}); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				rec.Fail(&RunError{Status: 503, Msg: err.Error()})
+			}
+		}()
+	}
+	s.enter(rec)
+	defer s.leave(rec)
+	res = &Result{ID: jupyter.NewID(), ExecutionID: rec.ID, Code: req.Code, Language: s.Language, SessionID: s.ID}
 	deadline := time.NewTimer(req.Timeout)
 	defer deadline.Stop()
 	select {
 	case s.turn <- struct{}{}:
 	case <-deadline.C:
-		res.Status = StatusTimeout
+		res.Status, res.Queued = StatusTimeout, time.Since(arrival)
 		res.note(fmt.Sprintf("timed out after %s waiting behind the session's earlier calls; the code did not run", req.Timeout))
+		rec.Deliver(Event{ExecutionID: rec.ID, Result: res})
+		return res, nil
+	case <-rec.cancel:
+		res.Status, res.Queued = StatusError, time.Since(arrival)
+		res.note(fmt.Sprintf("execution was interrupted by %s while it waited behind the session's earlier calls; the code did not run", rec.droppedBy()))
+		rec.Deliver(Event{ExecutionID: rec.ID, Result: res})
 		return res, nil
 	case <-s.closed:
 		return nil, ErrSessionClosed
@@ -242,6 +311,9 @@ func (s *Session) Execute(ctx context.Context, req ExecRequest) (*Result, error)
 	defer func() { <-s.turn }()
 
 	waited := time.Since(arrival)
+	res.Queued = waited
+	s.begin(rec)
+	rec.running(waited)
 	rt, gen, err := s.runtime(ctx, res)
 	if err != nil {
 		return nil, err
@@ -250,7 +322,7 @@ func (s *Session) Execute(ctx context.Context, req ExecRequest) (*Result, error)
 	deadline.Stop()
 	deadline.Reset(max(req.Timeout-waited, time.Millisecond))
 
-	ex := s.mux.Begin(res.ID, req.Origin, s.reg.cfg.Budget, req.Subs...)
+	ex := s.mux.Begin(res.ID, rec.ID, req.Origin, s.reg.cfg.Budget, append(req.Subs, rec)...)
 	defer s.mux.End(ex)
 	if err := rt.Execute(ctx, jupyter.ExecuteRequest{MsgID: res.ID, Code: req.Code}); err != nil {
 		s.discard(rt, gen, "sending to it failed: "+err.Error())

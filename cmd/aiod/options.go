@@ -47,6 +47,8 @@ type options struct {
 	jupyterStart       time.Duration
 	jupyterProbe       time.Duration
 	wsQueueBytes       int
+	execRetention      time.Duration
+	execRetentionBytes int
 }
 
 // setting is one flag with its variable, for parsing and for --help.
@@ -77,6 +79,8 @@ func (o *options) settings() []setting {
 		{"jupyter-kernel", "AIO_JUPYTER_KERNEL", "", "kernelspec to start on that server (default: its default)", strSetter(&o.jupyterKernel)},
 		{"jupyter-start-timeout", "AIO_JUPYTER_START_TIMEOUT", "120", "seconds a remote kernel may take to start (minutes on a cluster)", secSetter(&o.jupyterStart)},
 		{"jupyter-probe-interval", "AIO_JUPYTER_PROBE_INTERVAL", "30", "seconds between reachability probes of that server", secSetter(&o.jupyterProbe)},
+		{"execution-retention", "AIO_EXECUTION_RETENTION", "600", "seconds a finished execution's outputs and result are kept for GET /v2/code/executions/{id}, resume and retries", secSetter(&o.execRetention)},
+		{"execution-retention-bytes", "AIO_EXECUTION_RETENTION_BYTES", "268435456", "bytes all finished executions may hold; the oldest are evicted first", intSetter(&o.execRetentionBytes)},
 		{"ws-queue-limit", "AIO_WS_QUEUE_LIMIT", "16777216", "bytes that may wait for one WebSocket; a socket that stops reading is closed with 1008 past it", intSetter(&o.wsQueueBytes)},
 		{"token", "AIO_TOKEN", "", "API token required on every route but /healthz (Authorization: Bearer, or ?token=)", strSetter(&o.token)},
 		{"jwt-public-key", "AIO_JWT_PUBLIC_KEY", "", "PEM public key, or its base64, verifying Authorization: Bearer JWTs (RS*, PS*, ES*, EdDSA; exp required); also read from JWT_PUBLIC_KEY", strSetter(&o.jwtPublicKey)},
@@ -207,7 +211,8 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 		KernelPrewarm: o.kernelPrewarm, CodePrewarm: o.codePrewarm, NoKernelWarmup: !o.kernelWarmup,
 		JupyterEndpoint: o.jupyterEndpoint, JupyterToken: o.jupyterToken, JupyterKernel: o.jupyterKernel,
 		JupyterStartTimeout: o.jupyterStart, JupyterProbeInterval: o.jupyterProbe,
-		WSQueueBytes: o.wsQueueBytes,
+		WSQueueBytes:       o.wsQueueBytes,
+		ExecutionRetention: o.execRetention, ExecutionRetentionBytes: o.execRetentionBytes,
 	}
 }
 

@@ -113,7 +113,10 @@ func (o *Options) setDefaults() {
 	}
 }
 
-var _ jupyter.Runtime = (*Kernel)(nil)
+var (
+	_ jupyter.Runtime   = (*Kernel)(nil)
+	_ jupyter.Completer = (*Kernel)(nil)
+)
 
 // Kernel is a kernel running on a Jupyter server, and aiod's channels
 // WebSocket to it. All methods are safe for concurrent use.
@@ -598,4 +601,27 @@ func (k *Kernel) send(ctx context.Context, m *jupyter.Message) error {
 	case <-k.stop:
 		return k.Err()
 	}
+}
+
+// request sends aiod's own request m and returns its reply of replyType;
+// the reply does not reach the Handler.
+func (k *Kernel) request(ctx context.Context, m *jupyter.Message, replyType string) (*jupyter.Message, error) {
+	replies := make(chan *jupyter.Message, 8)
+	k.replies.Expect(m.Header.MsgID, replies)
+	defer k.replies.Forget(m.Header.MsgID)
+	if err := k.Send(ctx, m); err != nil {
+		return nil, err
+	}
+	return jupyter.Await(ctx, replies, replyType, k.stop, k.Err)
+}
+
+// Complete asks the remote kernel for completions of code at cursorPos;
+// while it runs a cell, the answer waits for the cell (bounded by ctx).
+func (k *Kernel) Complete(ctx context.Context, code string, cursorPos int) (*jupyter.CompleteReply, error) {
+	return jupyter.Complete(ctx, k.request, k.session, code, cursorPos)
+}
+
+// Inspect asks the remote kernel about the object at cursorPos.
+func (k *Kernel) Inspect(ctx context.Context, code string, cursorPos, detailLevel int) (*jupyter.InspectReply, error) {
+	return jupyter.Inspect(ctx, k.request, k.session, code, cursorPos, detailLevel)
 }

@@ -1,11 +1,15 @@
 // node_driver.js: the replbridge driver for Node.js. It is started by
 // replbridge (Go) with the command pipe on fd 3 and the control pipe on
 // fd 4; fd 1 and 2 are the real stdout/stderr pipes. Protocol:
-//   fd 3, in:  one JSON object per line {"code", "token", "silent"}.
+//   fd 3, in:  one JSON object per line {"code", "token", "silent"}, or
+//              {"type":"complete"|"inspect","id","code","cursor_pos","detail_level"}.
 //   fd 4, out: {"type":"ready","version"} once, then per command
 //              {"type":"done","status","result"?,"error"?{ename,evalue,traceback}}
 //              written after the end marker ("\0aiod:end:"+token+"\0") has
-//              been written to fd 1 and fd 2.
+//              been written to fd 1 and fd 2; for complete and inspect,
+//              {"type":"complete_reply","id","matches","cursor_start","cursor_end"} or
+//              {"type":"inspect_reply","id","found","text"}, at once (they do
+//              not wait for a cell that awaits; synchronous code delays them).
 'use strict';
 const fs = require('fs');
 const net = require('net');
@@ -51,6 +55,72 @@ function makeContext() {
 }
 
 const context = makeContext();
+
+// completer is Node's own REPL completer, pointed at the cells' context; it
+// is made on first use, with streams that go nowhere.
+let replServer = null;
+function completer() {
+  if (!replServer) {
+    const { PassThrough } = require('stream');
+    replServer = require('repl').start({ input: new PassThrough(), output: new PassThrough(), terminal: false, prompt: '' });
+    replServer.context = context;
+  }
+  return replServer;
+}
+
+// codeUnits maps a cursor in code points (the Jupyter protocol's) to one in
+// UTF-16 code units (JavaScript strings'), and back.
+function toUnits(code, points) {
+  let units = 0;
+  for (const ch of code) {
+    if (points-- <= 0) break;
+    units += ch.length;
+  }
+  return units;
+}
+function toPoints(code, units) { return [...code.slice(0, units)].length; }
+
+function complete(cmd) {
+  const code = cmd.code;
+  const pos = toUnits(code, cmd.cursor_pos || 0);
+  const line = code.slice(0, pos).split('\n').pop();
+  return new Promise((resolve) => {
+    completer().complete(line, (err, res) => {
+      const [matches, sub] = err || !res ? [[], ''] : res;
+      const end = toPoints(code, pos);
+      resolve({ matches: matches.filter((m) => m), cursor_start: end - [...sub].length, cursor_end: end });
+    });
+  });
+}
+
+function inspect(cmd) {
+  const code = cmd.code;
+  const pos = toUnits(code, cmd.cursor_pos || 0);
+  const name = ((code.slice(0, pos).match(/[\w$.]*$/) || [''])[0] + (code.slice(pos).match(/^[\w$]*/) || [''])[0]).replace(/^\.+|\.+$/g, '');
+  if (!name) return { found: false };
+  let value;
+  try {
+    value = vm.runInContext(name, context, { timeout: 1000 }); // a dotted name only: no calls
+  } catch (_) {
+    return { found: false };
+  }
+  let text = util.inspect(value, { depth: cmd.detail_level ? 2 : 0 });
+  if (typeof value === 'function') {
+    const src = Function.prototype.toString.call(value);
+    text = (cmd.detail_level ? src : src.split('\n')[0]) + '\n' + text;
+  }
+  return { found: true, text: name + ': ' + typeof value + '\n' + text };
+}
+
+async function ask(cmd) {
+  let reply;
+  try {
+    reply = cmd.type === 'complete' ? await complete(cmd) : inspect(cmd);
+  } catch (_) {
+    reply = { matches: [], cursor_start: cmd.cursor_pos || 0, cursor_end: cmd.cursor_pos || 0, found: false };
+  }
+  send(Object.assign(reply, { type: cmd.type + '_reply', id: cmd.id }));
+}
 let cellNo = 0;
 let abortAsync = null; // rejects the awaited cell on SIGINT
 
@@ -161,6 +231,10 @@ function main() {
   lines.on('line', (line) => {
     if (!line) return;
     const cmd = JSON.parse(line);
+    if (cmd.type === 'complete' || cmd.type === 'inspect') {
+      ask(cmd);
+      return;
+    }
     chain = chain.then(() => run(cmd));
   });
   lines.on('close', () => chain.then(() => process.exit(0)));

@@ -1,0 +1,281 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/stream"
+)
+
+// The execution routes (durable executions): every execution has an id,
+// which any caller can fetch, wait for, stream from any point, or
+// interrupt; sessions can be interrupted and restarted over REST.
+//
+//	GET  /v2/code/executions/{id}[?wait=S]    state; when done, the execute answer
+//	GET  /v2/code/executions/{id}/events      SSE or NDJSON from the start, Last-Event-ID or ?after=SEQ
+//	POST /v2/code/executions/{id}/interrupt   interrupt it (running) or drop it (queued)
+//	POST /v2/code/sessions/{id}/interrupt     interrupt what the session runs
+//	POST /v2/code/sessions/{id}/restart       replace the session's runtime (state lost)
+
+// execRef is an execution in listings: its id, state and since when.
+type execRef struct {
+	ExecutionID string    `json:"execution_id"`
+	State       string    `json:"state"`
+	Since       time.Time `json:"since"`
+}
+
+func refOf(v stream.View) execRef {
+	since := v.Created
+	if !v.Started.IsZero() {
+		since = v.Started
+	}
+	return execRef{ExecutionID: v.ID, State: v.State, Since: since.UTC()}
+}
+
+// execState is data of GET /v2/code/executions/{id} while not done.
+type execState struct {
+	ExecutionID string     `json:"execution_id"`
+	State       string     `json:"state"`
+	SessionID   *string    `json:"session_id"`
+	Language    string     `json:"language"`
+	CreatedAt   time.Time  `json:"created_at"`
+	StartedAt   *time.Time `json:"started_at"`
+	QueuedMs    int64      `json:"queued_ms"`
+	Outputs     int        `json:"outputs"` // outputs so far: resume with after=this
+}
+
+// execDone is data of GET /v2/code/executions/{id} once done: exactly the
+// execute route's data, and the state.
+type execDone struct {
+	v2ExecData
+	State string `json:"state"`
+}
+
+// record answers the execution the path names, or 404 / 410.
+func (s *Server) record(ctx *fasthttp.RequestCtx) *stream.Record {
+	id := pathParam(ctx, "id")
+	rec, err := s.reg.Executions().Get(id)
+	var gone *stream.GoneError
+	switch {
+	case errors.As(err, &gone):
+		api.Fail(ctx, fasthttp.StatusGone, gone.Error())
+	case err != nil:
+		api.Fail(ctx, fasthttp.StatusNotFound, fmt.Sprintf("execution %q not found", id))
+	}
+	return rec
+}
+
+// pathParam is a path parameter.
+func pathParam(ctx *fasthttp.RequestCtx, name string) string {
+	v, _ := ctx.UserValue(name).(string)
+	return v
+}
+
+func (s *Server) v2GetExecution(ctx *fasthttp.RequestCtx) {
+	rec := s.record(ctx)
+	if rec == nil {
+		return
+	}
+	if w := ctx.QueryArgs().Peek("wait"); len(w) > 0 {
+		secs, err := strconv.ParseFloat(string(w), 64)
+		if err != nil || secs < 0 || secs > s.cfg.MaxTimeout.Seconds() {
+			api.Invalid(ctx, &api.FieldError{In: "query", Field: "wait", Type: "less_than_equal",
+				Msg: fmt.Sprintf("must be seconds from 0 to the max timeout %g, got %q", s.cfg.MaxTimeout.Seconds(), w)})
+			return
+		}
+		wctx, cancel := context.WithTimeout(s.reqCtx(), time.Duration(secs*float64(time.Second)))
+		_, _, _ = rec.Wait(wctx)
+		cancel()
+	}
+	s.answerExecution(ctx, rec.View())
+}
+
+// answerExecution answers an execution's state, or, once it is done, the
+// answer its execute route gave.
+func (s *Server) answerExecution(ctx *fasthttp.RequestCtx, v stream.View) {
+	switch {
+	case v.Err != nil:
+		api.Fail(ctx, v.Err.Status, v.Err.Msg)
+	case v.State == stream.ExecDone && v.Result != nil:
+		d := execDone{v2ExecData: V2Data(v.Result).(v2ExecData), State: v.State}
+		api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: v.Result.Success(), Message: v.Result.Message(), Data: d})
+	default:
+		st := execState{ExecutionID: v.ID, State: v.State, Language: v.Language, CreatedAt: v.Created.UTC(),
+			QueuedMs: v.Queued.Milliseconds(), Outputs: v.LastSeq}
+		if v.SessionID != "" {
+			st.SessionID = &v.SessionID
+		}
+		if !v.Started.IsZero() {
+			t := v.Started.UTC()
+			st.StartedAt = &t
+		} else {
+			st.QueuedMs = time.Since(v.Created).Milliseconds()
+		}
+		api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: true, Message: v.State, Data: st})
+	}
+}
+
+func (s *Server) v2ExecutionEvents(ctx *fasthttp.RequestCtx) {
+	rec := s.record(ctx)
+	if rec == nil {
+		return
+	}
+	after, fe := resumePoint(ctx)
+	if fe != nil {
+		api.Invalid(ctx, fe)
+		return
+	}
+	s.streamExecution(ctx, rec, after, streamFormatOf(ctx, true))
+}
+
+// resumePoint reads where a stream resumes: ?after=SEQ, else the
+// Last-Event-ID header, else 0 (from the start).
+func resumePoint(ctx *fasthttp.RequestCtx) (int, *api.FieldError) {
+	raw, in, field := ctx.QueryArgs().Peek("after"), "query", "after"
+	if len(raw) == 0 {
+		raw, in, field = ctx.Request.Header.Peek("Last-Event-ID"), "header", "Last-Event-ID"
+	}
+	if len(raw) == 0 {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(string(raw))
+	if err != nil || n < 0 {
+		return 0, &api.FieldError{In: in, Field: field, Type: "int_parsing", Msg: fmt.Sprintf("must be an output seq (a whole number from 0), got %q", raw)}
+	}
+	return n, nil
+}
+
+func (s *Server) v2InterruptExecution(ctx *fasthttp.RequestCtx) {
+	rec := s.record(ctx)
+	if rec == nil {
+		return
+	}
+	v := rec.View()
+	by := "a client (REST interrupt)"
+	switch v.State {
+	case stream.ExecDone:
+		api.Fail(ctx, fasthttp.StatusConflict, fmt.Sprintf("execution %s already finished; nothing to interrupt", v.ID))
+		return
+	case stream.ExecQueued:
+		if rec.Drop(by) {
+			api.OK(ctx, map[string]any{"execution_id": v.ID, "interrupted": true, "state": stream.ExecQueued,
+				"note": "it was waiting behind the session's earlier calls and will not run"})
+			return
+		}
+	}
+	sess := s.sessionOf(v)
+	if sess == nil || !sess.Running(rec) {
+		s.answerExecution(ctx, rec.View()) // it finished meanwhile
+		return
+	}
+	ictx, cancel := context.WithTimeout(s.reqCtx(), 10*time.Second)
+	defer cancel()
+	if err := sess.Interrupt(ictx); err != nil {
+		api.Fail(ctx, fasthttp.StatusServiceUnavailable, "interrupt: "+err.Error())
+		return
+	}
+	api.OK(ctx, map[string]any{"execution_id": v.ID, "interrupted": true, "state": stream.ExecRunning})
+}
+
+// sessionOf is the named session an execution runs in, or nil.
+func (s *Server) sessionOf(v stream.View) *stream.Session {
+	if v.SessionID == "" {
+		return nil
+	}
+	return s.reg.Get(v.Language, v.SessionID)
+}
+
+// sessionsOf answers the sessions of the path's id, of the language the
+// body or query names, or all languages; 404 when there are none.
+func (s *Server) sessionsOf(ctx *fasthttp.RequestCtx) ([]*stream.Session, string, bool) {
+	id := pathParam(ctx, "id")
+	lang := string(ctx.QueryArgs().Peek("language"))
+	if b := ctx.PostBody(); len(b) > 0 && lang == "" {
+		f, fe := api.Decode(b)
+		if fe != nil {
+			api.Invalid(ctx, fe)
+			return nil, id, false
+		}
+		if l := f.OptStr("language"); l != nil {
+			lang = *l
+		}
+		if fe := f.Err(); fe != nil {
+			api.Invalid(ctx, fe)
+			return nil, id, false
+		}
+	}
+	if lang != "" && !codeLanguages[lang] {
+		api.Invalid(ctx, &api.FieldError{In: "body", Field: "language", Type: "literal_error",
+			Msg: fmt.Sprintf("unsupported language %q: use python or javascript", lang)})
+		return nil, id, false
+	}
+	var out []*stream.Session
+	for _, l := range []string{"python", "javascript"} {
+		if lang != "" && l != lang {
+			continue
+		}
+		if ss := s.reg.Get(l, id); ss != nil {
+			out = append(out, ss)
+		}
+	}
+	if len(out) == 0 {
+		api.Fail(ctx, fasthttp.StatusNotFound, fmt.Sprintf("session %q not found", id))
+		return nil, id, false
+	}
+	return out, id, true
+}
+
+func (s *Server) v2InterruptSession(ctx *fasthttp.RequestCtx) {
+	ss, id, ok := s.sessionsOf(ctx)
+	if !ok {
+		return
+	}
+	var interrupted []string
+	for _, sess := range ss {
+		running, _ := sess.Activity()
+		if running == nil {
+			continue
+		}
+		ictx, cancel := context.WithTimeout(s.reqCtx(), 10*time.Second)
+		err := sess.Interrupt(ictx)
+		cancel()
+		if err != nil {
+			api.Fail(ctx, fasthttp.StatusServiceUnavailable, fmt.Sprintf("interrupt the %s session %q: %v", sess.Language, id, err))
+			return
+		}
+		interrupted = append(interrupted, running.ID)
+	}
+	msg := fmt.Sprintf("%d execution(s) interrupted", len(interrupted))
+	if len(interrupted) == 0 {
+		msg = "nothing was running"
+	}
+	api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: true, Message: msg,
+		Data: map[string]any{"session_id": id, "interrupted": append([]string{}, interrupted...)}})
+}
+
+func (s *Server) v2RestartSession(ctx *fasthttp.RequestCtx) {
+	ss, id, ok := s.sessionsOf(ctx)
+	if !ok {
+		return
+	}
+	var langs []string
+	for _, sess := range ss {
+		rctx, cancel := context.WithTimeout(s.reqCtx(), s.cfg.KernelStartTimeout+10*time.Second)
+		_, err := sess.Restart(rctx)
+		cancel()
+		if err != nil {
+			api.Fail(ctx, runError(err, execCall{SessionID: id}).Status, fmt.Sprintf("restart the %s session %q: %v", sess.Language, id, err))
+			return
+		}
+		langs = append(langs, sess.Language)
+	}
+	api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: true,
+		Message: fmt.Sprintf("session %q restarted: its runtime is fresh and its earlier state is gone", id),
+		Data:    map[string]any{"session_id": id, "restarted": langs, "fresh_runtime": true}})
+}

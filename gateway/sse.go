@@ -1,0 +1,219 @@
+package gateway
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/goccy/go-json"
+	"github.com/valyala/fasthttp"
+
+	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/stream"
+)
+
+// Streaming to REST clients: an execution's entries as Server-Sent Events
+// or as NDJSON, from a resume point, live until its result.
+//
+//	SSE:    id: SEQ / event: output / data: {"type":"output","execution_id","seq","output"}
+//	        event: status / data: {"type":"status","execution_id","state"}
+//	        event: result / data: the execute route's answer (envelope)
+//	        event: error  / data: {"type":"error","status","message"} (could not run; or a slow reader, with resume_after)
+//	        ": keepalive" comments every 15 s
+//	NDJSON: one such JSON object per line, with "type"; {"type":"keepalive"} every 15 s
+
+// keepalive is how often an idle stream sends something.
+const keepalive = 15 * time.Second
+
+type streamFormat int
+
+const (
+	noStream streamFormat = iota
+	sseFormat
+	ndjsonFormat
+)
+
+// streamFormatOf reads the Accept header; dflt makes SSE the answer when
+// it asks for neither (the events route always streams).
+func streamFormatOf(ctx *fasthttp.RequestCtx, dflt bool) streamFormat {
+	accept := ctx.Request.Header.Peek("Accept")
+	switch {
+	case bytes.Contains(accept, []byte("text/event-stream")):
+		return sseFormat
+	case bytes.Contains(accept, []byte("application/x-ndjson")):
+		return ndjsonFormat
+	case dflt:
+		return sseFormat
+	}
+	return noStream
+}
+
+// wireEntry renders one entry as the JSON object both streams and the
+// WebSocket's resume carry, and its SSE event name. ok is false for an
+// entry with nothing to say.
+func wireEntry(e stream.Entry, executionID string) (event string, b []byte, ok bool) {
+	var v any
+	switch {
+	case e.Err != nil:
+		event, v = "error", map[string]any{"type": "error", "execution_id": executionID, "status": e.Err.Status, "message": e.Err.Msg}
+	case e.Event.Result != nil:
+		r := e.Event.Result
+		event, v = "result", api.Envelope{Success: r.Success(), Message: r.Message(), Data: V2Data(r)}
+	case e.Event.Out != nil:
+		out, err := e.Event.Out.CompactJSON()
+		if err != nil {
+			return "", nil, false
+		}
+		event = "output"
+		v = struct {
+			Type        string          `json:"type"`
+			ExecutionID string          `json:"execution_id"`
+			Seq         int             `json:"seq"`
+			Output      json.RawMessage `json:"output"`
+		}{"output", executionID, e.Seq, out}
+	case e.Event.State != "":
+		event = "status"
+		v = map[string]any{"type": "status", "execution_id": executionID, "state": e.Event.State}
+	default:
+		return "", nil, false
+	}
+	b, err := json.MarshalNoEscape(v)
+	return event, b, err == nil
+}
+
+// entryQueue is a follower's bounded queue, counted in bytes: push never
+// blocks; past the limit the queue marks itself overflowed and keeps
+// nothing more (the reader then tells its client where to resume).
+type entryQueue struct {
+	limit int
+
+	mu       sync.Mutex
+	items    []stream.Entry
+	bytes    int
+	overflow bool
+	done     bool // the result (or error) is in
+	wake     chan struct{}
+}
+
+func newEntryQueue(limit int) *entryQueue {
+	return &entryQueue{limit: limit, wake: make(chan struct{}, 1)}
+}
+
+func (q *entryQueue) push(e stream.Entry) {
+	q.mu.Lock()
+	switch {
+	case q.overflow || q.done:
+	case e.Event.Result != nil || e.Err != nil:
+		q.items = append(q.items, e)
+		q.done = true
+	case q.bytes+e.Event.Size() > q.limit:
+		q.overflow = true
+	default:
+		q.items = append(q.items, e)
+		q.bytes += e.Event.Size()
+	}
+	q.mu.Unlock()
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// take returns what is queued and whether the queue overflowed.
+func (q *entryQueue) take() ([]stream.Entry, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	items := q.items
+	q.items, q.bytes = nil, 0
+	return items, q.overflow && len(items) == 0
+}
+
+// streamExecution answers ctx with rec's entries after output seq `after`
+// in format f, live until the result. The stream does not own the
+// execution: a client that goes away stops only its stream. An `after`
+// whose outputs were dropped answers 410 before any byte is streamed.
+func (s *Server) streamExecution(ctx *fasthttp.RequestCtx, rec *stream.Record, after int, f streamFormat) {
+	q := newEntryQueue(s.live.limits.Load().QueueBytes)
+	detach, err := rec.Follow(after, q.push)
+	var gone *stream.GoneError
+	if errors.As(err, &gone) {
+		api.Fail(ctx, fasthttp.StatusGone, gone.Error())
+		return
+	}
+	if f == ndjsonFormat {
+		ctx.SetContentType("application/x-ndjson")
+	} else {
+		ctx.SetContentType("text/event-stream")
+	}
+	ctx.Response.Header.Set("Cache-Control", "no-cache")
+	ctx.Response.Header.Set("X-Accel-Buffering", "no") // proxies: do not hold the stream back
+	ctx.Response.Header.Set("X-Execution-Id", rec.ID)
+	base := s.base
+	id := rec.ID
+	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer detach()
+		tick := time.NewTicker(keepalive)
+		defer tick.Stop()
+		last := after
+		for {
+			items, overflowed := q.take()
+			for _, e := range items {
+				event, b, ok := wireEntry(e, id)
+				if !ok {
+					continue
+				}
+				writeStreamEvent(w, f, event, e, b)
+				if e.Event.Out != nil {
+					last = e.Seq
+				}
+				if event == "result" || event == "error" {
+					_ = w.Flush()
+					return
+				}
+			}
+			if overflowed {
+				b, _ := json.MarshalNoEscape(map[string]any{"type": "error", "execution_id": id, "status": fasthttp.StatusServiceUnavailable,
+					"message": "slow reader: more output waited than this stream holds; resume with after=" + strconv.Itoa(last), "resume_after": last})
+				writeStreamEvent(w, f, "error", stream.Entry{}, b)
+				_ = w.Flush()
+				return
+			}
+			if w.Flush() != nil {
+				return
+			}
+			select {
+			case <-q.wake:
+			case <-tick.C:
+				if f == ndjsonFormat {
+					_, _ = w.WriteString(`{"type":"keepalive"}` + "\n")
+				} else {
+					_, _ = w.WriteString(": keepalive\n\n")
+				}
+				if w.Flush() != nil {
+					return
+				}
+			case <-base.Done():
+				return
+			}
+		}
+	})
+}
+
+// writeStreamEvent writes one event: an SSE event (with id: SEQ for
+// outputs), or an NDJSON line.
+func writeStreamEvent(w *bufio.Writer, f streamFormat, event string, e stream.Entry, data []byte) {
+	if f == ndjsonFormat {
+		_, _ = w.Write(data)
+		_ = w.WriteByte('\n')
+		return
+	}
+	if event == "output" {
+		_, _ = w.WriteString("id: " + strconv.Itoa(e.Seq) + "\n")
+	}
+	_, _ = w.WriteString("event: " + event + "\ndata: ")
+	_, _ = w.Write(data)
+	_, _ = w.WriteString("\n\n")
+}
