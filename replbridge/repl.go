@@ -83,8 +83,8 @@ type REPL struct {
 	queue   []jupyter.ExecuteRequest
 	cur     *execution
 	count   int
-	last    jupyter.Header // parent of output arriving between executions
-	errTail []byte         // last stderr bytes, for start failures
+	last    jupyter.Header             // parent of output arriving between executions
+	errTail []byte                     // last stderr bytes, for start failures
 	asks    map[string]chan *driverMsg // completions and inspections waiting for the driver, by id
 }
 
