@@ -17,16 +17,12 @@ const (
 	eofGrace = time.Second
 )
 
-// wait is the only caller of cmd.Wait. It records how the process ended
-// and marks the exit on exitCtx.
+// wait is the only caller of waitExit (cmd.Wait for a spawned kernel, the
+// template's report for a forked one). It records how the process ended and
+// marks the exit on exitCtx.
 func (k *Kernel) wait() {
 	defer k.wg.Done()
-	err := k.cmd.Wait()
-	var st syscall.WaitStatus
-	if ps := k.cmd.ProcessState; ps != nil {
-		st, _ = ps.Sys().(syscall.WaitStatus)
-	}
-	d := deadFromExit(st, err)
+	d := k.waitExit()
 	d.Output = k.output.String()
 	k.exitErr = d
 	k.log.Debug("kernel process ended", "cause", d.Cause)

@@ -15,6 +15,7 @@ import (
 // os/exec) behind.
 func TestMain(m *testing.M) {
 	code := m.Run()
+	closeSharedTemplates()
 	if code == 0 {
 		if leaks := kerneltest.Goroutines(10*time.Second, "go-zeromq/zmq4", "aiod/aiod/kernel.", "os/exec."); leaks != "" {
 			fmt.Fprintf(os.Stderr, "leaked goroutines:\n%s\n", leaks)
