@@ -94,9 +94,9 @@ type templateProc struct {
 	mu       sync.Mutex
 	nextID   uint64
 	pending  map[uint64]chan forkResult // fork requests waiting for their reply
-	children map[int]*forkedChild        // forked and not reported ended
-	ended    bool                        // the reader is over: no more reports
-	exitErr  *DeadError                  // how the process ended; set before exited is closed
+	children map[int]*forkedChild       // forked and not reported ended
+	ended    bool                       // the reader is over: no more reports
+	exitErr  *DeadError                 // how the process ended; set before exited is closed
 }
 
 // templateEnv is the template's environment: what a spawned kernel of spec
