@@ -227,6 +227,7 @@ func (s *Server) coldKernelBackend(spec *kernel.Spec) stream.Backend {
 			k, err := kernel.Start(ctx, kernel.Options{
 				Spec: spec, Handler: h, Cwd: s.cfg.Workdir,
 				StartTimeout: s.cfg.KernelStartTimeout, Logger: s.log,
+				Templates: s.pools.templates, Transport: s.cfg.KernelTransport,
 			})
 			if err != nil {
 				return nil, fmt.Errorf("start python kernel %s: %w", spec.Name, err)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/kernel"
 	"github.com/aiod/aiod/stream"
 	"github.com/valyala/fasthttp"
 )
@@ -21,7 +22,25 @@ type codeInterpreter struct {
 	Interpreters  map[string]Interpreter      `json:"interpreters"`
 	Limits        limits                      `json:"limits"`
 	Pools         map[string]stream.PoolStats `json:"pools"`
+	KernelStart   kernelStart                 `json:"kernel_start"`
 	Remote        *RemoteInfo                 `json:"remote"` // AIO_JUPYTER_ENDPOINT; null when not set
+}
+
+// kernelStart is how local kernels start: the mode, the transport, and the
+// templates forked from (one per kernelspec used so far).
+type kernelStart struct {
+	Mode      string                 `json:"mode"`
+	Transport string                 `json:"transport"`
+	Templates []kernel.TemplateStats `json:"templates"`
+}
+
+func (s *Server) kernelStart() kernelStart {
+	tr := s.cfg.KernelTransport
+	if tr == "" {
+		tr = "ipc for ipykernel kernelspecs, tcp for others"
+	}
+	return kernelStart{Mode: s.pools.templates.Mode(), Transport: tr,
+		Templates: append([]kernel.TemplateStats{}, s.pools.templates.Stats()...)}
 }
 
 // pythonBackend is the backend new Python sessions get on the code routes
@@ -60,6 +79,7 @@ func (s *Server) codeInterpreter() codeInterpreter {
 		Interpreters:  map[string]Interpreter{"python": env.Python, "javascript": env.Node},
 		Limits:        s.limits(),
 		Pools:         s.pools.stats(s.cfg),
+		KernelStart:   s.kernelStart(),
 	}
 	for _, k := range env.Kernels {
 		if k.IPyKernel != "" {
@@ -147,6 +167,7 @@ func (s *Server) v2CodeInfo(ctx *fasthttp.RequestCtx) {
 		"output_budget_bytes": l.OutputBudgetBytes,
 		"max_body_bytes":      l.MaxBodyBytes,
 		"pools":               s.pools.stats(s.cfg),
+		"kernel_start":        s.kernelStart(),
 		"warnings":            append([]string{}, s.env.Warnings...),
 	})
 }

@@ -339,6 +339,7 @@ func (h *liveHub) kernelStartWithEnv(spec *kernel.Spec, env map[string]string) f
 		k, err := kernel.Start(ctx, kernel.Options{
 			Spec: spec, Handler: hd, Cwd: cfg.Workdir, Env: extra,
 			StartTimeout: cfg.KernelStartTimeout, Logger: h.s.log,
+			Templates: h.s.pools.templates, Transport: cfg.KernelTransport,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("start kernel %s: %w", spec.Name, err)

@@ -45,7 +45,9 @@ type Config struct {
 	JupyterProbeInterval time.Duration // how often the server is probed; 30 s
 	KernelPrewarm        int           // Python kernels kept started and ready; 0 none
 	CodePrewarm          int           // native REPL processes kept ready per language; 0 none
-	NoKernelWarmup       bool          // do not import pandas and matplotlib in pooled kernels
+	NoKernelWarmup       bool          // do not import pandas and matplotlib in pooled kernels (nor in kernel templates)
+	KernelStart          string        // fork (from a warm template per kernelspec) or spawn; "" is fork
+	KernelTransport      string        // ipc or tcp for local kernels; "" is ipc for ipykernel specs, tcp for others
 	WSQueueBytes         int           // bytes that may wait for one WebSocket before it is cut; 16 MiB
 	Token                string        // when set, every route but /healthz requires it
 	AllowedOrigins       []string      // origins allowed to open WebSockets besides the daemon's own host; "*" allows any
@@ -105,6 +107,9 @@ func New(cfg Config) (*Server, error) {
 	case "auto", "native", "kernel":
 	default:
 		return nil, fmt.Errorf("code backend %q: want auto, native or kernel", cfg.CodeBackend)
+	}
+	if err := validKernelStart(cfg); err != nil {
+		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now()}
 	s.base, s.stop = context.WithCancel(context.Background())
