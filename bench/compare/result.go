@@ -103,7 +103,7 @@ type Result struct {
 	// Start is the kernel start benchmark (fork against spawn); nil when
 	// it was not run.
 	Start *StartResult `json:"start,omitempty"`
-	Notes    []string            `json:"notes,omitempty"`
+	Notes []string     `json:"notes,omitempty"`
 }
 
 func newResult() *Result {
