@@ -47,7 +47,7 @@ func (s *Server) startPools() {
 		preload = nil
 	}
 	s.pools.templates, _ = kernel.NewTemplates(kernel.TemplateConfig{Mode: s.cfg.KernelStart, Preload: preload, Logger: s.log})
-	if env.PythonKernel != nil {
+	if env.PythonKernel != nil && env.PythonBackend == "kernel" {
 		s.pools.templates.Prepare(env.PythonKernel.spec) // warm before the first session
 	}
 	if n := s.cfg.KernelPrewarm; n > 0 && env.PythonKernel != nil {

@@ -17,6 +17,16 @@ import (
 // report (with the exit status) once the process is known to be gone.
 const reportGrace = 2 * time.Second
 
+// errNotReady is the cause of a start that ran out of StartTimeout.
+var errNotReady = errors.New("not ready")
+
+// cwdError is a working directory that is not there: a spawn would fail
+// the same way, so such a start is not retried.
+type cwdError struct{ err error }
+
+func (e *cwdError) Error() string { return e.err.Error() }
+func (e *cwdError) Unwrap() error { return e.err }
+
 // templateError is a start that failed because of the template, not the
 // kernel: the start is spawned instead. restart asks for a new template.
 type templateError struct {
@@ -48,14 +58,15 @@ func startForked(ctx context.Context, opts Options, t *Template) (k *Kernel, spa
 		return k, false, nil
 	}
 	var te *templateError
-	var dead *DeadError
 	switch {
 	case errors.As(err, &te):
 		t.fail(p, te.err, te.restart)
-	case errors.As(err, &dead) && ctx.Err() == nil:
-		t.childFailed(p, err)
+	case ctx.Err() != nil || errors.Is(err, errNotReady) || errors.As(err, new(*cwdError)):
+		return nil, false, err // no time left, or a spawn would fail alike
 	default:
-		return nil, false, err // the kernel's own failure, or no time left
+		// The child died, or was killed with its template, before it
+		// was ready.
+		t.childFailed(p, err)
 	}
 	t.fallbacks.Add(1)
 	return nil, true, nil
@@ -68,7 +79,7 @@ func (k *Kernel) launchForked(ctx context.Context, p *templateProc) error {
 	argv := k.spec.command(k.connDir + "/kernel.json")
 	cwd, err := forkCwd(k.opts.Cwd)
 	if err != nil {
-		return fmt.Errorf("launch %s: %w", argv[0], err)
+		return fmt.Errorf("launch %s: %w", argv[0], &cwdError{err})
 	}
 	r, w, err := os.Pipe()
 	if err != nil {

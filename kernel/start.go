@@ -161,7 +161,7 @@ func (k *Kernel) copyOutput() {
 // of connect can stay blocked.
 func (k *Kernel) connect(ctx context.Context) error {
 	ctx, cancel := context.WithTimeoutCause(ctx, k.opts.StartTimeout,
-		fmt.Errorf("not ready within %s", k.opts.StartTimeout))
+		fmt.Errorf("%w within %s", errNotReady, k.opts.StartTimeout))
 	defer cancel()
 	stopOnExit := context.AfterFunc(k.exitCtx, cancel)
 	defer stopOnExit()

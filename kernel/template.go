@@ -2,7 +2,6 @@ package kernel
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -38,6 +37,11 @@ const (
 	// childFailLimit is how many forked kernels in a row may die before
 	// they are ready before the template is taken for broken and restarted.
 	childFailLimit = 3
+	// firstWait bounds how long a start waits for a template's first
+	// imports before it is spawned instead.
+	firstWait = 30 * time.Second
+	// memEvery is how often Stats reads the template's memory.
+	memEvery = time.Second
 )
 
 // TemplateConfig configures Templates.
@@ -255,6 +259,11 @@ type Template struct {
 	childFails int           // guarded by mu; forked kernels in a row that died before ready
 	first      chan struct{} // closed when the first process is ready or has failed
 
+	memMu          sync.Mutex
+	memAt          time.Time // guarded by memMu: when memPID's memory was read
+	memPID         int       // guarded by memMu
+	memRSS, memPSS int64     // guarded by memMu
+
 	stopCtx context.Context    // ends at close
 	stop    context.CancelFunc // called by close
 	done    chan struct{}      // closed when the supervisor is over
@@ -380,9 +389,13 @@ func (t *Template) process(ctx context.Context) *templateProc {
 	if p != nil || state != "starting" {
 		return p
 	}
+	timer := time.NewTimer(firstWait)
+	defer timer.Stop()
 	select {
 	case <-t.first:
 	case <-ctx.Done():
+		return nil
+	case <-timer.C:
 		return nil
 	}
 	t.mu.Lock()
@@ -440,9 +453,22 @@ func (t *Template) Stats() TemplateStats {
 	if p != nil {
 		s.PID, s.LiveKernels = p.pid, p.live()
 		s.ReadySeconds, s.Python, s.IPyKernel, s.PreloadFailed = p.info.Seconds, p.info.Python, p.info.IPyKernel, p.info.Failed
-		s.RSSBytes, s.PSSBytes = smapsRollup(p.pid)
+		s.RSSBytes, s.PSSBytes = t.memory(p.pid)
 	}
 	return s
+}
+
+// memory returns pid's RSS and PSS, read at most once per memEvery
+// (discovery routes may be polled often, and smaps_rollup walks every
+// mapping).
+func (t *Template) memory(pid int) (rss, pss int64) {
+	t.memMu.Lock()
+	defer t.memMu.Unlock()
+	if pid != t.memPID || time.Since(t.memAt) > memEvery {
+		t.memRSS, t.memPSS = smapsRollup(pid)
+		t.memPID, t.memAt = pid, time.Now()
+	}
+	return t.memRSS, t.memPSS
 }
 
 // smapsRollup reads a process's Rss and Pss from /proc/PID/smaps_rollup, in
@@ -470,6 +496,3 @@ func smapsRollup(pid int) (rss, pss int64) {
 	}
 	return rss, pss
 }
-
-// errNoTemplate is why a start was spawned although its spec forks.
-var errNoTemplate = errors.New("no kernel template is ready")
