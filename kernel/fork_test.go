@@ -518,6 +518,14 @@ func TestForkEnvAndCwd(t *testing.T) {
 		t.Errorf("spec env: %q", got)
 	}
 
+	// A session whose env changes where IPython reads its configuration
+	// gets a kernel app configured in the child, from that env.
+	ipdir := t.TempDir()
+	k, rec = startForkedKernel(t, ts, func(o *Options) { o.Env = []string{"IPYTHONDIR=" + ipdir} })
+	if got := stdout(run(t, k, rec, "print(get_ipython().profile_dir.location)")); got != ipdir+"/profile_default\n" {
+		t.Errorf("profile dir with IPYTHONDIR=%s: %q", ipdir, got)
+	}
+
 	// A folder that is not there fails as a spawn would, without falling back.
 	_, _, err := tryStartKernel(t, forked(ts, func(o *Options) { o.Cwd = "/nonexistent/aiod" }))
 	if err == nil || !strings.Contains(err.Error(), "chdir /nonexistent/aiod: no such file or directory") {

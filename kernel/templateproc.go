@@ -106,6 +106,21 @@ func templateEnv(spec *Spec) []string {
 	return append(env, spec.environ(env)...)
 }
 
+// templateArgs is the kernel app's command line of spec's kernels without
+// "-f FILE": what the template configures its kernel app with.
+func templateArgs(spec *Spec) []string {
+	argv := spec.command("{connection_file}")[3:]
+	out := make([]string, 0, len(argv))
+	for i := 0; i < len(argv); i++ {
+		if argv[i] == "-f" && i+1 < len(argv) {
+			i++
+			continue
+		}
+		out = append(out, argv[i])
+	}
+	return out
+}
+
 // launchTemplate starts a template process for spec and returns once it
 // has imported what it preloads and said it is ready. It gives up when ctx
 // ends, and then leaves nothing running.
@@ -122,7 +137,8 @@ func launchTemplate(ctx context.Context, spec *Spec, preload []string, log *slog
 		return nil, fmt.Errorf("make template socket: %w", err)
 	}
 	conn := fc.(*net.UnixConn)
-	cfg, _ := json.Marshal(map[string]any{"parent": os.Getpid(), "preload": preload, "module": spec.Argv[2]})
+	cfg, _ := json.Marshal(map[string]any{"parent": os.Getpid(), "preload": preload, "module": spec.Argv[2],
+		"args": templateArgs(spec)})
 	cmd := exec.Command(spec.Argv[0], "-c", templateDriver, string(cfg))
 	cmd.Dir = "/"
 	cmd.Env = templateEnv(spec)
@@ -219,8 +235,12 @@ func (p *templateProc) read() {
 func (p *templateProc) handle(m templateMsg) {
 	switch m.Op {
 	case "ready":
-		p.info = m
-		close(p.ready)
+		select {
+		case <-p.ready: // said twice: keep the first
+		default:
+			p.info = m
+			close(p.ready)
+		}
 	case "forked":
 		var res forkResult
 		if m.PID > 0 {

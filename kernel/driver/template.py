@@ -21,7 +21,13 @@
 #
 # The config JSON: {"parent": aiod's pid, "preload": [module, ...],
 # "module": the launcher module of the kernelspec's "-m", e.g.
-# "ipykernel_launcher"}.
+# "ipykernel_launcher", "args": the kernel app's arguments but -f}.
+#
+# The template also runs the kernel app's first step once: the command line
+# and the config files (BaseIPythonApplication.initialize, about a fifth of
+# a kernel's start and 7 MB that every child would otherwise write). A child
+# whose arguments and configuration variables match the template's skips
+# that step; any other runs the kernel app from the start.
 #
 # Before the first fork the template imports ipykernel and what the config
 # names, creates no zmq context and starts no Python thread, then freezes the
@@ -45,6 +51,12 @@ CONFIG = json.loads(sys.argv[1])
 PARENT = CONFIG["parent"]
 CTL_FD = 3
 LAUNCHER = None  # sys.argv[0] of the kernels, set by main
+APP = None  # the kernel app configured by preconfigure, or None
+TEMPLATE_ENV = {}  # the template's environment when it configured APP
+
+# Environment variables the kernel app's configuration step reads.
+CONFIG_ENV = ("IPYTHONDIR", "HOME", "XDG_CONFIG_HOME", "JUPYTER_CONFIG_DIR", "JUPYTER_CONFIG_PATH",
+              "JUPYTER_PLATFORM_DIRS", "IPYTHON_SUPPRESS_CONFIG_ERRORS")
 
 # PR_SET_PDEATHSIG from <sys/prctl.h>.
 PR_SET_PDEATHSIG = 1
@@ -87,6 +99,54 @@ def launcher_path(module):
     return spec.origin
 
 
+def preconfigure(args, failed):
+    """Run IPKernelApp's command-line and config-file step here, once, when
+    its initialize starts with that step (ipykernel 6's does)."""
+    global APP
+    import inspect
+
+    from IPython.core.application import BaseIPythonApplication
+    from ipykernel.kernelapp import IPKernelApp
+
+    try:
+        body = [l.strip() for l in inspect.getsource(IPKernelApp.initialize).splitlines()]
+        start = body.index("def initialize(self, argv=None):") + 1
+        if body[start:start + 2] != ["self._init_asyncio_patch()", "super().initialize(argv)"]:
+            raise ValueError("IPKernelApp.initialize does not start as expected")
+        app = IPKernelApp.instance()
+        app._init_asyncio_patch()
+        BaseIPythonApplication.initialize(app, args)
+        APP = app
+    except Exception as e:  # the children then run the whole initialize
+        IPKernelApp.clear_instance()
+        failed["(kernel app preconfiguration)"] = "%s: %s" % (type(e).__name__, e)
+
+
+def kernel_app(args, env):
+    """The child's kernel app, initialized with args (-f included)."""
+    from ipykernel.kernelapp import IPKernelApp
+
+    rest = list(args)
+    conn = None
+    if "-f" in rest:
+        i = rest.index("-f")
+        conn = rest[i + 1]
+        del rest[i:i + 2]
+    same_env = all(env.get(k) == TEMPLATE_ENV.get(k) for k in CONFIG_ENV)
+    if APP is not None and conn and rest == CONFIG.get("args") and same_env:
+        from IPython.core.application import BaseIPythonApplication
+
+        APP.connection_file = conn
+        # Done by the template; in this process only.
+        BaseIPythonApplication.initialize = lambda self, argv=None: None
+        APP.initialize(args)
+        return APP
+    IPKernelApp.clear_instance()
+    app = IPKernelApp.instance()
+    app.initialize(args)
+    return app
+
+
 def send(ctl, msg, fds=()):
     data = json.dumps(msg).encode()
     if fds:
@@ -119,6 +179,9 @@ def main():
         sys.stderr.write("aiod template: cannot import ipykernel: %s\n" % failed["ipykernel.kernelapp"])
         sys.exit(2)
     import_all(CONFIG.get("preload") or [], failed)
+    global TEMPLATE_ENV
+    TEMPLATE_ENV = dict(os.environ)
+    preconfigure(CONFIG.get("args") or [], failed)
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
@@ -277,10 +340,7 @@ def child(req, out_fd, state):
                 mpl.rcParams["backend"] = backend
         gc.enable()
         del state, req
-        from ipykernel.kernelapp import IPKernelApp
-
-        app = IPKernelApp.instance()
-        app.initialize(sys.argv[1:])
+        app = kernel_app(sys.argv[1:], os.environ)
         app.start()
         code = 0
     except SystemExit as e:
