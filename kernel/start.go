@@ -150,9 +150,20 @@ func (k *Kernel) watch(pid int, out *os.File, waitExit func() *DeadError) {
 func (k *Kernel) copyOutput() {
 	defer k.wg.Done()
 	defer close(k.outDone)
-	if _, err := io.Copy(k.output, k.outPipe); err != nil && !errors.Is(err, os.ErrClosed) {
+	if _, err := copySmall(k.output, k.outPipe); err != nil && !errors.Is(err, os.ErrClosed) {
 		k.log.Debug("read kernel output failed", "err", err)
 	}
+}
+
+// outputBuf is the size of the buffer copying a kernel's stdout and
+// stderr: little goes there (ipykernel captures both for the iopub
+// channel), and io.Copy's 32 KiB per kernel add up with a thousand kernels.
+const outputBuf = 2 << 10
+
+// copySmall copies r to w through an outputBuf-sized buffer (hiding r's
+// WriteTo, which would allocate its own 32 KiB).
+func copySmall(w io.Writer, r io.Reader) (int64, error) {
+	return io.CopyBuffer(w, struct{ io.Reader }{r}, make([]byte, outputBuf))
 }
 
 // connect dials the sockets and runs the readiness handshake, bounded by

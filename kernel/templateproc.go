@@ -190,7 +190,7 @@ func launchTemplate(ctx context.Context, spec *Spec, preload []string, log *slog
 func (p *templateProc) copyOutput(r *os.File) {
 	defer p.wg.Done()
 	defer r.Close()
-	io.Copy(p.output, r) //nolint:errcheck // ends with the process
+	copySmall(p.output, r) //nolint:errcheck // ends with the process
 }
 
 // wait reaps the template process; its socket's end then ends the reader.

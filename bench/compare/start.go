@@ -109,6 +109,9 @@ type LiveStep struct {
 	// PSSPerSessionMB is the kernels' PSS plus the template's, divided by
 	// the sessions.
 	PSSPerSessionMB float64 `json:"pss_per_session_mb"`
+	// AiodIdleCPU is the daemon's CPU use over 3 s of idle sessions, in
+	// percent of one core (heartbeats, and the GC).
+	AiodIdleCPU float64 `json:"aiod_idle_cpu_percent"`
 }
 
 // startPlan sizes the start benchmark.
@@ -532,6 +535,27 @@ func pssMB(pid int) float64 {
 	return 0
 }
 
+// cpuPercent is pid's CPU time over d, in percent of one core.
+func cpuPercent(pid int, d time.Duration) float64 {
+	ticks := func() float64 {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return 0
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) < 13 {
+			return 0
+		}
+		u, _ := strconv.ParseFloat(f[11], 64) // utime, in clock ticks (100 Hz)
+		k, _ := strconv.ParseFloat(f[12], 64) // stime
+		return u + k
+	}
+	t0, c0 := time.Now(), ticks()
+	time.Sleep(d)
+	return (ticks() - c0) / 100 / time.Since(t0).Seconds() * 100
+}
+
 // memAvailable reads MemAvailable from /proc/meminfo, in bytes.
 func memAvailable() int64 {
 	b, err := os.ReadFile("/proc/meminfo")
@@ -584,13 +608,15 @@ func (r *runner) live(ctx context.Context, d *daemon, mode string, step, maxN in
 			r.res.Failures["start/live/"+mode] = res.StoppedBy
 			break
 		}
+		answerSecs := time.Since(t1).Seconds()
 		rss, _, _ := procStatus(d.pid())
-		st := LiveStep{Sessions: open, OpenSeconds: openSecs, AnswerSeconds: time.Since(t1).Seconds(),
-			AiodRSSMiB: rss, MemAvailableMiB: float64(memAvailable()) / (1 << 20), PSSPerSessionMB: d.pssPerSession(ctx, prefix)}
+		st := LiveStep{Sessions: open, OpenSeconds: openSecs, AnswerSeconds: answerSecs,
+			AiodRSSMiB: rss, MemAvailableMiB: float64(memAvailable()) / (1 << 20), PSSPerSessionMB: d.pssPerSession(ctx, prefix),
+			AiodIdleCPU: cpuPercent(d.pid(), 3*time.Second)}
 		res.Steps = append(res.Steps, st)
 		res.MaxAnswering, res.AiodRSSMiB = open, rss
-		r.logf("start %s: %d live sessions all answered in %.2f s (opened in %.1f s); aiod RSS %.1f MiB, MemAvailable %.0f MiB, PSS per session %.1f MB",
-			mode, open, st.AnswerSeconds, openSecs, rss, st.MemAvailableMiB, st.PSSPerSessionMB)
+		r.logf("start %s: %d live sessions all answered in %.2f s (opened in %.1f s); aiod RSS %.1f MiB, idle CPU %.1f%%, MemAvailable %.0f MiB, PSS per session %.1f MB",
+			mode, open, st.AnswerSeconds, openSecs, rss, st.AiodIdleCPU, st.MemAvailableMiB, st.PSSPerSessionMB)
 		if low.Load() || lowMem() {
 			res.StoppedBy = fmt.Sprintf("MemAvailable under %d MiB", minAvailable>>20)
 			break
@@ -777,6 +803,11 @@ func (r *Result) writeStartTable(w io.Writer) {
 				return "-"
 			}
 			return fmt.Sprintf("%.1f MB", l.Steps[len(l.Steps)-1].PSSPerSessionMB)
+		case "cpu":
+			if len(l.Steps) == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.1f%%", l.Steps[len(l.Steps)-1].AiodIdleCPU)
 		}
 		return fmt.Sprintf("%d (%s)", l.MaxAnswering, l.StoppedBy)
 	}
@@ -790,6 +821,7 @@ func (r *Result) writeStartTable(w io.Writer) {
 		[]string{"live pandas sessions, each answering", lv(ModeFork, "n"), lv(ModeSpawn, "n"), "", goalCell("start.live_sessions.fork.max_answering")},
 		[]string{"aiod RSS with that many", lv(ModeFork, "rss"), lv(ModeSpawn, "rss"), "", goalCell("start.live_sessions.fork.aiod_rss_mib_at_max")},
 		[]string{"PSS per session with that many (template included)", lv(ModeFork, "pss"), lv(ModeSpawn, "pss"), "", ""},
+		[]string{"aiod CPU with that many idle (% of a core)", lv(ModeFork, "cpu"), lv(ModeSpawn, "cpu"), "", ""},
 	)
 	writeMarkdown(w, rows)
 }
