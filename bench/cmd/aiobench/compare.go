@@ -33,7 +33,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if fs.NArg() > 0 {
 		return fmt.Errorf("compare: unexpected arguments %q", fs.Args())
 	}
-	if *svgOut == "" && *jsonOut != "" {
+	if *svgOut == "" && *jsonOut != "" && !*startOnly { // the chart is of the main comparison
 		*svgOut = strings.TrimSuffix(*jsonOut, filepath.Ext(*jsonOut)) + ".svg"
 	}
 	cfg := compare.Config{Quick: *quick, StartOnly: *startOnly, NoStart: *noStart, StartMax: *startMax, StartBurst: *startBurst}
