@@ -37,7 +37,7 @@ type kernelStart struct {
 func (s *Server) kernelStart() kernelStart {
 	tr := s.cfg.KernelTransport
 	if tr == "" {
-		tr = "ipc for ipykernel kernelspecs, tcp for others"
+		tr = "auto" // ipc for ipykernel kernelspecs, tcp for others
 	}
 	return kernelStart{Mode: s.pools.templates.Mode(), Transport: tr,
 		Templates: append([]kernel.TemplateStats{}, s.pools.templates.Stats()...)}
