@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -537,7 +538,8 @@ func TestForkEnvAndCwd(t *testing.T) {
 // the next start is spawned, and once the template is back starts fork
 // again.
 func TestKilledTemplateIsReplaced(t *testing.T) {
-	ts, err := NewTemplates(TemplateConfig{Logger: testLogger()})
+	var logs kerneltest.SyncBuffer
+	ts, err := NewTemplates(TemplateConfig{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -546,6 +548,11 @@ func TestKilledTemplateIsReplaced(t *testing.T) {
 	before := ts.Stats()[0]
 	if err := syscall.Kill(before.PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
+	}
+	// At once: the template is restarted no sooner than a second later.
+	b, recB := startKernel(t, forked(ts))
+	if b.StartMode() != StartSpawn {
+		t.Errorf("start while the template is down: %s, want spawn", b.StartMode())
 	}
 	select {
 	case <-a.Done():
@@ -557,11 +564,6 @@ func TestKilledTemplateIsReplaced(t *testing.T) {
 		t.Errorf("kernel of a killed template: Err = %v", err)
 	}
 	assertGone(t, a)
-
-	b, recB := startKernel(t, forked(ts))
-	if b.StartMode() != StartSpawn {
-		t.Errorf("start while the template is down: %s, want spawn", b.StartMode())
-	}
 	if got := stdout(run(t, b, recB, "print(6 * 7)")); got != "42\n" {
 		t.Errorf("spawned fallback printed %q", got)
 	}
@@ -587,6 +589,15 @@ func TestKilledTemplateIsReplaced(t *testing.T) {
 	}
 	if kerneltest.Alive(before.PID) {
 		t.Errorf("killed template %d still alive", before.PID)
+	}
+	// Starts spawned while it was down are not logged each; the failure is.
+	_, recD := startKernel(t, forked(ts))
+	_ = recD
+	if n := strings.Count(logs.String(), "kernel template failed"); n != 1 {
+		t.Errorf("the failure was logged %d times, want once:\n%s", n, logs.String())
+	}
+	if n := strings.Count(logs.String(), "kernel template ready"); n != 2 {
+		t.Errorf("%d ready lines, want 2:\n%s", n, logs.String())
 	}
 }
 

@@ -122,6 +122,34 @@ def preconfigure(args, failed):
         failed["(kernel app preconfiguration)"] = "%s: %s" % (type(e).__name__, e)
 
 
+def warm_up_shell(failed):
+    """Build and drop one IPython shell (it runs "pass", never user code):
+    the shell's code then starts each child specialised and its caches
+    built, which saves every kernel about 1.2 MB of copied pages. What the
+    shell changed in the interpreter is put back."""
+    import atexit
+    import builtins
+
+    main = sys.modules.get("__main__")
+    names = set(vars(builtins))
+    try:
+        from IPython.core.interactiveshell import InteractiveShell
+        from traitlets.config import Config
+
+        config = Config()
+        config.HistoryManager.hist_file = ":memory:"  # no file, no saving thread
+        shell = InteractiveShell(config=config)
+        shell.run_cell("pass", store_history=False)
+        atexit.unregister(shell.atexit_operations)
+        shell.history_manager.db.close()
+        del shell
+    except Exception as e:
+        failed["(shell warm-up)"] = "%s: %s" % (type(e).__name__, e)
+    sys.modules["__main__"] = main
+    for name in set(vars(builtins)) - names:
+        delattr(builtins, name)
+
+
 def kernel_app(args, env):
     """The child's kernel app, initialized with args (-f included)."""
     from ipykernel.kernelapp import IPKernelApp
@@ -182,6 +210,7 @@ def main():
     global TEMPLATE_ENV
     TEMPLATE_ENV = dict(os.environ)
     preconfigure(CONFIG.get("args") or [], failed)
+    warm_up_shell(failed)
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
