@@ -593,7 +593,7 @@ func TestKilledTemplateIsReplaced(t *testing.T) {
 	// Starts spawned while it was down are not logged each; the failure is.
 	_, recD := startKernel(t, forked(ts))
 	_ = recD
-	if n := strings.Count(logs.String(), "kernel template failed"); n != 1 {
+	if n := strings.Count(logs.String(), "kernel template failed"); n != 1 || strings.Contains(logs.String(), "could not start a kernel") {
 		t.Errorf("the failure was logged %d times, want once:\n%s", n, logs.String())
 	}
 	if n := strings.Count(logs.String(), "kernel template ready"); n != 2 {

@@ -42,6 +42,9 @@ const (
 	firstWait = 30 * time.Second
 	// memEvery is how often Stats reads the template's memory.
 	memEvery = time.Second
+	// goneGrace is how long a failed start waits to learn whether the
+	// template died (its death is then reported once, by the supervisor).
+	goneGrace = 100 * time.Millisecond
 )
 
 // TemplateConfig configures Templates.
@@ -362,8 +365,12 @@ func (t *Template) closeFirst() {
 
 // fail records a failure of the running process p that the supervisor does
 // not see (a fork that failed, a child that died early), logging it once.
-// With restart, p is killed and the supervisor starts another.
+// With restart, p is killed and the supervisor starts another. A p that has
+// ended is the supervisor's to report and restart.
 func (t *Template) fail(p *templateProc, err error, restart bool) {
+	if p.gone() || p.exitsWithin(goneGrace) {
+		return
+	}
 	t.mu.Lock()
 	if t.cur == p {
 		t.lastErr = err.Error()

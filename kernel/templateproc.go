@@ -371,6 +371,26 @@ func (p *templateProc) send(ctx context.Context, data []byte, out *os.File) erro
 	return nil
 }
 
+// gone reports whether the template's socket has ended (it exited, or is
+// exiting).
+func (p *templateProc) gone() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ended
+}
+
+// exitsWithin reports whether the process exits within d.
+func (p *templateProc) exitsWithin(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
 // live counts the children not reported ended.
 func (p *templateProc) live() int {
 	p.mu.Lock()
