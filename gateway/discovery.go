@@ -22,6 +22,7 @@ type codeInterpreter struct {
 	Interpreters  map[string]backend.Interpreter `json:"interpreters"`
 	Limits        limits                         `json:"limits"`
 	Pools         map[string]stream.PoolStats    `json:"pools"`
+	KernelStart   backend.KernelStart            `json:"kernel_start"`
 	Remote        *backend.RemoteInfo            `json:"remote"` // AIO_JUPYTER_ENDPOINT; null when not set
 }
 
@@ -56,6 +57,7 @@ func (s *Server) codeInterpreter() codeInterpreter {
 		Interpreters:  map[string]backend.Interpreter{"python": env.Python, "javascript": env.Node},
 		Limits:        s.limits(),
 		Pools:         s.rt.PoolStats(),
+		KernelStart:   s.rt.KernelStart(),
 		Remote:        s.rt.Remote(),
 	}
 	for _, k := range env.Kernels {
@@ -140,6 +142,7 @@ func (s *Server) v2CodeInfo(ctx *fasthttp.RequestCtx) {
 		"output_budget_bytes": l.OutputBudgetBytes,
 		"max_body_bytes":      l.MaxBodyBytes,
 		"pools":               s.rt.PoolStats(),
+		"kernel_start":        s.rt.KernelStart(),
 		"warnings":            append([]string{}, s.env.Warnings...),
 	})
 }

@@ -45,7 +45,9 @@ type Config struct {
 	JupyterProbeInterval    time.Duration // how often the server is probed; 30 s
 	KernelPrewarm           int           // Python kernels kept started and ready; 0 none
 	CodePrewarm             int           // native REPL processes kept ready per language; 0 none
-	NoKernelWarmup          bool          // do not import pandas and matplotlib in pooled kernels
+	NoKernelWarmup          bool          // do not import pandas and matplotlib in pooled kernels (nor in kernel templates)
+	KernelStart             string        // fork (from a warm template per kernelspec) or spawn; "" is fork
+	KernelTransport         string        // ipc or tcp for local kernels; "" is ipc for ipykernel specs, tcp for others
 	WSQueueBytes            int           // bytes that may wait for one WebSocket before it is cut; 16 MiB
 	ExecutionRetention      time.Duration // how long a finished execution is kept; 10 min
 	ExecutionRetentionBytes int           // bytes all finished executions may hold; 256 MiB
@@ -121,7 +123,8 @@ func New(cfg Config) (*Server, error) {
 		Workdir: cfg.Workdir, JupyterEndpoint: cfg.JupyterEndpoint, JupyterToken: cfg.JupyterToken,
 		JupyterKernel: cfg.JupyterKernel, JupyterStartTimeout: cfg.JupyterStartTimeout,
 		JupyterProbeInterval: cfg.JupyterProbeInterval, KernelPrewarm: cfg.KernelPrewarm,
-		CodePrewarm: cfg.CodePrewarm, NoKernelWarmup: cfg.NoKernelWarmup, Counter: counters, Logger: cfg.Logger,
+		CodePrewarm: cfg.CodePrewarm, NoKernelWarmup: cfg.NoKernelWarmup, KernelStart: cfg.KernelStart,
+		KernelTransport: cfg.KernelTransport, Counter: counters, Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, err

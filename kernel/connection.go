@@ -33,8 +33,13 @@ type connectionInfo struct {
 	KernelName      string `json:"kernel_name"`
 }
 
-// endpoint returns the zmq endpoint of port, e.g. "tcp://127.0.0.1:5555".
+// endpoint returns the zmq endpoint of port, e.g. "tcp://127.0.0.1:5555",
+// or for the ipc transport "ipc:///tmp/aiod-kernel-123/k-1" (Jupyter's
+// convention: the "ip" field is a path prefix, the port its suffix).
 func (c *connectionInfo) endpoint(port int) string {
+	if c.Transport == TransportIPC {
+		return fmt.Sprintf("ipc://%s-%d", c.IP, port)
+	}
 	return fmt.Sprintf("%s://%s:%d", c.Transport, c.IP, port)
 }
 
@@ -132,20 +137,39 @@ func portRange() (lo, hi int) {
 // writeConnectionFile creates a private folder (mode 0700) and writes the
 // connection file into it (mode 0600). The caller removes dir when done.
 func writeConnectionFile(info *connectionInfo) (dir, path string, err error) {
-	dir, err = os.MkdirTemp("", "aiod-kernel-")
+	dir, err = makeConnectionDir()
 	if err != nil {
-		return "", "", fmt.Errorf("write connection file: %w", err)
+		return "", "", err
 	}
-	path = filepath.Join(dir, "kernel.json")
+	path, err = writeConnectionFileIn(dir, info)
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", "", err
+	}
+	return dir, path, nil
+}
+
+// makeConnectionDir creates a kernel's private folder (mode 0700): its
+// connection file, and with the ipc transport its sockets, live there.
+func makeConnectionDir() (string, error) {
+	dir, err := os.MkdirTemp("", "aiod-kernel-")
+	if err != nil {
+		return "", fmt.Errorf("make connection folder: %w", err)
+	}
+	return dir, nil
+}
+
+// writeConnectionFileIn writes info to dir/kernel.json (mode 0600).
+func writeConnectionFileIn(dir string, info *connectionInfo) (string, error) {
+	path := filepath.Join(dir, "kernel.json")
 	data, err := json.MarshalIndent(info, "", "  ")
 	if err == nil {
 		err = os.WriteFile(path, data, 0o600)
 	}
 	if err != nil {
-		os.RemoveAll(dir)
-		return "", "", fmt.Errorf("write connection file: %w", err)
+		return "", fmt.Errorf("write connection file: %w", err)
 	}
-	return dir, path, nil
+	return path, nil
 }
 
 // removeAll removes the connection file's folder, logging a failure.

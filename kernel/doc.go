@@ -14,11 +14,21 @@
 //
 // # Starting a kernel
 //
-// Start picks five free loopback TCP ports and a random signing key and
-// writes them to a connection file (mode 0600, in a private temporary
-// folder), then runs the spec's argv with {connection_file} substituted, in
-// a process group of its own so that signals reach the kernel and anything
-// it spawned. The kernel binds the five ports; aiod dials them:
+// Start makes a private temporary folder (mode 0700) and writes a
+// connection file there (mode 0600) with a random signing key and five
+// sockets: for an ipykernel spec, Unix sockets in that folder (transport
+// ipc), else five free loopback TCP ports (see Options.Transport). It then
+// starts the kernel process in a process group (a session, when forked) of
+// its own, so that signals reach the kernel and anything it spawned:
+//
+//   - spawn: the spec's argv with {connection_file} substituted;
+//   - fork (Options.Templates, for a spec whose argv is the standard
+//     ipykernel launcher): the spec's template process, a warm Python that
+//     has imported ipykernel and the preload list, forks a child that runs
+//     the same kernel app (see template.go and driver/template.py). A start
+//     the template cannot serve is spawned.
+//
+// The kernel binds the five sockets; aiod dials them:
 //
 //   - shell (DEALER): requests such as execute_request and their replies;
 //   - control (DEALER): shutdown_request and interrupt_request, served even
@@ -73,8 +83,9 @@
 //
 // zmq4 does not report a dead peer usefully (a read returns EOF once and
 // then blocks; a send to nobody succeeds), so death is detected from the
-// process itself, by the one goroutine that waits for it, and from the
-// heartbeat: a kernel that leaves pings unanswered for HeartbeatTimeout
+// process itself, by the one goroutine that waits for it (cmd.Wait for a
+// spawned kernel; for a forked one, the template's report of how it ended,
+// backed by a pidfd), and from the heartbeat: a kernel that leaves pings unanswered for HeartbeatTimeout
 // is killed. Either way the Kernel tears itself down (sockets closed,
 // goroutines ended, connection file removed), closes Done, and Err returns
 // a *DeadError naming the cause.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,6 +53,14 @@ type Options struct {
 	// Counter receives the count of every message dropped (name
 	// "kernel_dropped_messages", label the reason). Nil counts nothing.
 	Counter jupyter.Counter
+	// Templates, when set and in fork mode, forks kernels of a forkable
+	// spec (see Forkable) from that spec's warm template process instead of
+	// spawning them; a start the template cannot serve is spawned. Nil
+	// spawns every kernel.
+	Templates *Templates
+	// Transport is TransportIPC or TransportTCP; empty means ipc for
+	// ipykernel specs and tcp for others.
+	Transport string
 }
 
 func (o *Options) setDefaults() {
@@ -98,7 +105,8 @@ type Kernel struct {
 	conn        *connectionInfo
 	key         []byte
 	connDir     string
-	cmd         *exec.Cmd
+	waitExit    func() *jupyter.DeadError // blocks until the process has exited
+	mode        string                    // StartSpawn or StartFork
 	pid         int
 	output      *outputTail
 	outPipe     *os.File      // read end of the kernel's stdout and stderr
@@ -146,11 +154,24 @@ type Kernel struct {
 // process, goroutine, socket or file behind. Errors read "start kernel
 // NAME: ...".
 //
-// A kernel that exits because another process took one of its ports between
-// the pick and the bind is started again, up to three times.
+// With opts.Templates in fork mode and a forkable spec, the kernel process
+// is forked from the spec's template; when the template cannot serve the
+// start (it is down, it failed to fork, or its child died before it was
+// ready) the kernel is spawned instead. A spawned kernel that exits because
+// another process took one of its ports between the pick and the bind is
+// started again, up to three times.
 func Start(ctx context.Context, opts Options) (*Kernel, error) {
+	if opts.Spec == nil {
+		return nil, errors.New("start kernel: no kernelspec given")
+	}
+	if t := opts.Templates.template(opts.Spec); t != nil {
+		k, spawn, err := startForked(ctx, opts, t)
+		if !spawn {
+			return k, err
+		}
+	}
 	for try := 1; ; try++ {
-		k, err := start(ctx, opts)
+		k, err := start(ctx, opts, (*Kernel).launch)
 		if err == nil || try == 3 || !portClash(err) || ctx.Err() != nil {
 			return k, err
 		}
@@ -167,16 +188,15 @@ func portClash(err error) bool {
 		strings.Contains(s, "could not open a ZMTP connection")
 }
 
-func start(ctx context.Context, opts Options) (*Kernel, error) {
-	if opts.Spec == nil {
-		return nil, errors.New("start kernel: no kernelspec given")
-	}
+// start makes the kernel's connection, has launch start its process, and
+// connects.
+func start(ctx context.Context, opts Options, launch func(*Kernel) error) (*Kernel, error) {
 	opts.setDefaults()
 	k, err := newKernel(opts)
 	if err != nil {
 		return nil, fmt.Errorf("start kernel %s: %w", opts.Spec.Name, err)
 	}
-	if err := k.launch(); err != nil {
+	if err := launch(k); err != nil {
 		k.sockCancel()
 		os.RemoveAll(k.connDir)
 		return nil, fmt.Errorf("start kernel %s: %w", opts.Spec.Name, err)

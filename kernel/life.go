@@ -21,16 +21,12 @@ const (
 	outputDrain = 250 * time.Millisecond
 )
 
-// wait is the only caller of cmd.Wait. It records how the process ended
-// and marks the exit on exitCtx.
+// wait is the only caller of waitExit (cmd.Wait for a spawned kernel, the
+// template's report for a forked one). It records how the process ended and
+// marks the exit on exitCtx.
 func (k *Kernel) wait() {
 	defer k.wg.Done()
-	err := k.cmd.Wait()
-	var st syscall.WaitStatus
-	if ps := k.cmd.ProcessState; ps != nil {
-		st, _ = ps.Sys().(syscall.WaitStatus)
-	}
-	d := deadFromExit(st, err)
+	d := k.waitExit()
 	// The last lines often explain the death; let the copier drain the pipe
 	// first. Children of the kernel may still hold it, hence the bound.
 	select {

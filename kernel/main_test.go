@@ -10,8 +10,11 @@ import (
 	"github.com/aiod/aiod/kernel/kerneltest"
 )
 
-// TestMain fails the run if a test leaves a goroutine or a child process.
-func TestMain(m *testing.M) { os.Exit(kerneltest.Run(m)) }
+// TestMain closes the templates the tests shared, then fails the run if a
+// test leaves a goroutine or a child process.
+func TestMain(m *testing.M) {
+	os.Exit(kerneltest.Run(m, closeSharedTemplates))
+}
 
 // testLogger logs to stderr when AIOD_TEST_LOG is set, else nowhere.
 func testLogger() *slog.Logger {

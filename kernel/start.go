@@ -24,6 +24,9 @@ const (
 	// has not bound its ports yet. Dialing retries without limit; Start's
 	// timeout bounds it (zmq4's default gives up after 2.5 s).
 	dialRetry = 100 * time.Millisecond
+	// dialRetryIPC is dialRetry for Unix sockets: a refused dial costs
+	// one syscall, and a forked kernel binds within tens of milliseconds.
+	dialRetryIPC = 10 * time.Millisecond
 	// infoRetry is the pause between two kernel_info_requests of the
 	// readiness handshake.
 	infoRetry = 200 * time.Millisecond
@@ -31,11 +34,7 @@ const (
 
 // newKernel writes the connection file and makes the (undialed) sockets.
 func newKernel(opts Options) (*Kernel, error) {
-	conn, err := newConnectionInfo(opts.Spec.Name)
-	if err != nil {
-		return nil, err
-	}
-	dir, _, err := writeConnectionFile(conn)
+	conn, dir, _, err := newConnection(opts.Spec.Name, opts.Transport, opts.Spec)
 	if err != nil {
 		return nil, err
 	}
@@ -67,9 +66,13 @@ func newKernel(opts Options) (*Kernel, error) {
 // that sent the execute_request on shell.
 func (k *Kernel) makeChannels() {
 	zlog := slog.NewLogLogger(k.log.Handler(), slog.LevelDebug)
+	retry := dialRetry
+	if k.conn.Transport == TransportIPC {
+		retry = dialRetryIPC
+	}
 	opts := func(id string) []zmq4.Option {
 		o := []zmq4.Option{
-			zmq4.WithDialerRetry(dialRetry),
+			zmq4.WithDialerRetry(retry),
 			zmq4.WithDialerMaxRetries(-1),
 			zmq4.WithLogger(log.New(zlog.Writer(), "zmq4: ", 0)),
 		}
@@ -93,11 +96,7 @@ func (k *Kernel) launch() error {
 	argv := k.spec.command(k.connDir + "/kernel.json")
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = k.opts.Cwd
-	// JPY_PARENT_PID makes ipykernel exit on its own if aiod dies without
-	// closing it (it polls for being orphaned).
-	env := append(os.Environ(), "JPY_PARENT_PID="+strconv.Itoa(os.Getpid()))
-	env = append(env, k.spec.environ(env)...)
-	cmd.Env = append(env, k.opts.Env...)
+	cmd.Env = k.environ()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// Our own pipe rather than exec's: exec's Wait would also wait for
 	// every process still holding the pipe (the kernel's children), and
@@ -113,14 +112,38 @@ func (k *Kernel) launch() error {
 		r.Close()
 		return fmt.Errorf("launch %s: %w", argv[0], err)
 	}
-	k.cmd, k.pid, k.outPipe = cmd, cmd.Process.Pid, r
-	k.log = k.log.With("pid", k.pid)
+	k.mode = StartSpawn
+	k.watch(cmd.Process.Pid, r, func() *jupyter.DeadError {
+		err := cmd.Wait()
+		var st syscall.WaitStatus
+		if ps := cmd.ProcessState; ps != nil {
+			st, _ = ps.Sys().(syscall.WaitStatus)
+		}
+		return deadFromExit(st, err)
+	})
 	k.log.Debug("kernel launched", "argv", argv)
+	return nil
+}
+
+// environ is the kernel process's environment: aiod's own, JPY_PARENT_PID,
+// the spec's env, then Options.Env; later entries win. JPY_PARENT_PID makes
+// ipykernel exit on its own if it is orphaned (it polls for that).
+func (k *Kernel) environ() []string {
+	env := append(os.Environ(), "JPY_PARENT_PID="+strconv.Itoa(os.Getpid()))
+	env = append(env, k.spec.environ(env)...)
+	return append(env, k.opts.Env...)
+}
+
+// watch records the launched kernel process pid, whose stdout and stderr
+// arrive on out, and starts the goroutines that copy its output, wait for
+// its exit (waitExit, called once) and supervise the kernel's end.
+func (k *Kernel) watch(pid int, out *os.File, waitExit func() *jupyter.DeadError) {
+	k.pid, k.outPipe, k.waitExit = pid, out, waitExit
+	k.log = k.log.With("pid", k.pid)
 	k.wg.Add(2)
 	go k.copyOutput()
 	go k.wait()
 	go k.supervise()
-	return nil
 }
 
 // copyOutput copies the kernel's stdout and stderr to k.output until every
@@ -128,9 +151,20 @@ func (k *Kernel) launch() error {
 func (k *Kernel) copyOutput() {
 	defer k.wg.Done()
 	defer close(k.outDone)
-	if _, err := io.Copy(k.output, k.outPipe); err != nil && !errors.Is(err, os.ErrClosed) {
+	if _, err := copySmall(k.output, k.outPipe); err != nil && !errors.Is(err, os.ErrClosed) {
 		k.log.Debug("read kernel output failed", "err", err)
 	}
+}
+
+// outputBuf is the size of the buffer copying a kernel's stdout and
+// stderr: little goes there (ipykernel captures both for the iopub
+// channel), and io.Copy's 32 KiB per kernel add up with a thousand kernels.
+const outputBuf = 2 << 10
+
+// copySmall copies r to w through an outputBuf-sized buffer (hiding r's
+// WriteTo, which would allocate its own 32 KiB).
+func copySmall(w io.Writer, r io.Reader) (int64, error) {
+	return io.CopyBuffer(w, struct{ io.Reader }{r}, make([]byte, outputBuf))
 }
 
 // connect dials the sockets and runs the readiness handshake, bounded by
@@ -139,7 +173,7 @@ func (k *Kernel) copyOutput() {
 // of connect can stay blocked.
 func (k *Kernel) connect(ctx context.Context) error {
 	ctx, cancel := context.WithTimeoutCause(ctx, k.opts.StartTimeout,
-		fmt.Errorf("not ready within %s", k.opts.StartTimeout))
+		fmt.Errorf("%w within %s", errNotReady, k.opts.StartTimeout))
 	defer cancel()
 	stopOnExit := context.AfterFunc(k.exitCtx, cancel)
 	defer stopOnExit()

@@ -100,7 +100,10 @@ type Result struct {
 	Runs     map[string]*Summary `json:"runs"`
 	RSS      map[string]float64  `json:"-"` // filled by the run, copied into RSSMB
 	Failures map[string]string   `json:"failures,omitempty"`
-	Notes    []string            `json:"notes,omitempty"`
+	// Start is the kernel start benchmark (fork against spawn); nil when
+	// it was not run.
+	Start *StartResult `json:"start,omitempty"`
+	Notes []string     `json:"notes,omitempty"`
 }
 
 func newResult() *Result {
@@ -181,6 +184,10 @@ func (r *Result) derive() {
 		}
 		return g
 	}
+	defer r.deriveStart()
+	if len(r.Runs) == 0 {
+		return // the start benchmark alone
+	}
 	r.Goals = []Goal{
 		goal("ratios.rest_over_floor", r.Ratios["rest_over_floor"], "<=", 1.10),
 		goal("ratios.ws_over_floor", r.Ratios["ws_over_floor"], "<=", 1.10),
@@ -193,8 +200,19 @@ func (r *Result) derive() {
 	}
 }
 
-// WriteTable prints the one table: every number, the ratios and the goals.
+// WriteTable prints the tables: every number, the ratios and the goals.
 func (r *Result) WriteTable(w io.Writer) {
+	if len(r.Runs) > 0 {
+		r.writeMainTable(w)
+	} else {
+		fmt.Fprintf(w, "aiobench compare, %s mode, %s: %d cores (%s), Linux %s, %s, load average %s at start, %s at the end; %.0f s\n",
+			r.Mode, r.Date, r.Machine.Cores, r.Machine.CPUModel, r.Machine.Kernel, r.Machine.Go, r.Machine.LoadAvg, r.Machine.LoadEnd, r.Seconds)
+	}
+	r.writeStartTable(w)
+	r.writeFailures(w)
+}
+
+func (r *Result) writeMainTable(w io.Writer) {
 	s := r.Settings
 	fmt.Fprintf(w, "aiobench compare, %s mode, %s: %d cores (%s), Linux %s, %s, load average %s at start, %s at the end; %.0f s\n",
 		r.Mode, r.Date, r.Machine.Cores, r.Machine.CPUModel, r.Machine.Kernel, r.Machine.Go, r.Machine.LoadAvg, r.Machine.LoadEnd, r.Seconds)
@@ -275,6 +293,9 @@ func (r *Result) WriteTable(w io.Writer) {
 		[]string{"aiod RSS, peak in 100 MB print", "", cell(r.RSSMB["flood_100mb"], "MiB"), "", "", "", goalCell("rss_mb.flood_100mb")},
 	)
 	writeMarkdown(w, rows)
+}
+
+func (r *Result) writeFailures(w io.Writer) {
 	if len(r.Failures) > 0 {
 		keys := make([]string, 0, len(r.Failures))
 		for k := range r.Failures {

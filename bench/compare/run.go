@@ -21,6 +21,11 @@ import (
 type Config struct {
 	Quick bool
 	Log   io.Writer // progress lines; nil for none
+	// StartOnly runs the kernel start benchmark alone; NoStart skips it.
+	StartOnly, NoStart bool
+	// StartMax caps the live-sessions staircase (default 1000, quick 100);
+	// StartBurst is the burst's size (default 64, quick 16).
+	StartMax, StartBurst int
 }
 
 // plan holds the sizes of one mode.
@@ -80,6 +85,9 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	if cfg.Quick {
 		r.res.Mode = "quick"
 	}
+	if cfg.StartOnly {
+		r.res.Mode += ", start benchmark only"
+	}
 	r.res.Date = time.Now().Format(time.RFC3339)
 	r.res.Machine = machine()
 	r.settings()
@@ -103,8 +111,15 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	if err := r.ipythonDir(); err != nil {
 		return nil, err
 	}
-	if err := r.all(ctx); err != nil {
-		return r.res, err
+	if !cfg.StartOnly {
+		if err := r.all(ctx); err != nil {
+			return r.res, err
+		}
+	}
+	if cfg.StartOnly || !cfg.NoStart {
+		if err := r.start(ctx); err != nil {
+			return r.res, err
+		}
 	}
 	r.res.Seconds = time.Since(r.t0).Seconds()
 	r.res.Machine.LoadEnd = machine().LoadAvg

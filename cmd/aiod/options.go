@@ -41,6 +41,8 @@ type options struct {
 	kernelPrewarm      int
 	codePrewarm        int
 	kernelWarmup       bool
+	kernelStart        string
+	kernelTransport    string
 	jupyterEndpoint    string
 	jupyterToken       string
 	jupyterKernel      string
@@ -73,7 +75,9 @@ func (o *options) settings() []setting {
 		{"shutdown-timeout", "AIO_SHUTDOWN_TIMEOUT", "20", "seconds to drain requests and stop runtimes on SIGINT/SIGTERM", secSetter(&o.shutdownTimeout)},
 		{"kernel-prewarm", "AIO_KERNEL_PREWARM", "0", "Python kernels kept started and ready for one-shot calls and new sessions", countSetter(&o.kernelPrewarm)},
 		{"code-prewarm", "AIO_CODE_PREWARM", "0", "native REPL processes kept ready per language (javascript; python when the backend is native)", countSetter(&o.codePrewarm)},
-		{"kernel-warmup", "AIO_KERNEL_WARMUP", "true", "import pandas and matplotlib in pooled kernels before handing them out", boolSetter(&o.kernelWarmup)},
+		{"kernel-warmup", "AIO_KERNEL_WARMUP", "true", "import pandas and matplotlib in pooled kernels before handing them out, and in kernel templates before forking", boolSetter(&o.kernelWarmup)},
+		{"kernel-start", "AIO_KERNEL_START", "fork", "how Python kernels start: fork (from a warm template process per kernelspec, where its argv is the standard ipykernel launcher) or spawn (a new process each)", strSetter(&o.kernelStart)},
+		{"kernel-transport", "AIO_KERNEL_TRANSPORT", "auto", "sockets of local kernels: auto (ipc for ipykernel kernelspecs, tcp for others), ipc (Unix sockets in the kernel's 0700 folder) or tcp (loopback ports)", strSetter(&o.kernelTransport)},
 		{"jupyter-endpoint", "AIO_JUPYTER_ENDPOINT", "", "http(s)://host:port[/base] of a Jupyter server (Jupyter Server, Kernel or Enterprise Gateway) to run Python kernels on while it answers", strSetter(&o.jupyterEndpoint)},
 		{"jupyter-token", "AIO_JUPYTER_TOKEN", "", "token for that server, sent as Authorization: token T", strSetter(&o.jupyterToken)},
 		{"jupyter-kernel", "AIO_JUPYTER_KERNEL", "", "kernelspec to start on that server (default: its default)", strSetter(&o.jupyterKernel)},
@@ -193,6 +197,14 @@ func parseOptions(args []string, lookup func(string) (string, bool), out io.Writ
 	default:
 		return nil, fmt.Errorf("code backend %q: want auto, native or kernel", o.codeBackend)
 	}
+	if o.kernelStart != "fork" && o.kernelStart != "spawn" {
+		return nil, fmt.Errorf("--kernel-start (AIO_KERNEL_START) %q: want fork or spawn", o.kernelStart)
+	}
+	switch o.kernelTransport {
+	case "auto", "ipc", "tcp":
+	default:
+		return nil, fmt.Errorf("--kernel-transport (AIO_KERNEL_TRANSPORT) %q: want auto, ipc or tcp", o.kernelTransport)
+	}
 	if o.logFormat != "text" && o.logFormat != "json" {
 		return nil, fmt.Errorf("log format %q: want text or json", o.logFormat)
 	}
@@ -209,6 +221,7 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 		Token: o.token, AllowedOrigins: splitList(o.allowedOrigins),
 		AllowedHosts: splitList(o.allowedHosts), JWTPublicKey: o.jwtPublicKey, TicketTTL: o.ticketTTL,
 		KernelPrewarm: o.kernelPrewarm, CodePrewarm: o.codePrewarm, NoKernelWarmup: !o.kernelWarmup,
+		KernelStart: o.kernelStart, KernelTransport: strings.TrimPrefix(o.kernelTransport, "auto"),
 		JupyterEndpoint: o.jupyterEndpoint, JupyterToken: o.jupyterToken, JupyterKernel: o.jupyterKernel,
 		JupyterStartTimeout: o.jupyterStart, JupyterProbeInterval: o.jupyterProbe,
 		WSQueueBytes:       o.wsQueueBytes,

@@ -16,12 +16,16 @@ import (
 //
 //	func TestMain(m *testing.M) { os.Exit(kerneltest.Run(m)) }
 //
-// Processes and goroutines on their way out get a few seconds. Goroutines of
-// fasthttp's date updater and of idle HTTP client connections are not
-// leaks. The result is the exit code.
-func Run(m *testing.M) int {
+// after runs once the tests are done, before the checks (to close what the
+// tests shared). Processes and goroutines on their way out get a few
+// seconds. Goroutines of fasthttp's date updater and of idle HTTP client
+// connections are not leaks. The result is the exit code.
+func Run(m *testing.M, after ...func()) int {
 	before := goleak.IgnoreCurrent()
 	code := m.Run()
+	for _, f := range after {
+		f()
+	}
 	if code != 0 {
 		return code
 	}

@@ -37,7 +37,9 @@ type Config struct {
 	JupyterProbeInterval time.Duration   // how often the server is probed; 30 s
 	KernelPrewarm        int             // Python kernels kept started and ready
 	CodePrewarm          int             // native REPL processes kept ready per language
-	NoKernelWarmup       bool            // do not import pandas and matplotlib in pooled kernels
+	NoKernelWarmup       bool            // do not import pandas and matplotlib in pooled kernels (nor in templates)
+	KernelStart          string          // fork (from a warm template per kernelspec) or spawn; "" is fork
+	KernelTransport      string          // ipc or tcp for local kernels; "" is ipc for ipykernel specs, tcp for others
 	Counter              jupyter.Counter // where runtimes count what they drop; nil counts nothing
 	Logger               *slog.Logger
 }
@@ -68,6 +70,9 @@ func New(ctx context.Context, cfg Config) (*Runtimes, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if err := validKernelStart(cfg); err != nil {
+		return nil, err
 	}
 	r := &Runtimes{cfg: cfg, log: cfg.Logger, env: Discover(ctx, cfg.CodeBackend, cfg.KernelName)}
 	if cfg.JupyterEndpoint != "" {
@@ -219,6 +224,7 @@ func (r *Runtimes) coldKernelBackend(spec *kernel.Spec, env []string) stream.Bac
 			k, err := kernel.Start(ctx, kernel.Options{
 				Spec: spec, Handler: h, Cwd: r.cfg.Workdir, Env: env,
 				StartTimeout: r.cfg.KernelStartTimeout, Logger: r.log, Counter: r.cfg.Counter,
+				Templates: r.pools.templates, Transport: r.cfg.KernelTransport,
 			})
 			if err != nil {
 				return nil, err
@@ -251,6 +257,27 @@ func (r *Runtimes) coldNativeBackend(lang, path string) stream.Backend {
 			return rp, nil
 		},
 	}
+}
+
+// KernelStart is how local kernels start: the mode, the transport, and the
+// templates forked from (one per kernelspec used so far).
+type KernelStart struct {
+	Mode      string          `json:"mode"`
+	Transport string          `json:"transport"`
+	Templates []TemplateStats `json:"templates"`
+}
+
+// TemplateStats describes one kernel template.
+type TemplateStats = kernel.TemplateStats
+
+// KernelStart reports how local kernels start.
+func (r *Runtimes) KernelStart() KernelStart {
+	tr := r.cfg.KernelTransport
+	if tr == "" {
+		tr = "auto" // ipc for ipykernel kernelspecs, tcp for others
+	}
+	return KernelStart{Mode: r.pools.templates.Mode(), Transport: tr,
+		Templates: append([]TemplateStats{}, r.pools.templates.Stats()...)}
 }
 
 // PoolStats reports every pool, including those that are off (size 0).

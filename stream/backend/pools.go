@@ -3,7 +3,9 @@ package backend
 import (
 	"context"
 	"errors"
+	"fmt"
 
+	"github.com/aiod/aiod/kernel"
 	"github.com/aiod/aiod/stream"
 )
 
@@ -18,14 +20,36 @@ const kernelWarmup = `for _aiod_m in ("pandas", "matplotlib", "matplotlib.pyplot
         pass
 del _aiod_m`
 
-// pools are the prewarm pools; nil members are off.
+// pools are the prewarm pools; nil members are off. templates are the
+// kernel templates kernels are forked from (spawn mode: none).
 type pools struct {
-	kernel *stream.Pool
-	native map[string]*stream.Pool // by language
+	kernel    *stream.Pool
+	native    map[string]*stream.Pool // by language
+	templates *kernel.Templates
+}
+
+// validKernelStart checks the kernel start mode and transport settings.
+func validKernelStart(cfg Config) error {
+	if _, err := kernel.NewTemplates(kernel.TemplateConfig{Mode: cfg.KernelStart}); err != nil {
+		return err
+	}
+	switch cfg.KernelTransport {
+	case "", kernel.TransportIPC, kernel.TransportTCP:
+		return nil
+	}
+	return fmt.Errorf("kernel transport %q: want ipc or tcp", cfg.KernelTransport)
 }
 
 func (r *Runtimes) startPools() {
 	env := r.env
+	preload := kernel.DefaultPreload
+	if r.cfg.NoKernelWarmup {
+		preload = nil
+	}
+	r.pools.templates, _ = kernel.NewTemplates(kernel.TemplateConfig{Mode: r.cfg.KernelStart, Preload: preload, Logger: r.log})
+	if env.PythonKernel != nil && env.PythonBackend == Kernel {
+		r.pools.templates.Prepare(env.PythonKernel.spec) // warm before the first session
+	}
 	if n := r.cfg.KernelPrewarm; n > 0 && env.PythonKernel != nil {
 		warm := kernelWarmup
 		if r.cfg.NoKernelWarmup {
@@ -75,5 +99,6 @@ func (p *pools) close(ctx context.Context) error {
 	for _, np := range p.native {
 		errs = append(errs, np.Close(ctx))
 	}
+	errs = append(errs, p.templates.Close(ctx)) // after every kernel: forked ones die with it
 	return errors.Join(errs...)
 }

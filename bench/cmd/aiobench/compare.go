@@ -23,16 +23,20 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	jsonOut := fs.String("json", "", "write the numbers as JSON to this file")
 	svgOut := fs.String("svg", "", "write the latency chart (SVG) to this file (default: next to --json, .svg)")
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
+	startOnly := fs.Bool("start-only", false, "run only the kernel start benchmark (fork against spawn)")
+	noStart := fs.Bool("no-start", false, "skip the kernel start benchmark")
+	startMax := fs.Int("start-max", 0, "most live sessions the start benchmark's staircase opens (default 1000, quick 100)")
+	startBurst := fs.Int("start-burst", 0, "sessions of the start benchmark's burst (default 64, quick 16)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("compare: unexpected arguments %q", fs.Args())
 	}
-	if *svgOut == "" && *jsonOut != "" {
+	if *svgOut == "" && *jsonOut != "" && !*startOnly { // the chart is of the main comparison
 		*svgOut = strings.TrimSuffix(*jsonOut, filepath.Ext(*jsonOut)) + ".svg"
 	}
-	cfg := compare.Config{Quick: *quick}
+	cfg := compare.Config{Quick: *quick, StartOnly: *startOnly, NoStart: *noStart, StartMax: *startMax, StartBurst: *startBurst}
 	if !*quiet {
 		cfg.Log = stderr
 	}

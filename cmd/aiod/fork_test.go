@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aiod/aiod/kernel/kerneltest"
+)
+
+// kernelStartInfo is /v2/code/info's kernel_start.
+type kernelStartInfo struct {
+	Mode      string `json:"mode"`
+	Templates []struct {
+		Kernelspec  string `json:"kernelspec"`
+		State       string `json:"state"`
+		PID         int    `json:"pid"`
+		PSSBytes    int64  `json:"pss_bytes"`
+		Starts      uint64 `json:"starts"`
+		LiveKernels int    `json:"live_kernels"`
+	} `json:"templates"`
+}
+
+func (d *daemon) kernelStart(ctx context.Context) kernelStartInfo {
+	d.t.Helper()
+	var env envelope[struct {
+		KernelStart kernelStartInfo `json:"kernel_start"`
+	}]
+	d.do(ctx, http.MethodGet, "/v2/code/info", nil, &env)
+	return env.Data.KernelStart
+}
+
+// exists reports whether pid is in /proc, zombie or not.
+func exists(pid int) bool {
+	_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+	return err == nil
+}
+
+// ppid reads a process's parent pid from /proc.
+func ppid(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(f[1])
+	return n
+}
+
+// TestDefaultStartIsFork checks that, with no setting, a session's kernel
+// is forked from the default kernelspec's template, that discovery says
+// so, and that the session works; then that killing the daemon with
+// SIGKILL takes the template and the kernel with it.
+func TestDefaultStartIsFork(t *testing.T) {
+	d := startDaemon(t, "--code-backend", "kernel")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	out := d.execute(ctx, "s1", "x = 6 * 7\nprint(x)", 60)
+	if out.Stdout != "42\n" {
+		t.Fatalf("stdout %q", out.Stdout)
+	}
+	if out := d.execute(ctx, "s1", "import os; print(os.getpid())", 60); strings.TrimSpace(out.Stdout) == "" {
+		t.Fatal("no pid printed")
+	}
+	pid := d.sessionPIDs(ctx)["s1"]
+	ks := d.kernelStart(ctx)
+	if ks.Mode != "fork" || len(ks.Templates) != 1 {
+		t.Fatalf("kernel_start = %+v, want mode fork with one template", ks)
+	}
+	tp := ks.Templates[0]
+	if tp.State != "ready" || tp.PID <= 0 || tp.Starts < 1 || tp.LiveKernels < 1 || tp.PSSBytes <= 0 {
+		t.Errorf("template = %+v", tp)
+	}
+	if got := ppid(pid); got != tp.PID {
+		t.Errorf("kernel %d has parent %d, want the template %d", pid, got, tp.PID)
+	}
+
+	if err := d.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	d.wait(30 * time.Second)
+	// Gone, not even zombies: the template reaps the kernel before it
+	// exits, and init reaps the template.
+	deadline := time.Now().Add(10 * time.Second)
+	for exists(pid) || exists(tp.PID) {
+		if time.Now().After(deadline) {
+			t.Fatalf("10s after aiod was killed: kernel %d alive %v, template %d alive %v",
+				pid, kerneltest.Alive(pid), tp.PID, kerneltest.Alive(tp.PID))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestSpawnModeStillWorks runs a session with --kernel-start spawn: no
+// template, and the kernel is the daemon's own child.
+func TestSpawnModeStillWorks(t *testing.T) {
+	d := startDaemon(t, "--code-backend", "kernel", "--kernel-start", "spawn")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if out := d.execute(ctx, "s1", "print(1)", 60); out.Stdout != "1\n" {
+		t.Fatalf("stdout %q", out.Stdout)
+	}
+	ks := d.kernelStart(ctx)
+	if ks.Mode != "spawn" || len(ks.Templates) != 0 {
+		t.Errorf("kernel_start = %+v", ks)
+	}
+	if got := ppid(d.sessionPIDs(ctx)["s1"]); got != d.cmd.Process.Pid {
+		t.Errorf("spawned kernel's parent %d, want aiod %d", got, d.cmd.Process.Pid)
+	}
+}
+
+// TestBadKernelStartFails checks the daemon refuses an unknown mode, naming
+// the flag and the value.
+func TestBadKernelStartFails(t *testing.T) {
+	_, err := parseOptions([]string{"--kernel-start", "clone"}, fakeLookup(nil), io.Discard)
+	if err == nil || err.Error() != `--kernel-start (AIO_KERNEL_START) "clone": want fork or spawn` {
+		t.Errorf("err = %v", err)
+	}
+	_, err = parseOptions(nil, fakeLookup(map[string]string{"AIO_KERNEL_TRANSPORT": "udp"}), io.Discard)
+	if err == nil || !strings.Contains(err.Error(), `"udp": want auto, ipc or tcp`) {
+		t.Errorf("err = %v", err)
+	}
+}

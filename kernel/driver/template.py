@@ -1,0 +1,406 @@
+# aiod kernel template: a warm Python process that forks one ipykernel per
+# request. aiod embeds this file and runs it as
+#     python3 -c <this file> <config JSON>
+# with the kernelspec's interpreter and environment. Nothing here is meant to
+# be run by hand.
+#
+# Protocol, on descriptor 3 (a SOCK_SEQPACKET socket; one JSON object per
+# message):
+#   template -> aiod  {"op": "ready", "pid", "python", "ipykernel", "seconds",
+#                      "failed": {module: error}, "threads"}
+#   aiod -> template  {"op": "fork", "id", "args", "env", "cwd"}
+#                      with one descriptor attached (SCM_RIGHTS): the write end
+#                      of the kernel's own stdout/stderr pipe
+#   template -> aiod  {"op": "forked", "id", "pid"} or {"op": "forked", "id",
+#                      "error"}
+#   template -> aiod  {"op": "exit", "pid", "code"} or {"op": "exit", "pid",
+#                      "signal"}: a child ended and was reaped
+# End of file on descriptor 3 (aiod closed it, or died), SIGTERM (aiod sets
+# it as the template's parent-death signal) and a parent that is no longer
+# aiod all make the template kill every child and exit.
+#
+# The config JSON: {"parent": aiod's pid, "preload": [module, ...],
+# "module": the launcher module of the kernelspec's "-m", e.g.
+# "ipykernel_launcher", "args": the kernel app's arguments but -f}.
+#
+# The template also runs the kernel app's first step once: the command line
+# and the config files (BaseIPythonApplication.initialize, about a fifth of
+# a kernel's start and 7 MB that every child would otherwise write). A child
+# whose arguments and configuration variables match the template's skips
+# that step; any other runs the kernel app from the start.
+#
+# Before the first fork the template imports ipykernel and what the config
+# names, creates no zmq context and starts no Python thread, then freezes the
+# garbage collector so that the children share the imported objects' pages.
+
+import gc
+
+gc.disable()
+
+import array
+import json
+import os
+import select
+import signal
+import socket
+import sys
+import time
+
+T0 = time.monotonic()
+CONFIG = json.loads(sys.argv[1])
+PARENT = CONFIG["parent"]
+CTL_FD = 3
+LAUNCHER = None  # sys.argv[0] of the kernels, set by main
+APP = None  # the kernel app configured by preconfigure, or None
+TEMPLATE_ENV = {}  # the template's environment when it configured APP
+
+# Environment variables the kernel app's configuration step reads.
+CONFIG_ENV = ("IPYTHONDIR", "HOME", "XDG_CONFIG_HOME", "JUPYTER_CONFIG_DIR", "JUPYTER_CONFIG_PATH",
+              "JUPYTER_PLATFORM_DIRS", "IPYTHON_SUPPRESS_CONFIG_ERRORS")
+
+# PR_SET_PDEATHSIG from <sys/prctl.h>.
+PR_SET_PDEATHSIG = 1
+
+# The modules IPKernelApp.initialize imports on its own: importing them here
+# moves their cost out of every kernel start.
+KERNEL_MODULES = [
+    "ipykernel.kernelapp",
+    "ipykernel.ipkernel",
+    "ipykernel.zmqshell",
+    "ipykernel.iostream",
+    "ipykernel.heartbeat",
+    "ipykernel.parentpoller",
+    "ipykernel.comm",
+    "ipykernel.eventloops",
+    "ipykernel.debugger",
+    "IPython.core.interactiveshell",
+    "IPython.core.completer",
+    "IPython.core.history",
+    "jupyter_client.session",
+    "jupyter_client.connect",
+    "tornado.ioloop",
+    "tornado.queues",
+    "zmq.eventloop.zmqstream",
+    "asyncio",
+    "ctypes",
+    "random",
+    "uuid",
+]
+
+
+def launcher_path(module):
+    """sys.argv[0] of "python -m MODULE": the module's file, or for a
+    package its __main__'s."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(module)
+    if spec.submodule_search_locations is not None:
+        spec = importlib.util.find_spec(module + ".__main__")
+    return spec.origin
+
+
+def preconfigure(args, failed):
+    """Run IPKernelApp's command-line and config-file step here, once, when
+    its initialize starts with that step (ipykernel 6's does)."""
+    global APP
+    import inspect
+
+    from IPython.core.application import BaseIPythonApplication
+    from ipykernel.kernelapp import IPKernelApp
+
+    try:
+        body = [l.strip() for l in inspect.getsource(IPKernelApp.initialize).splitlines()]
+        start = body.index("def initialize(self, argv=None):") + 1
+        if body[start:start + 2] != ["self._init_asyncio_patch()", "super().initialize(argv)"]:
+            raise ValueError("IPKernelApp.initialize does not start as expected")
+        app = IPKernelApp.instance()
+        app._init_asyncio_patch()
+        BaseIPythonApplication.initialize(app, args)
+        APP = app
+    except Exception as e:  # the children then run the whole initialize
+        IPKernelApp.clear_instance()
+        failed["(kernel app preconfiguration)"] = "%s: %s" % (type(e).__name__, e)
+
+
+def warm_up_shell(failed):
+    """Build and drop one IPython shell (it runs "pass", never user code):
+    the shell's code then starts each child specialised and its caches
+    built, which saves every kernel about 1.2 MB of copied pages. What the
+    shell changed in the interpreter is put back."""
+    import atexit
+    import builtins
+
+    main = sys.modules.get("__main__")
+    names = set(vars(builtins))
+    try:
+        from IPython.core.interactiveshell import InteractiveShell
+        from traitlets.config import Config
+
+        config = Config()
+        config.HistoryManager.hist_file = ":memory:"  # no file, no saving thread
+        shell = InteractiveShell(config=config)
+        shell.run_cell("pass", store_history=False)
+        atexit.unregister(shell.atexit_operations)
+        shell.history_manager.db.close()
+        del shell
+    except Exception as e:
+        failed["(shell warm-up)"] = "%s: %s" % (type(e).__name__, e)
+    sys.modules["__main__"] = main
+    for name in set(vars(builtins)) - names:
+        delattr(builtins, name)
+
+
+def kernel_app(args, env):
+    """The child's kernel app, initialized with args (-f included)."""
+    from ipykernel.kernelapp import IPKernelApp
+
+    rest = list(args)
+    conn = None
+    if "-f" in rest:
+        i = rest.index("-f")
+        conn = rest[i + 1]
+        del rest[i:i + 2]
+    same_env = all(env.get(k) == TEMPLATE_ENV.get(k) for k in CONFIG_ENV)
+    if APP is not None and conn and rest == CONFIG.get("args") and same_env:
+        from IPython.core.application import BaseIPythonApplication
+
+        APP.connection_file = conn
+        # Done by the template; in this process only.
+        BaseIPythonApplication.initialize = lambda self, argv=None: None
+        APP.initialize(args)
+        return APP
+    IPKernelApp.clear_instance()
+    app = IPKernelApp.instance()
+    app.initialize(args)
+    return app
+
+
+def send(ctl, msg, fds=()):
+    data = json.dumps(msg).encode()
+    if fds:
+        ctl.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+    else:
+        ctl.send(data)
+
+
+def import_all(names, failed):
+    for name in names:
+        try:
+            __import__(name)
+        except Exception as e:  # a missing optional module must not stop the template
+            failed[name] = "%s: %s" % (type(e).__name__, e)
+
+
+def main():
+    if os.getppid() != PARENT:
+        os._exit(1)  # aiod went away before we started
+    # A kernel's sys.path starts with its working directory, as
+    # "python -m ipykernel_launcher" has it; ours starts with "" (-c).
+    if sys.path and sys.path[0] == "":
+        del sys.path[0]
+    # ipykernel selects this backend unless MPLBACKEND says otherwise;
+    # matplotlib reads the variable when it is imported, which is here.
+    os.environ.setdefault("MPLBACKEND", "module://matplotlib_inline.backend_inline")
+    failed = {}
+    import_all(KERNEL_MODULES, failed)
+    if "ipykernel.kernelapp" in failed:
+        sys.stderr.write("aiod template: cannot import ipykernel: %s\n" % failed["ipykernel.kernelapp"])
+        sys.exit(2)
+    import_all(CONFIG.get("preload") or [], failed)
+    global TEMPLATE_ENV
+    TEMPLATE_ENV = dict(os.environ)
+    preconfigure(CONFIG.get("args") or [], failed)
+    warm_up_shell(failed)
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    import ipykernel
+
+    global LAUNCHER
+    LAUNCHER = launcher_path(CONFIG.get("module") or "ipykernel_launcher")
+    defaults = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGCHLD, signal.SIGHUP)}
+    ctl = socket.socket(fileno=CTL_FD)
+    wake_r, wake_w = socket.socketpair()
+    wake_r.setblocking(False)
+    wake_w.setblocking(False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.set_wakeup_fd(wake_w.fileno())
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # aiod interrupts kernels, never us
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop, killing the children
+    gc.collect()
+    gc.freeze()
+    threads = len(os.listdir("/proc/self/task"))
+    send(ctl, {
+        "op": "ready", "pid": os.getpid(), "python": sys.version.split()[0],
+        "ipykernel": ipykernel.__version__, "seconds": round(time.monotonic() - T0, 3),
+        "failed": failed, "threads": threads,
+    })
+    state = {"ctl": ctl, "wake_r": wake_r, "wake_w": wake_w, "libc": libc, "defaults": defaults}
+    children = set()
+    try:
+        serve(ctl, wake_r, children, state)
+    finally:
+        stop_children(children)
+
+
+def serve(ctl, wake_r, children, state):
+    while True:
+        try:
+            ready, _, _ = select.select([ctl, wake_r], [], [], 1.0)
+        except InterruptedError:
+            ready = []
+        if wake_r in ready:
+            try:
+                while wake_r.recv(512):
+                    pass
+            except BlockingIOError:
+                pass
+        reap(ctl, children)
+        if os.getppid() != PARENT:
+            return  # aiod died; the children go with us
+        if ctl not in ready:
+            continue
+        fds = array.array("i")
+        try:
+            data, anc, _, _ = ctl.recvmsg(1 << 20, socket.CMSG_LEN(4 * fds.itemsize))
+        except ConnectionResetError:
+            return
+        for level, kind, payload in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.frombytes(payload[: len(payload) - (len(payload) % fds.itemsize)])
+        if not data:
+            for fd in fds:
+                os.close(fd)
+            return  # aiod closed its end
+        req = json.loads(data)
+        if req.get("op") != "fork" or len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            send(ctl, {"op": "forked", "id": req.get("id"), "error": "bad request: want op fork with one descriptor"})
+            continue
+        fork(ctl, req, fds[0], children, state)
+
+
+def fork(ctl, req, out_fd, children, state):
+    sys.stdout.flush()
+    sys.stderr.flush()
+    gc.freeze()
+    try:
+        pid = os.fork()
+    except OSError as e:
+        os.close(out_fd)
+        send(ctl, {"op": "forked", "id": req["id"], "error": "fork: %s" % e})
+        return
+    if pid == 0:
+        child(req, out_fd, state)  # never returns
+    os.close(out_fd)
+    children.add(pid)
+    send(ctl, {"op": "forked", "id": req["id"], "pid": pid})
+
+
+def reap(ctl, children):
+    while children:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            children.clear()
+            return
+        if pid == 0:
+            return
+        children.discard(pid)
+        msg = {"op": "exit", "pid": pid}
+        if os.WIFSIGNALED(status):
+            msg["signal"] = os.WTERMSIG(status)
+        else:
+            msg["code"] = os.waitstatus_to_exitcode(status)
+        try:
+            send(ctl, msg)
+        except OSError:
+            pass  # aiod is gone; keep reaping
+
+
+def stop_children(children):
+    """Kill every child's process group and reap them, for at most 5 s."""
+    for pid in children:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    deadline = time.monotonic() + 5
+    while children and time.monotonic() < deadline:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            time.sleep(0.02)
+        children.discard(pid)
+
+
+def child(req, out_fd, state):
+    """Become the kernel: own session, own descriptors, own environment."""
+    code = 1
+    try:
+        os.dup2(out_fd, 1)
+        os.dup2(out_fd, 2)
+        os.close(out_fd)
+        template = os.getppid()
+        os.setsid()
+        # Die with the template (which dies with aiod): the kernel never
+        # outlives the daemon, and never becomes someone else's orphan.
+        if state["libc"].prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0 or os.getppid() != template:
+            os._exit(1)
+        signal.set_wakeup_fd(-1)
+        for s, h in state["defaults"].items():
+            signal.signal(s, h)
+        for s in ("ctl", "wake_r", "wake_w"):
+            state.pop(s).close()
+        os.closerange(3, os.sysconf("SC_OPEN_MAX"))
+        os.chdir(req["cwd"])
+        os.environ.clear()
+        os.environ.update(req["env"])
+        sys.path.insert(0, os.getcwd())
+        sys.argv = [LAUNCHER] + req["args"]
+        reseed()
+        backend = os.environ.get("MPLBACKEND")
+        if backend and "matplotlib" in sys.modules:
+            mpl = sys.modules["matplotlib"]
+            if dict.__getitem__(mpl.rcParams, "backend") != backend:
+                mpl.rcParams["backend"] = backend
+        gc.enable()
+        del state, req
+        app = kernel_app(sys.argv[1:], os.environ)
+        app.start()
+        code = 0
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if not isinstance(e.code, (int, type(None))):
+            sys.stderr.write("%s\n" % e.code)
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            import atexit
+
+            atexit._run_exitfuncs()
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def reseed():
+    """Give the child its own random state: every generator seeded when the
+    template imported it would otherwise repeat the same numbers in every
+    kernel."""
+    import random
+
+    random.seed()
+    np_random = sys.modules.get("numpy.random")
+    if np_random is not None:
+        np_random.seed()
+
+
+main()

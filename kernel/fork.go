@@ -1,0 +1,199 @@
+package kernel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aiod/aiod/kernel/jupyter"
+	"golang.org/x/sys/unix"
+)
+
+// reportGrace is how long a forked kernel's end waits for its template's
+// report (with the exit status) once the process is known to be gone.
+const reportGrace = 2 * time.Second
+
+// errNotReady is the cause of a start that ran out of StartTimeout.
+var errNotReady = errors.New("not ready")
+
+// cwdError is a working directory that is not there: a spawn would fail
+// the same way, so such a start is not retried.
+type cwdError struct{ err error }
+
+func (e *cwdError) Error() string { return e.err.Error() }
+func (e *cwdError) Unwrap() error { return e.err }
+
+// templateError is a start that failed because of the template, not the
+// kernel: the start is spawned instead. restart asks for a new template.
+type templateError struct {
+	err     error
+	restart bool
+}
+
+func (e *templateError) Error() string { return e.err.Error() }
+func (e *templateError) Unwrap() error { return e.err }
+
+// StartMode returns how the kernel's process was started: StartFork (from
+// a template) or StartSpawn.
+func (k *Kernel) StartMode() string { return k.mode }
+
+// startForked starts a kernel forked from t's process. spawn reports that
+// the template could not serve this start (it was down, failed to fork, or
+// its child died before it was ready): the caller spawns the kernel, and t
+// has logged why.
+func startForked(ctx context.Context, opts Options, t *Template) (k *Kernel, spawn bool, err error) {
+	p := t.process(ctx)
+	if p == nil {
+		t.fallbacks.Add(1)
+		return nil, true, nil
+	}
+	k, err = start(ctx, opts, func(k *Kernel) error { return k.launchForked(ctx, p) })
+	if err == nil {
+		t.starts.Add(1)
+		t.childStarted()
+		return k, false, nil
+	}
+	var te *templateError
+	switch {
+	case errors.As(err, &te):
+		t.fail(p, te.err, te.restart)
+	case ctx.Err() != nil || errors.Is(err, errNotReady) || errors.As(err, new(*cwdError)):
+		return nil, false, err // no time left, or a spawn would fail alike
+	default:
+		// The child died, or was killed with its template, before it
+		// was ready.
+		t.childFailed(p, err)
+	}
+	t.fallbacks.Add(1)
+	return nil, true, nil
+}
+
+// launchForked asks template p for the kernel process, with what launch
+// would give a spawned one: the spec's command line, the environment of
+// environ, the working directory, a pipe for its stdout and stderr.
+func (k *Kernel) launchForked(ctx context.Context, p *templateProc) error {
+	argv := k.spec.command(k.connDir + "/kernel.json")
+	cwd, err := forkCwd(k.opts.Cwd)
+	if err != nil {
+		return fmt.Errorf("launch %s: %w", argv[0], &cwdError{err})
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return fmt.Errorf("launch %s: make output pipe: %w", argv[0], err)
+	}
+	c, err := p.fork(ctx, argv[3:], envMap(k.environ()), cwd, w)
+	w.Close()
+	if err != nil {
+		r.Close()
+		return &templateError{
+			err:     fmt.Errorf("fork from kernel template (pid %d): %w", p.pid, err),
+			restart: errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "did not answer"),
+		}
+	}
+	// Open the pidfd at once: from here on the process is watched even if
+	// its template stops reporting.
+	pidfd := openPidfd(c.pid)
+	k.mode = StartFork
+	k.watch(c.pid, r, func() *jupyter.DeadError { return k.waitForked(c, pidfd) })
+	k.log.Debug("kernel forked", "template_pid", p.pid, "argv", argv)
+	return nil
+}
+
+// forkCwd is the forked kernel's working directory as an absolute path
+// (the template runs in /): dir, or aiod's own when empty. It fails as
+// exec would for a folder that is not there.
+func forkCwd(dir string) (string, error) {
+	if dir == "" {
+		return os.Getwd()
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return "", fmt.Errorf("chdir %s: %w", dir, err)
+	}
+	if !st.IsDir() {
+		return "", fmt.Errorf("chdir %s: not a directory", dir)
+	}
+	return abs, nil
+}
+
+// envMap turns KEY=VALUE entries into a map, later entries winning, as
+// exec does.
+func envMap(env []string) map[string]string {
+	m := make(map[string]string, len(env))
+	for _, kv := range env {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// waitForked waits for the forked process c to end: the template's report
+// says how; the pidfd, when there is one, says that it ended even if the
+// template does not report (it is wedged), and then the cause is unknown.
+func (k *Kernel) waitForked(c *forkedChild, pidfd *os.File) *jupyter.DeadError {
+	if pidfd == nil {
+		<-c.exited
+		return c.dead
+	}
+	gone := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		defer close(gone)
+		waitPidfd(pidfd)
+	})
+	defer func() {
+		pidfd.Close() // ends waitPidfd
+		wg.Wait()
+	}()
+	select {
+	case <-c.exited:
+		return c.dead
+	case <-gone:
+	}
+	t := time.NewTimer(reportGrace)
+	defer t.Stop()
+	select {
+	case <-c.exited:
+		return c.dead
+	case <-t.C:
+		return &jupyter.DeadError{Runtime: deadRuntime, Cause: "exited (its kernel template did not report how)", ExitCode: -1}
+	}
+}
+
+// openPidfd returns a pollable pidfd of pid, or nil when the system has
+// none (Linux before 5.3) or the process is already gone.
+func openPidfd(pid int) *os.File {
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if err != nil {
+		return nil
+	}
+	return os.NewFile(uintptr(fd), fmt.Sprintf("pidfd:%d", pid))
+}
+
+// waitPidfd returns when the process of pidfd has exited or pidfd is
+// closed. It waits in Go's poller, so no thread is held per kernel.
+func waitPidfd(pidfd *os.File) {
+	rc, err := pidfd.SyscallConn()
+	if err != nil {
+		return
+	}
+	rc.Read(func(fd uintptr) bool { //nolint:errcheck // a closed pidfd ends the wait too
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 0)
+		return err != nil && !errors.Is(err, unix.EINTR) || n > 0
+	})
+}

@@ -1,0 +1,702 @@
+package kernel
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/kernel/kerneltest"
+	"github.com/goccy/go-json"
+)
+
+// shared is the template set the fork tests share (one template process
+// for the package's run); tests that kill a template make their own.
+var shared struct {
+	once sync.Once
+	ts   *Templates
+	err  error
+}
+
+func sharedTemplates(t testing.TB) *Templates {
+	t.Helper()
+	shared.once.Do(func() {
+		shared.ts, shared.err = NewTemplates(TemplateConfig{Preload: DefaultPreload, Logger: testLogger()})
+	})
+	if shared.err != nil {
+		t.Fatal(shared.err)
+	}
+	return shared.ts
+}
+
+// closeSharedTemplates is called by TestMain before the leak checks.
+func closeSharedTemplates() {
+	if shared.ts != nil {
+		shared.ts.Close(context.Background())
+	}
+}
+
+// forked sets Options for a kernel forked from ts.
+func forked(ts *Templates, more ...func(*Options)) func(*Options) {
+	return func(o *Options) {
+		o.Templates = ts
+		for _, m := range more {
+			m(o)
+		}
+	}
+}
+
+// startForkedKernel starts a kernel from ts and checks it was forked.
+func startForkedKernel(t testing.TB, ts *Templates, more ...func(*Options)) (*Kernel, *recorder) {
+	t.Helper()
+	k, rec := startKernel(t, forked(ts, more...))
+	if k.StartMode() != StartFork {
+		t.Fatalf("kernel started by %s, want fork; templates: %+v", k.StartMode(), ts.Stats())
+	}
+	return k, rec
+}
+
+// startForkedKernels starts n forked kernels at once.
+func startForkedKernels(t *testing.T, ts *Templates, n int) ([]*Kernel, []*recorder) {
+	t.Helper()
+	ks, recs := make([]*Kernel, n), make([]*recorder, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			var err error
+			if ks[i], recs[i], err = tryStartKernel(t, forked(ts)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	for _, k := range ks {
+		if k.StartMode() != StartFork {
+			t.Fatalf("kernel %d started by %s, want fork; templates: %+v", k.Info().PID, k.StartMode(), ts.Stats())
+		}
+	}
+	return ks, recs
+}
+
+// runJSON runs code that prints one JSON value and decodes it into out.
+func runJSON(t testing.TB, k *Kernel, rec *recorder, code string, out any) {
+	t.Helper()
+	ms := run(t, k, rec, code)
+	text := stdout(ms)
+	if err := json.Unmarshal([]byte(text), out); err != nil {
+		t.Fatalf("decode %q: %v (messages %s, stderr %q)", text, err, kerneltest.Summary(ms), kerneltest.StreamText(ms, "stderr"))
+	}
+}
+
+// TestForkedKernelsAreDistinct forks 8 kernels at once and checks every
+// source of randomness differs between them, and that each has its own pid,
+// argv, and an empty history.
+func TestForkedKernelsAreDistinct(t *testing.T) {
+	ts := sharedTemplates(t)
+	ks, recs := startForkedKernels(t, ts, 8)
+	type facts struct {
+		Random  float64  `json:"random"`
+		NumPy   float64  `json:"numpy"`
+		UUID    string   `json:"uuid"`
+		URandom string   `json:"urandom"`
+		PID     int      `json:"pid"`
+		Argv    []string `json:"argv"`
+		History []string `json:"history"`
+		Seq     []int    `json:"seq"`
+	}
+	const code = `import json, os, random, sys, uuid
+import numpy
+print(json.dumps({"random": random.random(), "numpy": float(numpy.random.rand()),
+    "uuid": str(uuid.uuid4()), "urandom": os.urandom(8).hex(), "pid": os.getpid(),
+    "argv": sys.argv, "history": In[:-1], "seq": [random.randrange(1 << 30) for _ in range(4)]}))`
+	seen := map[string]map[string]int{"random": {}, "numpy": {}, "uuid": {}, "urandom": {}, "seq": {}}
+	for i, k := range ks {
+		var f facts
+		runJSON(t, k, recs[i], code, &f)
+		for what, v := range map[string]string{
+			"random": fmt.Sprint(f.Random), "numpy": fmt.Sprint(f.NumPy), "uuid": f.UUID,
+			"urandom": f.URandom, "seq": fmt.Sprint(f.Seq),
+		} {
+			if j, dup := seen[what][v]; dup {
+				t.Errorf("kernels %d and %d drew the same %s: %s", j, i, what, v)
+			}
+			seen[what][v] = i
+		}
+		if f.PID != k.Info().PID {
+			t.Errorf("kernel %d: os.getpid() = %d, aiod knows pid %d", i, f.PID, k.Info().PID)
+		}
+		wantArgv := []string{"-f", k.connDir + "/kernel.json", "--HistoryManager.hist_file=:memory:"}
+		if len(f.Argv) != 4 || filepath.Base(f.Argv[0]) != "ipykernel_launcher.py" || !slices.Equal(f.Argv[1:], wantArgv) {
+			t.Errorf("kernel %d: sys.argv = %q, want [.../ipykernel_launcher.py %q...]", i, f.Argv, wantArgv)
+		}
+		if !slices.Equal(f.History, []string{""}) {
+			t.Errorf("kernel %d: history before the first cell = %q, want none", i, f.History)
+		}
+	}
+}
+
+// TestForkedKernelStartsFresh checks that nothing one forked kernel did is
+// seen by the next one forked: variables, imports, open files, cwd.
+func TestForkedKernelStartsFresh(t *testing.T) {
+	ts := sharedTemplates(t)
+	a, recA := startForkedKernel(t, ts)
+	run(t, a, recA, "leaked = 42\nimport wave, os\nf = open('/proc/self/status')\nos.chdir('/tmp')")
+	b, recB := startForkedKernel(t, ts)
+	var got struct {
+		Leaked bool     `json:"leaked"`
+		Wave   bool     `json:"wave"`
+		Files  []string `json:"files"`
+		Cwd    string   `json:"cwd"`
+		Names  []string `json:"names"`
+		Out    int      `json:"out"`
+	}
+	runJSON(t, b, recB, `import json, os, sys
+_names = sorted(n for n in globals() if not n.startswith('_'))
+files = []
+for fd in os.listdir('/proc/self/fd'):
+    try:
+        files.append(os.readlink('/proc/self/fd/' + fd))
+    except OSError:
+        pass
+print(json.dumps({"leaked": "leaked" in globals(), "wave": "wave" in sys.modules,
+    "files": [f for f in files if f.startswith('/proc')], "cwd": os.getcwd(),
+    "names": _names, "out": len(Out)}))`, &got)
+	wd, _ := os.Getwd()
+	if got.Leaked || got.Wave || len(got.Files) > 0 || got.Cwd != wd || got.Out != 0 {
+		t.Errorf("second kernel saw the first one's state: %+v (cwd want %s)", got, wd)
+	}
+
+	// Its user namespace holds exactly what a spawned kernel's holds.
+	s, recS := startKernel(t, nil)
+	var spawned struct {
+		Names []string `json:"names"`
+	}
+	runJSON(t, s, recS, `import json, os, sys
+print(json.dumps({"names": sorted(n for n in globals() if not n.startswith('_'))}))`, &spawned)
+	if !slices.Equal(got.Names, spawned.Names) {
+		t.Errorf("forked namespace %q, spawned %q", got.Names, spawned.Names)
+	}
+}
+
+// fdInfo is one descriptor of a kernel process, as it reports it.
+type fdInfo struct {
+	FD   int    `json:"fd"`
+	Link string `json:"link"`
+	Mode int    `json:"mode"` // O_ACCMODE bits
+}
+
+// TestForkedKernelDescriptors checks a forked kernel holds no descriptor
+// but its own: /dev/null on 0, its output pipe (which ipykernel moves off 1
+// and 2 to capture them), the pipes ipykernel makes for that, its sockets,
+// and the eventfd and epoll descriptors of zmq and asyncio. None may be
+// shared with the template process.
+func TestForkedKernelDescriptors(t *testing.T) {
+	ts := sharedTemplates(t)
+	k, rec := startForkedKernel(t, ts)
+	var got struct {
+		FDs      []fdInfo `json:"fds"`
+		PipePort int      `json:"pipe_port"`
+	}
+	runJSON(t, k, rec, `import fcntl, json, os
+fds = []
+for fd in sorted(os.listdir('/proc/self/fd'), key=int):
+    try:
+        fds.append({"fd": int(fd), "link": os.readlink('/proc/self/fd/' + fd),
+                    "mode": fcntl.fcntl(int(fd), fcntl.F_GETFL) & os.O_ACCMODE})
+    except OSError:
+        pass  # the listing's own descriptor
+print(json.dumps({"fds": fds, "pipe_port": get_ipython().kernel.iopub_thread._pipe_port}))`, &got)
+
+	outInode := pipeInode(t, k.outPipe)
+	unix := unixSockets(t)
+	tcp := tcpSockets(t)
+	templateLinks := map[string]bool{}
+	for _, s := range ts.Stats() {
+		for _, l := range fdLinks(s.PID) {
+			templateLinks[l] = true
+		}
+	}
+	pipeEnds := map[string][]int{} // pipe link -> access modes seen
+	for _, f := range got.FDs {
+		if strings.HasPrefix(f.Link, "pipe:") {
+			pipeEnds[f.Link] = append(pipeEnds[f.Link], f.Mode)
+		}
+	}
+	socketRE := regexp.MustCompile(`^socket:\[(\d+)\]$`)
+	var bad []string
+	for _, f := range got.FDs {
+		why := ""
+		switch m := socketRE.FindStringSubmatch(f.Link); {
+		case templateLinks[f.Link] && strings.Contains(f.Link, "["):
+			why = "shared with the template"
+		case f.FD == 0:
+			if f.Link != "/dev/null" {
+				why = "stdin is not /dev/null"
+			}
+		case f.Link == fmt.Sprintf("pipe:[%d]", outInode):
+			// the kernel's own stdout and stderr, made by aiod for it
+		case strings.HasPrefix(f.Link, "pipe:"):
+			ends := pipeEnds[f.Link]
+			if !slices.Contains(ends, os.O_RDONLY) || !slices.Contains(ends, os.O_WRONLY) {
+				why = "a pipe whose other end is elsewhere"
+			}
+		case f.Link == "anon_inode:[eventfd]", f.Link == "anon_inode:[eventpoll]":
+		case m != nil:
+			if u, ok := unix[m[1]]; ok {
+				if u.path != "" && !strings.HasPrefix(u.path, k.connDir+"/") {
+					why = "a Unix socket outside the kernel's folder: " + u.path
+				} else if u.typ != "0001" {
+					why = "a Unix socket that is not SOCK_STREAM (the template's is SOCK_SEQPACKET)"
+				}
+			} else if port, ok := tcp[m[1]]; !ok || port != got.PipePort {
+				// ipykernel 6.17's IOPub pipe (for output of forked
+				// subprocesses) always listens on a loopback TCP port.
+				why = fmt.Sprintf("a socket that is neither Unix nor ipykernel's IOPub pipe (tcp port %d, pipe port %d)", port, got.PipePort)
+			}
+		default:
+			why = "not a descriptor of a kernel"
+		}
+		if why != "" {
+			bad = append(bad, fmt.Sprintf("fd %d -> %s: %s", f.FD, f.Link, why))
+		}
+	}
+	if len(bad) > 0 {
+		t.Errorf("forked kernel holds descriptors that are not its own:\n%s", strings.Join(bad, "\n"))
+	}
+	if len(got.FDs) < 10 {
+		t.Errorf("only %d descriptors listed: %+v", len(got.FDs), got.FDs)
+	}
+}
+
+// pipeInode returns the inode of a pipe end.
+func pipeInode(t testing.TB, f *os.File) uint64 {
+	t.Helper()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st syscall.Stat_t
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = syscall.Fstat(int(fd), &st) }); err != nil || serr != nil {
+		t.Fatal(err, serr)
+	}
+	return st.Ino
+}
+
+type unixSocket struct{ typ, path string }
+
+// unixSockets reads /proc/net/unix: inode -> type and bound path.
+func unixSockets(t testing.TB) map[string]unixSocket {
+	t.Helper()
+	b, err := os.ReadFile("/proc/net/unix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]unixSocket{}
+	for _, line := range strings.Split(string(b), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 7 {
+			continue
+		}
+		u := unixSocket{typ: f[4]}
+		if len(f) > 7 {
+			u.path = f[7]
+		}
+		out[f[6]] = u
+	}
+	return out
+}
+
+// tcpSockets reads /proc/net/tcp and tcp6: inode -> local port.
+func tcpSockets(t testing.TB) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, name := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			f := strings.Fields(line)
+			if len(f) < 10 {
+				continue
+			}
+			_, hexPort, _ := strings.Cut(f[1], ":")
+			port, _ := strconv.ParseInt(hexPort, 16, 32)
+			out[f[9]] = int(port)
+		}
+	}
+	return out
+}
+
+// fdLinks lists where a process's descriptors point.
+func fdLinks(pid int) []string {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, _ := os.ReadDir(dir)
+	var out []string
+	for _, e := range ents {
+		if l, err := os.Readlink(dir + "/" + e.Name()); err == nil {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func TestForkInterruptSignal(t *testing.T) {
+	k, rec := startForkedKernel(t, sharedTemplates(t))
+	testInterrupt(t, k, rec)
+}
+
+func TestForkInterruptMessage(t *testing.T) {
+	k, rec := startForkedKernel(t, sharedTemplates(t), func(o *Options) {
+		s := *o.Spec
+		s.InterruptMode = InterruptMessage
+		o.Spec = &s
+	})
+	testInterrupt(t, k, rec)
+}
+
+// TestForkedKernelKilledIsDetected kills a forked kernel with SIGKILL: aiod
+// is told by its template, with the signal, as for a spawned kernel.
+func TestForkedKernelKilledIsDetected(t *testing.T) {
+	k, _ := startForkedKernel(t, sharedTemplates(t))
+	if err := syscall.Kill(k.Info().PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-k.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done not closed 10s after SIGKILL")
+	}
+	var dead *jupyter.DeadError
+	if err := k.Err(); !errors.As(err, &dead) || dead.Signal != "SIGKILL" ||
+		err.Error() != "kernel died: killed by signal SIGKILL" {
+		t.Fatalf("Err = %v (%#v)", err, err)
+	}
+	if err := k.Execute(context.Background(), jupyter.ExecuteRequest{MsgID: jupyter.NewID(), Code: "1"}); !errors.As(err, &dead) {
+		t.Errorf("Execute after death: %v", err)
+	}
+	assertGone(t, k)
+	assertReaped(t, k.Info().PID)
+}
+
+// TestForkedKernelExitCode checks an exit status travels from the template.
+func TestForkedKernelExitCode(t *testing.T) {
+	k, rec := startForkedKernel(t, sharedTemplates(t))
+	execute(t, k, "import os; os._exit(7)")
+	select {
+	case <-k.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("Done not closed 10s after os._exit")
+	}
+	_ = rec
+	var dead *jupyter.DeadError
+	if err := k.Err(); !errors.As(err, &dead) || dead.ExitCode != 7 {
+		t.Fatalf("Err = %v (%#v)", err, err)
+	}
+	assertReaped(t, k.Info().PID)
+}
+
+// TestForkRestart replaces a forked kernel by another, as a session restart
+// does: the new one is a new process with none of the old state.
+func TestForkRestart(t *testing.T) {
+	ts := sharedTemplates(t)
+	a, recA := startForkedKernel(t, ts)
+	run(t, a, recA, "x = 1")
+	if err := a.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b, recB := startForkedKernel(t, ts)
+	if b.Info().PID == a.Info().PID {
+		t.Fatal("restart kept the pid")
+	}
+	ms := run(t, b, recB, "x")
+	if e := kerneltest.Find(ms, "iopub", "error"); e == nil || kerneltest.Field(e, "ename") != "NameError" {
+		t.Errorf("x after restart: %s", kerneltest.Summary(ms))
+	}
+	assertGone(t, a)
+}
+
+// TestForkCloseLeavesNothing closes a forked kernel that started a
+// subprocess: the process group is gone, nothing is left a zombie, and the
+// template lists no child.
+func TestForkCloseLeavesNothing(t *testing.T) {
+	ts := sharedTemplates(t)
+	k, rec := startForkedKernel(t, ts)
+	run(t, k, rec, "import subprocess; p = subprocess.Popen(['sleep', '600'])")
+	pid := k.Info().PID
+	if err := k.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	assertGone(t, k)
+	assertReaped(t, pid)
+	for _, s := range ts.Stats() {
+		for _, c := range kerneltest.Descendants(s.PID) {
+			if c == pid {
+				t.Errorf("template %d still has kernel %d below it", s.PID, pid)
+			}
+		}
+	}
+}
+
+// assertReaped checks pid is not even a zombie any more.
+func assertReaped(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+		if os.IsNotExist(err) {
+			return
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			t.Errorf("process %d still exists 5s after it ended: %s", pid, b)
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestForkEnvAndCwd forks two kernels with different cwd and env at once
+// from one template; each sees its own, and the spec's env.
+func TestForkEnvAndCwd(t *testing.T) {
+	ts := sharedTemplates(t)
+	dirs := []string{t.TempDir(), t.TempDir()}
+	ks := make([]*Kernel, 2)
+	recs := make([]*recorder, 2)
+	var wg sync.WaitGroup
+	for i := range 2 {
+		wg.Go(func() {
+			var err error
+			ks[i], recs[i], err = tryStartKernel(t, forked(ts, func(o *Options) {
+				o.Env = []string{fmt.Sprintf("AIOD_OPT_VAR=kernel %d", i), "AIOD_BOTH=options"}
+				o.Cwd = dirs[i]
+			}))
+			if err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if t.Failed() {
+		t.FailNow()
+	}
+	for i, k := range ks {
+		if k.StartMode() != StartFork {
+			t.Fatalf("kernel %d was %s", i, k.StartMode())
+		}
+		got := stdout(run(t, k, recs[i], "import os, sys\n"+
+			"print(os.environ['AIOD_OPT_VAR'], os.environ['AIOD_BOTH'], os.environ['JPY_PARENT_PID'], sep='|')\n"+
+			"print(os.getcwd(), sys.path[0], sep='|')"))
+		want := fmt.Sprintf("kernel %d|options|%d\n%s|%s\n", i, os.Getpid(), dirs[i], dirs[i])
+		if got != want {
+			t.Errorf("kernel %d printed %q, want %q", i, got, want)
+		}
+	}
+
+	// A spec's own env reaches its kernels through its own template.
+	k, rec := startForkedKernel(t, ts, func(o *Options) {
+		s := *o.Spec
+		s.Env = map[string]string{"AIOD_SPEC_VAR": "from spec"}
+		o.Spec = &s
+	})
+	if got := stdout(run(t, k, rec, "import os; print(os.environ['AIOD_SPEC_VAR'])")); got != "from spec\n" {
+		t.Errorf("spec env: %q", got)
+	}
+
+	// A session whose env changes where IPython reads its configuration
+	// gets a kernel app configured in the child, from that env.
+	ipdir := t.TempDir()
+	k, rec = startForkedKernel(t, ts, func(o *Options) { o.Env = []string{"IPYTHONDIR=" + ipdir} })
+	if got := stdout(run(t, k, rec, "print(get_ipython().profile_dir.location)")); got != ipdir+"/profile_default\n" {
+		t.Errorf("profile dir with IPYTHONDIR=%s: %q", ipdir, got)
+	}
+
+	// A folder that is not there fails as a spawn would, without falling back.
+	_, _, err := tryStartKernel(t, forked(ts, func(o *Options) { o.Cwd = "/nonexistent/aiod" }))
+	if err == nil || !strings.Contains(err.Error(), "chdir /nonexistent/aiod: no such file or directory") {
+		t.Errorf("start in a missing folder: %v", err)
+	}
+}
+
+// TestKilledTemplateIsReplaced kills a template: its kernel dies with it,
+// the next start is spawned, and once the template is back starts fork
+// again.
+func TestKilledTemplateIsReplaced(t *testing.T) {
+	var logs kerneltest.SyncBuffer
+	ts, err := NewTemplates(TemplateConfig{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ts.Close(context.Background()) })
+	a, _ := startForkedKernel(t, ts)
+	before := ts.Stats()[0]
+	if err := syscall.Kill(before.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// At once: the template is restarted no sooner than a second later.
+	b, recB := startKernel(t, forked(ts))
+	if b.StartMode() != StartSpawn {
+		t.Errorf("start while the template is down: %s, want spawn", b.StartMode())
+	}
+	select {
+	case <-a.Done():
+	case <-time.After(15 * time.Second):
+		t.Fatal("the kernel outlived its template by 15s")
+	}
+	var dead *jupyter.DeadError
+	if err := a.Err(); !errors.As(err, &dead) || !strings.Contains(err.Error(), "template") {
+		t.Errorf("kernel of a killed template: Err = %v", err)
+	}
+	assertGone(t, a)
+	if got := stdout(run(t, b, recB, "print(6 * 7)")); got != "42\n" {
+		t.Errorf("spawned fallback printed %q", got)
+	}
+
+	deadline := time.Now().Add(90 * time.Second)
+	var after TemplateStats
+	for {
+		after = ts.Stats()[0]
+		if after.State == "ready" && after.PID != before.PID {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("template not back within 90s: %+v", after)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if after.Restarts != 1 || after.Fallbacks < 1 || !strings.Contains(after.LastError, "SIGKILL") {
+		t.Errorf("stats after the restart: %+v", after)
+	}
+	c, recC := startForkedKernel(t, ts)
+	if got := stdout(run(t, c, recC, "print(6 * 7)")); got != "42\n" {
+		t.Errorf("kernel of the new template printed %q", got)
+	}
+	if kerneltest.Alive(before.PID) {
+		t.Errorf("killed template %d still alive", before.PID)
+	}
+	// Starts spawned while it was down are not logged each; the failure is.
+	_, recD := startKernel(t, forked(ts))
+	_ = recD
+	if n := strings.Count(logs.String(), "kernel template failed"); n != 1 || strings.Contains(logs.String(), "could not start a kernel") {
+		t.Errorf("the failure was logged %d times, want once:\n%s", n, logs.String())
+	}
+	if n := strings.Count(logs.String(), "kernel template ready"); n != 2 {
+		t.Errorf("%d ready lines, want 2:\n%s", n, logs.String())
+	}
+}
+
+// TestUnforkableSpecIsSpawned: a kernelspec whose argv is not the standard
+// launcher is spawned, templates or not; so is every spec in spawn mode.
+func TestUnforkableSpecIsSpawned(t *testing.T) {
+	k, rec := startKernel(t, forked(sharedTemplates(t), func(o *Options) {
+		s := *o.Spec
+		s.Argv = append([]string{s.Argv[0], "-X", "utf8"}, s.Argv[1:]...)
+		o.Spec = &s
+		if Forkable(&s) == nil {
+			t.Errorf("argv %q counted forkable", s.Argv)
+		}
+	}))
+	if k.StartMode() != StartSpawn {
+		t.Errorf("unforkable spec started by %s", k.StartMode())
+	}
+	run(t, k, rec, "pass")
+
+	spawnOnly, err := NewTemplates(TemplateConfig{Mode: StartSpawn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, rec = startKernel(t, forked(spawnOnly))
+	if k.StartMode() != StartSpawn || len(spawnOnly.Stats()) != 0 {
+		t.Errorf("spawn mode started by %s, templates %+v", k.StartMode(), spawnOnly.Stats())
+	}
+	run(t, k, rec, "pass")
+	if _, err := NewTemplates(TemplateConfig{Mode: "clone"}); err == nil || err.Error() != `kernel start mode "clone": want fork or spawn` {
+		t.Errorf("bad mode: %v", err)
+	}
+}
+
+// TestForkOverTCP keeps the tcp transport when asked.
+func TestForkOverTCP(t *testing.T) {
+	k, rec := startForkedKernel(t, sharedTemplates(t), func(o *Options) { o.Transport = TransportTCP })
+	if k.conn.Transport != TransportTCP || k.conn.ShellPort < 1024 {
+		t.Errorf("connection %+v", k.conn)
+	}
+	run(t, k, rec, "pass")
+}
+
+// TestKernelsDieWithTheirParent runs a helper process that forks a kernel
+// and then is killed with SIGKILL: the template and the kernel must go too.
+func TestKernelsDieWithTheirParent(t *testing.T) {
+	if os.Getenv("AIOD_FORK_HELPER") == "1" {
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestForkHelperProcess$", "-test.v")
+	cmd.Env = append(os.Environ(), "AIOD_FORK_HELPER=1")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait() //nolint:errcheck // killed below
+	var template, kernel int
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		if _, err := fmt.Sscanf(sc.Text(), "PIDS %d %d", &template, &kernel); err == nil {
+			break
+		}
+	}
+	if template == 0 || kernel == 0 {
+		cmd.Process.Kill()
+		t.Fatalf("helper printed no pids (%v)", sc.Err())
+	}
+	if !kerneltest.Alive(template) || !kerneltest.Alive(kernel) {
+		t.Fatal("template or kernel not alive before the kill")
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for kerneltest.Alive(template) || kerneltest.Alive(kernel) {
+		if time.Now().After(deadline) {
+			syscall.Kill(-kernel, syscall.SIGKILL)
+			syscall.Kill(-template, syscall.SIGKILL)
+			t.Fatalf("10s after their parent died: template alive %v, kernel alive %v",
+				kerneltest.Alive(template), kerneltest.Alive(kernel))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestForkHelperProcess is the helper of TestKernelsDieWithTheirParent.
+func TestForkHelperProcess(t *testing.T) {
+	if os.Getenv("AIOD_FORK_HELPER") != "1" {
+		return
+	}
+	ts, err := NewTemplates(TemplateConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, _ := startForkedKernel(t, ts)
+	fmt.Printf("PIDS %d %d\n", ts.Stats()[0].PID, k.Info().PID)
+	time.Sleep(time.Minute) // killed by the test
+}

@@ -1,0 +1,421 @@
+package kernel
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/goccy/go-json"
+)
+
+// templateDriver is the Python program a template process runs; its header
+// comment describes the protocol spoken on descriptor 3.
+//
+//go:embed driver/template.py
+var templateDriver string
+
+const (
+	// templateStopGrace is how long a template may take to kill its
+	// children and exit once its socket is closed, before SIGKILL.
+	templateStopGrace = 5 * time.Second
+	// forkReplyTimeout bounds the wait for a fork reply; a template that
+	// does not answer by then is wedged and is restarted.
+	forkReplyTimeout = 10 * time.Second
+	// maxTemplateMsg is the largest message the template sends.
+	maxTemplateMsg = 1 << 16
+)
+
+// templateMsg is every message the template sends (see driver/template.py).
+type templateMsg struct {
+	Op        string            `json:"op"`
+	ID        uint64            `json:"id"`
+	PID       int               `json:"pid"`
+	Error     string            `json:"error"`
+	Code      *int              `json:"code"`
+	Signal    *int              `json:"signal"`
+	Python    string            `json:"python"`
+	IPyKernel string            `json:"ipykernel"`
+	Seconds   float64           `json:"seconds"`
+	Failed    map[string]string `json:"failed"`
+	Threads   int               `json:"threads"`
+}
+
+// forkRequest is what aiod asks the template for; the write end of the
+// child's output pipe travels with it as SCM_RIGHTS.
+type forkRequest struct {
+	Op   string            `json:"op"`
+	ID   uint64            `json:"id"`
+	Args []string          `json:"args"` // the kernel app's command line after the launcher
+	Env  map[string]string `json:"env"`
+	Cwd  string            `json:"cwd"`
+}
+
+// forkedChild is a kernel process forked by a template. The template reaps
+// it and reports how it ended; exited is closed once dead is set.
+type forkedChild struct {
+	pid    int
+	exited chan struct{}
+	dead   *jupyter.DeadError
+}
+
+// forkResult answers a fork request: the child, or why there is none.
+type forkResult struct {
+	child *forkedChild
+	err   error
+}
+
+// templateProc is one running template process and the socket to it. Its
+// reader goroutine is the only reader of conn; writes are serialised by wmu.
+type templateProc struct {
+	// Set once by launchTemplate.
+	pid    int
+	cmd    *exec.Cmd
+	conn   *net.UnixConn
+	log    *slog.Logger
+	output *outputTail
+	info   templateMsg   // the ready message
+	ready  chan struct{} // closed when info is set
+	exited chan struct{} // closed when the process has been reaped
+	done   chan struct{} // closed when the reader, the waiter and the copier are over
+	wg     sync.WaitGroup
+
+	wmu sync.Mutex // one writer at a time on conn
+
+	mu       sync.Mutex
+	nextID   uint64
+	pending  map[uint64]chan forkResult // fork requests waiting for their reply
+	children map[int]*forkedChild       // forked and not reported ended
+	ended    bool                       // the reader is over: no more reports
+	exitErr  *jupyter.DeadError         // how the process ended; set before exited is closed
+}
+
+// templateEnv is the template's environment: what a spawned kernel of spec
+// gets, less Options.Env, which each fork request brings.
+func templateEnv(spec *Spec) []string {
+	env := append(os.Environ(), "JPY_PARENT_PID="+strconv.Itoa(os.Getpid()))
+	return append(env, spec.environ(env)...)
+}
+
+// templateArgs is the kernel app's command line of spec's kernels without
+// "-f FILE": what the template configures its kernel app with.
+func templateArgs(spec *Spec) []string {
+	argv := spec.command("{connection_file}")[3:]
+	out := make([]string, 0, len(argv))
+	for i := 0; i < len(argv); i++ {
+		if argv[i] == "-f" && i+1 < len(argv) {
+			i++
+			continue
+		}
+		out = append(out, argv[i])
+	}
+	return out
+}
+
+// launchTemplate starts a template process for spec and returns once it
+// has imported what it preloads and said it is ready. It gives up when ctx
+// ends, and then leaves nothing running.
+func launchTemplate(ctx context.Context, spec *Spec, preload []string, log *slog.Logger) (*templateProc, error) {
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("make template socket: %w", err)
+	}
+	ours, theirs := os.NewFile(uintptr(fds[0]), "template-socket"), os.NewFile(uintptr(fds[1]), "template-socket")
+	defer theirs.Close()
+	fc, err := net.FileConn(ours)
+	ours.Close()
+	if err != nil {
+		return nil, fmt.Errorf("make template socket: %w", err)
+	}
+	conn := fc.(*net.UnixConn)
+	cfg, _ := json.Marshal(map[string]any{"parent": os.Getpid(), "preload": preload, "module": spec.Argv[2],
+		"args": templateArgs(spec)})
+	cmd := exec.Command(spec.Argv[0], "-c", templateDriver, string(cfg))
+	cmd.Dir = "/"
+	cmd.Env = templateEnv(spec)
+	cmd.ExtraFiles = []*os.File{theirs} // descriptor 3
+	// Its own process group, so that signals meant for aiod's group do not
+	// reach it; SIGTERM when aiod dies (the template then kills its
+	// children), as a second line behind the socket's end of file.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	r, w, err := os.Pipe()
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("make template output pipe: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = w, w
+	err = cmd.Start()
+	w.Close()
+	if err != nil {
+		conn.Close()
+		r.Close()
+		return nil, fmt.Errorf("launch template %s: %w", spec.Argv[0], err)
+	}
+	p := &templateProc{
+		pid: cmd.Process.Pid, cmd: cmd, conn: conn,
+		ready: make(chan struct{}), exited: make(chan struct{}), done: make(chan struct{}),
+		pending: map[uint64]chan forkResult{}, children: map[int]*forkedChild{},
+	}
+	p.log = log.With("template_pid", p.pid)
+	p.output = &outputTail{log: p.log}
+	p.wg.Add(3)
+	go p.copyOutput(r)
+	go p.read()
+	go p.wait()
+	go func() { p.wg.Wait(); close(p.done) }()
+	select {
+	case <-p.ready:
+		return p, nil
+	case <-p.exited:
+		err = p.exitErr
+		if out := p.output.String(); out != "" {
+			err = fmt.Errorf("%w: %s", err, lastLine(out))
+		}
+	case <-ctx.Done():
+		err = context.Cause(ctx)
+	}
+	p.stop()
+	return nil, fmt.Errorf("start kernel template: %w", err)
+}
+
+func (p *templateProc) copyOutput(r *os.File) {
+	defer p.wg.Done()
+	defer r.Close()
+	copySmall(p.output, r) //nolint:errcheck // ends with the process
+}
+
+// wait reaps the template process; its socket's end then ends the reader.
+func (p *templateProc) wait() {
+	defer p.wg.Done()
+	err := p.cmd.Wait()
+	var st syscall.WaitStatus
+	if ps := p.cmd.ProcessState; ps != nil {
+		st, _ = ps.Sys().(syscall.WaitStatus)
+	}
+	p.mu.Lock()
+	p.exitErr = deadFromExit(st, err)
+	p.mu.Unlock()
+	close(p.exited)
+	p.conn.Close() // in case a descendant still holds the other end
+}
+
+// read is conn's only reader: it routes fork replies to their requests and
+// exit reports to the children. When the template is gone every child it
+// had is reported ended: they die with it (PR_SET_PDEATHSIG).
+func (p *templateProc) read() {
+	defer p.wg.Done()
+	buf := make([]byte, maxTemplateMsg)
+	for {
+		n, _, _, _, err := p.conn.ReadMsgUnix(buf, nil)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
+				p.log.Debug("read from kernel template failed", "err", err)
+			}
+			break
+		}
+		var m templateMsg
+		if err := json.Unmarshal(buf[:n], &m); err != nil {
+			p.log.Warn("kernel template sent a malformed message", "err", err)
+			continue
+		}
+		p.handle(m)
+	}
+	p.endChildren()
+}
+
+func (p *templateProc) handle(m templateMsg) {
+	switch m.Op {
+	case "ready":
+		select {
+		case <-p.ready: // said twice: keep the first
+		default:
+			p.info = m
+			close(p.ready)
+		}
+	case "forked":
+		var res forkResult
+		if m.PID > 0 {
+			res.child = &forkedChild{pid: m.PID, exited: make(chan struct{})}
+		} else {
+			res.err = errors.New(m.Error)
+		}
+		p.mu.Lock()
+		reply, waited := p.pending[m.ID]
+		delete(p.pending, m.ID)
+		if res.child != nil {
+			p.children[m.PID] = res.child
+		}
+		p.mu.Unlock()
+		if waited {
+			reply <- res // buffered
+		} else if res.child != nil {
+			killOrphan(res.child) // its requester gave up: nobody would own the kernel
+		}
+	case "exit":
+		p.mu.Lock()
+		c := p.children[m.PID]
+		delete(p.children, m.PID)
+		p.mu.Unlock()
+		if c != nil {
+			var st syscall.WaitStatus
+			switch {
+			case m.Signal != nil:
+				st = syscall.WaitStatus(*m.Signal & 0x7f)
+			case m.Code != nil:
+				st = syscall.WaitStatus((*m.Code & 0xff) << 8)
+			}
+			c.dead = deadFromExit(st, nil)
+			close(c.exited)
+		}
+	}
+}
+
+// endChildren reports every child still listed as ended with the template,
+// and fails the fork requests still waiting.
+func (p *templateProc) endChildren() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ended = true
+	for pid, c := range p.children {
+		c.dead = &jupyter.DeadError{Runtime: deadRuntime, Cause: fmt.Sprintf("killed with its kernel template (pid %d)", p.pid), ExitCode: -1, Signal: "SIGKILL"}
+		close(c.exited)
+		delete(p.children, pid)
+	}
+	for id, reply := range p.pending {
+		reply <- forkResult{err: errors.New("the kernel template ended")}
+		delete(p.pending, id)
+	}
+}
+
+// fork asks the template for a kernel process running the kernel app with
+// args, in cwd with env, writing its output to out. It returns the child
+// once the template has forked it.
+func (p *templateProc) fork(ctx context.Context, args []string, env map[string]string, cwd string, out *os.File) (*forkedChild, error) {
+	reply := make(chan forkResult, 1)
+	p.mu.Lock()
+	if p.ended {
+		p.mu.Unlock()
+		return nil, errors.New("the kernel template ended")
+	}
+	p.nextID++
+	id := p.nextID
+	p.pending[id] = reply
+	p.mu.Unlock()
+	forget := func() {
+		p.mu.Lock()
+		delete(p.pending, id)
+		p.mu.Unlock()
+	}
+	data, err := json.Marshal(forkRequest{Op: "fork", ID: id, Args: args, Env: env, Cwd: cwd})
+	if err != nil {
+		forget()
+		return nil, fmt.Errorf("encode fork request: %w", err)
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, forkReplyTimeout,
+		fmt.Errorf("the kernel template did not answer within %s", forkReplyTimeout))
+	defer cancel()
+	if err := p.send(ctx, data, out); err != nil {
+		forget()
+		return nil, err
+	}
+	select {
+	case res := <-reply:
+		return res.child, res.err
+	case <-ctx.Done():
+		forget()
+		select { // the reply may have come in the meantime
+		case res := <-reply:
+			if res.child != nil {
+				killOrphan(res.child)
+			}
+		default:
+		}
+		return nil, context.Cause(ctx)
+	}
+}
+
+// killOrphan kills a forked kernel nobody owns; the template reaps it.
+func killOrphan(c *forkedChild) {
+	syscall.Kill(-c.pid, syscall.SIGKILL) //nolint:errcheck // gone is fine
+}
+
+// send writes one request with out's descriptor attached.
+func (p *templateProc) send(ctx context.Context, data []byte, out *os.File) error {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	deadline, _ := ctx.Deadline()
+	p.conn.SetWriteDeadline(deadline) //nolint:errcheck // a closed conn fails the write below
+	rc, err := out.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("send fork request: %w", err)
+	}
+	var werr error
+	err = rc.Control(func(fd uintptr) {
+		_, _, werr = p.conn.WriteMsgUnix(data, syscall.UnixRights(int(fd)), nil)
+	})
+	if err == nil {
+		err = werr
+	}
+	if err != nil {
+		return fmt.Errorf("send fork request: %w", err)
+	}
+	return nil
+}
+
+// gone reports whether the template's socket has ended (it exited, or is
+// exiting).
+func (p *templateProc) gone() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.ended
+}
+
+// exitsWithin reports whether the process exits within d.
+func (p *templateProc) exitsWithin(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+		return true
+	case <-t.C:
+		return false
+	}
+}
+
+// live counts the children not reported ended.
+func (p *templateProc) live() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.children)
+}
+
+// stop ends the template: closing the socket makes it kill its children
+// and exit; SIGKILL follows after templateStopGrace. It returns once every
+// goroutine of p is over.
+func (p *templateProc) stop() {
+	p.conn.Close()
+	t := time.NewTimer(templateStopGrace)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+	case <-t.C:
+		syscall.Kill(-p.pid, syscall.SIGKILL) //nolint:errcheck // gone is fine
+	}
+	<-p.done
+}
+
+// kill ends the template at once (a wedged one).
+func (p *templateProc) kill() {
+	syscall.Kill(-p.pid, syscall.SIGKILL) //nolint:errcheck // gone is fine
+	p.stop()
+}
