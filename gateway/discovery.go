@@ -143,6 +143,17 @@ func (s *Server) v2CodeInfo(ctx *fasthttp.RequestCtx) {
 		"max_body_bytes":      l.MaxBodyBytes,
 		"pools":               s.rt.PoolStats(),
 		"kernel_start":        s.rt.KernelStart(),
+		"executions":          s.executionStats(),
 		"warnings":            append([]string{}, s.env.Warnings...),
 	})
+}
+
+// executionStats is what the execution store holds, and its bounds.
+func (s *Server) executionStats() map[string]any {
+	st := s.reg.Executions().Stats()
+	cfg := s.reg.Executions().Config()
+	return map[string]any{
+		"held": st.Held, "finished": st.Finished, "finished_bytes": st.Bytes, "evicted": st.Evicted,
+		"retention_seconds": cfg.Retention.Seconds(), "retention_bytes": cfg.RetentionBytes, "log_bytes": cfg.LogBytes,
+	}
 }

@@ -157,6 +157,10 @@ func New(cfg Config) (*Server, error) {
 // RequestCtx's Done would.
 func (s *Server) reqCtx() context.Context { return s.base }
 
+// HeldBytes is the memory the daemon deliberately holds: retained
+// executions and a cost per live runtime (see stream.Registry.HeldBytes).
+func (s *Server) HeldBytes() int64 { return s.reg.HeldBytes() }
+
 // Environment is what discovery found.
 func (s *Server) Environment() *backend.Environment { return s.env }
 

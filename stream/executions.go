@@ -22,6 +22,9 @@ const (
 	DefaultRetention      = 10 * time.Minute
 	DefaultRetentionBytes = 256 << 20
 	maxTombstones         = 10000
+	// entryOverhead is what an entry costs beyond its message's bytes: the
+	// message, header, decoded output and entry structs and their strings.
+	entryOverhead = 512
 )
 
 // Errors of the execution store.
@@ -142,6 +145,29 @@ type ExecStats struct {
 	Bytes          int // held by finished executions
 	Evicted        int // tombstones kept
 }
+
+// HeldBytes is what the finished executions hold, and the logs of the
+// running ones.
+func (x *Executions) HeldBytes() int64 {
+	x.mu.Lock()
+	n := x.bytes
+	var running []*Record
+	for _, r := range x.byID {
+		running = append(running, r)
+	}
+	x.mu.Unlock()
+	for _, r := range running {
+		r.mu.Lock()
+		if r.state != ExecDone {
+			n += r.logBytes
+		}
+		r.mu.Unlock()
+	}
+	return int64(n)
+}
+
+// Config is the store's bounds.
+func (x *Executions) Config() ExecConfig { return x.cfg }
 
 // Stats reports the store's size.
 func (x *Executions) Stats() ExecStats {
@@ -354,7 +380,7 @@ func (r *Record) complete(ev Event) {
 // the last status) and hands it to every follower.
 func (r *Record) emitLocked(e Entry) {
 	if e.Event.Out != nil {
-		if n := e.Event.Size(); n > r.x.cfg.LogBytes {
+		if n := e.Event.Size() + entryOverhead; n > r.x.cfg.LogBytes {
 			// One output over the whole bound (a flood printed at once) is
 			// not kept: the log starts after it. Followers still get it.
 			r.entries, r.logBytes, r.firstSeq = nil, 0, e.Seq+1
@@ -365,7 +391,7 @@ func (r *Record) emitLocked(e Entry) {
 				old := r.entries[0]
 				r.entries[0] = Entry{}
 				r.entries = r.entries[1:]
-				r.logBytes -= old.Event.Size()
+				r.logBytes -= old.Event.Size() + entryOverhead
 				r.firstSeq = old.Seq + 1
 			}
 		}

@@ -86,7 +86,7 @@ func TestExecutionsEviction(t *testing.T) {
 // Follow replays what came after a seq, then goes on live; a cut log says
 // where it starts.
 func TestRecordFollow(t *testing.T) {
-	x := NewExecutions(ExecConfig{LogBytes: 3 * outEvent(1, "line").Size()})
+	x := NewExecutions(ExecConfig{LogBytes: 3 * (outEvent(1, "line").Size() + entryOverhead)})
 	r, _, _ := x.Claim("f", Key{})
 	for i := 1; i <= 2; i++ {
 		r.Deliver(outEvent(i, "line"))

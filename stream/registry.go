@@ -347,6 +347,30 @@ func (r *Registry) ReapIdle(now time.Time) int {
 	return n
 }
 
+// runtimeCost is what aiod itself holds per live runtime (its sockets'
+// buffers, goroutines, mux): measured at about 140 KiB per kernel.
+const runtimeCost = 160 << 10
+
+// HeldBytes is the memory aiod deliberately holds for its sessions and
+// executions: what the execution store retains, and a fixed cost per live
+// runtime. The daemon raises its soft memory limit by it, so that a full
+// store or a thousand sessions do not make the garbage collector spin.
+func (r *Registry) HeldBytes() int64 {
+	r.mu.Lock()
+	ss := make([]*Session, 0, len(r.sessions))
+	for _, s := range r.sessions {
+		ss = append(ss, s)
+	}
+	n := len(r.temps)
+	r.mu.Unlock()
+	for _, s := range ss {
+		if s.Runtime() != nil {
+			n++
+		}
+	}
+	return r.execs.HeldBytes() + int64(n)*runtimeCost
+}
+
 // Len is the number of named sessions.
 func (r *Registry) Len() int {
 	r.mu.Lock()

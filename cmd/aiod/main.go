@@ -37,7 +37,8 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- string) error {
 		return err
 	}
 	log := newLogger(stderr, o.logLevel, o.logFormat)
-	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && o.memoryLimit > 0 {
+	_, userLimit := os.LookupEnv("GOMEMLIMIT")
+	if !userLimit && o.memoryLimit > 0 {
 		// A soft limit: the GC works harder near it instead of letting the
 		// heap double after a burst (kernels are separate processes).
 		debug.SetMemoryLimit(int64(o.memoryLimit))
@@ -57,6 +58,16 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- string) error {
 		"node", env.Node.Version, "node_problem", env.Node.Error)
 	for _, w := range env.Warnings {
 		log.Warn("discovery", "warning", w)
+	}
+
+	if !userLimit && o.memoryLimit > 0 {
+		lctx, stopLimits := context.WithCancel(context.Background())
+		limited := make(chan struct{})
+		go func() {
+			defer close(limited)
+			followHeld(lctx, int64(o.memoryLimit), srv.HeldBytes)
+		}()
+		defer func() { stopLimits(); <-limited }()
 	}
 
 	sigs := make(chan os.Signal, 2)
@@ -101,4 +112,32 @@ func newLogger(w io.Writer, level slog.Level, format string) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// heldHeadroom is how far above what aiod holds the soft memory limit sits
+// once that passes --memory-limit.
+const heldHeadroom = 16 << 20
+
+// followHeld keeps the soft memory limit at max(base, held() + 16 MiB),
+// checked every 2 s until ctx ends: --memory-limit bounds the daemon's
+// working memory, and what it deliberately holds (retained executions, a
+// cost per live runtime) is added on top once it is larger, so that a full
+// execution store or a thousand sessions never leave the GC running
+// without end, while aiod's memory stays within what it holds plus 16 MiB.
+func followHeld(ctx context.Context, base int64, held func() int64) {
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	last := base
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		limit := max(base, held()+heldHeadroom)
+		if limit != last {
+			debug.SetMemoryLimit(limit)
+			last = limit
+		}
+	}
 }

@@ -460,6 +460,57 @@ func TestSIGTERMEndsOneShotInFlight(t *testing.T) {
 	t.Logf("aiod exited %s after SIGTERM", took.Round(time.Millisecond))
 }
 
+// TestRetainedExecutionsStayWithinTheirBound runs 1,000 executions whose
+// outputs and results the daemon keeps, about 150 KiB each, with
+// --execution-retention-bytes 160 MiB (above the 128 MiB --memory-limit, so
+// that the bound, not the limit, is what is measured): the store holds all
+// of them within the bound, and the daemon's resident memory stays within
+// the bound plus 32 MiB.
+func TestRetainedExecutionsStayWithinTheirBound(t *testing.T) {
+	const bound = 160 << 20
+	d := startDaemon(t, "--execution-retention-bytes", strconv.Itoa(bound))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	body := func(i int) map[string]any {
+		return map[string]any{"language": "javascript", "session_id": "keep", "execution_id": fmt.Sprintf("kept-%d", i),
+			"code": fmt.Sprintf("console.log('%d'.padEnd(75000, '.'))", i)}
+	}
+	peak := int64(0)
+	for i := range 1000 {
+		var env envelope[execData]
+		d.do(ctx, http.MethodPost, "/v2/code/execute", body(i), &env)
+		if !env.Success || !strings.HasPrefix(env.Data.Stdout, strconv.Itoa(i)) {
+			t.Fatalf("execution %d: %v %q", i, env.Message, env.Data.Stdout[:min(40, len(env.Data.Stdout))])
+		}
+		if i%50 == 49 {
+			if rss, err := vmRSS(d.cmd.Process.Pid); err == nil {
+				peak = max(peak, rss)
+			}
+		}
+	}
+	var info envelope[struct {
+		Executions struct {
+			Finished      int   `json:"finished"`
+			FinishedBytes int64 `json:"finished_bytes"`
+			Evicted       int   `json:"evicted"`
+		} `json:"executions"`
+	}]
+	d.do(ctx, http.MethodGet, "/v2/code/info", nil, &info)
+	st := info.Data.Executions
+	if st.FinishedBytes > bound || st.Finished != 1000 || st.Evicted != 0 {
+		t.Fatalf("store after 1,000 executions: %+v (bound %d)", st, bound)
+	}
+	hwm, err := vmHWM(d.cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("1,000 executions: %d retained in %s (%d evicted); daemon RSS peak %s (sampled), VmHWM %s",
+		st.Finished, mib(st.FinishedBytes), st.Evicted, mib(peak), mib(hwm))
+	if limit := int64(bound + 32<<20); hwm > limit {
+		t.Fatalf("daemon VmHWM %s passed the retention bound plus 32 MiB (%s)", mib(hwm), mib(limit))
+	}
+}
+
 // TestDaemonRSSBoundedDuringFlood runs a one-shot call printing 100 MB and
 // samples the daemon's resident memory while it runs.
 func TestDaemonRSSBoundedDuringFlood(t *testing.T) {

@@ -193,13 +193,19 @@ func (s *Server) shutdown() {
 		},
 		func() { syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL) },
 	}
-	for _, step := range steps {
+	// Escalating is not a failure (a loaded machine slows Python's shutdown
+	// down); a server that outlives SIGKILL to its group is.
+	for i, step := range steps {
 		step()
 		select {
 		case <-s.exited:
 			return
-		case <-time.After(10 * time.Second):
-			s.t.Errorf("jupyter_server still running 10s after a shutdown step")
+		case <-time.After(15 * time.Second):
+			if i == len(steps)-1 {
+				s.t.Errorf("jupyter_server still running 15 s after SIGKILL to its process group")
+			} else {
+				s.t.Logf("jupyter_server still running 15 s after shutdown step %d; escalating", i+1)
+			}
 		}
 	}
 	<-s.exited
