@@ -42,7 +42,7 @@ bench-quick: test-deps
 ## bench-go: the Go benchmarks (REST vs floor, one-shots, remote kernels, WebSocket delay)
 bench-go:
 	$(GO) test ./bench/ -run '^$$' -bench . -benchtime 200x
-	$(GO) test ./gateway/ -run '^$$' -bench WSStreamDelay -benchtime 2000x
+	$(GO) test ./gateway/ -run '^$$' -bench "WSStreamDelay|SSEvsWSDelay" -benchtime 2000x
 
 ## fuzz: a short run of each fuzz target
 fuzz:

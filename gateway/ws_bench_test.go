@@ -1,7 +1,10 @@
 package gateway
 
 import (
+	"bufio"
+	"bytes"
 	"fmt"
+	"net/http"
 	"sort"
 	"strconv"
 	"strings"
@@ -90,4 +93,85 @@ func BenchmarkWSStreamDelay(b *testing.B) {
 	b.ReportMetric(pct(mux.delays, 0.50), "mux-p50-ms")
 	b.ReportMetric(pct(mux.delays, 0.99), "mux-p99-ms")
 	mux.mu.Unlock()
+}
+
+// BenchmarkSSEvsWSDelay measures the first-output delay of the two ways a
+// client follows an execution live, in one run on one execution: a
+// POST /v2/code/execute streamed as Server-Sent Events, and a WebSocket
+// resume of the same execution. The kernel prints b.N flushed lines 2 ms
+// apart, each its own time.time(); both clients stamp each line as they read
+// it. Reported: p50 and p99 per path, and the SSE p50 minus the WebSocket's.
+func BenchmarkSSEvsWSDelay(b *testing.B) {
+	ts := startServer(b, Config{})
+	if _, env, _ := ts.exec(b, map[string]any{"language": "python", "code": "import time", "session_id": "bench"}); env["success"] != true {
+		b.Fatalf("warm-up: %v", env)
+	}
+	stamps := func(text string, at time.Time, into *[]time.Duration) {
+		for _, l := range strings.Fields(text) {
+			if f, err := strconv.ParseFloat(l, 64); err == nil {
+				*into = append(*into, at.Sub(time.Unix(0, int64(f*1e9))))
+			}
+		}
+	}
+	// The cell waits a second, so that the WebSocket follows it before the
+	// first line: every line then reaches both clients live.
+	code := fmt.Sprintf("time.sleep(1)\nfor i in range(%d):\n    print(repr(time.time()), flush=True)\n    time.sleep(0.002)", b.N)
+	body, _ := json.Marshal(map[string]any{"language": "python", "code": code, "session_id": "bench", "execution_id": "sse-ws", "timeout": 600})
+	b.ResetTimer()
+	req, _ := http.NewRequest("POST", ts.URL+"/v2/code/execute", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := ts.client.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	c := dialWS(b, ts, nil)
+	sendJSON(b, c, map[string]any{"type": "resume", "id": "ws", "execution_id": "sse-ws", "after": 0})
+	var wsDelays, sseDelays []time.Duration
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			m := readJSON(b, c, 5*time.Minute)
+			if m.typ() == "result" {
+				return
+			}
+			if m.typ() == "output" {
+				stamps(m.m["output"].(map[string]any)["text"].(string), m.at, &wsDelays)
+			}
+		}
+	}()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		at := time.Now()
+		if bytes.HasPrefix(line, []byte("event: result")) {
+			break
+		}
+		if !bytes.HasPrefix(line, []byte("data: {\"type\":\"output\"")) {
+			continue
+		}
+		var ev struct {
+			Output struct {
+				Text string `json:"text"`
+			} `json:"output"`
+		}
+		if json.Unmarshal(line[len("data: "):], &ev) == nil {
+			stamps(ev.Output.Text, at, &sseDelays)
+		}
+	}
+	wg.Wait()
+	b.StopTimer()
+	if len(sseDelays) != b.N || len(wsDelays) != b.N {
+		b.Fatalf("got %d SSE and %d WebSocket timestamps, want %d each", len(sseDelays), len(wsDelays), b.N)
+	}
+	sse50, ws50 := pct(sseDelays, 0.50), pct(wsDelays, 0.50)
+	b.ReportMetric(sse50, "sse-p50-ms")
+	b.ReportMetric(pct(sseDelays, 0.99), "sse-p99-ms")
+	b.ReportMetric(ws50, "ws-p50-ms")
+	b.ReportMetric(pct(wsDelays, 0.99), "ws-p99-ms")
+	b.ReportMetric(sse50-ws50, "sse-minus-ws-p50-ms")
 }
