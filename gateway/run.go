@@ -25,6 +25,7 @@ type execCall struct {
 	Idle       time.Duration // idle limit of a session this call creates; 0 the backend's
 	Origin     any           // who started it (a WebSocket); its events carry it
 	Subs       []stream.Subscriber
+	Warnings   []string // about the request (fields ignored); copied into the result
 	// OnCreate is called with the session when this call creates it.
 	OnCreate func(*stream.Session)
 }
@@ -39,7 +40,7 @@ type callError struct {
 // on first use. It is the one run path; every route maps its errors the
 // same way (runError).
 func (s *Server) execute(ctx context.Context, c execCall) (*stream.Result, *callError) {
-	req := stream.ExecRequest{Code: c.Code, Timeout: c.Timeout, Origin: c.Origin, Subs: c.Subs}
+	req := stream.ExecRequest{Code: c.Code, Timeout: c.Timeout, Origin: c.Origin, Subs: c.Subs, Warnings: c.Warnings}
 	if c.SessionID == "" {
 		b, err := s.backendOf(c)
 		if err != nil {

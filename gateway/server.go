@@ -52,6 +52,7 @@ type Config struct {
 	AllowedHosts         []string      // Host names allowed besides loopback and the daemon's own addresses; "*" turns the check off
 	JWTPublicKey         string        // PEM public key (or its base64) verifying bearer JWTs; "" for none
 	TicketTTL            time.Duration // lifetime of a ticket from POST /tickets; 30 s
+	NoAccessLog          bool          // do not log a line per request (--access-log=false)
 	Logger               *slog.Logger
 }
 
@@ -128,8 +129,12 @@ func New(cfg Config) (*Server, error) {
 	s.base, s.stop = context.WithCancel(context.Background())
 	s.live = newLiveHub(s, LiveLimits{QueueBytes: cfg.WSQueueBytes}, counters)
 	s.reg = stream.NewRegistry(stream.Config{Budget: cfg.OutputBudget, ReapInterval: cfg.ReapInterval, Logger: cfg.Logger, Counters: counters})
+	handler := g.Wrap(s.routes().Handler)
+	if !cfg.NoAccessLog {
+		handler = accessLog(cfg.Logger, handler)
+	}
 	s.http = &fasthttp.Server{
-		Handler:              g.Wrap(s.routes().Handler),
+		Handler:              handler,
 		Name:                 "aiod",
 		MaxRequestBodySize:   cfg.MaxBody,
 		ReadTimeout:          60 * time.Second,
@@ -158,6 +163,7 @@ func (s *Server) routes() *router.Router {
 	r := router.New()
 	r.RedirectTrailingSlash = false
 	r.HandleMethodNotAllowed = true
+	r.SaveMatchedRoutePath = true // for the access log
 	r.NotFound = func(ctx *fasthttp.RequestCtx) {
 		api.Fail(ctx, fasthttp.StatusNotFound, fmt.Sprintf("no route %s %s", ctx.Method(), ctx.Path()))
 	}
@@ -177,7 +183,7 @@ func (s *Server) routes() *router.Router {
 	r.GET("/v1/capabilities", s.v1Capabilities)
 	r.GET("/healthz", func(ctx *fasthttp.RequestCtx) { api.OK(ctx, map[string]any{"status": "ok"}) })
 	r.POST(guard.TicketsPath, s.guard.ServeTickets)
-	fsplane.Register(r, fsplane.Config{MaxBody: int64(s.cfg.MaxBody), Logger: s.log})
+	fsplane.Register(r, fsplane.Config{MaxBody: int64(s.cfg.MaxBody), Logger: s.log, Workspace: s.workspace()})
 	s.registerV1(r)   // v1.go: the agent_sandbox SDK's code, jupyter, nodejs and sandbox routes
 	s.registerLive(r) // live.go: WebSocket streaming and the Jupyter kernels API
 	s.registerWeb(r)  // web.go: the browser notebook page at /

@@ -115,7 +115,7 @@ func (cs *codeSocket) execute(ref json.RawMessage, b []byte) {
 		cs.fail(nil, fasthttp.StatusUnprocessableEntity, "field 'id': is required, so that outputs and the result can name their execution")
 		return
 	}
-	call, fe := h.s.parseV2Execute(b)
+	call, fe := h.s.parseV2Execute(b, "type", "id")
 	if fe != nil {
 		cs.fail(ref, fasthttp.StatusUnprocessableEntity, fe.Error())
 		return
@@ -187,7 +187,7 @@ func (cs *codeSocket) interrupt(ref json.RawMessage, head codeHead) {
 	}
 	for _, s := range ss {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := s.Interrupt(ctx)
+		err := s.Interrupt(ctx, "a client (WebSocket interrupt)")
 		cancel()
 		if err != nil {
 			cs.fail(ref, fasthttp.StatusServiceUnavailable, err.Error())

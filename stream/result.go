@@ -26,6 +26,9 @@ type Result struct {
 	Truncated      bool
 	Fresh          bool     // the runtime was (re)started for this call after a loss of state
 	Notes          []string // what the caller should know, joined into the envelope's message
+	Warnings       []string // about the request itself (ExecRequest.Warnings)
+	NextInput      string   // the text a set_next_input payload proposed for the next cell
+	InterruptedBy  string   // who interrupted the execution ("a timeout", Session.Interrupt's by), or ""
 	Runtime        jupyter.RuntimeInfo
 }
 
