@@ -12,6 +12,11 @@ import (
 // The mux decodes a message once, on the runtime's reader goroutine, and
 // every subscriber shares what it decoded: Out for an output message,
 // State for a status message. Events and what they point to are immutable.
+//
+// An event may carry Out with Msg nil: an output no iopub message carries,
+// the display_data a reply's pager payload (help: len?) becomes. The mux
+// hands it on before the reply, so that every route sees the same output;
+// subscribers that forward raw messages (the Jupyter channels) skip it.
 type Event struct {
 	ExecID string           // the execution's msg_id (the message's parent)
 	Origin any              // ExecRequest.Origin of that execution; nil when none or unknown
