@@ -108,8 +108,13 @@ type v2ExecData struct {
 	Warnings       []string `json:"warnings,omitempty"`
 }
 
-// V2Data renders a result as POST /v2/code/execute's data.
-func V2Data(r *stream.Result) any {
+// V2Data renders a result as POST /v2/code/execute's data: stream text
+// without ANSI codes (Result.Plain), as every REST answer has it.
+func V2Data(r *stream.Result) any { return v2Data(r.Plain()) }
+
+// v2Data renders r as it is: the WebSocket's result keeps the colours of
+// its live outputs.
+func v2Data(r *stream.Result) v2ExecData {
 	d := v2ExecData{
 		Code: r.Code, Language: r.Language, Status: r.Status, ExecutionCount: r.ExecutionCount,
 		ExitCode: r.ExitCode(), Outputs: make([]any, len(r.Outputs)),

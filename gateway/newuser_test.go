@@ -289,7 +289,8 @@ func TestRESTStripsANSIFromStreams(t *testing.T) {
 		t.Fatalf("javascript stderr %q", data["stderr"])
 	}
 
-	// Live outputs keep the escapes; the result's data is REST's.
+	// The WebSocket keeps the escapes, in its outputs and its result (the
+	// page stores the result's outputs and colours them after a reload).
 	c := dialWS(t, ts, nil)
 	sendJSON(t, c, map[string]any{"type": "execute", "id": "a", "language": "python", "code": code, "session_id": "ansi"})
 	msgs := readUntil(t, c, "result", "a", time.Minute)
@@ -302,7 +303,7 @@ func TestRESTStripsANSIFromStreams(t *testing.T) {
 	if live.String() != raw.String() {
 		t.Fatalf("WebSocket outputs %q, want the raw text", live.String())
 	}
-	if res := msgs[len(msgs)-1].m["data"].(map[string]any); res["stdout"] != plain.String() {
+	if res := msgs[len(msgs)-1].m["data"].(map[string]any); res["stdout"] != raw.String() {
 		t.Fatalf("WebSocket result stdout %q", res["stdout"])
 	}
 	// The Jupyter API passes the kernel's message through.

@@ -16,7 +16,7 @@ import (
 //
 //	client {"type":"execute","id":REF,"language":…,"code":…,"session_id":…,"timeout":…}
 //	server {"type":"output","id":REF,"seq":N,"output":{compact output}}   one per output, as sent
-//	       {"type":"result","id":REF,"success":…,"message":…,"data":{POST /v2/code/execute's data}}
+//	       {"type":"result","id":REF,"success":…,"message":…,"data":{POST /v2/code/execute's data, ANSI kept}}
 //	client {"type":"interrupt","id":REF,"session_id":…,"language":…}
 //	client {"type":"watch","id":REF,"session_id":…} / {"type":"unwatch",…}
 //	server {"type":"ok","id":REF,"request":"interrupt"|"watch"|"unwatch"}
@@ -337,7 +337,7 @@ func (cs *codeSocket) render(it *wsItem) (websocket.MessageType, []byte, bool) {
 	case it.ev.Result != nil:
 		r := it.ev.Result
 		delete(cs.seq, key)
-		v = wsResult{"result", id, sid, r.Success(), r.Message(), V2Data(r)}
+		v = wsResult{"result", id, sid, r.Success(), r.Message(), v2Data(r)} // ANSI kept, as in the outputs
 	case it.ev.State != "":
 		v = wsStatus{"status", id, sid, it.ev.State}
 	case it.ev.Out != nil:

@@ -15,8 +15,8 @@ const DefaultBudget = 8 << 20
 
 // Collector folds one execution's iopub messages into the outputs a notebook
 // would show at the end: consecutive stream chunks of one name merged,
-// clear_output and update_display_data applied, stream text and tracebacks
-// without ANSI codes.
+// clear_output and update_display_data applied, tracebacks without ANSI
+// codes (Result.Plain strips them from stream text too, for REST).
 //
 // Memory is bounded by the budget: past it, each stream keeps its head (what
 // was collected before the budget ran out) and a tail ring of budget/8
@@ -173,17 +173,11 @@ func (c *Collector) updateDisplay(ct *Output) {
 func (c *Collector) Truncated() bool { return c.truncated }
 
 // Finish returns the folded outputs. Streams that ran past the budget get a
-// closing output holding a note and their tail. Stream text and the
-// text/plain of pager outputs lose their ANSI codes, as tracebacks do:
-// collected results are read by agents, not terminals (live outputs keep
-// them).
+// closing output holding a note and their tail.
 func (c *Collector) Finish() []*Output {
 	for _, o := range c.outputs {
 		if o.text != nil {
-			o.Text, o.text = StripANSI(o.text.String()), nil
-		}
-		if o.page {
-			plainPage(o)
+			o.Text, o.text = o.text.String(), nil
 		}
 	}
 	for _, name := range []string{"stdout", "stderr"} {
@@ -194,7 +188,7 @@ func (c *Collector) Finish() []*Output {
 		tail, dropped := t.finish()
 		note := fmt.Sprintf("\n[aiod: %s of %s omitted: output over the %s budget; head and last %s kept]\n",
 			human(int(dropped)), name, human(c.budget), human(len(tail)))
-		c.outputs = append(c.outputs, &Output{Type: "stream", Name: name, Text: note + StripANSI(tail), Truncated: true})
+		c.outputs = append(c.outputs, &Output{Type: "stream", Name: name, Text: note + tail, Truncated: true})
 	}
 	c.tails = nil
 	return c.outputs

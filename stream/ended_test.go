@@ -47,9 +47,17 @@ func TestDecodePayloads(t *testing.T) {
 	}
 	c := NewCollector(0)
 	c.Add(pages[0])
-	outs := c.Finish()
-	if string(outs[0].Data["text/plain"]) != `"help"` || !strings.Contains(string(pages[0].Data["text/plain"]), `\u001b`) {
-		t.Fatalf("collected page %s, decoded %s", outs[0].Data["text/plain"], pages[0].Data["text/plain"])
+	c.Add(&Output{Type: jupyter.MsgStream, Name: "stdout", Text: "\x1b[1;31merror\x1b[0m"})
+	res := &Result{Outputs: c.Finish()}
+	plain := res.Plain()
+	if string(plain.Outputs[0].Data["text/plain"]) != `"help"` || plain.Text("stdout") != "error" {
+		t.Fatalf("plain page %s, stdout %q", plain.Outputs[0].Data["text/plain"], plain.Text("stdout"))
+	}
+	if !strings.Contains(string(res.Outputs[0].Data["text/plain"]), `\u001b`) || res.Text("stdout") != "\x1b[1;31merror\x1b[0m" {
+		t.Fatal("Plain changed the result it copied")
+	}
+	if clean := (&Result{Outputs: []*Output{{Type: jupyter.MsgStream, Name: "stdout", Text: "ok"}}}); clean.Plain() != clean {
+		t.Fatal("Plain copied a result without escapes")
 	}
 	for _, raw := range []string{``, `null`, `[]`, `{`, `[{"source":"page","data":{"text/plain":5}}]`} {
 		if p, n := decodePayloads([]byte(raw)); len(p) != 0 || n != "" {

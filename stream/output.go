@@ -40,7 +40,7 @@ type Output struct {
 // Decode reads one iopub message into the output it carries, exactly as the
 // runtime sent it: a stream chunk is not merged with its neighbours.
 // Tracebacks and error names lose their ANSI codes, as in collected
-// results; stream text keeps them (the collector strips them at Finish). ok is false for messages that carry no
+// results; stream text keeps them (Result.Plain strips them for REST). ok is false for messages that carry no
 // output (status, execute_input, ...).
 func Decode(m *jupyter.Message) (o *Output, ok bool) {
 	t := m.Header.MsgType

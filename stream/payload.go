@@ -1,6 +1,8 @@
 package stream
 
 import (
+	"bytes"
+
 	"github.com/goccy/go-json"
 
 	"github.com/aiod/aiod/kernel/jupyter"
@@ -56,16 +58,16 @@ func isJSONString(v json.RawMessage) bool {
 	return json.Unmarshal(v, &s) == nil
 }
 
-// plainPage is a pager output with the ANSI codes of its text/plain
-// removed, as collected results show terminal text.
-func plainPage(o *Output) {
+// plainPage gives o (a copy) the text/plain of its pager output without
+// ANSI codes; it reports whether there were any.
+func plainPage(o *Output) bool {
 	v, ok := o.Data["text/plain"]
-	if !ok {
-		return
+	if !ok || !bytes.Contains(v, []byte(`\u001b`)) {
+		return false
 	}
 	var s string
 	if json.Unmarshal(v, &s) != nil {
-		return
+		return false
 	}
 	data := make(map[string]json.RawMessage, len(o.Data))
 	for k, x := range o.Data {
@@ -73,4 +75,5 @@ func plainPage(o *Output) {
 	}
 	data["text/plain"] = mustJSON(StripANSI(s))
 	o.Data = data
+	return true
 }

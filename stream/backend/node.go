@@ -35,7 +35,7 @@ func (r *Runtimes) RunNode(ctx context.Context, code, stdin, dir string, timeout
 		cut        int
 	}{{"stdout", out.Stdout, out.StdoutCut}, {"stderr", out.Stderr, out.StderrCut}} {
 		if s.text != "" {
-			res.Outputs = append(res.Outputs, &stream.Output{Type: jupyter.MsgStream, Name: s.name, Text: stream.StripANSI(s.text), Truncated: s.cut > 0})
+			res.Outputs = append(res.Outputs, &stream.Output{Type: jupyter.MsgStream, Name: s.name, Text: s.text, Truncated: s.cut > 0})
 		}
 		if s.cut > 0 {
 			res.Truncated = true
