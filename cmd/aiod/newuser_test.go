@@ -104,7 +104,9 @@ func TestHelpShowsTypesAndPassthrough(t *testing.T) {
 // reclaim.
 func TestAccessLogAndLossLogs(t *testing.T) {
 	const token = "acc3ss-t0ken"
-	d := startDaemon(t, "--code-backend", "kernel", "--token", token, "--kernel-idle", "4")
+	// Four kernels start one after another: on a loaded machine one can take
+	// more than the default minute.
+	d := startDaemon(t, "--code-backend", "kernel", "--token", token, "--kernel-idle", "4", "--kernel-start-timeout", "180")
 	d.token = token
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
