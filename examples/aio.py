@@ -1,15 +1,23 @@
 """The page's small helper for aiod's v2 routes.
 
-Aio(base_url).post/get/delete return the envelope's ``data`` and raise
-RuntimeError when ``success`` is false; ``.http`` is the underlying httpx
-client for raw requests (downloads, status codes).
+Aio(base_url, token=None).post/get/delete return the envelope's ``data`` and
+raise RuntimeError when ``success`` is false; ``.http`` is the underlying
+httpx client for raw requests (downloads, status codes).
+
+With a daemon started with ``--token T`` (or ``--jwt-public-key``), pass
+``token="T"`` (a token or a JWT), or set ``AIO_TOKEN``: it is sent as
+``Authorization: Bearer T`` on every request.
 """
+import os
+
 import httpx
 
 
 class Aio:
-    def __init__(self, base_url, timeout=120.0):
-        self.http = httpx.Client(base_url=base_url, timeout=timeout)
+    def __init__(self, base_url, token=None, timeout=120.0):
+        token = token if token is not None else os.environ.get("AIO_TOKEN")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.http = httpx.Client(base_url=base_url, timeout=timeout, headers=headers)
 
     def _unwrap(self, response):
         try:

@@ -21,9 +21,12 @@ DIR = sys.argv[2] if len(sys.argv) > 2 else "/tmp/analysis"
 
 
 class V1:
-    def __init__(self, base_url, timeout=120.0):
+    def __init__(self, base_url, token=None, timeout=120.0):
         self.base_url = base_url
-        self.http = httpx.Client(timeout=timeout, follow_redirects=True)
+        # With --token T, the SDK is given headers={"Authorization": "Bearer T"}.
+        token = token if token is not None else os.environ.get("AIO_TOKEN")
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.http = httpx.Client(timeout=timeout, follow_redirects=True, headers=headers)
 
     def _url(self, path):
         return urljoin(self.base_url + "/", path)

@@ -1,7 +1,9 @@
 """The page's analysis walkthrough, run unchanged against a live aiod.
 
 Usage: python3 examples/walkthrough.py [BASE_URL] [OUT_DIR]
-Prints what the page prints; a test runs it and checks the output.
+Prints what the page prints; a test runs it and checks the output. It
+writes the downloaded chart as margin.png into OUT_DIR (default: the
+current folder). With a daemon started with --token T, set AIO_TOKEN=T.
 """
 import os
 import sys

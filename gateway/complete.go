@@ -35,11 +35,12 @@ type askCall struct {
 	DetailLevel int
 }
 
-func (s *Server) parseAsk(body []byte, inspect bool) (askCall, *api.FieldError) {
-	f, fe := api.Decode(body)
+func (s *Server) parseAsk(body []byte, inspect bool, known ...string) (askCall, *api.FieldError) {
+	f, fe := api.DecodeStrict(body) // v2: wrong types are 422s
 	if fe != nil {
 		return askCall{}, fe
 	}
+	f.Known(known...)
 	c := askCall{}
 	c.Language, c.Code = f.Str("language", true), f.Str("code", true)
 	c.SessionID = f.Str("session_id", true)

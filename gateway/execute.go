@@ -46,12 +46,15 @@ func validSessionID(name, id string) *api.FieldError {
 	return nil
 }
 
-// parseV2Execute validates POST /v2/code/execute.
-func (s *Server) parseV2Execute(body []byte) (execCall, *api.FieldError) {
-	f, fe := api.Decode(body)
+// parseV2Execute validates POST /v2/code/execute (and a WebSocket execute
+// message, whose own keys are named in known). Types are strict; fields it
+// does not know are ignored with a warning in the call's result.
+func (s *Server) parseV2Execute(body []byte, known ...string) (execCall, *api.FieldError) {
+	f, fe := api.DecodeStrict(body)
 	if fe != nil {
 		return execCall{}, fe
 	}
+	f.Known(known...)
 	c := execCall{Language: f.Str("language", true), Code: f.Str("code", true)}
 	if sid := f.OptStr("session_id"); sid != nil {
 		c.SessionID = *sid
@@ -78,35 +81,62 @@ func (s *Server) parseV2Execute(body []byte) (execCall, *api.FieldError) {
 	}
 	t, err := s.parseTimeout(f, "timeout")
 	c.Timeout = t
-	return c, err
+	if err != nil {
+		return c, err
+	}
+	c.Warnings = unknownWarnings(f)
+	if len(c.Warnings) > 0 {
+		s.log.Debug("request fields ignored", "route", "/v2/code/execute", "warnings", c.Warnings)
+	}
+	return c, nil
+}
+
+// unknownWarnings says, for each field of a request that was not read, that
+// it was ignored: a misspelt session_id must not pass unnoticed.
+func unknownWarnings(f *api.Fields) []string {
+	var out []string
+	for _, name := range f.Unknown() {
+		out = append(out, fmt.Sprintf("unknown field %q ignored", name))
+	}
+	return out
 }
 
 // v2ExecData is data of POST /v2/code/execute.
 type v2ExecData struct {
-	Code           string  `json:"code"`
-	Language       string  `json:"language"`
-	Status         string  `json:"status"`
-	ExecutionCount *int    `json:"execution_count"`
-	ExitCode       int     `json:"exit_code"`
-	Outputs        []any   `json:"outputs"`
-	Stdout         string  `json:"stdout"`
-	Stderr         string  `json:"stderr"`
-	SessionID      *string `json:"session_id"`
-	ExecutionID    string  `json:"execution_id"`
-	QueuedMs       int64   `json:"queued_ms,omitempty"` // time spent behind the session's earlier calls
-	Truncated      bool    `json:"truncated,omitempty"`
-	FreshRuntime   bool    `json:"fresh_runtime,omitempty"`
-	Replayed       bool    `json:"replayed,omitempty"` // the stored answer of an execution that had finished
+	Code           string   `json:"code"`
+	Language       string   `json:"language"`
+	Status         string   `json:"status"`
+	ExecutionCount *int     `json:"execution_count"`
+	ExitCode       int      `json:"exit_code"`
+	Outputs        []any    `json:"outputs"`
+	Stdout         string   `json:"stdout"`
+	Stderr         string   `json:"stderr"`
+	SessionID      *string  `json:"session_id"`
+	ExecutionID    string   `json:"execution_id"`
+	QueuedMs       int64    `json:"queued_ms,omitempty"` // time spent behind the session's earlier calls
+	Truncated      bool     `json:"truncated,omitempty"`
+	FreshRuntime   bool     `json:"fresh_runtime,omitempty"`
+	Replayed       bool     `json:"replayed,omitempty"` // the stored answer of an execution that had finished
+	NextInput      *string  `json:"next_input,omitempty"`
+	Warnings       []string `json:"warnings,omitempty"`
 }
 
-// V2Data renders a result as POST /v2/code/execute's data.
-func V2Data(r *stream.Result) any {
+// V2Data renders a result as POST /v2/code/execute's data: stream text
+// without ANSI codes (Result.Plain), as every REST answer has it.
+func V2Data(r *stream.Result) any { return v2Data(r.Plain()) }
+
+// v2Data renders r as it is: the WebSocket's result keeps the colours of
+// its live outputs.
+func v2Data(r *stream.Result) v2ExecData {
 	d := v2ExecData{
 		Code: r.Code, Language: r.Language, Status: r.Status, ExecutionCount: r.ExecutionCount,
 		ExitCode: r.ExitCode(), Outputs: make([]any, len(r.Outputs)),
 		Stdout: r.Text("stdout"), Stderr: r.Text("stderr"),
-		Truncated: r.Truncated, FreshRuntime: r.Fresh, ExecutionID: r.ExecutionID,
+		Truncated: r.Truncated, FreshRuntime: r.Fresh, Warnings: r.Warnings, ExecutionID: r.ExecutionID,
 		QueuedMs: r.Queued.Milliseconds(), Replayed: r.Replayed,
+	}
+	if r.NextInput != "" {
+		d.NextInput = &r.NextInput
 	}
 	for i, o := range r.Outputs {
 		d.Outputs[i] = o.Compact()

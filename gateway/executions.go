@@ -169,26 +169,23 @@ func (s *Server) v2InterruptExecution(ctx *fasthttp.RequestCtx) {
 			return
 		}
 	}
-	sess := s.sessionOf(v)
-	if sess == nil || !sess.Running(rec) {
+	sess := rec.Session()
+	if sess == nil {
 		s.answerExecution(ctx, rec.View()) // it finished meanwhile
 		return
 	}
 	ictx, cancel := context.WithTimeout(s.reqCtx(), 10*time.Second)
 	defer cancel()
-	if err := sess.Interrupt(ictx); err != nil {
+	ran, err := sess.InterruptExecution(ictx, rec, by)
+	switch {
+	case err != nil:
 		api.Fail(ctx, fasthttp.StatusServiceUnavailable, "interrupt: "+err.Error())
+		return
+	case !ran:
+		s.answerExecution(ctx, rec.View()) // it finished meanwhile
 		return
 	}
 	api.OK(ctx, map[string]any{"execution_id": v.ID, "interrupted": true, "state": stream.ExecRunning})
-}
-
-// sessionOf is the named session an execution runs in, or nil.
-func (s *Server) sessionOf(v stream.View) *stream.Session {
-	if v.SessionID == "" {
-		return nil
-	}
-	return s.reg.Get(v.Language, v.SessionID)
 }
 
 // sessionsOf answers the sessions of the path's id, of the language the
@@ -243,7 +240,7 @@ func (s *Server) v2InterruptSession(ctx *fasthttp.RequestCtx) {
 			continue
 		}
 		ictx, cancel := context.WithTimeout(s.reqCtx(), 10*time.Second)
-		err := sess.Interrupt(ictx)
+		err := sess.Interrupt(ictx, "a client (REST session interrupt)")
 		cancel()
 		if err != nil {
 			api.Fail(ctx, fasthttp.StatusServiceUnavailable, fmt.Sprintf("interrupt the %s session %q: %v", sess.Language, id, err))
@@ -267,7 +264,7 @@ func (s *Server) v2RestartSession(ctx *fasthttp.RequestCtx) {
 	var langs []string
 	for _, sess := range ss {
 		rctx, cancel := context.WithTimeout(s.reqCtx(), s.cfg.KernelStartTimeout+10*time.Second)
-		_, err := sess.Restart(rctx)
+		_, err := sess.Restart(rctx, "a client (REST restart)")
 		cancel()
 		if err != nil {
 			api.Fail(ctx, runError(err, execCall{SessionID: id}).Status, fmt.Sprintf("restart the %s session %q: %v", sess.Language, id, err))

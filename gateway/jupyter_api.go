@@ -11,6 +11,7 @@ import (
 	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
 
+	"github.com/aiod/aiod/gateway/api"
 	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/stream"
 	"github.com/aiod/aiod/stream/backend"
@@ -118,7 +119,11 @@ func (h *liveHub) listKernelspecs(ctx *fasthttp.RequestCtx) {
 }
 
 func (h *liveHub) getKernelspec(ctx *fasthttp.RequestCtx) {
-	name, _ := ctx.UserValue("name").(string)
+	name, fe := api.PathParam(ctx, "name")
+	if fe != nil {
+		jfail(ctx, fasthttp.StatusBadRequest, fe.Error())
+		return
+	}
 	k := h.s.env.Kernel(name)
 	if k == nil {
 		jfail(ctx, fasthttp.StatusNotFound, fmt.Sprintf("kernelspec %q not found", name))
@@ -136,7 +141,11 @@ func (h *liveHub) listKernels(ctx *fasthttp.RequestCtx) {
 }
 
 func (h *liveHub) kernelOr404(ctx *fasthttp.RequestCtx) *stream.Session {
-	id, _ := ctx.UserValue("id").(string)
+	id, fe := api.PathParam(ctx, "id")
+	if fe != nil {
+		jfail(ctx, fasthttp.StatusBadRequest, fe.Error())
+		return nil
+	}
 	e := h.kernel(id)
 	if e == nil {
 		jfail(ctx, fasthttp.StatusNotFound, fmt.Sprintf("kernel %s not found", id))
@@ -243,7 +252,7 @@ func (h *liveHub) interruptKernel(ctx *fasthttp.RequestCtx) {
 	}
 	ictx, cancel := context.WithTimeout(h.s.reqCtx(), 10*time.Second)
 	defer cancel()
-	if err := e.Interrupt(ictx); err != nil {
+	if err := e.Interrupt(ictx, "a client (Jupyter API interrupt)"); err != nil {
 		jfail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
 		return
 	}
@@ -257,7 +266,7 @@ func (h *liveHub) restartKernel(ctx *fasthttp.RequestCtx) {
 	}
 	rctx, cancel := context.WithTimeout(h.s.reqCtx(), h.s.cfg.KernelStartTimeout+10*time.Second)
 	defer cancel()
-	if _, err := e.Restart(rctx); err != nil {
+	if _, err := e.Restart(rctx, "a client (Jupyter API restart)"); err != nil {
 		status := fasthttp.StatusServiceUnavailable
 		if errors.Is(err, stream.ErrSessionClosed) {
 			status = fasthttp.StatusNotFound

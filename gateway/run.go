@@ -28,6 +28,7 @@ type execCall struct {
 	ExecutionID string
 	Origin      any // who started it (a WebSocket); its events carry it
 	Subs        []stream.Subscriber
+	Warnings    []string // about the request (fields ignored); copied into the result
 	// OnCreate is called with the session when this call creates it.
 	OnCreate func(*stream.Session)
 }
@@ -108,7 +109,7 @@ func (s *Server) runClaimed(ctx context.Context, c execCall, rec *stream.Record)
 }
 
 func (s *Server) run(ctx context.Context, c execCall, rec *stream.Record) (*stream.Result, *callError) {
-	req := stream.ExecRequest{Code: c.Code, Timeout: c.Timeout, Origin: c.Origin, Subs: c.Subs, Record: rec}
+	req := stream.ExecRequest{Code: c.Code, Timeout: c.Timeout, Origin: c.Origin, Subs: c.Subs, Record: rec, Warnings: c.Warnings}
 	if c.SessionID == "" {
 		b, err := s.backendOf(c)
 		if err != nil {

@@ -49,6 +49,7 @@ type Config struct {
 	KernelStart             string        // fork (from a warm template per kernelspec) or spawn; "" is fork
 	KernelTransport         string        // ipc or tcp for local kernels; "" is ipc for ipykernel specs, tcp for others
 	WSQueueBytes            int           // bytes that may wait for one WebSocket before it is cut; 16 MiB
+	NoAccessLog             bool          // do not log a line per request (--access-log=false)
 	ExecutionRetention      time.Duration // how long a finished execution is kept; 10 min
 	ExecutionRetentionBytes int           // bytes all finished executions may hold; 256 MiB
 	Token                   string        // when set, every route but /healthz requires it (or a JWT, or a ticket)
@@ -134,8 +135,12 @@ func New(cfg Config) (*Server, error) {
 	s.live = newLiveHub(s, LiveLimits{QueueBytes: cfg.WSQueueBytes}, counters)
 	s.reg = stream.NewRegistry(stream.Config{Budget: cfg.OutputBudget, ReapInterval: cfg.ReapInterval, Logger: cfg.Logger, Counters: counters,
 		Executions: stream.ExecConfig{Retention: cfg.ExecutionRetention, RetentionBytes: cfg.ExecutionRetentionBytes}})
+	handler := g.Wrap(s.routes().Handler)
+	if !cfg.NoAccessLog {
+		handler = accessLog(cfg.Logger, handler)
+	}
 	s.http = &fasthttp.Server{
-		Handler:              g.Wrap(s.routes().Handler),
+		Handler:              handler,
 		Name:                 "aiod",
 		MaxRequestBodySize:   cfg.MaxBody,
 		ReadTimeout:          60 * time.Second,
@@ -168,6 +173,7 @@ func (s *Server) routes() *router.Router {
 	r := router.New()
 	r.RedirectTrailingSlash = false
 	r.HandleMethodNotAllowed = true
+	r.SaveMatchedRoutePath = true // for the access log
 	r.NotFound = func(ctx *fasthttp.RequestCtx) {
 		api.Fail(ctx, fasthttp.StatusNotFound, fmt.Sprintf("no route %s %s", ctx.Method(), ctx.Path()))
 	}
@@ -194,7 +200,7 @@ func (s *Server) routes() *router.Router {
 	r.GET("/v1/capabilities", s.v1Capabilities)
 	r.GET("/healthz", func(ctx *fasthttp.RequestCtx) { api.OK(ctx, map[string]any{"status": "ok"}) })
 	r.POST(guard.TicketsPath, s.guard.ServeTickets)
-	fsplane.Register(r, fsplane.Config{MaxBody: int64(s.cfg.MaxBody), Logger: s.log})
+	fsplane.Register(r, fsplane.Config{MaxBody: int64(s.cfg.MaxBody), Logger: s.log, Workspace: s.workspace()})
 	s.registerV1(r)   // v1.go: the agent_sandbox SDK's code, jupyter, nodejs and sandbox routes
 	s.registerLive(r) // live.go: WebSocket streaming and the Jupyter kernels API
 	s.registerWeb(r)  // web.go: the browser notebook page at /

@@ -52,7 +52,11 @@ func (s *Server) v2ListSessions(ctx *fasthttp.RequestCtx) {
 }
 
 func (s *Server) v2DeleteSession(ctx *fasthttp.RequestCtx) {
-	id, _ := ctx.UserValue("id").(string)
+	id, fe := api.PathParam(ctx, "id")
+	if fe != nil {
+		api.Invalid(ctx, fe)
+		return
+	}
 	n := s.reg.Delete(s.reqCtx(), id)
 	if n == 0 {
 		api.Fail(ctx, fasthttp.StatusNotFound, fmt.Sprintf("session %q not found", id))

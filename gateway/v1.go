@@ -144,12 +144,16 @@ func (v *v1) cwd(f *api.Fields) (string, *api.FieldError) {
 }
 
 // defaultCwd is where runtimes start when no cwd is given.
-func (v *v1) defaultCwd() string {
-	if v.s.cfg.Workdir != "" {
-		if abs, err := filepath.Abs(v.s.cfg.Workdir); err == nil {
+func (v *v1) defaultCwd() string { return v.s.workspace() }
+
+// workspace is where runtimes start (--workdir, else the daemon's folder),
+// as an absolute path; uploads without a path land there too.
+func (s *Server) workspace() string {
+	if s.cfg.Workdir != "" {
+		if abs, err := filepath.Abs(s.cfg.Workdir); err == nil {
 			return abs
 		}
-		return v.s.cfg.Workdir
+		return s.cfg.Workdir
 	}
 	if wd, err := os.Getwd(); err == nil {
 		return wd
@@ -159,7 +163,11 @@ func (v *v1) defaultCwd() string {
 
 // pathSessionID reads {session_id} from the path, answering 422 when invalid.
 func v1PathSessionID(ctx *fasthttp.RequestCtx) (string, bool) {
-	id, _ := ctx.UserValue("session_id").(string)
+	id, fe := api.PathParam(ctx, "session_id")
+	if fe != nil {
+		api.InvalidV1(ctx, fe)
+		return "", false
+	}
 	if fe := validSessionID("session_id", id); fe != nil || id == "" {
 		if fe == nil {
 			fe = &api.FieldError{Msg: "is required", Type: "missing"}

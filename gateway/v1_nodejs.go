@@ -145,6 +145,7 @@ type v1NodeExecuteData struct {
 }
 
 func v1NodeData(res *stream.Result, exitCode int) v1NodeExecuteData {
+	res = res.Plain() // the one-shot node process's text too
 	d := v1NodeExecuteData{
 		Language: "javascript", Status: res.Status, ExecutionCount: res.ExecutionCount,
 		Outputs: make([]v1NodeOutput, len(res.Outputs)), Code: res.Code,

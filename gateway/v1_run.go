@@ -32,14 +32,15 @@ func (v *v1) run(ctx context.Context, c v1Call) (*stream.Result, *callError) {
 	return v.s.execute(ctx, v.withMeta(c))
 }
 
-// runOr runs c; when it cannot run, it has answered why.
+// runOr runs c; when it cannot run, it has answered why. The result is
+// REST's: stream text without ANSI codes (Result.Plain).
 func (v *v1) runOr(ctx *fasthttp.RequestCtx, c v1Call) (*stream.Result, bool) {
 	res, ce := v.run(v.s.reqCtx(), c)
 	if ce != nil {
 		api.Fail(ctx, ce.Status, ce.Msg)
 		return nil, false
 	}
-	return res, true
+	return res.Plain(), true
 }
 
 // open returns the session of c, creating it, and records what v1 knows of

@@ -108,8 +108,15 @@ func (v *v1) sandbox(ctx *fasthttp.RequestCtx) {
 			Alias: []string{"kernel:" + pk.Name}})
 	}
 	if env.Python.Error == "" && env.Python.Path != "" {
-		py = append(py, v1ToolSpec{Ver: v1NullIfEmpty(env.Python.Version), Bin: v1NullIfEmpty(env.Python.Path),
-			Alias: []string{filepath.Base(env.Python.Path)}})
+		// The kernel's interpreter is often the native REPL's too: one
+		// interpreter is listed once, with both names.
+		alias := filepath.Base(env.Python.Path)
+		if i := v1SameTool(py, env.Python.Path, env.Python.Version); i >= 0 {
+			py[i].Alias = append(py[i].Alias, alias)
+		} else {
+			py = append(py, v1ToolSpec{Ver: v1NullIfEmpty(env.Python.Version), Bin: v1NullIfEmpty(env.Python.Path),
+				Alias: []string{alias}})
+		}
 	}
 	node := []v1ToolSpec{}
 	if env.Node.Error == "" && env.Node.Path != "" {
@@ -139,6 +146,23 @@ func (v *v1) sandbox(ctx *fasthttp.RequestCtx) {
 	api.WriteJSON(ctx, fasthttp.StatusOK, v1SandboxResponse{
 		Success: true, Message: "ok", Data: v1Summary(d), HomeDir: home, Workspace: ws, Version: Version, Detail: d,
 	})
+}
+
+// v1SameTool is the index of the entry of ts that is the interpreter bin
+// (the same file, symlinks followed) at version ver, or -1.
+func v1SameTool(ts []v1ToolSpec, bin, ver string) int {
+	real := func(p string) string {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return r
+		}
+		return p
+	}
+	for i, t := range ts {
+		if t.Bin != nil && real(*t.Bin) == real(bin) && (t.Ver == nil || *t.Ver == ver) {
+			return i
+		}
+	}
+	return -1
 }
 
 // summary is the human-readable text of data.

@@ -19,7 +19,7 @@ import (
 //	client {"type":"execute","id":REF,"language":…,"code":…,"session_id":…,"timeout":…,"execution_id":…}
 //	server {"type":"accepted","id":REF,"execution_id":…}                   at once
 //	       {"type":"output","id":REF,"execution_id":…,"seq":N,"output":{compact output}}   one per output, as sent
-//	       {"type":"result","id":REF,"execution_id":…,"success":…,"message":…,"data":{POST /v2/code/execute's data}}
+//	       {"type":"result","id":REF,"execution_id":…,"success":…,"message":…,"data":{POST /v2/code/execute's data, ANSI kept}}
 //	client {"type":"resume","id":REF,"execution_id":…,"after":SEQ}       replay what came after output SEQ, then live
 //	server {"type":"accepted","id":REF,"execution_id":…,"state":…}, then output and result as above
 //	client {"type":"complete"|"inspect","id":REF,"language":…,"session_id":…,"code":…,"cursor_pos":…}
@@ -131,7 +131,7 @@ func (cs *codeSocket) execute(ref json.RawMessage, b []byte) {
 		cs.fail(nil, fasthttp.StatusUnprocessableEntity, "field 'id': is required, so that outputs and the result can name their execution")
 		return
 	}
-	call, fe := h.s.parseV2Execute(b)
+	call, fe := h.s.parseV2Execute(b, "type", "id")
 	if fe != nil {
 		cs.fail(ref, fasthttp.StatusUnprocessableEntity, fe.Error())
 		return
@@ -319,7 +319,7 @@ func (cs *codeSocket) interrupt(ref json.RawMessage, head codeHead) {
 	}
 	for _, s := range ss {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := s.Interrupt(ctx)
+		err := s.Interrupt(ctx, "a client (WebSocket interrupt)")
 		cancel()
 		if err != nil {
 			cs.fail(ref, fasthttp.StatusServiceUnavailable, err.Error())
@@ -463,7 +463,7 @@ func (cs *codeSocket) render(it *wsItem) (websocket.MessageType, []byte, bool) {
 	case it.ev.Result != nil:
 		r := it.ev.Result
 		delete(cs.seq, key)
-		v = wsResult{"result", id, sid, execID, r.Success(), r.Message(), V2Data(r)}
+		v = wsResult{"result", id, sid, execID, r.Success(), r.Message(), v2Data(r)} // ANSI kept, as in the outputs
 	case it.ev.State != "":
 		v = wsStatus{"status", id, sid, execID, it.ev.State}
 	case it.ev.Out != nil:
@@ -489,7 +489,7 @@ func (cs *codeSocket) render(it *wsItem) (websocket.MessageType, []byte, bool) {
 // ask answers a complete or inspect message, off the reader goroutine.
 func (cs *codeSocket) ask(ref json.RawMessage, b []byte, inspect bool) {
 	h := cs.wc.hub
-	c, fe := h.s.parseAsk(b, inspect)
+	c, fe := h.s.parseAsk(b, inspect, "type", "id")
 	if fe != nil {
 		cs.fail(ref, fasthttp.StatusUnprocessableEntity, fe.Error())
 		return

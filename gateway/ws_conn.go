@@ -94,8 +94,8 @@ func (wc *wsConn) sizeOf(it *wsItem) int {
 	switch {
 	case it.raw != nil:
 		return len(it.raw) + 64
-	case it.ev.Msg != nil:
-		return it.ev.Msg.Size()
+	case it.ev.Msg != nil, it.ev.Out != nil: // an output of no message: a reply's pager payload
+		return it.ev.Size()
 	case it.ev.Result != nil:
 		n := 512
 		for _, o := range it.ev.Result.Outputs {

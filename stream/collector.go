@@ -15,7 +15,8 @@ const DefaultBudget = 8 << 20
 
 // Collector folds one execution's iopub messages into the outputs a notebook
 // would show at the end: consecutive stream chunks of one name merged,
-// clear_output and update_display_data applied, tracebacks without ANSI codes.
+// clear_output and update_display_data applied, tracebacks without ANSI
+// codes (Result.Plain strips them from stream text too, for REST).
 //
 // Memory is bounded by the budget: past it, each stream keeps its head (what
 // was collected before the budget ran out) and a tail ring of budget/8

@@ -1,6 +1,10 @@
 package stream
 
-import "github.com/aiod/aiod/kernel/jupyter"
+import (
+	"github.com/goccy/go-json"
+
+	"github.com/aiod/aiod/kernel/jupyter"
+)
 
 // Event is what a subscriber receives: a message of the session's runtime,
 // or the final result of one execution (Msg nil, Result set).
@@ -8,6 +12,11 @@ import "github.com/aiod/aiod/kernel/jupyter"
 // The mux decodes a message once, on the runtime's reader goroutine, and
 // every subscriber shares what it decoded: Out for an output message,
 // State for a status message. Events and what they point to are immutable.
+//
+// An event may carry Out with Msg nil: an output no iopub message carries,
+// the display_data a reply's pager payload (help: len?) becomes. The mux
+// hands it on before the reply, so that every route sees the same output;
+// subscribers that forward raw messages (the Jupyter channels) skip it.
 type Event struct {
 	ExecID      string           // the execution's msg_id (the message's parent)
 	ExecutionID string           // the execution's id (the store's), when the event belongs to one
@@ -17,12 +26,21 @@ type Event struct {
 	Out         *Output          // the output Msg carries (iopub outputs only), or nil
 	State       string           // the execution_state of a status message, or ""
 	Result      *Result          // the finished execution, or nil
+
+	// An execute_reply, decoded: its content, the outputs its pager
+	// payloads become and the text of a set_next_input payload.
+	reply     *jupyter.ExecuteReplyContent
+	pages     []*Output
+	nextInput string
 }
 
 // Size approximates the bytes the event holds, for byte-counted queues.
 func (e Event) Size() int {
-	if e.Msg != nil {
+	switch {
+	case e.Msg != nil:
 		return e.Msg.Size()
+	case e.Out != nil:
+		return 256 + bundleSize(e.Out.Data) + len(e.Out.Metadata)
 	}
 	return 512
 }
@@ -31,7 +49,10 @@ func (e Event) Size() int {
 // (status, replies, results); queues never make those wait behind bulk
 // output.
 func (e Event) Control() bool {
-	return e.Msg == nil || jupyter.IsControl(e.Msg.Header.MsgType)
+	if e.Msg == nil {
+		return e.Out == nil
+	}
+	return jupyter.IsControl(e.Msg.Header.MsgType)
 }
 
 // Subscriber receives events. Deliver is called from runtime reader
@@ -43,6 +64,13 @@ type Subscriber interface {
 // decode fills the event's decoded parts from its message.
 func (e *Event) decode() {
 	m := e.Msg
+	if m.Header.MsgType == jupyter.MsgExecuteReply {
+		var c jupyter.ExecuteReplyContent
+		_ = json.Unmarshal(m.Content, &c)
+		e.reply = &c
+		e.pages, e.nextInput = decodePayloads(c.Payload)
+		return
+	}
 	if m.Channel != jupyter.IOPub {
 		return
 	}

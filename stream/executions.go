@@ -257,8 +257,17 @@ type Record struct {
 	result    *Result
 	runErr    *RunError
 	dropper   string // who dropped it while queued
+	sess      *Session // the session it runs in (temporary ones included), once it entered one
 	sinks     map[*follower]struct{}
 	resultLen int
+}
+
+// Session is the session the execution entered (a temporary one for a
+// one-shot call), or nil before it entered one.
+func (r *Record) Session() *Session {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sess
 }
 
 // Key is what the execution was claimed with.
@@ -305,7 +314,7 @@ func (r *Record) Fail(e *RunError) {
 		r.mu.Unlock()
 		return
 	}
-	r.state, r.ended, r.runErr = ExecDone, time.Now(), e
+	r.state, r.ended, r.runErr, r.sess = ExecDone, time.Now(), e, nil
 	r.emitLocked(Entry{Seq: r.lastSeq, Err: e})
 	r.closeSinksLocked()
 	r.mu.Unlock()
@@ -367,7 +376,7 @@ func (r *Record) complete(ev Event) {
 		r.mu.Unlock()
 		return
 	}
-	r.state, r.ended, r.result = ExecDone, time.Now(), ev.Result
+	r.state, r.ended, r.result, r.sess = ExecDone, time.Now(), ev.Result, nil // a finished record keeps no session alive
 	r.resultLen = resultSize(ev.Result)
 	r.emitLocked(Entry{Seq: r.lastSeq, Event: ev})
 	r.closeSinksLocked()

@@ -62,13 +62,12 @@ func (s *Session) liveRuntime() jupyter.Runtime {
 
 // startRuntime starts a fresh runtime and installs it; the caller holds the
 // turn. A dead runtime still installed is closed first. A pending note
-// about lost state is dropped: the next Execute finds this runtime running
-// and would otherwise report the loss much later, against the wrong call.
+// about lost state is kept: the next Execute reports it, since its caller's
+// state is gone whoever started the new runtime.
 func (s *Session) startRuntime(ctx context.Context) (jupyter.Runtime, error) {
 	s.mu.Lock()
 	old := s.rt
 	s.rt = nil
-	s.lost = ""
 	s.mu.Unlock()
 	if old != nil {
 		s.reg.closeRuntime(old)
@@ -79,11 +78,15 @@ func (s *Session) startRuntime(ctx context.Context) (jupyter.Runtime, error) {
 
 // Restart replaces the session's runtime with a fresh one: watchers see an
 // iopub status "restarting", the old runtime is closed (code running in it
-// ends with an error result), and once the new one answers they see
-// "idle" ("dead" when it could not start). Bounded by ctx.
-func (s *Session) Restart(ctx context.Context) (jupyter.Runtime, error) {
-	s.setRestarting(true)
-	defer s.setRestarting(false)
+// ends with an error result that names by), and once the new one answers
+// they see "idle" ("dead" when it could not start). by says who asked, e.g.
+// "a client (Jupyter API restart)": the next call on the session is told
+// that its runtime is fresh because of it, and the restart is logged.
+// Bounded by ctx.
+func (s *Session) Restart(ctx context.Context, by string) (jupyter.Runtime, error) {
+	s.setRestarting(true, by)
+	defer s.setRestarting(false, "")
+	s.logLoss("runtime restarted", fmt.Sprintf("restarted by %s", by))
 	s.PublishStatus(jupyter.StateRestarting)
 	s.mu.Lock()
 	old := s.rt
@@ -107,13 +110,18 @@ func (s *Session) Restart(ctx context.Context) (jupyter.Runtime, error) {
 			return nil, err
 		}
 	}
+	if s.ID != "" {
+		s.mu.Lock()
+		s.lost = fmt.Sprintf("the %s was restarted by %s", s.kind(), by)
+		s.mu.Unlock()
+	}
 	s.PublishStatus(jupyter.StateIdle)
 	return rt, nil
 }
 
-func (s *Session) setRestarting(on bool) {
+func (s *Session) setRestarting(on bool, by string) {
 	s.mu.Lock()
-	s.restarting = on
+	s.restarting, s.restartBy = on, by
 	s.mu.Unlock()
 }
 

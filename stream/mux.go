@@ -4,8 +4,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/goccy/go-json"
-
 	"github.com/aiod/aiod/kernel/jupyter"
 )
 
@@ -88,6 +86,16 @@ func (m *Mux) deliver(gen uint64, msg *jupyter.Message) {
 		st := ev.State
 		m.state.Store(&st)
 	}
+	// Help and other pager text arrives as a payload of the reply: it is
+	// handed on as an output of its own, before the reply, so that every
+	// route (REST results, WebSocket outputs, watchers) sees the same one.
+	for _, o := range ev.pages {
+		pe := Event{ExecID: ev.ExecID, ExecutionID: ev.ExecutionID, Origin: ev.Origin, Out: o}
+		if ex != nil {
+			pe.Seq = int(ex.seq.Add(1))
+		}
+		m.deliverOutput(ex, pe)
+	}
 	var complete func()
 	if ex != nil {
 		complete = ex.add(ev)
@@ -101,6 +109,15 @@ func (m *Mux) deliver(gen uint64, msg *jupyter.Message) {
 	if m.onLarge != nil && len(msg.Content) > largeMessage {
 		m.onLarge()
 	}
+}
+
+// deliverOutput hands an output event that no runtime message carries
+// (Msg nil) to the execution, when there is one, and to every watcher.
+func (m *Mux) deliverOutput(ex *Execution, ev Event) {
+	if ex != nil {
+		ex.add(ev)
+	}
+	m.publish(ev)
 }
 
 // publish tells the execution's subscribers and every watcher that an
@@ -187,12 +204,32 @@ type Execution struct {
 	activity chan struct{} // poked (never blocking) on every message
 	folding  atomic.Int32  // messages being folded right now
 
-	mu    sync.Mutex // guards everything below
-	col   *Collector
-	subs  []Subscriber
-	reply jupyter.ExecuteReplyContent
-	gotR  bool
-	gotI  bool
+	mu          sync.Mutex // guards everything below
+	col         *Collector
+	subs        []Subscriber
+	reply       jupyter.ExecuteReplyContent
+	gotR        bool
+	gotI        bool
+	nextInput   string // a set_next_input payload's text
+	interruptBy string // who interrupted it (Session.Interrupt, a timeout)
+}
+
+// interrupted records who interrupted the execution; the first one counts.
+func (ex *Execution) interrupted(by string) {
+	ex.mu.Lock()
+	if ex.interruptBy == "" {
+		ex.interruptBy = by
+	}
+	ex.mu.Unlock()
+}
+
+// uninterrupted forgets an interrupt by that did not reach the runtime.
+func (ex *Execution) uninterrupted(by string) {
+	ex.mu.Lock()
+	if ex.interruptBy == by {
+		ex.interruptBy = ""
+	}
+	ex.mu.Unlock()
 }
 
 // Subscribe adds a subscriber to this execution only.
@@ -212,12 +249,12 @@ func (ex *Execution) subscribers() []Subscriber {
 // returns the completion signal ev brings (closing replied or idled), for
 // the mux to fire once every watcher has ev too; nil when it brings none.
 func (ex *Execution) add(ev Event) (complete func()) {
-	msg := ev.Msg
 	ex.mu.Lock()
 	switch {
-	case msg.Header.MsgType == jupyter.MsgExecuteReply:
+	case ev.reply != nil:
 		if !ex.gotR {
-			_ = json.Unmarshal(msg.Content, &ex.reply)
+			ex.reply = *ev.reply
+			ex.nextInput = ev.nextInput
 			ex.gotR = true
 			complete = func() { close(ex.replied) }
 		}

@@ -31,6 +31,7 @@ type Output struct {
 	DisplayID      string                     // transient display_id, for update_display_data
 	Wait           bool                       // clear_output: wait for the next output
 	Truncated      bool                       // part of this output was cut by the budget
+	page           bool                       // a pager payload of the reply (help text), not a message
 
 	textJSON []byte           // decoded stream: the text, still escaped (a view into the message)
 	text     *strings.Builder // stream text while folding
@@ -39,7 +40,7 @@ type Output struct {
 // Decode reads one iopub message into the output it carries, exactly as the
 // runtime sent it: a stream chunk is not merged with its neighbours.
 // Tracebacks and error names lose their ANSI codes, as in collected
-// results; stream text keeps them. ok is false for messages that carry no
+// results; stream text keeps them (Result.Plain strips them for REST). ok is false for messages that carry no
 // output (status, execute_input, ...).
 func Decode(m *jupyter.Message) (o *Output, ok bool) {
 	t := m.Header.MsgType

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"regexp"
 	"runtime/debug"
@@ -48,6 +49,7 @@ type Registry struct {
 	sessions map[sessionKey]*Session
 	kernels  map[string]*Session   // by KernelID
 	temps    map[*Session]struct{} // temporary sessions not released yet
+	ended    *endedLog             // recently ended named sessions, for the next call's message
 	closing  bool
 	closed   bool // Close has waited for the background work
 
@@ -81,7 +83,8 @@ func NewRegistry(cfg Config) *Registry {
 		cfg.Executions.LogBytes = cfg.Budget
 	}
 	r := &Registry{cfg: cfg, counters: cfg.Counters, execs: NewExecutions(cfg.Executions), sessions: map[sessionKey]*Session{},
-		kernels: map[string]*Session{}, temps: map[*Session]struct{}{}, trim: make(chan struct{}, 1)}
+		kernels: map[string]*Session{}, temps: map[*Session]struct{}{}, trim: make(chan struct{}, 1),
+		ended: newEndedLog(endedMax, endedTTL)}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.wg.Add(2)
 	go r.reap()
@@ -166,6 +169,11 @@ func (r *Registry) Open(lang, id string, b Backend) (s *Session, created bool, e
 	if !uuidRE.MatchString(id) || r.kernels[s.KernelID] != nil {
 		s.KernelID = jupyter.NewID()
 	}
+	if why, ago, ok := r.ended.take(k, time.Now()); ok {
+		// The id was used a moment ago: its first call says that this
+		// runtime is fresh, and why (ended.go).
+		s.lost = fmt.Sprintf("%s, %s ago", why, secs(ago))
+	}
 	r.sessions[k] = s
 	r.kernels[s.KernelID] = s
 	r.cfg.Logger.Info("session created", "session", id, "language", lang, "backend", b.Name)
@@ -226,30 +234,42 @@ func (r *Registry) DeleteSession(ctx context.Context, s *Session) bool {
 }
 
 func (r *Registry) remove(ctx context.Context, match func(*Session) bool, why string) int {
+	now := time.Now()
 	r.mu.Lock()
 	var gone []*Session
+	var reasons []string
 	for k, s := range r.sessions {
 		if match(s) {
 			gone = append(gone, s)
 			delete(r.sessions, k)
 			delete(r.kernels, s.KernelID)
+			reason := s.endReason(why, now)
+			if reason != "" {
+				r.ended.add(k, reason, now)
+			}
+			reasons = append(reasons, reason)
 		}
 	}
 	r.mu.Unlock()
-	r.closeAll(ctx, gone, why)
+	r.closeAll(ctx, gone, why, reasons)
 	return len(gone)
 }
 
-// closeAll closes sessions in parallel and waits for them.
-func (r *Registry) closeAll(ctx context.Context, ss []*Session, why string) {
+// closeAll closes sessions in parallel and waits for them; reasons, when
+// given, says in words why each one ends (for the log).
+func (r *Registry) closeAll(ctx context.Context, ss []*Session, why string, reasons []string) {
 	var wg sync.WaitGroup
-	for _, s := range ss {
+	for i, s := range ss {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			s.Close(ctx, why)
 			if s.ID != "" {
-				r.cfg.Logger.Info("session closed", "session", s.ID, "language", s.Language, "why", why)
+				reason := why
+				if i < len(reasons) && reasons[i] != "" {
+					reason = reasons[i]
+				}
+				r.cfg.Logger.Info("session closed", "session", s.ID, "language", s.Language, "why", why, "reason", reason)
 			}
 		}()
 	}
@@ -296,6 +316,21 @@ func (r *Registry) closeRuntime(rt jupyter.Runtime) {
 		defer cancel()
 		_ = rt.Close(ctx)
 	})
+}
+
+// goUnlessClosed runs f on a goroutine that Close waits for, unless Close
+// has already waited (then f is not run at all).
+func (r *Registry) goUnlessClosed(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		f()
+	}()
 }
 
 // background runs f on a goroutine that Close waits for.
@@ -393,7 +428,7 @@ func (r *Registry) Close(ctx context.Context) error {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		r.closeAll(ctx, temps, ClosedShutdown)
+		r.closeAll(ctx, temps, ClosedShutdown, nil)
 	}()
 	r.remove(ctx, func(*Session) bool { return true }, ClosedShutdown)
 	wg.Wait()

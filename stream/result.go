@@ -30,6 +30,9 @@ type Result struct {
 	Truncated      bool
 	Fresh          bool     // the runtime was (re)started for this call after a loss of state
 	Notes          []string // what the caller should know, joined into the envelope's message
+	Warnings       []string // about the request itself (ExecRequest.Warnings)
+	NextInput      string   // the text a set_next_input payload proposed for the next cell
+	InterruptedBy  string   // who interrupted the execution ("a timeout", Session.Interrupt's by), or ""
 	Runtime        jupyter.RuntimeInfo
 }
 
@@ -91,3 +94,34 @@ func (r *Result) ExitCode() int {
 }
 
 func (r *Result) note(s string) { r.Notes = append(r.Notes, s) }
+
+// Plain is the result as the REST routes show it: stream text (and the
+// text/plain of pager outputs) without ANSI escape codes, as tracebacks
+// already are; an agent reads it, not a terminal. r itself when it holds
+// none; otherwise a copy, so the WebSocket and watchers keep the colours.
+func (r *Result) Plain() *Result {
+	var outs []*Output
+	for i, o := range r.Outputs {
+		cp := *o
+		changed := false
+		switch {
+		case o.Type == jupyter.MsgStream && strings.Contains(o.Text, "\x1b"):
+			cp.Text, changed = StripANSI(o.Text), true
+		case o.page:
+			changed = plainPage(&cp)
+		}
+		if !changed {
+			continue
+		}
+		if outs == nil {
+			outs = append([]*Output(nil), r.Outputs...)
+		}
+		outs[i] = &cp
+	}
+	if outs == nil {
+		return r
+	}
+	p := *r
+	p.Outputs = outs
+	return &p
+}

@@ -44,6 +44,9 @@ type ExecRequest struct {
 	// ran (or timed out) and when it made the record; otherwise the caller
 	// calls Record.Fail when Execute returns an error.
 	Record *Record
+	// Warnings are what the caller should know about its request (fields
+	// ignored, ...); they are copied into the result.
+	Warnings []string
 }
 
 // Why a session was closed, as Close records it.
@@ -79,7 +82,9 @@ type Session struct {
 	lost       string // why earlier state is gone; the next answer says so
 	dead       bool   // the last runtime died (or none could start) and no other runs yet
 	restarting bool
-	closeWhy   string // set once, by Close
+	restartBy  string     // who asked for the restart in progress ("" none)
+	cur        *Execution // the execution running now (Execute's), or nil
+	closeWhy   string     // set once, by Close
 	last       time.Time
 	pending    int           // calls running or queued
 	attached   int           // front ends attached (Attach)
@@ -211,6 +216,9 @@ func (s *Session) reapable(now time.Time) bool {
 }
 
 func (s *Session) enter(rec *Record) {
+	rec.mu.Lock()
+	rec.sess = s
+	rec.mu.Unlock()
 	s.mu.Lock()
 	s.pending++
 	s.queued = append(s.queued, rec)
@@ -261,12 +269,6 @@ func (s *Session) Activity() (running *View, queued []View) {
 	return running, queued
 }
 
-// Running reports whether rec is the execution running in the session.
-func (s *Session) Running(rec *Record) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.running == rec
-}
 
 // Execute runs code and returns its result. The error is nil whenever the
 // code ran (or timed out, or its runtime died, or ctx ended while it ran):
@@ -288,7 +290,7 @@ func (s *Session) Execute(ctx context.Context, req ExecRequest) (res *Result, er
 	}
 	s.enter(rec)
 	defer s.leave(rec)
-	res = &Result{ID: jupyter.NewID(), ExecutionID: rec.ID, Code: req.Code, Language: s.Language, SessionID: s.ID}
+	res = &Result{ID: jupyter.NewID(), ExecutionID: rec.ID, Code: req.Code, Language: s.Language, SessionID: s.ID, Warnings: req.Warnings}
 	deadline := time.NewTimer(req.Timeout)
 	defer deadline.Stop()
 	select {
@@ -324,6 +326,8 @@ func (s *Session) Execute(ctx context.Context, req ExecRequest) (res *Result, er
 
 	ex := s.mux.Begin(res.ID, rec.ID, req.Origin, s.reg.cfg.Budget, append(req.Subs, rec)...)
 	defer s.mux.End(ex)
+	s.setCurrent(ex)
+	defer s.setCurrent(nil)
 	if err := rt.Execute(ctx, jupyter.ExecuteRequest{MsgID: res.ID, Code: req.Code}); err != nil {
 		s.discard(rt, gen, "sending to it failed: "+err.Error())
 		res.Status = StatusError
@@ -342,17 +346,18 @@ func (s *Session) runtime(ctx context.Context, res *Result) (jupyter.Runtime, ui
 	s.mu.Lock()
 	rt, gen := s.rt, s.gen
 	s.mu.Unlock()
-	if rt != nil {
-		if !isDone(rt) {
-			res.Runtime = rt.Info()
-			return rt, gen, nil
-		}
+	if rt != nil && isDone(rt) {
 		s.discard(rt, gen, fmt.Sprintf("the %s died while idle (%v)", s.kind(), rt.Err()))
+		rt = nil
 	}
-	rt, gen, err := s.start(ctx)
-	if err != nil {
-		return nil, 0, err
+	if rt == nil {
+		var err error
+		if rt, gen, err = s.start(ctx); err != nil {
+			return nil, 0, err
+		}
 	}
+	// A loss is reported to the first call after it, whoever started the
+	// runtime this call runs in (this call, a restart, a front end).
 	s.mu.Lock()
 	lost := s.lost
 	s.lost = ""
@@ -363,6 +368,19 @@ func (s *Session) runtime(ctx context.Context, res *Result) (jupyter.Runtime, ui
 	}
 	res.Runtime = rt.Info()
 	return rt, gen, nil
+}
+
+// logLoss logs, at info, an event that cost a named session its state.
+func (s *Session) logLoss(msg, reason string) {
+	if s.ID != "" {
+		s.reg.cfg.Logger.Info(msg, "session", s.ID, "language", s.Language, "backend", s.Backend.Name, "reason", reason)
+	}
+}
+
+func (s *Session) setCurrent(ex *Execution) {
+	s.mu.Lock()
+	s.cur = ex
+	s.mu.Unlock()
 }
 
 // start starts a runtime and installs it; the caller holds the turn. The
@@ -394,7 +412,28 @@ func (s *Session) start(ctx context.Context) (jupyter.Runtime, uint64, error) {
 	s.cwd = s.Backend.Cwd // a fresh runtime works where its backend starts it
 	s.last = time.Now()
 	s.mu.Unlock()
+	if s.ID != "" {
+		s.reg.goUnlessClosed(func() { s.watchDeath(rt) })
+	}
 	return rt, gen, nil
+}
+
+// watchDeath logs, at info, the death of a named session's runtime when it
+// happens (not when it is closed on purpose), running or idle. It returns
+// when the runtime ends, which Close and every restart bring about.
+func (s *Session) watchDeath(rt jupyter.Runtime) {
+	<-rt.Done()
+	if !isDeath(rt.Err()) {
+		return
+	}
+	s.mu.Lock()
+	running := s.cur != nil && s.rt == rt
+	s.mu.Unlock()
+	when := "while idle"
+	if running {
+		when = "during execution"
+	}
+	s.logLoss("runtime died", fmt.Sprintf("the %s died %s: %v", s.kind(), when, rt.Err()))
 }
 
 func (s *Session) kind() string {
@@ -492,6 +531,16 @@ func (s *Session) died(rt jupyter.Runtime, gen uint64, res *Result) {
 		return
 	default:
 	}
+	s.mu.Lock()
+	by := s.restartBy
+	s.mu.Unlock()
+	if by != "" {
+		// Restart closed the runtime under this call; it installs the
+		// next one and reports the loss itself.
+		s.discard(rt, gen, "")
+		res.note(fmt.Sprintf("the %s was restarted by %s during execution; session state was lost", s.kind(), by))
+		return
+	}
 	cause := rt.Err()
 	s.discard(rt, gen, fmt.Sprintf("the previous %s died (%v)", s.kind(), cause))
 	msg := fmt.Sprintf("the %s died during execution: %v", s.kind(), cause)
@@ -531,6 +580,8 @@ func (s *Session) stop(ex *Execution, rt jupyter.Runtime, gen uint64, res *Resul
 		}
 		break
 	}
+	ex.interrupted(after)
+	res.InterruptedBy = after
 	if ierr == nil {
 		if s.ID != "" {
 			res.note(what + "; it was interrupted and the session kept its state")
@@ -539,7 +590,9 @@ func (s *Session) stop(ex *Execution, rt jupyter.Runtime, gen uint64, res *Resul
 		}
 		return
 	}
-	s.discard(rt, gen, fmt.Sprintf("it was restarted after %s (interrupt failed: %v)", after, ierr))
+	why := fmt.Sprintf("it was restarted after %s (interrupt failed: %v)", after, ierr)
+	s.logLoss("runtime restarted", why)
+	s.discard(rt, gen, why)
 	msg := fmt.Sprintf("%s; the interrupt failed (%v), so the %s was restarted", what, ierr, s.kind())
 	if s.ID != "" {
 		msg += ": session state was lost"
@@ -562,6 +615,10 @@ func (s *Session) finish(ex *Execution, res *Result) {
 	if ex.gotR {
 		res.ExecutionCount = ex.reply.ExecutionCount
 	}
+	res.NextInput = ex.nextInput
+	if res.InterruptedBy == "" {
+		res.InterruptedBy = ex.interruptBy
+	}
 	if res.Status != "" {
 		return
 	}
@@ -576,22 +633,72 @@ func (s *Session) finish(ex *Execution, res *Result) {
 	default:
 		res.Status = StatusOK
 	}
-	if res.Status == StatusError {
-		if e := res.FirstError(); e != nil {
-			res.Notes = append([]string{"execution raised " + e.Ename + ": " + e.Evalue}, res.Notes...)
-		} else if ex.gotR && ex.reply.Ename != "" {
-			res.Notes = append([]string{"execution raised " + ex.reply.Ename + ": " + ex.reply.Evalue}, res.Notes...)
-		}
+	if res.Status != StatusError {
+		return
+	}
+	var first string
+	switch e := res.FirstError(); {
+	case ex.interruptBy != "":
+		first = "execution was interrupted by " + ex.interruptBy
+	case e != nil:
+		first = raised(e.Ename, e.Evalue)
+	case ex.gotR && ex.reply.Ename != "":
+		first = raised(ex.reply.Ename, ex.reply.Evalue)
+	}
+	if first != "" {
+		res.Notes = append([]string{first}, res.Notes...)
 	}
 }
 
-// Interrupt interrupts the code running in the session, if any.
-func (s *Session) Interrupt(ctx context.Context) error {
-	rt := s.Runtime()
+// raised is the note of an execution that raised ename (evalue may be empty).
+func raised(ename, evalue string) string {
+	if evalue == "" {
+		return "execution raised " + ename
+	}
+	return "execution raised " + ename + ": " + evalue
+}
+
+// Interrupt interrupts the code running in the session, if any, and records
+// who asked (by, e.g. "a client (WebSocket interrupt)"): when the execution
+// running now ends with an error, its result's message is "execution was
+// interrupted by " + by instead of naming the exception the interrupt
+// raised (KeyboardInterrupt). Code queued behind it is not touched.
+func (s *Session) Interrupt(ctx context.Context, by string) error {
+	_, err := s.interrupt(ctx, nil, by)
+	return err
+}
+
+// InterruptExecution interrupts rec's execution if it is the one the
+// session runs; ran is false when it is not (it finished, or waits).
+func (s *Session) InterruptExecution(ctx context.Context, rec *Record, by string) (ran bool, err error) {
+	return s.interrupt(ctx, rec, by)
+}
+
+// interrupt interrupts the running code, when only is nil or the running
+// execution.
+func (s *Session) interrupt(ctx context.Context, only *Record, by string) (bool, error) {
+	s.mu.Lock()
+	rt, ex := s.rt, s.cur
+	if only != nil && s.running != only {
+		s.mu.Unlock()
+		return false, nil
+	}
+	s.mu.Unlock()
+	return true, s.signal(ctx, rt, ex, by)
+}
+
+func (s *Session) signal(ctx context.Context, rt jupyter.Runtime, ex *Execution, by string) error {
 	if rt == nil {
 		return nil
 	}
-	return rt.Interrupt(ctx)
+	if ex != nil {
+		ex.interrupted(by) // before the interrupt lands, so the result sees it
+	}
+	err := rt.Interrupt(ctx)
+	if err != nil && ex != nil {
+		ex.uninterrupted(by)
+	}
+	return err
 }
 
 // Close ends the session and its runtime, recording why (ClosedDeleted,

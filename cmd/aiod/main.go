@@ -22,6 +22,10 @@ import (
 func main() {
 	if err := run(os.Args[1:], os.Stdout, os.Stderr, nil); err != nil {
 		fmt.Fprintln(os.Stderr, "aiod:", err)
+		var ue *usageError
+		if errors.As(err, &ue) {
+			os.Exit(2) // a setting that cannot work: nothing was started
+		}
 		os.Exit(1)
 	}
 }

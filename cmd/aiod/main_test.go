@@ -62,6 +62,7 @@ type daemon struct {
 	client *http.Client
 	done   chan struct{} // closed when the process has been waited for
 	err    error         // Wait's error, set before done closes
+	token  string        // sent as Authorization: Bearer by do, when set
 
 	mu   sync.Mutex
 	pids map[int]bool // runtime pids seen, killed in cleanup if still alive
@@ -214,6 +215,9 @@ func (d *daemon) do(ctx context.Context, method, path string, body any, out any)
 		d.t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if d.token != "" {
+		req.Header.Set("Authorization", "Bearer "+d.token)
+	}
 	resp, err := d.client.Do(req)
 	if err != nil {
 		d.t.Fatalf("%s %s: %v; daemon stderr:\n%s", method, path, err, d.stderr)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -51,13 +52,33 @@ type options struct {
 	wsQueueBytes       int
 	execRetention      time.Duration
 	execRetentionBytes int
+	accessLog          bool
 }
 
 // setting is one flag with its variable, for parsing and for --help.
 type setting struct {
 	flag, env, def, help string
-	set                  func(string) error
+	set                  setter
 }
+
+// setter parses one setting's value; kind names its type in --help.
+type setter struct {
+	kind string
+	fn   func(string) error
+}
+
+// kinds names, in --help, what the string settings hold.
+var kinds = map[string]string{
+	"addr": "host:port", "code-backend": "auto|native|kernel", "kernel-name": "kernelspec",
+	"workdir": "folder", "jupyter-endpoint": "url", "jupyter-token": "token", "jupyter-kernel": "kernelspec",
+	"token": "token", "jwt-public-key": "pem", "allowed-hosts": "list", "allowed-origins": "list",
+	"log-format": "text|json",
+}
+
+// usageError is a setting that cannot work: the daemon exits 2 with it.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
 
 func (o *options) settings() []setting {
 	return []setting{
@@ -94,59 +115,69 @@ func (o *options) settings() []setting {
 		{"memory-limit", "AIO_MEMORY_LIMIT", "134217728", "soft limit in bytes on the daemon's Go heap (GOMEMLIMIT wins when set)", intSetter(&o.memoryLimit)},
 		{"log-level", "AIO_LOG_LEVEL", "info", "debug, info, warn or error", levelSetter(&o.logLevel)},
 		{"log-format", "AIO_LOG_FORMAT", "text", "text or json", strSetter(&o.logFormat)},
+		{"access-log", "AIO_ACCESS_LOG", "true", "log one line per request at info: method, route pattern, status, duration, bytes (never bodies, queries or credentials)", boolSetter(&o.accessLog)},
 	}
 }
 
-func strSetter(p *string) func(string) error {
-	return func(v string) error { *p = v; return nil }
+func strSetter(p *string) setter {
+	return setter{"string", func(v string) error { *p = v; return nil }}
 }
 
-func secSetter(p *time.Duration) func(string) error {
-	return func(v string) error {
+func secSetter(p *time.Duration) setter {
+	return setter{"seconds", func(v string) error {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || f <= 0 {
 			return fmt.Errorf("want a positive number of seconds, got %q", v)
 		}
 		*p = time.Duration(f * float64(time.Second))
 		return nil
-	}
+	}}
 }
 
-func intSetter(p *int) func(string) error {
-	return func(v string) error {
+// intSetter reads a byte count (every such setting is one).
+func intSetter(p *int) setter {
+	return setter{"bytes", func(v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {
 			return fmt.Errorf("want a positive integer, got %q", v)
 		}
 		*p = n
 		return nil
-	}
+	}}
 }
 
-func countSetter(p *int) func(string) error {
-	return func(v string) error {
+func countSetter(p *int) setter {
+	return setter{"count", func(v string) error {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 0 || n > 256 {
 			return fmt.Errorf("want an integer from 0 to 256, got %q", v)
 		}
 		*p = n
 		return nil
-	}
+	}}
 }
 
-func boolSetter(p *bool) func(string) error {
-	return func(v string) error {
+func boolSetter(p *bool) setter {
+	return setter{"true|false", func(v string) error {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
 			return fmt.Errorf("want true or false, got %q", v)
 		}
 		*p = b
 		return nil
-	}
+	}}
 }
 
-func levelSetter(p *slog.Level) func(string) error {
-	return func(v string) error { return p.UnmarshalText([]byte(v)) }
+func levelSetter(p *slog.Level) setter {
+	return setter{"debug|info|warn|error", func(v string) error { return p.UnmarshalText([]byte(v)) }}
+}
+
+// kind is what the setting holds, as --help shows it.
+func (s setting) kind() string {
+	if k := kinds[s.flag]; k != "" {
+		return k
+	}
+	return s.set.kind
 }
 
 // envAliases are variables read when a setting's AIO_* variable is unset:
@@ -157,58 +188,113 @@ var envAliases = map[string]string{
 }
 
 // parseOptions reads defaults, then AIO_* variables (or their aliases),
-// then flags.
+// then flags, and checks that the settings can work together. Every error
+// it returns is a *usageError, one line that names the setting, its value
+// and the fix.
 func parseOptions(args []string, lookup func(string) (string, bool), out io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("aiod", flag.ContinueOnError)
-	fs.SetOutput(out)
+	fs.SetOutput(io.Discard) // errors are reported once, by main
 	sets := o.settings()
+	from := map[string]string{} // flag -> where its value came from: "--flag" or the variable
 	for _, s := range sets {
-		v, from := s.def, s.env
+		v, src := s.def, s.env
 		if e, ok := lookup(s.env); ok && e != "" {
 			v = e
+			from[s.flag] = s.env
 		} else if alias := envAliases[s.env]; alias != "" {
 			if e, ok := lookup(alias); ok && e != "" {
-				v, from = e, alias
+				v, src = e, alias
+				from[s.flag] = alias
 			}
 		}
 		if v != "" {
-			if err := s.set(v); err != nil {
-				return nil, fmt.Errorf("%s: %w", from, err)
+			if err := s.set.fn(v); err != nil {
+				return nil, &usageError{fmt.Sprintf("%s: %v", src, err)}
 			}
 		}
-		fs.Func(s.flag, fmt.Sprintf("%s (env %s, default %q)", s.help, s.env, s.def), s.set)
-	}
-	fs.Usage = func() {
-		fmt.Fprintf(out, "Usage: aiod [flags]\n\nEvery flag can also be set by its AIO_* variable; a flag wins over its variable.\n\n")
-		fs.PrintDefaults()
+		fn := s.set.fn
+		name := s.flag
+		fs.Func(s.flag, s.help, func(v string) error {
+			from[name] = "--" + name
+			return fn(v)
+		})
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			printUsage(out, sets)
 			return nil, errHelp
 		}
-		return nil, err
+		return nil, &usageError{err.Error() + " (aiod --help lists the flags)"}
 	}
 	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+		return nil, &usageError{fmt.Sprintf("unexpected arguments: %s (aiod takes flags only; see aiod --help)", strings.Join(fs.Args(), " "))}
 	}
+	if err := o.check(func(flag string) string {
+		if f := from[flag]; f != "" {
+			return f
+		}
+		return "--" + flag
+	}); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// check refuses settings that cannot work, before anything starts; name
+// says how the user set a flag ("--workdir" or "AIO_WORKDIR").
+func (o *options) check(name func(flag string) string) error {
 	switch o.codeBackend {
 	case "auto", "native", "kernel":
 	default:
-		return nil, fmt.Errorf("code backend %q: want auto, native or kernel", o.codeBackend)
+		return &usageError{fmt.Sprintf("%s %q: want auto, native or kernel", name("code-backend"), o.codeBackend)}
 	}
 	if o.kernelStart != "fork" && o.kernelStart != "spawn" {
-		return nil, fmt.Errorf("--kernel-start (AIO_KERNEL_START) %q: want fork or spawn", o.kernelStart)
+		return &usageError{fmt.Sprintf("%s %q: want fork or spawn", name("kernel-start"), o.kernelStart)}
 	}
 	switch o.kernelTransport {
 	case "auto", "ipc", "tcp":
 	default:
-		return nil, fmt.Errorf("--kernel-transport (AIO_KERNEL_TRANSPORT) %q: want auto, ipc or tcp", o.kernelTransport)
+		return &usageError{fmt.Sprintf("%s %q: want auto, ipc or tcp", name("kernel-transport"), o.kernelTransport)}
 	}
 	if o.logFormat != "text" && o.logFormat != "json" {
-		return nil, fmt.Errorf("log format %q: want text or json", o.logFormat)
+		return &usageError{fmt.Sprintf("%s %q: want text or json", name("log-format"), o.logFormat)}
 	}
-	return o, nil
+	if o.defaultTimeout > o.maxTimeout {
+		return &usageError{fmt.Sprintf("%s %g is more than %s %g (a call without a timeout would get more than the maximum); lower %s or raise %s",
+			name("default-timeout"), o.defaultTimeout.Seconds(), name("max-timeout"), o.maxTimeout.Seconds(),
+			name("default-timeout"), name("max-timeout"))}
+	}
+	if o.workdir != "" {
+		fi, err := os.Stat(o.workdir)
+		switch {
+		case err != nil && errors.Is(err, os.ErrNotExist):
+			return &usageError{fmt.Sprintf("%s %q: no such folder; create it, or set %s to an existing folder", name("workdir"), o.workdir, name("workdir"))}
+		case err != nil:
+			return &usageError{fmt.Sprintf("%s %q: %v; set %s to a folder aiod can use", name("workdir"), o.workdir, err, name("workdir"))}
+		case !fi.IsDir():
+			return &usageError{fmt.Sprintf("%s %q: not a folder; set %s to a folder", name("workdir"), o.workdir, name("workdir"))}
+		}
+	}
+	return nil
+}
+
+// printUsage is --help: every flag with what it holds, its variable and
+// its default.
+func printUsage(out io.Writer, sets []setting) {
+	fmt.Fprint(out, "Usage: aiod [flags]\n\nEvery flag can also be set by its AIO_* variable; a flag wins over its variable.\n\n")
+	for _, s := range sets {
+		def := s.def
+		if def == "" {
+			def = "none"
+		}
+		fmt.Fprintf(out, "  --%s %s\n    \t%s\n    \t(env %s, default %s)\n", s.flag, s.kind(), s.help, s.env, def)
+	}
+	fmt.Fprint(out, "\nEnvironment read besides the AIO_* variables:\n"+
+		"  KERNEL_*            passed to every kernel started on --jupyter-endpoint (e.g. KERNEL_USERNAME for Enterprise Gateway)\n"+
+		"  JWT_PUBLIC_KEY      read when AIO_JWT_PUBLIC_KEY is unset\n"+
+		"  TICKET_TTL_SECONDS  read when AIO_TICKET_TTL_SECONDS is unset\n"+
+		"  GOMEMLIMIT          wins over --memory-limit\n")
 }
 
 func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
@@ -224,7 +310,7 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 		KernelStart: o.kernelStart, KernelTransport: strings.TrimPrefix(o.kernelTransport, "auto"),
 		JupyterEndpoint: o.jupyterEndpoint, JupyterToken: o.jupyterToken, JupyterKernel: o.jupyterKernel,
 		JupyterStartTimeout: o.jupyterStart, JupyterProbeInterval: o.jupyterProbe,
-		WSQueueBytes:       o.wsQueueBytes,
+		WSQueueBytes: o.wsQueueBytes, NoAccessLog: !o.accessLog,
 		ExecutionRetention: o.execRetention, ExecutionRetentionBytes: o.execRetentionBytes,
 	}
 }

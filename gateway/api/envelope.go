@@ -4,6 +4,10 @@
 package api
 
 import (
+	"fmt"
+	"net/url"
+	"strings"
+
 	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
 )
@@ -61,4 +65,21 @@ func InvalidV1(ctx *fasthttp.RequestCtx, fe *FieldError) {
 	WriteJSON(ctx, fasthttp.StatusUnprocessableEntity, map[string]any{
 		"detail": []ValidationDetail{{Loc: loc, Msg: fe.Msg, Type: fe.Type}},
 	})
+}
+
+// PathParam is the path parameter name of the matched route, percent-
+// decoded once: fasthttp/router matches the raw path, so "user%40host"
+// arrives as it was sent. Every route reads its path parameters through
+// here. A malformed escape is a 422 naming the parameter.
+func PathParam(ctx *fasthttp.RequestCtx, name string) (string, *FieldError) {
+	raw, _ := ctx.UserValue(name).(string)
+	if !strings.Contains(raw, "%") {
+		return raw, nil
+	}
+	v, err := url.PathUnescape(raw)
+	if err != nil {
+		return "", &FieldError{In: "path", Field: name, Type: "value_error",
+			Msg: fmt.Sprintf("is not valid percent-encoding (%q)", raw)}
+	}
+	return v, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 
 	"github.com/goccy/go-json"
@@ -30,9 +31,26 @@ func (e *FieldError) Error() string {
 //
 // JSON null is treated as absent for every field (the SDK sends null for an
 // optional argument passed as None).
+//
+// Fields from Decode are lenient, as the v1 routes (pydantic's lax mode)
+// are: "5" is a number and "yes" a boolean. Fields from DecodeStrict (the
+// v2 routes) want JSON's own types.
 type Fields struct {
-	m   map[string]json.RawMessage
-	err *FieldError
+	m      map[string]json.RawMessage
+	err    *FieldError
+	strict bool
+	read   map[string]bool // names a getter or Known asked for
+}
+
+// DecodeStrict parses a v2 request body as Decode does, but its getters
+// accept only JSON's own types: a number must be a JSON number, a boolean
+// true or false.
+func DecodeStrict(body []byte) (*Fields, *FieldError) {
+	f, fe := Decode(body)
+	if f != nil {
+		f.strict = true
+	}
+	return f, fe
 }
 
 // Decode parses a request body. An empty body (or JSON null) is {}.
@@ -64,8 +82,37 @@ func FromMap(in string, m map[string]string) *Fields {
 // Err is the first error any getter recorded.
 func (f *Fields) Err() *FieldError { return f.err }
 
+// Known marks fields as understood without reading them (a protocol's own
+// keys, such as a WebSocket message's type and id).
+func (f *Fields) Known(names ...string) {
+	for _, n := range names {
+		f.mark(n)
+	}
+}
+
+func (f *Fields) mark(name string) {
+	if f.read == nil {
+		f.read = map[string]bool{}
+	}
+	f.read[name] = true
+}
+
+// Unknown lists, sorted, the fields of the body that no getter read and
+// Known did not name: call it after reading every field.
+func (f *Fields) Unknown() []string {
+	var out []string
+	for k := range f.m {
+		if !f.read[k] {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Has reports whether the field is present and not null.
 func (f *Fields) Has(name string) bool {
+	f.mark(name)
 	r, ok := f.m[name]
 	return ok && !isNull(r)
 }
@@ -80,6 +127,7 @@ func (f *Fields) fail(name, msg, typ string) {
 
 // Str reads a string field. A required field that is absent or null is an error.
 func (f *Fields) Str(name string, required bool) string {
+	f.mark(name)
 	r, ok := f.m[name]
 	if !ok || isNull(r) {
 		if required {
@@ -110,8 +158,19 @@ func (f *Fields) OptStr(name string) *string {
 // Bool reads a boolean; true/false, "true"/"false"/"yes"/"no", 1/0 are
 // accepted as pydantic's lax mode does. Absent or null gives def.
 func (f *Fields) Bool(name string, def bool) bool {
+	f.mark(name)
 	r, ok := f.m[name]
 	if !ok || isNull(r) {
+		return def
+	}
+	if f.strict {
+		switch string(bytes.TrimSpace(r)) {
+		case "true":
+			return true
+		case "false":
+			return false
+		}
+		f.fail(name, "must be true or false, got "+kind(r), "bool_type")
 		return def
 	}
 	switch string(bytes.TrimSpace(r)) {
@@ -124,16 +183,17 @@ func (f *Fields) Bool(name string, def bool) bool {
 	return def
 }
 
-// Float reads a number (a numeric string is accepted too). ok is false when
-// the field is absent or null.
+// Float reads a number (a numeric string is accepted too, unless the
+// fields are strict). ok is false when the field is absent or null.
 func (f *Fields) Float(name string) (v float64, ok bool) {
+	f.mark(name)
 	r, present := f.m[name]
 	if !present || isNull(r) {
 		return 0, false
 	}
 	if err := json.Unmarshal(r, &v); err != nil {
 		var s string
-		if json.Unmarshal(r, &s) == nil {
+		if !f.strict && json.Unmarshal(r, &s) == nil {
 			if p, perr := strconv.ParseFloat(s, 64); perr == nil {
 				return p, true
 			}
@@ -163,6 +223,7 @@ func (f *Fields) Int(name string) (v int64, ok bool) {
 
 // StrList reads a list of strings; absent or null gives nil.
 func (f *Fields) StrList(name string) []string {
+	f.mark(name)
 	r, ok := f.m[name]
 	if !ok || isNull(r) {
 		return nil
@@ -177,6 +238,7 @@ func (f *Fields) StrList(name string) []string {
 
 // IntList reads a list of integers; absent or null gives nil.
 func (f *Fields) IntList(name string) []int64 {
+	f.mark(name)
 	r, ok := f.m[name]
 	if !ok || isNull(r) {
 		return nil
@@ -191,6 +253,7 @@ func (f *Fields) IntList(name string) []int64 {
 
 // StrMap reads an object of strings (null values kept as ""); absent or null gives nil.
 func (f *Fields) StrMap(name string) map[string]string {
+	f.mark(name)
 	r, ok := f.m[name]
 	if !ok || isNull(r) {
 		return nil

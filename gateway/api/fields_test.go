@@ -60,3 +60,26 @@ func TestFieldTypes(t *testing.T) {
 		t.Fatalf("first error should name s: %v", fe)
 	}
 }
+
+func TestStrictFieldsAndUnknown(t *testing.T) {
+	body := []byte(`{"n":"5","b":"yes","ok":true,"x":1,"sesion_id":"s","known":2}`)
+	lax, _ := Decode(body)
+	if v, ok := lax.Float("n"); !ok || v != 5 || !lax.Bool("b", false) || lax.Err() != nil {
+		t.Fatalf("lax fields refused a numeric string or \"yes\": %v", lax.Err())
+	}
+	f, _ := DecodeStrict(body)
+	if _, ok := f.Float("n"); ok || f.Err() == nil || f.Err().Field != "n" || !strings.Contains(f.Err().Msg, "got a string") {
+		t.Fatalf("strict number from a string: %v", f.Err())
+	}
+	f, _ = DecodeStrict(body)
+	if f.Bool("b", false); f.Err() == nil || f.Err().Field != "b" {
+		t.Fatalf("strict bool from \"yes\": %v", f.Err())
+	}
+	f, _ = DecodeStrict(body)
+	f.Bool("ok", false)
+	f.Int("x")
+	f.Known("known")
+	if got := strings.Join(f.Unknown(), ","); got != "b,n,sesion_id" || f.Err() != nil {
+		t.Fatalf("unknown fields %q (err %v)", got, f.Err())
+	}
+}

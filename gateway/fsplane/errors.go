@@ -50,7 +50,7 @@ func errExists() error {
 
 func errTooLarge(limit int64) error {
 	return &fsErr{kind: kindIO, errno: syscall.EFBIG, exc: "OSError",
-		msg: "file is larger than the " + humanBytes(limit) + " read limit; read a line range or use the download route"}
+		msg: "file is larger than the " + humanBytes(limit) + " read limit; read a line range (start_line and end_line) or use the download route"}
 }
 
 func errDecode(offset int) error {

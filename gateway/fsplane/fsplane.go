@@ -39,8 +39,9 @@ type Config struct {
 	// resolved); anything else is permission_denied (v1) or 403 (v2). Empty
 	// means no restriction.
 	Root string
-	// Workspace is where /v1/file/upload puts a file sent without a path.
-	// Empty means $WORKSPACE, else the user's home, else the temp folder.
+	// Workspace is where the upload routes put a file sent without a path
+	// (the daemon passes its --workdir). Empty means $WORKSPACE, else the
+	// user's home, else the temp folder.
 	Workspace string
 }
 

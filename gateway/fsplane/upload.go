@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/aiod/aiod/gateway/api"
 	"github.com/valyala/fasthttp"
@@ -15,13 +16,16 @@ import (
 
 // upload is a parsed multipart upload: the file part and where it goes.
 type upload struct {
-	file *multipart.FileHeader
-	dest string // not yet resolved; may be relative (then refused)
+	file      *multipart.FileHeader
+	dest      string // not yet resolved; may be relative (then refused)
+	overwrite bool   // an existing file may be replaced
 }
 
-// readUpload parses the multipart body: part "file" is required; text part
-// "path" is optional. Without a path the file lands in the workspace under
-// its own name; a path ending in "/" or naming a folder receives it by name.
+// readUpload parses the multipart body: part "file" is required; text parts
+// "path" and "overwrite" are optional ("overwrite" may also come in the
+// query). Without a path the file lands in the workspace (the daemon's
+// --workdir) under its own name; a path ending in "/" or naming a folder
+// receives it by name.
 func (s *server) readUpload(ctx *fasthttp.RequestCtx) (upload, *api.FieldError) {
 	var form *multipart.Form
 	var err error
@@ -43,6 +47,16 @@ func (s *server) readUpload(ctx *fasthttp.RequestCtx) (upload, *api.FieldError) 
 	if v := form.Value["path"]; len(v) > 0 {
 		dest = v[0]
 	}
+	over := api.FromMap("body", map[string]string{})
+	if v := form.Value["overwrite"]; len(v) > 0 {
+		over = api.FromMap("body", map[string]string{"overwrite": v[0]})
+	} else if q := ctx.QueryArgs().Peek("overwrite"); q != nil {
+		over = api.FromMap("query", map[string]string{"overwrite": string(q)})
+	}
+	overwrite := over.Bool("overwrite", false)
+	if fe := over.Err(); fe != nil {
+		return upload{}, fe
+	}
 	switch {
 	case dest == "":
 		dest = filepath.Join(s.workspace, name)
@@ -53,7 +67,7 @@ func (s *server) readUpload(ctx *fasthttp.RequestCtx) (upload, *api.FieldError) 
 			dest = filepath.Join(dest, name)
 		}
 	}
-	return upload{file: fhs[0], dest: dest}, nil
+	return upload{file: fhs[0], dest: dest, overwrite: overwrite}, nil
 }
 
 // safeName reduces a client's file name to one path element.
@@ -67,8 +81,9 @@ func safeName(name string) string {
 }
 
 // saveUpload copies the uploaded part to dest, creating parent folders, and
-// returns the bytes written.
-func saveUpload(fh *multipart.FileHeader, dest string) (int64, error) {
+// returns the bytes written. Unless overwrite is set, an existing dest is
+// left alone and the answer is "exists".
+func saveUpload(fh *multipart.FileHeader, dest string, overwrite bool) (int64, error) {
 	if fi, err := os.Stat(dest); err == nil && fi.IsDir() {
 		return 0, errIsDir()
 	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -82,7 +97,15 @@ func saveUpload(fh *multipart.FileHeader, dest string) (int64, error) {
 	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
 		return 0, err
 	}
-	out, err := os.OpenFile(dest, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
+	if !overwrite {
+		flags = os.O_WRONLY | os.O_CREATE | os.O_EXCL
+	}
+	out, err := os.OpenFile(dest, flags, 0o644)
+	if errors.Is(err, fs.ErrExist) {
+		return 0, &fsErr{kind: kindExists, errno: syscall.EEXIST, exc: "FileExistsError",
+			msg: "already exists; send overwrite=true to replace it"}
+	}
 	if err != nil {
 		return 0, err
 	}

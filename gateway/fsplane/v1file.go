@@ -240,7 +240,7 @@ func (s *server) v1Upload(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	n, err := saveUpload(up.file, p)
+	n, err := saveUpload(up.file, p, true) // v1 replaces, as it always did: the SDK has no overwrite flag
 	if err != nil {
 		s.failV1(ctx, "upload", p, err)
 		return

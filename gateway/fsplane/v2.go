@@ -100,8 +100,12 @@ func (s *server) v2Download(ctx *fasthttp.RequestCtx) {
 	}
 }
 
-// v2Read answers GET /v2/fs/read?path= and POST /v2/fs/read {path}: the
-// content as UTF-8 text, or base64 when the bytes are not valid UTF-8.
+// v2Read answers GET /v2/fs/read?path=[&start_line=&end_line=] and POST
+// /v2/fs/read {path, start_line?, end_line?}: the content as UTF-8 text, or
+// base64 when the bytes are not valid UTF-8. Lines count as an editor
+// counts them: from 1, end_line included (v1's read is 0-based and
+// end-exclusive, as the SDK's). A range reads only what it needs, so a file
+// past the read limit can still be read in parts.
 func (s *server) v2Read(ctx *fasthttp.RequestCtx) {
 	var f *api.Fields
 	if ctx.IsGet() {
@@ -110,7 +114,19 @@ func (s *server) v2Read(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	raw := f.Str("path", true)
-	if fe := f.Err(); fe != nil {
+	start, hasStart := f.Int("start_line")
+	end, hasEnd := f.Int("end_line")
+	fe := f.Err()
+	switch {
+	case fe != nil:
+	case hasStart && start < 1:
+		fe = badField("start_line", "must be 1 or more (the first line is 1)")
+	case hasEnd && end < 1:
+		fe = badField("end_line", "must be 1 or more (the first line is 1)")
+	case hasStart && hasEnd && end < start:
+		fe = badField("end_line", "must not be before start_line")
+	}
+	if fe != nil {
 		api.Invalid(ctx, fe)
 		return
 	}
@@ -118,7 +134,23 @@ func (s *server) v2Read(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	b, err := readAll(p, maxRead)
+	var b []byte
+	var err error
+	out := map[string]any{"path": p}
+	if hasStart || hasEnd {
+		if !hasStart {
+			start = 1
+		}
+		last := int64(-1)
+		if hasEnd {
+			last = end
+		}
+		var n int
+		b, n, err = readLines(p, start-1, last, maxRead)
+		out["start_line"], out["line_count"] = start, n
+	} else {
+		b, err = readAll(p, maxRead)
+	}
 	if err != nil {
 		s.failV2(ctx, "read", p, err)
 		return
@@ -127,7 +159,8 @@ func (s *server) v2Read(ctx *fasthttp.RequestCtx) {
 	if !utf8.Valid(b) {
 		content, enc = base64.StdEncoding.EncodeToString(b), "base64"
 	}
-	api.OK(ctx, map[string]any{"path": p, "content": content, "encoding": enc, "size": len(b)})
+	out["content"], out["encoding"], out["size"] = content, enc, len(b)
+	api.OK(ctx, out)
 }
 
 // v2Upload answers POST /v2/fs/upload, multipart: part "file" and an
@@ -142,7 +175,7 @@ func (s *server) v2Upload(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	n, err := saveUpload(up.file, p)
+	n, err := saveUpload(up.file, p, up.overwrite)
 	if err != nil {
 		s.failV2(ctx, "upload", p, err)
 		return

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
 	"github.com/aiod/aiod/kernel"
@@ -227,7 +228,7 @@ func (r *Runtimes) coldKernelBackend(spec *kernel.Spec, env []string) stream.Bac
 				Templates: r.pools.templates, Transport: r.cfg.KernelTransport,
 			})
 			if err != nil {
-				return nil, err
+				return nil, workdirProblem(r.cfg.Workdir, err)
 			}
 			return k, nil
 		},
@@ -252,7 +253,7 @@ func (r *Runtimes) coldNativeBackend(lang, path string) stream.Backend {
 				Language: lang, Interpreter: path, Handler: h, Cwd: r.cfg.Workdir, Logger: r.log,
 			})
 			if err != nil {
-				return nil, err
+				return nil, workdirProblem(r.cfg.Workdir, err)
 			}
 			return rp, nil
 		},
@@ -283,4 +284,24 @@ func (r *Runtimes) KernelStart() KernelStart {
 // PoolStats reports every pool, including those that are off (size 0).
 func (r *Runtimes) PoolStats() map[string]stream.PoolStats {
 	return r.pools.stats(r.cfg)
+}
+
+// workdirProblem puts the working folder first when a runtime could not
+// start because of it: a folder removed after start-up makes exec fail with
+// ENOENT, which otherwise reads as if the interpreter were missing.
+func workdirProblem(dir string, err error) error {
+	if dir == "" {
+		if _, werr := os.Getwd(); werr != nil {
+			return fmt.Errorf("the daemon's working folder is gone (%v), and runtimes start there: restart aiod in an existing folder or set --workdir: %w", werr, err)
+		}
+		return err
+	}
+	fi, serr := os.Stat(dir)
+	switch {
+	case serr != nil:
+		return fmt.Errorf("the working folder %q (--workdir) is unusable (%v), so no runtime can start there: create it or set --workdir to an existing folder: %w", dir, serr, err)
+	case !fi.IsDir():
+		return fmt.Errorf("the working folder %q (--workdir) is not a folder, so no runtime can start there: %w", dir, err)
+	}
+	return err
 }

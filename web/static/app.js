@@ -1052,6 +1052,7 @@
     const form = new FormData();
     form.append('file', file, file.name);
     form.append('path', dir.endsWith('/') ? dir : dir + '/');
+    form.append('overwrite', 'true'); // choosing the file here is the user's say-so to replace it
     try {
       const d = await api('POST', 'v2/fs/upload', form);
       input.value = '';

@@ -1,0 +1,196 @@
+package main
+
+// What a new user tripped on (issue 13) that only the real binary shows:
+// start-up checks, --help, the access log and the logs of lost state.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// runBinary runs aiod to its exit (bounded) and returns its exit code and
+// everything it printed.
+func runBinary(t *testing.T, env []string, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, daemonBin, args...)
+	cmd.Env = append(cleanEnv(), env...)
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, string(out)
+	case errors.As(err, &ee):
+		return ee.ExitCode(), string(out)
+	}
+	t.Fatalf("aiod %v: %v\n%s", args, err, out)
+	return -1, ""
+}
+
+// Item 3: settings that cannot work stop the daemon at once, with exit
+// code 2 and one line that names the setting, its value and the fix.
+func TestStartupRefusesSettingsThatCannotWork(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "plain-file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		env  []string
+		args []string
+		want []string
+	}{
+		{"missing workdir", nil, []string{"--workdir", "/nonexistent"},
+			[]string{`--workdir "/nonexistent"`, "no such folder", "create it"}},
+		{"workdir from the variable is a file", []string{"AIO_WORKDIR=" + file}, nil,
+			[]string{`AIO_WORKDIR "` + file + `"`, "not a folder"}},
+		{"default timeout over the max", nil, []string{"--max-timeout", "2", "--default-timeout", "30"},
+			[]string{"--default-timeout 30", "--max-timeout 2", "lower --default-timeout or raise --max-timeout"}},
+		{"default timeout over the max from the variable", []string{"AIO_MAX_TIMEOUT=2"}, nil,
+			[]string{"--default-timeout 30", "AIO_MAX_TIMEOUT 2"}},
+		{"bad backend", nil, []string{"--code-backend", "bogus"}, []string{`--code-backend "bogus"`, "want auto, native or kernel"}},
+		{"unknown flag", nil, []string{"--no-such-flag"}, []string{"no-such-flag", "aiod --help"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			code, out := runBinary(t, c.env, append([]string{"--addr", "127.0.0.1:0"}, c.args...)...)
+			lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+			if code != 2 || len(lines) != 1 {
+				t.Fatalf("exit %d with %d lines, want 2 and one line:\n%s", code, len(lines), out)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("the line does not say %q: %s", w, out)
+				}
+			}
+		})
+	}
+}
+
+// Item 10: --help shows what each flag holds (not "value") and names the
+// variables read besides AIO_*.
+func TestHelpShowsTypesAndPassthrough(t *testing.T) {
+	code, out := runBinary(t, nil, "--help")
+	if code != 0 {
+		t.Fatalf("--help exit %d:\n%s", code, out)
+	}
+	for _, want := range []string{"--default-timeout seconds", "--max-body bytes", "--kernel-prewarm count",
+		"--kernel-warmup true|false", "--addr host:port", "--workdir folder", "--log-level debug|info|warn|error",
+		"--access-log true|false", "KERNEL_*", "JWT_PUBLIC_KEY"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("--help lacks %q", want)
+		}
+	}
+	if regexp.MustCompile(`(?m)^\s+--\S+ value$`).MatchString(out) {
+		t.Errorf("--help still shows a flag of type value:\n%s", out)
+	}
+}
+
+// Item 10: one access line per request (method, route pattern, status,
+// duration, bytes; never the body, the query or a credential), and the
+// events that cost a session its state are logged at info with its id and
+// the reason: a kernel death, a restart after a failed interrupt, an idle
+// reclaim.
+func TestAccessLogAndLossLogs(t *testing.T) {
+	const token = "acc3ss-t0ken"
+	// Four kernels start one after another: on a loaded machine one can take
+	// more than the default minute.
+	d := startDaemon(t, "--code-backend", "kernel", "--token", token, "--kernel-idle", "4", "--kernel-start-timeout", "180")
+	d.token = token
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	authed := func(method, path string, body any) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, method, d.url+path, strings.NewReader(mustJSON(t, body)))
+		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := d.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	authed("POST", "/v2/code/execute", map[string]any{"language": "python", "session_id": "secret-session-id", "code": "print('BODY_MARKER')"})
+	authed("DELETE", "/v2/code/sessions/secret-session-id?token="+token, nil)
+	authed("GET", "/v2/nothing-here", nil)
+
+	waitLog := func(re string) string {
+		t.Helper()
+		rx := regexp.MustCompile(re)
+		for deadline := time.Now().Add(2 * time.Minute); ; {
+			if m := rx.FindString(d.stderr.String()); m != "" {
+				return m
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no log line matching %s; stderr:\n%s", re, d.stderr)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitLog(`level=INFO msg=http method=POST route=/v2/code/execute status=200 ms=[0-9.]+ bytes=[1-9][0-9]*`)
+	waitLog(`level=INFO msg=http method=DELETE route=/v2/code/sessions/\{id\} status=200 `)
+	waitLog(`level=INFO msg=http method=GET route=- status=404 `)
+	for _, l := range strings.Split(d.stderr.String(), "\n") {
+		if strings.Contains(l, "msg=http") && (strings.Contains(l, token) || strings.Contains(l, "BODY_MARKER") || strings.Contains(l, "secret-session-id")) {
+			t.Errorf("an access line holds a credential, a body or an id: %s", l)
+		}
+	}
+
+	// A kernel death, logged when it happens.
+	d.execute(ctx, "doomed", "x = 1", 60)
+	pid := d.sessionPIDs(ctx)["doomed"]
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(`level=INFO msg="runtime died" session=doomed language=python backend=kernel reason="the kernel died while idle: kernel died: killed by signal SIGKILL"`)
+
+	// A restart after an interrupt the code ignores.
+	var env envelope[execData]
+	d.do(ctx, "POST", "/v2/code/execute", map[string]any{"language": "python", "session_id": "stuck", "timeout": 2,
+		"code": "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)"}, &env)
+	if env.Data.Status != "timeout" || !strings.Contains(env.Message, "the interrupt failed") {
+		t.Fatalf("the stuck call: %q %q", env.Data.Status, env.Message)
+	}
+	waitLog(`level=INFO msg="runtime restarted" session=stuck language=python backend=kernel reason="it was restarted after a timeout \(interrupt failed: `)
+
+	// An idle reclaim, with how long it was idle and the limit.
+	d.execute(ctx, "sleepy", "y = 1", 60)
+	waitLog(`level=INFO msg="session closed" session=sleepy language=python why=idle reason="the session was reclaimed after being idle for [0-9]+ s \(limit 4 s\)"`)
+}
+
+// Item 10: --access-log=false turns the access log off.
+func TestAccessLogOff(t *testing.T) {
+	d := startDaemon(t, "--access-log=false", "--code-backend", "native")
+	resp, err := d.client.Get(d.url + "/v2/code/info")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	d.stop()
+	if strings.Contains(d.stderr.String(), "msg=http ") {
+		t.Fatalf("access lines with --access-log=false:\n%s", d.stderr)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	if v == nil {
+		return ""
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
