@@ -25,10 +25,10 @@ import (
 
 // e2eScenarios are the scenarios TestWebE2E expects run.js to report.
 var e2eScenarios = []string{"walkthrough", "cells", "streaming", "progress", "watch", "interrupt", "xss",
-	"editor", "markdown", "commands", "ipynb", "persist", "ansi", "layout", "reconnect"}
+	"editor", "complete", "inspect", "markdown", "commands", "ipynb", "persist", "resume", "ansi", "layout", "reconnect"}
 
 // e2eShots are the screenshots TestWebE2E expects run.js to write.
-var e2eShots = []string{"walkthrough.png", "streaming.png", "notebook.png", "narrow.png", "keys.png"}
+var e2eShots = []string{"walkthrough.png", "streaming.png", "notebook.png", "narrow.png", "keys.png", "complete.png", "inspect.png"}
 
 // TestWebE2E runs every browser scenario against one gateway; the
 // reconnect scenario goes through a proxy that cuts its connections. The
@@ -66,6 +66,15 @@ func TestWebE2ETokenBudget(t *testing.T) {
 	const tok = "e2e-s3cret"
 	ts := startServer(t, Config{Token: tok, OutputBudget: 1 << 20})
 	runE2E(t, root, []string{"token", "truncation"}, ts.URL+"/?token="+tok, t.TempDir(), "--only=token,truncation")
+}
+
+// TestWebE2ENative runs the completion and inspection scenario on a
+// gateway whose Python is the native REPL (--code-backend native): Tab and
+// Shift+Tab answered by rlcompleter and the driver's inspect.
+func TestWebE2ENative(t *testing.T) {
+	root := e2eSetup(t)
+	ts := startServer(t, Config{CodeBackend: "native"})
+	runE2E(t, root, []string{"native"}, ts.URL+"/", t.TempDir(), "--only=native")
 }
 
 var e2eNpmOnce sync.Mutex

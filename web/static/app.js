@@ -4,6 +4,14 @@
 // the page's URL goes on REST as "Authorization: Bearer T"; the WebSocket
 // carries a single-use ticket from POST /tickets instead (socketURL).
 //
+// Every run has an execution id the page chooses (execution_id on the
+// execute message), kept with the cell. When the socket drops, or the page
+// reloads, a cell whose run has not answered is re-attached with a resume
+// message: after a drop from the last output seq it saw, after a reload
+// from the start (its outputs are replaced by the full replay, then live,
+// then the result). The watch of the session leaves those executions out,
+// so no output shows twice.
+//
 // The notebook (cells and outputs) is kept in localStorage under the
 // session id (notebook.js) and restored when the page opens that session
 // again; it goes out and comes in as .ipynb. Cells have an edit mode (the
@@ -26,7 +34,8 @@
     session: '',
     watching: '',            // the session id the server confirmed a watch on
     cells: [],               // Cell, in page order (watched cells included)
-    pending: new Map(),      // execution ref -> Cell waiting for its result
+    pending: new Map(),      // message ref -> Cell waiting for its result (execute or resume)
+    ownExec: new Set(),      // execution ids this page started or resumed: the watch leaves them out
     watchedCells: new Map(), // msg_id of another caller's execution -> Cell
     watchedBusy: new Set(),  // msg_ids the watched session reports busy
     refs: 0,
@@ -154,6 +163,7 @@
         this.backoff = 500;
         this.retryIn = 0;
         updateLight();
+        resumeDetached();
         if (state.session) sendWatch(state.session, true);
       };
       ws.onmessage = (e) => {
@@ -169,7 +179,7 @@
         state.watching = '';
         state.watchedBusy.clear();
         showWatch();
-        orphanPending();
+        detachPending();
         if (was && e.code !== 1000) toast('Connection lost (' + (e.reason || 'code ' + e.code) + '); reconnecting.', true);
         this.schedule();
       };
@@ -190,19 +200,41 @@
     },
   };
 
-  // orphanPending ends the cells whose results went to a socket that is
-  // gone. Their code goes on in the session; once the page is back and
-  // watching, the rest of their output shows as a watched cell.
-  function orphanPending() {
-    for (const cell of state.pending.values()) {
-      cell.area.notice('The connection dropped while this cell ran. The code goes on in the session; ' +
-        'its remaining output appears below, as live output, once the page reconnects.');
-      cell.setState('done');
-      cell.setCount('?');
-      cell.settle(false);
-    }
+  // detachPending is called when the socket is gone: the cells whose
+  // results went to it wait for the next socket, which resumes their
+  // executions from the last output each saw (resumeDetached). The code
+  // goes on in the session meanwhile.
+  function detachPending() {
+    for (const cell of state.pending.values()) cell.resume = { fresh: !!(cell.resume && cell.resume.fresh) };
     state.pending.clear();
     updateLight();
+  }
+
+  // resumeDetached sends a resume for every cell waiting to re-attach.
+  function resumeDetached() {
+    for (const c of state.cells) if (c.resume && !c.resume.sent) sendResume(c);
+  }
+
+  function sendResume(cell) {
+    if (!sock.open) return;
+    const ref = nextRef();
+    const after = cell.resume.fresh ? 0 : cell.lastSeq;
+    cell.resume.sent = true;
+    state.pending.set(ref, cell);
+    sock.send({ type: 'resume', id: ref, execution_id: cell.execId, after });
+    updateLight();
+  }
+
+  function ownExecution(id) {
+    if (!id || state.ownExec.has(id)) return;
+    state.ownExec.add(id);
+    if (state.ownExec.size > 4096) state.ownExec.delete(state.ownExec.values().next().value);
+  }
+
+  function newExecutionId() {
+    const a = new Uint8Array(9);
+    crypto.getRandomValues(a);
+    return 'nb-' + Array.from(a, (b) => b.toString(16).padStart(2, '0')).join('');
   }
 
   function nextRef() {
@@ -223,12 +255,16 @@
     const cell = m.id != null ? state.pending.get(m.id) : undefined;
     if (m.session_id != null && !cell) return onWatched(m);
     switch (m.type) {
+      case 'accepted':
+        if (cell) cell.accepted(m);
+        return;
       case 'output':
-        if (cell) cell.area.add(m.output);
+        if (cell) cell.output(m);
         return;
       case 'result':
         if (!cell) return;
         state.pending.delete(m.id);
+        cell.resume = null;
         cell.finish(m);
         updateLight();
         if (state.watching !== state.session) sendWatch(state.session, true);
@@ -248,10 +284,12 @@
         watchRefs.delete(m.id);
         if (cell) {
           state.pending.delete(m.id);
-          cell.area.notice(m.message || 'error');
+          if (cell.resume) cell.resumeFailed(m);
+          else cell.area.notice(m.message || 'error');
           cell.setState('error');
           cell.setCount(' ');
-          cell.settle(false);
+          if (cell.settle) cell.settle(false);
+          scheduleSave();
           updateLight();
         } else if (w) {
           if (!(w.quiet && m.status === 404)) {
@@ -269,6 +307,7 @@
   // other callers (REST, another page, a notebook on the kernels API).
   function onWatched(m) {
     if (m.session_id !== state.session) return;
+    if (m.execution_id && state.ownExec.has(m.execution_id)) return; // a cell of this page follows it
     if (m.type === 'status') {
       if (m.state === 'busy') state.watchedBusy.add(m.id == null ? '' : m.id);
       else if (m.state === 'idle') {
@@ -313,6 +352,11 @@
       this.metadata = opts.metadata || {};
       this.attachments = opts.attachments; // a markdown cell's images, from a notebook file
       this.execCount = null;
+      const kept0 = this.metadata.aiod;
+      this.execId = kept0 && typeof kept0.execution_id === 'string' ? kept0.execution_id : ''; // its last run
+      this.lastSeq = 0;  // the last output seq shown of that run
+      this.resume = null; // { fresh, sent }: waiting to re-attach to the run (sendResume)
+      this.resumeNote = null; // the notice shown while it re-attaches
       this.root = el('div', 'cell' + (this.watched ? ' watched' : ''));
       this.root.tabIndex = -1;
       this.root.dataset.state = this.watched ? 'running' : 'idle';
@@ -359,6 +403,9 @@
         label: 'Cell source',
         onChange: scheduleSave,
         onFocus: () => { select(this); setMode('edit'); },
+        canAsk: () => this.type === 'code',
+        complete: (code, cursor) => complete(this.sessionFor(), code, cursor, this.language),
+        inspect: (code, cursor) => inspect(this.sessionFor(), code, cursor, this.language),
         keys: {
           runNext: () => runAndAdvance(this, false),
           runInPlace: () => { this.run(); if (this.type !== 'code') commandMode(this); },
@@ -395,6 +442,13 @@
     get editorLanguage() { return this.type === 'code' ? this.language : this.type === 'markdown' ? 'markdown' : ''; }
 
     get source() { return this.watched ? this.code.textContent : this.editor.value; }
+
+    // sessionFor is the session a completion asks: the page's (a new one
+    // if it has none yet).
+    sessionFor() {
+      if (!state.session) newSession();
+      return state.session;
+    }
 
     set source(v) { this.editor.value = v; }
 
@@ -463,12 +517,18 @@
       if (this.metadata.aiod) delete this.metadata.aiod.outputs_dropped;
       if (!state.session) newSession();
       const ref = nextRef();
-      const msg = { type: 'execute', id: ref, language: this.language, code: this.source, session_id: state.session };
+      const execId = newExecutionId();
+      const msg = { type: 'execute', id: ref, execution_id: execId, language: this.language, code: this.source, session_id: state.session };
       if (state.info && state.info.max_timeout) msg.timeout = state.info.max_timeout;
+      ownExecution(execId);
       if (!sock.send(msg)) {
         toast('Not connected; the page is reconnecting. Run the cell again once the light is green.', true);
         return Promise.resolve(false);
       }
+      this.execId = execId;
+      this.lastSeq = 0;
+      this.resume = null;
+      this.metadata.aiod = Object.assign({}, this.metadata.aiod, { execution_id: execId });
       this.area.reset();
       this.setCount('*');
       this.setState('running');
@@ -476,6 +536,48 @@
       updateLight();
       scheduleSave();
       return new Promise((resolve) => { this.settle = (ok) => { this.settle = null; resolve(ok); }; });
+    }
+
+    // accepted is the daemon's answer to an execute or a resume. A resume
+    // from the start replaces what the cell showed by the replay.
+    accepted(m) {
+      if (m.execution_id && m.execution_id !== this.execId) {
+        this.execId = m.execution_id;
+        this.metadata.aiod = Object.assign({}, this.metadata.aiod, { execution_id: m.execution_id });
+        ownExecution(m.execution_id);
+      }
+      if (this.resume && this.resume.fresh) {
+        this.area.reset(); // the note "following again" goes too
+        this.lastSeq = 0;
+      }
+      this.resumeNote = null;
+      this.resume = null;
+      this.setCount(m.state === 'queued' ? '…' : '*');
+      this.setState('running');
+    }
+
+    // output shows one output of the cell's execution, once: an output the
+    // cell already showed (a replay overlapping what it had) is skipped.
+    output(m) {
+      if (Number.isInteger(m.seq)) {
+        if (m.seq <= this.lastSeq) return;
+        this.lastSeq = m.seq;
+      }
+      if (this.execCount === null && this.count.textContent === '[…]') this.setCount('*');
+      this.area.add(m.output);
+    }
+
+    // resumeFailed says why the cell could not re-attach to its execution:
+    // the daemon no longer holds it (410, with when and why), or never had
+    // it (404: the run never reached it, or the daemon restarted).
+    resumeFailed(m) {
+      this.resume = null;
+      if (this.resumeNote) this.resumeNote.remove();
+      this.resumeNote = null;
+      const what = m.status === 410 ? 'The daemon no longer holds this cell\'s run (' + (m.message || 'gone') + ')'
+        : m.status === 404 ? 'The daemon does not know this cell\'s run ' + this.execId + ' (it never got there, or the daemon restarted)'
+          : 'This cell\'s run could not be followed again: ' + (m.message || 'error');
+      this.area.notice(what + '. Above is the output that had arrived; run the cell again to see it all.');
     }
 
     // finish shows an execution's result message.
@@ -722,7 +824,9 @@
   let restoring = false;
 
   // showNotebook replaces the page's cells with a notebook's. Nothing runs.
-  function showNotebook(nb) {
+  // With resume (the page's own copy, on load), cells whose run had not
+  // answered re-attach to it.
+  function showNotebook(nb, resume) {
     const parsed = NB.fromIpynb(nb);
     restoring = true;
     try {
@@ -732,7 +836,7 @@
       state.watchedCells.clear();
       for (const m of parsed.cells) {
         const c = appendCell(new Cell(m));
-        if (m.running) reattach(c);
+        if (m.running) reattach(c, resume);
       }
     } finally {
       restoring = false;
@@ -742,16 +846,45 @@
     return parsed;
   }
 
-  // reattach is called for a cell that was still running when the page
-  // went away. Following its execution from the start needs the durable
-  // executions route, which the daemon does not have yet: until then the
-  // cell keeps the output that had arrived and says so, and the watch of
-  // the session shows what the code prints from now on.
-  function reattach(cell) {
+  // reattach is called for a cell whose run had not answered when the page
+  // went away. With its execution id (and the page's own copy of the
+  // notebook) it is resumed from the start once the socket is open: still
+  // running, or finished and retained with a result the page missed. A
+  // cell without one (saved by an older page, or from a file) keeps the
+  // output that had arrived and says so.
+  function reattach(cell, resume) {
+    if (resume && cell.execId) {
+      ownExecution(cell.execId);
+      cell.resume = { fresh: true };
+      cell.setCount('*');
+      cell.setState('running');
+      if (cell.resumeNote) cell.resumeNote.remove();
+      cell.resumeNote = cell.area.notice('The page was reloaded while this cell ran: following its run ' + cell.execId + ' again, from the start…', 'info');
+      return;
+    }
     cell.setCount(null);
     cell.setState('error');
     cell.area.notice('The page was reloaded while this cell ran: above is the output that had arrived. ' +
       'If the code still runs in session ' + state.session + ', what it prints next shows below as live output.');
+  }
+
+  // resumeListed re-attaches the cells whose run the daemon lists as
+  // running or queued in the page's session though the page's copy did not
+  // say so (the page went away before it could save that).
+  function resumeListed(sessions) {
+    const ids = new Set();
+    for (const s of sessions || []) {
+      if (s.session_id !== state.session) continue;
+      if (s.executing && s.executing.execution_id) ids.add(s.executing.execution_id);
+      for (const q of s.queued || []) if (q.execution_id) ids.add(q.execution_id);
+    }
+    if (!ids.size) return;
+    const following = new Set(state.pending.values());
+    for (const c of state.cells) {
+      if (c.watched || !c.execId || !ids.has(c.execId) || c.resume || following.has(c)) continue;
+      reattach(c, true);
+      sendResume(c);
+    }
   }
 
   function downloadNotebook() {
@@ -800,7 +933,7 @@
     if (!nb) return false;
     try {
       state.name = (nb.metadata && nb.metadata.aiod && nb.metadata.aiod.name) || '';
-      showNotebook(nb);
+      showNotebook(nb, true);
       return true;
     } catch (e) {
       toast('The notebook saved for session ' + state.session + ' cannot be read: ' + e.message, true);
@@ -808,12 +941,12 @@
     }
   }
 
-  // ---- completion and inspection (not wired to keys yet) ----
+  // ---- completion and inspection (Tab and Shift+Tab, editor.js) ----
   //
-  // The kernel answers these through the completion routes of the durable
-  // executions issue, which the daemon does not have yet. The editor binds
-  // Tab and Shift+Tab to them once the routes exist (see editor.js); until
-  // then nothing calls them.
+  // The session's runtime answers: the kernel's complete_request and
+  // inspect_request, Node's REPL completer, native Python's rlcompleter.
+  // cursor counts code points. A session running a cell answers when the
+  // cell ends; the daemon waits up to 10 s, then answers 504.
 
   function complete(session, code, cursor, language) {
     return api('POST', 'v2/code/complete', { session_id: session, language: language || 'python', code, cursor_pos: cursor });
@@ -876,6 +1009,7 @@
       }
       sel.replaceChildren(...opts);
       if (byId.has(keep)) sel.value = keep;
+      resumeListed(d.sessions);
     } catch (e) {
       toast('Listing sessions failed: ' + e.message, true);
     }

@@ -248,9 +248,12 @@
       for (const o of outputs || []) this.add(o);
     }
 
+    // notice shows a line from the page (not an output) and returns it.
     notice(text, kind) {
       this.stream = null;
-      this.root.append(notice(text, kind));
+      const n = notice(text, kind);
+      this.root.append(n);
+      return n;
     }
   }
 
