@@ -52,6 +52,7 @@ type Config struct {
 	AllowedHosts         []string      // Host names allowed besides loopback and the daemon's own addresses; "*" turns the check off
 	JWTPublicKey         string        // PEM public key (or its base64) verifying bearer JWTs; "" for none
 	TicketTTL            time.Duration // lifetime of a ticket from POST /tickets; 30 s
+	MetricsPublic        bool          // serve /metrics without credentials
 	Logger               *slog.Logger
 }
 
@@ -99,6 +100,8 @@ type Server struct {
 	env     *backend.Environment // rt.Env()
 	started time.Time
 	http    *fasthttp.Server
+	metrics *metrics // metrics.go: the Prometheus registry behind /metrics
+	mcp     *mcpServer
 }
 
 // New discovers the interpreters and builds the routes.
@@ -107,7 +110,7 @@ func New(cfg Config) (*Server, error) {
 	g, err := guard.New(guard.Config{
 		AllowedHosts: cfg.AllowedHosts, AllowedOrigins: cfg.AllowedOrigins,
 		Token: cfg.Token, JWTPublicKey: cfg.JWTPublicKey, TicketTTL: cfg.TicketTTL,
-		OpenPaths: []string{"/healthz"}, Logger: cfg.Logger,
+		OpenPaths: openPaths(cfg), Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, err
@@ -128,8 +131,10 @@ func New(cfg Config) (*Server, error) {
 	s.base, s.stop = context.WithCancel(context.Background())
 	s.live = newLiveHub(s, LiveLimits{QueueBytes: cfg.WSQueueBytes}, counters)
 	s.reg = stream.NewRegistry(stream.Config{Budget: cfg.OutputBudget, ReapInterval: cfg.ReapInterval, Logger: cfg.Logger, Counters: counters})
+	s.metrics = newMetrics(s, counters)
+	s.mcp = newMCP(s)
 	s.http = &fasthttp.Server{
-		Handler:              g.Wrap(s.routes().Handler),
+		Handler:              s.countRequests(g.Wrap(s.routes().Handler)),
 		Name:                 "aiod",
 		MaxRequestBodySize:   cfg.MaxBody,
 		ReadTimeout:          60 * time.Second,
@@ -156,6 +161,7 @@ func (s *Server) Environment() *backend.Environment { return s.env }
 
 func (s *Server) routes() *router.Router {
 	r := router.New()
+	r.SaveMatchedRoutePath = true // the request metrics label by pattern
 	r.RedirectTrailingSlash = false
 	r.HandleMethodNotAllowed = true
 	r.NotFound = func(ctx *fasthttp.RequestCtx) {
@@ -181,7 +187,19 @@ func (s *Server) routes() *router.Router {
 	s.registerV1(r)   // v1.go: the agent_sandbox SDK's code, jupyter, nodejs and sandbox routes
 	s.registerLive(r) // live.go: WebSocket streaming and the Jupyter kernels API
 	s.registerWeb(r)  // web.go: the browser notebook page at /
+	r.GET(MetricsPath, s.serveMetrics)
+	registerOpenAPI(r) // openapi.go: /openapi.json and /docs
+	s.registerMCP(r)   // mcp.go: the MCP endpoint at /mcp
 	return r
+}
+
+// openPaths are the routes that need no credentials.
+func openPaths(cfg Config) []string {
+	p := append([]string{"/healthz"}, openAPIPaths...)
+	if cfg.MetricsPublic {
+		p = append(p, MetricsPath)
+	}
+	return p
 }
 
 // transportError answers requests fasthttp could not read.
@@ -223,6 +241,7 @@ func (s *Server) Serve(ln net.Listener) error {
 // Requests still running after a short drain (5 s) end when their sessions
 // close: they answer with an error result that says the session was deleted.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.mcp.beginShutdown() // MCP's long-lived GET streams must not hold up the drain
 	hdone := make(chan error, 1)
 	go func() { hdone <- s.http.ShutdownWithContext(ctx) }()
 	drain := time.NewTimer(5 * time.Second)
@@ -236,6 +255,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.stop()
 	rerr := s.reg.Close(ctx)
+	s.mcp.close()
 	lerr := s.closeLive(ctx)
 	perr := s.rt.Close(ctx)
 	if hdone != nil {

@@ -165,9 +165,14 @@ func isDone(rt jupyter.Runtime) bool {
 	}
 }
 
-func isDeath(err error) bool {
+func isDeath(err error) bool { return deadError(err) != nil }
+
+func deadError(err error) *jupyter.DeadError {
 	var d *jupyter.DeadError
-	return errors.As(err, &d)
+	if errors.As(err, &d) {
+		return d
+	}
+	return nil
 }
 
 // Attach records a front end attached to the session (a Jupyter channels
@@ -233,6 +238,7 @@ func (s *Session) Execute(ctx context.Context, req ExecRequest) (*Result, error)
 	case <-deadline.C:
 		res.Status = StatusTimeout
 		res.note(fmt.Sprintf("timed out after %s waiting behind the session's earlier calls; the code did not run", req.Timeout))
+		s.reg.executed(s, res, -1)
 		return res, nil
 	case <-s.closed:
 		return nil, ErrSessionClosed
@@ -252,6 +258,8 @@ func (s *Session) Execute(ctx context.Context, req ExecRequest) (*Result, error)
 
 	ex := s.mux.Begin(res.ID, req.Origin, s.reg.cfg.Budget, req.Subs...)
 	defer s.mux.End(ex)
+	began := time.Now()
+	defer func() { s.reg.executed(s, res, time.Since(began)) }()
 	if err := rt.Execute(ctx, jupyter.ExecuteRequest{MsgID: res.ID, Code: req.Code}); err != nil {
 		s.discard(rt, gen, "sending to it failed: "+err.Error())
 		res.Status = StatusError
@@ -301,9 +309,10 @@ func (s *Session) start(ctx context.Context) (jupyter.Runtime, uint64, error) {
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
+	sctx, how := withStartMode(sctx)
 	began := time.Now()
 	rt, err := s.Backend.Start(sctx, s.mux.Handler(gen))
-	s.reg.started(s, time.Since(began), err)
+	s.reg.started(s, how.mode(), time.Since(began), err)
 	if err != nil {
 		s.mu.Lock()
 		s.dead = s.rt == nil
@@ -322,6 +331,7 @@ func (s *Session) start(ctx context.Context) (jupyter.Runtime, uint64, error) {
 	s.cwd = s.Backend.Cwd // a fresh runtime works where its backend starts it
 	s.last = time.Now()
 	s.mu.Unlock()
+	s.reg.watchDeath(s, rt)
 	return rt, gen, nil
 }
 

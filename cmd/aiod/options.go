@@ -13,7 +13,10 @@ import (
 	"github.com/aiod/aiod/gateway"
 )
 
-var errHelp = errors.New("help requested")
+var (
+	errHelp    = errors.New("help requested")
+	errVersion = errors.New("version requested")
+)
 
 // options are the daemon's settings. Each comes from its flag, else its
 // AIO_* variable, else the default.
@@ -47,6 +50,7 @@ type options struct {
 	jupyterStart       time.Duration
 	jupyterProbe       time.Duration
 	wsQueueBytes       int
+	metricsPublic      bool
 }
 
 // setting is one flag with its variable, for parsing and for --help.
@@ -83,6 +87,7 @@ func (o *options) settings() []setting {
 		{"ticket-ttl", "AIO_TICKET_TTL_SECONDS", "30", "seconds a single-use ticket from POST /tickets lives; also read from TICKET_TTL_SECONDS", secSetter(&o.ticketTTL)},
 		{"allowed-hosts", "AIO_ALLOWED_HOSTS", "", "comma-separated Host names accepted besides loopback and the daemon's own addresses (*.example.com for subdomains); * turns the Host check off", strSetter(&o.allowedHosts)},
 		{"allowed-origins", "AIO_ALLOWED_ORIGINS", "", "comma-separated origins allowed on state-changing requests, CORS and WebSockets besides the request's own; * allows any", strSetter(&o.allowedOrigins)},
+		{"metrics-public", "AIO_METRICS_PUBLIC", "false", "serve /metrics without credentials (for a scraper that cannot send a token)", boolSetter(&o.metricsPublic)},
 		{"memory-limit", "AIO_MEMORY_LIMIT", "134217728", "soft limit in bytes on the daemon's Go heap (GOMEMLIMIT wins when set)", intSetter(&o.memoryLimit)},
 		{"log-level", "AIO_LOG_LEVEL", "info", "debug, info, warn or error", levelSetter(&o.logLevel)},
 		{"log-format", "AIO_LOG_FORMAT", "text", "text or json", strSetter(&o.logFormat)},
@@ -171,6 +176,8 @@ func parseOptions(args []string, lookup func(string) (string, bool), out io.Writ
 		}
 		fs.Func(s.flag, fmt.Sprintf("%s (env %s, default %q)", s.help, s.env, s.def), s.set)
 	}
+	version := false
+	fs.BoolFunc("version", "print the version, the Go version and the commit, and exit", func(string) error { version = true; return nil })
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: aiod [flags]\n\nEvery flag can also be set by its AIO_* variable; a flag wins over its variable.\n\n")
 		fs.PrintDefaults()
@@ -180,6 +187,9 @@ func parseOptions(args []string, lookup func(string) (string, bool), out io.Writ
 			return nil, errHelp
 		}
 		return nil, err
+	}
+	if version {
+		return nil, errVersion
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
@@ -207,7 +217,7 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 		KernelPrewarm: o.kernelPrewarm, CodePrewarm: o.codePrewarm, NoKernelWarmup: !o.kernelWarmup,
 		JupyterEndpoint: o.jupyterEndpoint, JupyterToken: o.jupyterToken, JupyterKernel: o.jupyterKernel,
 		JupyterStartTimeout: o.jupyterStart, JupyterProbeInterval: o.jupyterProbe,
-		WSQueueBytes: o.wsQueueBytes,
+		WSQueueBytes: o.wsQueueBytes, MetricsPublic: o.metricsPublic,
 	}
 }
 
