@@ -54,4 +54,3 @@ func asset(b []byte, ctype string) *webAsset {
 	sum := sha256.Sum256(b)
 	return &webAsset{body: b, ctype: ctype, etag: `"` + hex.EncodeToString(sum[:12]) + `"`}
 }
-

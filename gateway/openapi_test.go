@@ -1,0 +1,108 @@
+package gateway
+
+import (
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/aiod/aiod/gateway/openapi"
+	"github.com/aiod/aiod/gateway/openapi/openapitest"
+)
+
+// openapiDoc is the document every handler test validates answers with.
+func openapiDoc(t testing.TB) *openapitest.Doc {
+	t.Helper()
+	d, err := openapitest.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestOpenAPIHasEveryRoute walks the router and fails on any route the
+// document does not describe (and on documented routes that are gone).
+func TestOpenAPIHasEveryRoute(t *testing.T) {
+	d := openapiDoc(t)
+	srv, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown(t.Context())
+	var missing []string
+	routed := map[string]bool{}
+	n := 0
+	for method, paths := range srv.routes().List() {
+		for _, p := range paths {
+			n++
+			doc := p
+			if strings.HasPrefix(p, "/static/") {
+				doc = "/static/{asset}" // one route per embedded file
+			}
+			routed[strings.ToLower(method)+" "+doc] = true
+			if !d.Has(method, doc) {
+				missing = append(missing, method+" "+p)
+			}
+		}
+	}
+	sort.Strings(missing)
+	if len(missing) > 0 {
+		t.Errorf("%d of %d routes are not in gateway/openapi/openapi.json:\n  %s", len(missing), n, strings.Join(missing, "\n  "))
+	}
+	var stale []string
+	for path, pi := range d.T.Paths.Map() {
+		for method := range pi.Operations() {
+			if !routed[strings.ToLower(method)+" "+path] {
+				stale = append(stale, method+" "+path)
+			}
+		}
+	}
+	sort.Strings(stale)
+	if len(stale) > 0 {
+		t.Errorf("openapi.json describes routes the router does not have:\n  %s", strings.Join(stale, "\n  "))
+	}
+	if d.T.Info.Version != Version || openapi.DocVersion != Version {
+		t.Errorf("openapi.json says version %q (DocVersion %q), the binary is %q", d.T.Info.Version, openapi.DocVersion, Version)
+	}
+	if d.T.OpenAPI != "3.1.0" {
+		t.Errorf("openapi %q, want 3.1.0", d.T.OpenAPI)
+	}
+}
+
+// TestOpenAPIAndDocsServed fetches the document and the page without
+// credentials from a gateway that requires them.
+func TestOpenAPIAndDocsServed(t *testing.T) {
+	ts := startServer(t, Config{Token: "s3cret"})
+	for _, c := range []struct{ path, ctype, want string }{
+		{"/openapi.json", "application/json", `"openapi": "3.1.0"`},
+		{"/docs", "text/html", `<script src="/docs/docs.js"`},
+		{"/docs/docs.js", "text/javascript", "openapi.json"},
+		{"/docs/docs.css", "text/css", "{"},
+	} {
+		resp, err := ts.client.Get(ts.URL + c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := readAllClose(t, resp)
+		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), c.ctype) || !strings.Contains(string(b), c.want) {
+			t.Fatalf("GET %s: %d %s, want 200 %s containing %q: %.200s", c.path, resp.StatusCode, resp.Header.Get("Content-Type"), c.ctype, c.want, b)
+		}
+		if c.path != "/openapi.json" && !strings.Contains(resp.Header.Get("Content-Security-Policy"), "default-src 'none'") {
+			t.Fatalf("GET %s: CSP %q", c.path, resp.Header.Get("Content-Security-Policy"))
+		}
+	}
+	if st, _ := ts.callRaw(t, "GET", "/v2/code/info"); st != http.StatusUnauthorized {
+		t.Fatalf("/v2/code/info without the token: %d, want 401", st)
+	}
+}
+
+func readAllClose(t testing.TB, resp *http.Response) []byte {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
