@@ -84,6 +84,7 @@ func (ts *testServer) call(t testing.TB, method, path string, body any) (int, ma
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
+	checkAnswer(t, req, resp, raw)
 	var m map[string]any
 	if err := json.Unmarshal(raw, &m); err != nil {
 		t.Fatalf("%s %s: status %d, body is not JSON: %q", method, path, resp.StatusCode, raw)
@@ -114,5 +115,6 @@ func (ts *testServer) callRaw(t testing.TB, method, path string) (int, string) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	checkAnswer(t, req, resp, b)
 	return resp.StatusCode, string(b)
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/goccy/go-json"
+
 	"github.com/aiod/aiod/gateway/openapi"
 	"github.com/aiod/aiod/gateway/openapi/openapitest"
 )
@@ -105,4 +107,28 @@ func readAllClose(t testing.TB, resp *http.Response) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// checkAnswer validates one answer of a handler test against openapi.json:
+// the shared HTTP helpers (call, exec, callRaw, sdk, ...) call it, so every
+// answer they see is checked. A mismatch fails the test without stopping it.
+func checkAnswer(t testing.TB, req *http.Request, resp *http.Response, body []byte) {
+	t.Helper()
+	if err := openapiDoc(t).Check(req, resp.StatusCode, resp.Header, body); err != nil {
+		t.Errorf("%v\nbody: %.600s", err, body)
+	}
+}
+
+// mustDoc decodes raw and fails the test unless openapi.json allows it as
+// method path's answer with status.
+func mustDoc(t testing.TB, method, path string, status int, raw []byte) map[string]any {
+	t.Helper()
+	if err := openapiDoc(t).CheckBody(method, path, status, raw); err != nil {
+		t.Fatalf("%v\nbody: %s", err, raw)
+	}
+	var v map[string]any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatalf("%s %s: body is not a JSON object (%v): %q", method, path, err, raw)
+	}
+	return v
 }
