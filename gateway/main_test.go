@@ -23,6 +23,7 @@ type testServer struct {
 	*Server
 	URL    string
 	client *http.Client
+	token  string // when set, call and callRaw send it as a bearer token
 }
 
 // startServer starts a gateway with cfg (defaults filled) and stops it,
@@ -78,6 +79,9 @@ func (ts *testServer) call(t testing.TB, method, path string, body any) (int, ma
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if ts.token != "" {
+		req.Header.Set("Authorization", "Bearer "+ts.token)
+	}
 	resp, err := ts.client.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
@@ -108,6 +112,9 @@ func (ts *testServer) callRaw(t testing.TB, method, path string) (int, string) {
 	req, err := http.NewRequest(method, ts.URL+path, nil)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if ts.token != "" {
+		req.Header.Set("Authorization", "Bearer "+ts.token)
 	}
 	resp, err := ts.client.Do(req)
 	if err != nil {

@@ -90,4 +90,3 @@ func (d *Doc) CheckBody(method, path string, status int, body []byte) error {
 	}
 	return d.Check(req, status, http.Header{"Content-Type": {"application/json"}}, body)
 }
-
