@@ -77,23 +77,25 @@ next:
 	return total
 }
 
-// series counts every sample line of the aiod families, and returns every
-// label value seen in them.
-func series(mfs map[string]*dto.MetricFamily) (int, []string) {
-	n := 0
-	var vals []string
+// series lists every sample of the aiod families (name and labels), and
+// returns every label value seen in them.
+func series(mfs map[string]*dto.MetricFamily) ([]string, []string) {
+	var out, vals []string
 	for name, mf := range mfs {
 		if !strings.HasPrefix(name, "aiod_") {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
-			n++
+			id := name
 			for _, l := range m.GetLabel() {
 				vals = append(vals, l.GetValue())
+				id += " " + l.GetName() + "=" + l.GetValue()
 			}
+			out = append(out, id)
 		}
 	}
-	return n, vals
+	sort.Strings(out)
+	return out, vals
 }
 
 // TestMetrics runs executions, starts, pool takes, an idle reclaim, a
@@ -132,6 +134,9 @@ func TestMetrics(t *testing.T) {
 	auth("POST", "/v2/code/execute", map[string]any{"language": "javascript", "code": "process.kill(process.pid, 'SIGKILL')", "session_id": "m-die"})
 	// An idle reclaim: m-idle is left alone past --native-idle.
 	auth("POST", "/v2/code/execute", map[string]any{"language": "javascript", "code": "1", "session_id": "m-idle"})
+	if v := value(scrape(t, ts, token), "aiod_sessions", map[string]string{"language": "javascript", "backend": "native"}); v < 1 {
+		t.Errorf("aiod_sessions{javascript,native} = %v with m-idle alive", v)
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for ts.Registry().Get("javascript", "m-idle") != nil && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
@@ -166,10 +171,10 @@ func TestMetrics(t *testing.T) {
 		{"aiod_output_bytes_total", map[string]string{"language": "javascript"}, 1000},
 		{"aiod_ws_closes_total", map[string]string{"route": "/v2/code/ws", "reason": "slow_consumer"}, 1},
 		{"aiod_ws_connections", map[string]string{"route": "/v2/code/ws"}, 0},
-		{"aiod_http_requests_total", map[string]string{"route": "/v2/code/execute", "method": "POST", "code": "200"}, 6},
+		{"aiod_http_requests_total", map[string]string{"route": "/v2/code/execute", "method": "POST", "code": "200"}, 5},
 		{"aiod_http_requests_total", map[string]string{"route": "unmatched", "method": "GET", "code": "401"}, 1},
-		{"aiod_http_request_duration_seconds", map[string]string{"route": "/v2/code/execute", "method": "POST"}, 6},
-		{"aiod_sessions", map[string]string{"language": "javascript", "backend": "native"}, 1}, // m-err
+		{"aiod_http_request_duration_seconds", map[string]string{"route": "/v2/code/execute", "method": "POST"}, 5},
+		{"aiod_sessions", map[string]string{"language": "javascript", "backend": "native"}, 0}, // reclaimed by now
 		{"aiod_build_info", map[string]string{"version": Version}, 1},
 	}
 	for _, c := range checks {
@@ -220,12 +225,13 @@ func TestMetricsLabelsBounded(t *testing.T) {
 		wg.Wait()
 	}
 	run(0, 20)
-	n20, _ := series(scrape(t, ts, "")) // public: no token needed
+	scrape(t, ts, "")                   // so that /metrics' own request series exist
+	s20, _ := series(scrape(t, ts, "")) // public: no token needed
 	run(20, 500)
 	mfs := scrape(t, ts, "")
-	n500, vals := series(mfs)
-	if n500 != n20 {
-		t.Errorf("aiod series grew from %d (after 20 sessions) to %d (after 500)", n20, n500)
+	s500, vals := series(mfs)
+	if len(s500) != len(s20) {
+		t.Errorf("aiod series grew from %d (after 20 sessions) to %d (after 500):\n%s\n---\n%s", len(s20), len(s500), strings.Join(s20, "\n"), strings.Join(s500, "\n"))
 	}
 	sort.Strings(vals)
 	for _, v := range vals {
@@ -236,7 +242,7 @@ func TestMetricsLabelsBounded(t *testing.T) {
 	if got := value(mfs, "aiod_executions_total", map[string]string{"language": "javascript", "status": "ok"}); got != 500 {
 		t.Errorf("aiod_executions_total{javascript,ok} = %v, want 500", got)
 	}
-	t.Logf("%d aiod series after 20 and after 500 sessions", n500)
+	t.Logf("%d aiod series after 20 and after 500 sessions", len(s500))
 }
 
 // dialWSAuth opens /v2/code/ws with a bearer token.

@@ -132,3 +132,39 @@ func mustDoc(t testing.TB, method, path string, status int, raw []byte) map[stri
 	}
 	return v
 }
+
+// TestOpenAPIRejectsWrongAnswers: the validator the helpers use does judge
+// v2 answers (a missing field, a value outside an enum, a wrong status, an
+// error envelope that claims success, a route's unknown status).
+func TestOpenAPIRejectsWrongAnswers(t *testing.T) {
+	d := openapiDoc(t)
+	const ok = `{"success":true,"message":"ok","data":{"code":"1","language":"python","status":"ok","execution_count":1,"exit_code":0,"outputs":[{"output_type":"stream","name":"stdout","text":"1\n"}],"stdout":"1\n","stderr":"","session_id":null}}`
+	if err := d.CheckBody("POST", "/v2/code/execute", 200, []byte(ok)); err != nil {
+		t.Fatalf("a good answer is rejected: %v", err)
+	}
+	for name, c := range map[string]struct {
+		status         int
+		from, to, path string
+	}{
+		"stdout missing":                   {200, `"stdout":"1\n",`, ``, "/v2/code/execute"},
+		"status not in enum":               {200, `"status":"ok"`, `"status":"fine"`, "/v2/code/execute"},
+		"outputs null":                     {200, `"outputs":[{"output_type":"stream","name":"stdout","text":"1\n"}]`, `"outputs":null`, "/v2/code/execute"},
+		"output without type":              {200, `"output_type":"stream",`, ``, "/v2/code/execute"},
+		"422 with data":                    {422, `"success":true`, `"success":false`, "/v2/code/execute"},
+		"unknown path 404 not an envelope": {404, ok, `{"detail":"x"}`, "/v2/nope"},
+	} {
+		bad := strings.Replace(ok, c.from, c.to, 1)
+		if bad == ok {
+			t.Fatalf("%s: %q not found", name, c.from)
+		}
+		if err := d.CheckBody("POST", c.path, c.status, []byte(bad)); err == nil {
+			t.Errorf("%s: accepted %s", name, bad)
+		}
+	}
+	if err := d.CheckBody("GET", "/v2/nope", 404, []byte(`{"success":false,"message":"no route GET /v2/nope","data":null}`)); err != nil {
+		t.Errorf("the router's 404 envelope is rejected: %v", err)
+	}
+	if err := d.CheckBody("GET", "/healthz", 201, []byte(`{"success":true,"message":"ok","data":{"status":"ok"}}`)); err == nil {
+		t.Errorf("an undocumented status of /healthz (which has no default) is accepted")
+	}
+}

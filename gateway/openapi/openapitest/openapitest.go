@@ -5,6 +5,7 @@ package openapitest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"mime"
 	"net/http"
@@ -60,6 +61,10 @@ func (d *Doc) Check(req *http.Request, status int, header http.Header, body []by
 	r.Body = http.NoBody // requests are not validated: the tests send bad ones on purpose
 	route, params, err := d.router.FindRoute(r)
 	if err != nil {
+		if status == http.StatusNotFound || status == http.StatusMethodNotAllowed {
+			// No route: the router's own answer, the error envelope.
+			return d.checkSchema("ErrorEnvelope", body)
+		}
 		return fmt.Errorf("%s %s is not in openapi.json: %w", req.Method, req.URL.Path, err)
 	}
 	opts := &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true,
@@ -77,6 +82,22 @@ func (d *Doc) Check(req *http.Request, status int, header http.Header, body []by
 	in.SetBodyBytes(body)
 	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
 		return fmt.Errorf("%s %s answered %d, which openapi.json does not allow: %w", req.Method, req.URL.Path, status, err)
+	}
+	return nil
+}
+
+// checkSchema validates a JSON body against a component schema.
+func (d *Doc) checkSchema(name string, body []byte) error {
+	ref := d.T.Components.Schemas[name]
+	if ref == nil || ref.Value == nil {
+		return fmt.Errorf("openapi.json has no schema %s", name)
+	}
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		return fmt.Errorf("body is not JSON (%v): %q", err, body)
+	}
+	if err := ref.Value.VisitJSON(v, openapi3.EnableJSONSchema2020(), openapi3.MultiErrors()); err != nil {
+		return fmt.Errorf("body does not match %s: %w", name, err)
 	}
 	return nil
 }
