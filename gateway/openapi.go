@@ -13,7 +13,7 @@ import (
 
 // docsCSP is the /docs page's Content-Security-Policy: its own script and
 // style sheet, the document fetched from the daemon, nothing else.
-const docsCSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; " +
+const docsCSP = "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; " +
 	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 // openAPIPaths are the document and its page: open without credentials,
