@@ -37,7 +37,7 @@ func TestDocsPageRenders(t *testing.T) {
 		t.Fatalf("node web/e2e/docs.js: %v\n%s\n%s", err, out, stderr.String())
 	}
 	var got struct {
-		Failure, Title, Version, ExecuteSchema string
+		Failure, Title, Version, ExecuteSchema   string
 		Status, Operations, HasExecute, Filtered int
 		Errors, Violations, Requests             []string
 	}

@@ -46,12 +46,12 @@ func TestDeathCause(t *testing.T) {
 	}
 }
 
-type recorder struct {
+type obsRecorder struct {
 	mu  sync.Mutex
 	got []string
 }
 
-func (r *recorder) Observe(name, label string, v float64) {
+func (r *obsRecorder) Observe(name, label string, v float64) {
 	r.mu.Lock()
 	r.got = append(r.got, fmt.Sprintf("%s %s %g", name, label, v))
 	r.mu.Unlock()
@@ -60,7 +60,7 @@ func (r *recorder) Observe(name, label string, v float64) {
 func TestCountersCellsAndObserver(t *testing.T) {
 	c := NewCounters()
 	c.Observe(ExecutionSeconds, "x", 1) // no observer yet: dropped
-	r := &recorder{}
+	r := &obsRecorder{}
 	c.SetObserver(r)
 	c.Observe(ExecutionSeconds, Labels("python", "kernel"), 0.5)
 	if len(r.got) != 1 || r.got[0] != "execution_duration_seconds python|kernel 0.5" {
