@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fasthttp/router"
@@ -194,9 +195,20 @@ var httpMethods = map[string]string{
 // countRequests wraps the whole handler (the guard included): every
 // request is counted under the router pattern that answered it, or
 // "unmatched" when none did (unknown paths, and requests the guard
-// refused before routing).
+// refused before routing). The counter cell and the histogram of each
+// (route, method, code) are looked up once and kept.
 func (s *Server) countRequests(next fasthttp.RequestHandler) fasthttp.RequestHandler {
 	c := s.reg.Counters()
+	hist := s.metrics.hist[stream.HTTPSeconds]
+	type key struct {
+		route, method string
+		code          int
+	}
+	type cell struct {
+		n   *atomic.Int64
+		dur prometheus.Observer
+	}
+	var cells sync.Map // key -> *cell
 	return func(ctx *fasthttp.RequestCtx) {
 		began := time.Now()
 		next(ctx)
@@ -208,7 +220,16 @@ func (s *Server) countRequests(next fasthttp.RequestHandler) fasthttp.RequestHan
 		if !ok {
 			method = "other"
 		}
-		c.Count(stream.HTTPRequests, stream.Labels(route, method, strconv.Itoa(ctx.Response.StatusCode())), 1)
-		c.Observe(stream.HTTPSeconds, stream.Labels(route, method), time.Since(began).Seconds())
+		k := key{route, method, ctx.Response.StatusCode()}
+		v, ok := cells.Load(k)
+		if !ok {
+			v, _ = cells.LoadOrStore(k, &cell{
+				n:   c.Cell(stream.HTTPRequests, stream.Labels(route, method, strconv.Itoa(k.code))),
+				dur: hist.WithLabelValues(route, method),
+			})
+		}
+		e := v.(*cell)
+		e.n.Add(1)
+		e.dur.Observe(time.Since(began).Seconds())
 	}
 }
