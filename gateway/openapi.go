@@ -25,7 +25,6 @@ func registerOpenAPI(r *router.Router) {
 	doc := asset(openapi.Document(Version), "application/json")
 	r.GET("/openapi.json", func(ctx *fasthttp.RequestCtx) {
 		webHeaders(ctx, doc.ctype)
-		ctx.Response.Header.Set("Access-Control-Allow-Origin", "*") // a public description; no credentials involved
 		serveWebAsset(ctx, doc)
 	})
 	pages := openapi.Docs()
