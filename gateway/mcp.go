@@ -398,9 +398,10 @@ const mcpProgressText = 64 << 10
 // blocks) and a goroutine of its own sends them as notifications/progress
 // on the call's stream, in order, before the result.
 type mcpProgress struct {
-	ctx   context.Context
-	sess  *mcp.ServerSession
-	token any
+	ctx    context.Context
+	cancel context.CancelFunc
+	sess   *mcp.ServerSession
+	token  any
 
 	mu    sync.Mutex
 	queue []*stream.Output
@@ -412,7 +413,8 @@ type mcpProgress struct {
 }
 
 func newMCPProgress(ctx context.Context, sess *mcp.ServerSession, token any) *mcpProgress {
-	p := &mcpProgress{ctx: ctx, sess: sess, token: token, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	p := &mcpProgress{sess: sess, token: token, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	p.ctx, p.cancel = context.WithCancel(ctx)
 	go p.send()
 	return p
 }
@@ -437,8 +439,9 @@ func (p *mcpProgress) Deliver(ev stream.Event) {
 	}
 }
 
-// finish stops taking outputs and waits (bounded) until what was queued
-// has been sent.
+// finish stops taking outputs and waits until what was queued has been
+// sent; after 10 s it stops the sender (a client that does not read) and
+// waits for it to return.
 func (p *mcpProgress) finish() {
 	p.mu.Lock()
 	p.ended = true
@@ -447,10 +450,14 @@ func (p *mcpProgress) finish() {
 	case p.wake <- struct{}{}:
 	default:
 	}
+	t := time.NewTimer(10 * time.Second)
+	defer t.Stop()
 	select {
 	case <-p.done:
-	case <-time.After(10 * time.Second):
+	case <-t.C:
 	}
+	p.cancel()
+	<-p.done
 }
 
 func (p *mcpProgress) send() {
