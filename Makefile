@@ -13,7 +13,7 @@ test: test-deps vet
 	$(GO) test $(TESTFLAGS) ./...
 
 build:
-	$(GO) build -o bin/aiod ./cmd/aiod
+	$(GO) build -buildvcs=auto -o bin/aiod ./cmd/aiod
 
 deps:
 	.ci/deps.sh run

@@ -4,7 +4,8 @@
 #   .ci/deps.sh test  - that, plus what the tests drive: Node.js and npm, httpx,
 #                       jupyter_client/server, websocket-client, nbformat (the browser
 #                       tests validate the .ipynb the page writes), and the npm packages
-#                       of gateway/testdata/jlab (ws, @jupyterlab/services), web/e2e
+#                       of gateway/testdata/jlab (ws, @jupyterlab/services), gateway/testdata/mcp
+#                       (@modelcontextprotocol/sdk), web/e2e
 #                       (playwright-core) and web/vendor (the page's bundled libraries
 #                       and esbuild, for the bundle check) from their lock files, and Chromium
 # Debian packages are installed only as root (or with passwordless sudo) and unless
@@ -37,7 +38,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 if [ "$mode" = test ]; then
-  for d in gateway/testdata/jlab web/e2e web/vendor; do
+  for d in gateway/testdata/jlab gateway/testdata/mcp web/e2e web/vendor; do
     npm ci --prefix "$here/$d" --no-audit --no-fund --ignore-scripts >/dev/null
   done
 fi

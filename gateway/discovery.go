@@ -81,6 +81,7 @@ func (s *Server) codeInterpreter() codeInterpreter {
 func (s *Server) v2Sandbox(ctx *fasthttp.RequestCtx) {
 	api.OK(ctx, map[string]any{
 		"version":        Version,
+		"build":          Build(),
 		"uptime_seconds": int(time.Since(s.started).Seconds()),
 		"sessions":       s.reg.Len(),
 		"capabilities": map[string]any{

@@ -16,13 +16,17 @@ func (s *Server) SetLiveLimits(l LiveLimits) {
 
 // LiveStats counts closed WebSockets, dropped messages and refused
 // upgrades by reason, e.g. "close:slow_consumer" or "drop:socket_closed":
-// a view of the registry's counters.
+// a view of the registry's counters (closes summed over both routes).
 func (s *Server) LiveStats() map[string]int64 {
 	out := map[string]int64{}
 	prefix := map[string]string{stream.WSCloses: "close:", stream.WSDrops: "drop:", stream.WSRefused: "refused:"}
 	for _, c := range s.reg.Counters().Snapshot() {
 		if p, ok := prefix[c.Name]; ok {
-			out[p+c.Label] = c.Value
+			label := c.Label
+			if c.Name == stream.WSCloses {
+				label = stream.SplitLabels(label, 2)[1]
+			}
+			out[p+label] += c.Value
 		}
 	}
 	return out

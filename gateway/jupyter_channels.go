@@ -32,7 +32,7 @@ func (h *liveHub) kernelChannels(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	h.upgrade(ctx, []string{jupyter.SubprotocolV1}, func(c *websocket.Conn, fw *flushWriter, done <-chan struct{}) {
-		wc := h.newConn(c, fw, "jupyter")
+		wc := h.newConn(c, fw, wsRouteChannels)
 		js := &jupyterSocket{wc: wc, sess: sess, v1: c.Subprotocol() == jupyter.SubprotocolV1, own: map[string]bool{}, stop: make(chan struct{})}
 		wc.render = js.render
 		detach := sess.Attach() // the idle reaper leaves an attached session alone

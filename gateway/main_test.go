@@ -23,6 +23,7 @@ type testServer struct {
 	*Server
 	URL    string
 	client *http.Client
+	token  string // when set, call and callRaw send it as a bearer token
 }
 
 // startServer starts a gateway with cfg (defaults filled) and stops it,
@@ -78,12 +79,16 @@ func (ts *testServer) call(t testing.TB, method, path string, body any) (int, ma
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if ts.token != "" {
+		req.Header.Set("Authorization", "Bearer "+ts.token)
+	}
 	resp, err := ts.client.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
 	raw, _ := io.ReadAll(resp.Body)
+	checkAnswer(t, req, resp, raw)
 	var m map[string]any
 	if err := json.Unmarshal(raw, &m); err != nil {
 		t.Fatalf("%s %s: status %d, body is not JSON: %q", method, path, resp.StatusCode, raw)
@@ -108,11 +113,15 @@ func (ts *testServer) callRaw(t testing.TB, method, path string) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if ts.token != "" {
+		req.Header.Set("Authorization", "Bearer "+ts.token)
+	}
 	resp, err := ts.client.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
+	checkAnswer(t, req, resp, b)
 	return resp.StatusCode, string(b)
 }

@@ -50,6 +50,7 @@ type Config struct {
 	KernelTransport         string        // ipc or tcp for local kernels; "" is ipc for ipykernel specs, tcp for others
 	WSQueueBytes            int           // bytes that may wait for one WebSocket before it is cut; 16 MiB
 	NoAccessLog             bool          // do not log a line per request (--access-log=false)
+	MetricsPublic           bool          // serve /metrics without credentials
 	ExecutionRetention      time.Duration // how long a finished execution is kept; 10 min
 	ExecutionRetentionBytes int           // bytes all finished executions may hold; 256 MiB
 	Token                   string        // when set, every route but /healthz requires it (or a JWT, or a ticket)
@@ -104,6 +105,8 @@ type Server struct {
 	env     *backend.Environment // rt.Env()
 	started time.Time
 	http    *fasthttp.Server
+	metrics *metrics // metrics.go: the Prometheus registry behind /metrics
+	mcp     *mcpServer
 }
 
 // New discovers the interpreters and builds the routes.
@@ -112,7 +115,7 @@ func New(cfg Config) (*Server, error) {
 	g, err := guard.New(guard.Config{
 		AllowedHosts: cfg.AllowedHosts, AllowedOrigins: cfg.AllowedOrigins,
 		Token: cfg.Token, JWTPublicKey: cfg.JWTPublicKey, TicketTTL: cfg.TicketTTL,
-		OpenPaths: []string{"/healthz"}, Logger: cfg.Logger,
+		OpenPaths: openPaths(cfg), Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, err
@@ -135,7 +138,9 @@ func New(cfg Config) (*Server, error) {
 	s.live = newLiveHub(s, LiveLimits{QueueBytes: cfg.WSQueueBytes}, counters)
 	s.reg = stream.NewRegistry(stream.Config{Budget: cfg.OutputBudget, ReapInterval: cfg.ReapInterval, Logger: cfg.Logger, Counters: counters,
 		Executions: stream.ExecConfig{Retention: cfg.ExecutionRetention, RetentionBytes: cfg.ExecutionRetentionBytes}})
-	handler := g.Wrap(s.routes().Handler)
+	s.metrics = newMetrics(s, counters)
+	s.mcp = newMCP(s)
+	handler := s.countRequests(g.Wrap(s.routes().Handler))
 	if !cfg.NoAccessLog {
 		handler = accessLog(cfg.Logger, handler)
 	}
@@ -171,6 +176,7 @@ func (s *Server) Environment() *backend.Environment { return s.env }
 
 func (s *Server) routes() *router.Router {
 	r := router.New()
+	r.SaveMatchedRoutePath = true // the request metrics label by pattern
 	r.RedirectTrailingSlash = false
 	r.HandleMethodNotAllowed = true
 	r.SaveMatchedRoutePath = true // for the access log
@@ -204,7 +210,19 @@ func (s *Server) routes() *router.Router {
 	s.registerV1(r)   // v1.go: the agent_sandbox SDK's code, jupyter, nodejs and sandbox routes
 	s.registerLive(r) // live.go: WebSocket streaming and the Jupyter kernels API
 	s.registerWeb(r)  // web.go: the browser notebook page at /
+	r.GET(MetricsPath, s.serveMetrics)
+	registerOpenAPI(r) // openapi.go: /openapi.json and /docs
+	s.registerMCP(r)   // mcp.go: the MCP endpoint at /mcp
 	return r
+}
+
+// openPaths are the routes that need no credentials.
+func openPaths(cfg Config) []string {
+	p := append([]string{"/healthz"}, openAPIPaths...)
+	if cfg.MetricsPublic {
+		p = append(p, MetricsPath)
+	}
+	return p
 }
 
 // transportError answers requests fasthttp could not read.
@@ -246,6 +264,7 @@ func (s *Server) Serve(ln net.Listener) error {
 // Requests still running after a short drain (5 s) end when their sessions
 // close: they answer with an error result that says the session was deleted.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.mcp.beginShutdown() // MCP's long-lived GET streams must not hold up the drain
 	hdone := make(chan error, 1)
 	go func() { hdone <- s.http.ShutdownWithContext(ctx) }()
 	drain := time.NewTimer(5 * time.Second)
@@ -259,6 +278,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.stop()
 	rerr := s.reg.Close(ctx)
+	s.mcp.close()
 	lerr := s.closeLive(ctx)
 	perr := s.rt.Close(ctx)
 	if hdone != nil {

@@ -26,6 +26,12 @@ type sessionView struct {
 }
 
 func (s *Server) v2ListSessions(ctx *fasthttp.RequestCtx) {
+	api.OK(ctx, map[string]any{"sessions": s.sessionViews()})
+}
+
+// sessionViews lists the named sessions (GET /v2/code/sessions, MCP's
+// list_sessions).
+func (s *Server) sessionViews() []sessionView {
 	out := []sessionView{}
 	for _, ss := range s.reg.List() {
 		v := sessionView{
@@ -48,7 +54,7 @@ func (s *Server) v2ListSessions(ctx *fasthttp.RequestCtx) {
 		v.QueueLength = len(v.Queued)
 		out = append(out, v)
 	}
-	api.OK(ctx, map[string]any{"sessions": out})
+	return out
 }
 
 func (s *Server) v2DeleteSession(ctx *fasthttp.RequestCtx) {

@@ -13,7 +13,7 @@ func TestV1CodeExecute(t *testing.T) {
 	ts := startServer(t, Config{})
 	exec := func(body map[string]any) v1Reply {
 		t.Helper()
-		return ts.sdkOK(t, "POST", "v1/code/execute", body, rCodeExecute)
+		return ts.sdkOK(t, "POST", "v1/code/execute", body)
 	}
 
 	// An exception: status error, success false, traceback a list of str.
@@ -92,7 +92,7 @@ func TestV1CodeExecute(t *testing.T) {
 	exec(map[string]any{"language": "python", "code": "1", "timeout": 900})
 
 	// code/info: both languages, aiod's limits.
-	info := ts.sdkOK(t, "GET", "v1/code/info", nil, rCodeInfo)
+	info := ts.sdkOK(t, "GET", "v1/code/info", nil)
 	langs := info.data()["languages"].([]any)
 	if len(langs) != 2 {
 		t.Fatalf("code info: %s", info.Raw)
@@ -108,11 +108,11 @@ func TestV1CodeExecute(t *testing.T) {
 func TestV1Jupyter(t *testing.T) {
 	ts := startServer(t, Config{})
 	// No sessions: an empty object, never [] or null.
-	s := ts.sdkOK(t, "GET", "v1/jupyter/sessions", nil, rJupyterSessions)
+	s := ts.sdkOK(t, "GET", "v1/jupyter/sessions", nil)
 	if m, ok := s.data()["sessions"].(map[string]any); !ok || len(m) != 0 {
 		t.Fatalf("empty sessions: %s", s.Raw)
 	}
-	info := ts.sdkOK(t, "GET", "v1/jupyter/info", nil, rJupyterInfo)
+	info := ts.sdkOK(t, "GET", "v1/jupyter/info", nil)
 	if info.data()["session_timeout_seconds"] != 300.0 || info.data()["default_kernel"] != "python3" ||
 		!strings.Contains(fmt.Sprint(info.data()["available_kernels"]), "python3.11") {
 		t.Fatalf("jupyter info: %s", info.Raw)
@@ -120,7 +120,7 @@ func TestV1Jupyter(t *testing.T) {
 
 	exec := func(body map[string]any) v1Reply {
 		t.Helper()
-		return ts.sdkOK(t, "POST", "v1/jupyter/execute", body, rJupyterExecute)
+		return ts.sdkOK(t, "POST", "v1/jupyter/execute", body)
 	}
 	// An unknown session_id creates the session; the docs' aliases work.
 	r := exec(map[string]any{"code": "import pandas as pd\ndf = pd.DataFrame({'a': [1, 2]})\ndf", "session_id": "analysis", "kernel_name": "python3.12"})
@@ -177,7 +177,7 @@ func TestV1Jupyter(t *testing.T) {
 	}
 
 	// create_session with a body, with nulls, and an existing id.
-	c := ts.sdkOK(t, "POST", "v1/jupyter/sessions/create", map[string]any{"session_id": "made", "kernel_name": nil, "cwd": dir}, rJupyterCreate)
+	c := ts.sdkOK(t, "POST", "v1/jupyter/sessions/create", map[string]any{"session_id": "made", "kernel_name": nil, "cwd": dir})
 	if c.data()["session_id"] != "made" || c.data()["message"] == "" {
 		t.Fatalf("create: %s", c.Raw)
 	}
@@ -185,7 +185,7 @@ func TestV1Jupyter(t *testing.T) {
 	if sess == nil || sess.Runtime() == nil {
 		t.Fatal("create_session did not start the kernel")
 	}
-	ts.sdkOK(t, "POST", "v1/jupyter/sessions/create", map[string]any{"session_id": "made"}, rJupyterCreate)
+	ts.sdkOK(t, "POST", "v1/jupyter/sessions/create", map[string]any{"session_id": "made"})
 	r = exec(map[string]any{"code": "import os; print(os.getcwd())", "session_id": "made"})
 	if v1Outs(r.data())[0]["text"] != dir+"\n" || r.data()["execution_count"] != 1.0 {
 		t.Fatalf("created session: %s", r.Raw)
@@ -197,7 +197,7 @@ func TestV1Jupyter(t *testing.T) {
 	ts.sdk422(t, "DELETE", "v1/jupyter/sessions/a%20b", nil, "path", "session_id")
 
 	// Listing: an object keyed by id, integral age_seconds.
-	s = ts.sdkOK(t, "GET", "v1/jupyter/sessions", nil, rJupyterSessions)
+	s = ts.sdkOK(t, "GET", "v1/jupyter/sessions", nil)
 	m := s.data()["sessions"].(map[string]any)
 	for _, id := range []string{"analysis", "cwd", "made"} {
 		if _, ok := m[id]; !ok {
@@ -211,24 +211,24 @@ func TestV1Jupyter(t *testing.T) {
 	if d := time.Since(time.Unix(int64(lu), 0)); d < 0 || d > time.Minute {
 		t.Fatalf("last_used %v is not epoch seconds", lu)
 	}
-	info = ts.sdkOK(t, "GET", "v1/jupyter/info", nil, rJupyterInfo)
+	info = ts.sdkOK(t, "GET", "v1/jupyter/info", nil)
 	if info.data()["active_sessions"] != 3.0 {
 		t.Fatalf("active_sessions: %s", info.Raw)
 	}
 
 	// Delete one, then all; a JavaScript session survives DELETE all.
-	ts.sdkOK(t, "POST", "v1/nodejs/execute", map[string]any{"code": "1", "session_id": "js"}, rNodeExecute)
-	ts.sdkOK(t, "DELETE", "v1/jupyter/sessions/cwd", nil, rGeneric)
-	ts.sdkStatus(t, "DELETE", "v1/jupyter/sessions/cwd", nil, http.StatusNotFound, rGeneric)
-	all := ts.sdkOK(t, "DELETE", "v1/jupyter/sessions", nil, rGeneric)
+	ts.sdkOK(t, "POST", "v1/nodejs/execute", map[string]any{"code": "1", "session_id": "js"})
+	ts.sdkOK(t, "DELETE", "v1/jupyter/sessions/cwd", nil)
+	ts.sdkStatus(t, "DELETE", "v1/jupyter/sessions/cwd", nil, http.StatusNotFound)
+	all := ts.sdkOK(t, "DELETE", "v1/jupyter/sessions", nil)
 	if all.data()["count"] != 2.0 || ts.Registry().Get("javascript", "js") == nil {
 		t.Fatalf("delete all: %s", all.Raw)
 	}
-	s = ts.sdkOK(t, "GET", "v1/jupyter/sessions", nil, rJupyterSessions)
+	s = ts.sdkOK(t, "GET", "v1/jupyter/sessions", nil)
 	if len(s.data()["sessions"].(map[string]any)) != 0 {
 		t.Fatalf("after delete all: %s", s.Raw)
 	}
-	all = ts.sdkOK(t, "DELETE", "v1/jupyter/sessions", nil, rGeneric)
+	all = ts.sdkOK(t, "DELETE", "v1/jupyter/sessions", nil)
 	if all.data()["count"] != 0.0 {
 		t.Fatalf("delete all with none: %s", all.Raw)
 	}
@@ -239,29 +239,29 @@ func TestV1Jupyter(t *testing.T) {
 // a conflict.
 func TestV1JupyterOnNativeBackend(t *testing.T) {
 	ts := startServer(t, Config{CodeBackend: "native"})
-	r := ts.sdkOK(t, "POST", "v1/jupyter/execute", map[string]any{"code": "import pandas as pd\npd.DataFrame({'a': [1]})", "session_id": "k"}, rJupyterExecute)
+	r := ts.sdkOK(t, "POST", "v1/jupyter/execute", map[string]any{"code": "import pandas as pd\npd.DataFrame({'a': [1]})", "session_id": "k"})
 	d := v1Outs(r.data())[0]["data"].(map[string]any)
 	if _, ok := d["text/html"]; !ok || ts.Registry().Get("python", "k").Backend.Name != "kernel" {
 		t.Fatalf("jupyter on the native backend did not use a kernel: %s", r.Raw)
 	}
 	// The code route keeps using the kernel session it finds under that id.
-	c := ts.sdkOK(t, "POST", "v1/code/execute", map[string]any{"language": "python", "code": "print(type(pd).__name__)", "session_id": "k"}, rCodeExecute)
+	c := ts.sdkOK(t, "POST", "v1/code/execute", map[string]any{"language": "python", "code": "print(type(pd).__name__)", "session_id": "k"})
 	if c.data()["stdout"] != "module\n" {
 		t.Fatalf("code route on a kernel session: %s", c.Raw)
 	}
-	ts.sdkOK(t, "POST", "v1/code/execute", map[string]any{"language": "python", "code": "z = 1", "session_id": "n"}, rCodeExecute)
+	ts.sdkOK(t, "POST", "v1/code/execute", map[string]any{"language": "python", "code": "z = 1", "session_id": "n"})
 	if ts.Registry().Get("python", "n").Backend.Name != "native" {
 		t.Fatal("the code route did not use the native backend")
 	}
-	x := ts.sdkStatus(t, "POST", "v1/jupyter/execute", map[string]any{"code": "print(z)", "session_id": "n"}, http.StatusConflict, rGeneric)
+	x := ts.sdkStatus(t, "POST", "v1/jupyter/execute", map[string]any{"code": "print(z)", "session_id": "n"}, http.StatusConflict)
 	if !strings.Contains(fmt.Sprint(x.Body["message"]), "native") {
 		t.Fatalf("conflict message: %s", x.Raw)
 	}
-	s := ts.sdkOK(t, "GET", "v1/jupyter/sessions", nil, rJupyterSessions)
+	s := ts.sdkOK(t, "GET", "v1/jupyter/sessions", nil)
 	if m := s.data()["sessions"].(map[string]any); len(m) != 1 || m["k"] == nil {
 		t.Fatalf("jupyter sessions list native sessions: %s", s.Raw)
 	}
-	ts.sdkStatus(t, "DELETE", "v1/jupyter/sessions/n", nil, http.StatusNotFound, rGeneric)
+	ts.sdkStatus(t, "DELETE", "v1/jupyter/sessions/n", nil, http.StatusNotFound)
 }
 
 // TestV1JupyterWithoutKernel: no kernelspec → 503 on the jupyter routes,
@@ -281,10 +281,10 @@ func TestV1JupyterWithoutKernel(t *testing.T) {
 	if ts.Environment().PythonKernel != nil {
 		t.Fatalf("a kernel was found: %+v", ts.Environment().PythonKernel)
 	}
-	r := ts.sdkStatus(t, "POST", "v1/jupyter/execute", map[string]any{"code": "1"}, http.StatusServiceUnavailable, rGeneric)
+	r := ts.sdkStatus(t, "POST", "v1/jupyter/execute", map[string]any{"code": "1"}, http.StatusServiceUnavailable)
 	if !strings.Contains(fmt.Sprint(r.Body["message"]), "ipykernel") {
 		t.Fatalf("503 message: %s", r.Raw)
 	}
-	ts.sdkStatus(t, "POST", "v1/jupyter/sessions/create", nil, http.StatusServiceUnavailable, rGeneric)
-	ts.sdkOK(t, "GET", "v1/jupyter/info", nil, rJupyterInfo)
+	ts.sdkStatus(t, "POST", "v1/jupyter/sessions/create", nil, http.StatusServiceUnavailable)
+	ts.sdkOK(t, "GET", "v1/jupyter/info", nil)
 }

@@ -61,35 +61,35 @@ func (ts *testServer) sdk(t testing.TB, method, rel string, body map[string]any)
 	raw, _ := io.ReadAll(resp.Body)
 	r := v1Reply{Status: resp.StatusCode, Header: resp.Header, Raw: raw}
 	_ = json.Unmarshal(raw, &r.Body)
+	checkAnswer(t, req, resp, raw)
 	return r
 }
 
-// sdkOK sends a request, wants 200 and a body the route's model accepts.
-func (ts *testServer) sdkOK(t testing.TB, method, rel string, body map[string]any, m *sModel) v1Reply {
+// sdkOK sends a request and wants 200 (sdk has checked the body against
+// the route's schema in openapi.json, written from the SDK's models).
+func (ts *testServer) sdkOK(t testing.TB, method, rel string, body map[string]any) v1Reply {
 	t.Helper()
-	r := ts.sdk(t, method, rel, body)
-	if r.Status != http.StatusOK {
-		t.Fatalf("%s %s: status %d, want 200: %s", method, rel, r.Status, r.Raw)
-	}
-	mustSchema(t, method+" "+rel, r.Raw, m)
-	return r
+	return ts.sdkStatus(t, method, rel, body, http.StatusOK)
 }
 
-// sdkStatus sends a request, wants the status and a body m accepts.
-func (ts *testServer) sdkStatus(t testing.TB, method, rel string, body map[string]any, status int, m *sModel) v1Reply {
+// sdkStatus sends a request and wants the status (and, as every sdk call,
+// a body openapi.json allows for it).
+func (ts *testServer) sdkStatus(t testing.TB, method, rel string, body map[string]any, status int) v1Reply {
 	t.Helper()
 	r := ts.sdk(t, method, rel, body)
 	if r.Status != status {
 		t.Fatalf("%s %s: status %d, want %d: %s", method, rel, r.Status, status, r.Raw)
 	}
-	mustSchema(t, method+" "+rel, r.Raw, m)
+	if r.Body == nil {
+		t.Fatalf("%s %s: body is not a JSON object: %q", method, rel, r.Raw)
+	}
 	return r
 }
 
 // sdk422 wants a 422 in FastAPI's shape whose loc names field.
 func (ts *testServer) sdk422(t testing.TB, method, rel string, body map[string]any, loc ...string) v1Reply {
 	t.Helper()
-	r := ts.sdkStatus(t, method, rel, body, http.StatusUnprocessableEntity, mHTTPValidationError)
+	r := ts.sdkStatus(t, method, rel, body, http.StatusUnprocessableEntity)
 	det, _ := r.Body["detail"].([]any)
 	if len(det) == 0 {
 		t.Fatalf("%s %s: 422 without detail: %s", method, rel, r.Raw)

@@ -14,7 +14,7 @@ func TestV1NodeExecute(t *testing.T) {
 	ts := startServer(t, Config{})
 	exec := func(body map[string]any) v1Reply {
 		t.Helper()
-		return ts.sdkOK(t, "POST", "v1/nodejs/execute", body, rNodeExecute)
+		return ts.sdkOK(t, "POST", "v1/nodejs/execute", body)
 	}
 	r := exec(map[string]any{"code": "console.log('hi'); console.error('oops')"})
 	d := r.data()
@@ -110,7 +110,7 @@ func TestV1NodeExecute(t *testing.T) {
 	ts.sdk422(t, "POST", "v1/nodejs/execute", map[string]any{"code": "1", "files": map[string]any{"../x": "y"}}, "body", "files")
 	ts.sdk422(t, "POST", "v1/nodejs/execute", map[string]any{"code": "1", "files": []any{"x"}}, "body", "files")
 
-	info := ts.sdkOK(t, "GET", "v1/nodejs/info", nil, rNodeInfo)
+	info := ts.sdkOK(t, "GET", "v1/nodejs/info", nil)
 	if info.data()["node_version"] == "" || info.data()["npm_version"] == "" || info.data()["error"] != nil {
 		t.Fatalf("nodejs info: %s", info.Raw)
 	}
@@ -119,12 +119,12 @@ func TestV1NodeExecute(t *testing.T) {
 func TestV1NodeSessions(t *testing.T) {
 	ts := startServer(t, Config{})
 	// Empty list: an object.
-	l := ts.sdkOK(t, "GET", "v1/nodejs/sessions", nil, rNodeList)
+	l := ts.sdkOK(t, "GET", "v1/nodejs/sessions", nil)
 	if m, ok := l.data()["sessions"].(map[string]any); !ok || len(m) != 0 {
 		t.Fatalf("empty list: %s", l.Raw)
 	}
 	// create_session() without arguments: no body.
-	c := ts.sdkOK(t, "POST", "v1/nodejs/sessions", nil, rNodeCreate)
+	c := ts.sdkOK(t, "POST", "v1/nodejs/sessions", nil)
 	sid, _ := c.data()["session_id"].(string)
 	s := c.data()["session"].(map[string]any)
 	if sid == "" || c.data()["created"] != true || s["max_idle_time"] != 1800000.0 || s["state"] != "IDLE" || s["cwd"] == "" {
@@ -135,17 +135,17 @@ func TestV1NodeSessions(t *testing.T) {
 	}
 	// With a body (and the query version), then the same id again.
 	dir := t.TempDir()
-	c = ts.sdkOK(t, "POST", "v1/nodejs/sessions?version=node20", map[string]any{"session_id": "ns", "cwd": dir, "max_idle_time": 120}, rNodeCreate)
+	c = ts.sdkOK(t, "POST", "v1/nodejs/sessions?version=node20", map[string]any{"session_id": "ns", "cwd": dir, "max_idle_time": 120})
 	s = c.data()["session"].(map[string]any)
 	if c.data()["created"] != true || s["cwd"] != dir || s["max_idle_time"] != 120000.0 {
 		t.Fatalf("create with body: %s", c.Raw)
 	}
-	c = ts.sdkOK(t, "POST", "v1/nodejs/sessions", map[string]any{"session_id": "ns", "cwd": nil, "max_idle_time": nil}, rNodeCreate)
+	c = ts.sdkOK(t, "POST", "v1/nodejs/sessions", map[string]any{"session_id": "ns", "cwd": nil, "max_idle_time": nil})
 	if c.data()["created"] != false {
 		t.Fatalf("create again: %s", c.Raw)
 	}
 	// Above aiod's native idle: capped, and the message says so.
-	c = ts.sdkOK(t, "POST", "v1/nodejs/sessions", map[string]any{"session_id": "long", "max_idle_time": 86400}, rNodeCreate)
+	c = ts.sdkOK(t, "POST", "v1/nodejs/sessions", map[string]any{"session_id": "long", "max_idle_time": 86400})
 	if c.data()["session"].(map[string]any)["max_idle_time"] != 1800000.0 || !strings.Contains(fmt.Sprint(c.Body["message"]), "1800") {
 		t.Fatalf("capped idle: %s", c.Raw)
 	}
@@ -154,11 +154,11 @@ func TestV1NodeSessions(t *testing.T) {
 	ts.sdk422(t, "POST", "v1/nodejs/sessions?version=7", nil, "query", "version")
 
 	// The session runs in its cwd, and execute sees it.
-	r := ts.sdkOK(t, "POST", "v1/nodejs/execute", map[string]any{"code": "console.log(process.cwd())", "session_id": "ns"}, rNodeExecute)
+	r := ts.sdkOK(t, "POST", "v1/nodejs/execute", map[string]any{"code": "console.log(process.cwd())", "session_id": "ns"})
 	if r.data()["stdout"] != dir+"\n" || r.data()["execution_count"] != 1.0 {
 		t.Fatalf("session cwd: %s", r.Raw)
 	}
-	g := ts.sdkOK(t, "GET", "v1/nodejs/sessions/ns?version=20", nil, rNodeGet)
+	g := ts.sdkOK(t, "GET", "v1/nodejs/sessions/ns?version=20", nil)
 	gs := g.data()["session"].(map[string]any)
 	if gs["session_id"] != "ns" || gs["last_used"].(float64) < gs["created_at"].(float64) {
 		t.Fatalf("get: %s", g.Raw)
@@ -170,7 +170,7 @@ func TestV1NodeSessions(t *testing.T) {
 	}()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		g = ts.sdkOK(t, "GET", "v1/nodejs/sessions/ns", nil, rNodeGet)
+		g = ts.sdkOK(t, "GET", "v1/nodejs/sessions/ns", nil)
 		if g.data()["session"].(map[string]any)["state"] == "EXECUTING" {
 			break
 		}
@@ -184,52 +184,52 @@ func TestV1NodeSessions(t *testing.T) {
 	}
 
 	// PATCH with no body changes nothing; with a body, cwd and idle.
-	u := ts.sdkOK(t, "PATCH", "v1/nodejs/sessions/ns", nil, rNodeUpdate)
+	u := ts.sdkOK(t, "PATCH", "v1/nodejs/sessions/ns", nil)
 	if u.data()["updated"] != false {
 		t.Fatalf("empty patch: %s", u.Raw)
 	}
 	other := t.TempDir()
-	u = ts.sdkOK(t, "PATCH", "v1/nodejs/sessions/ns", map[string]any{"cwd": other, "max_idle_time": 60}, rNodeUpdate)
+	u = ts.sdkOK(t, "PATCH", "v1/nodejs/sessions/ns", map[string]any{"cwd": other, "max_idle_time": 60})
 	us := u.data()["session"].(map[string]any)
 	if u.data()["updated"] != true || us["cwd"] != other || us["max_idle_time"] != 60000.0 {
 		t.Fatalf("patch: %s", u.Raw)
 	}
-	r = ts.sdkOK(t, "POST", "v1/nodejs/execute", map[string]any{"code": "console.log(process.cwd())", "session_id": "ns"}, rNodeExecute)
+	r = ts.sdkOK(t, "POST", "v1/nodejs/execute", map[string]any{"code": "console.log(process.cwd())", "session_id": "ns"})
 	if r.data()["stdout"] != other+"\n" {
 		t.Fatalf("cwd after patch: %s", r.Raw)
 	}
 	// Raising above the creation value is refused with a note.
-	u = ts.sdkOK(t, "PATCH", "v1/nodejs/sessions/ns", map[string]any{"max_idle_time": 600}, rNodeUpdate)
+	u = ts.sdkOK(t, "PATCH", "v1/nodejs/sessions/ns", map[string]any{"max_idle_time": 600})
 	if u.data()["session"].(map[string]any)["max_idle_time"] != 120000.0 || !strings.Contains(fmt.Sprint(u.Body["message"]), "cannot be raised") {
 		t.Fatalf("raise idle: %s", u.Raw)
 	}
 	ts.sdk422(t, "PATCH", "v1/nodejs/sessions/ns", map[string]any{"max_idle_time": 10}, "body", "max_idle_time")
 
-	l = ts.sdkOK(t, "GET", "v1/nodejs/sessions", nil, rNodeList)
+	l = ts.sdkOK(t, "GET", "v1/nodejs/sessions", nil)
 	if m := l.data()["sessions"].(map[string]any); len(m) != 3 || m["ns"] == nil || m[sid] == nil {
 		t.Fatalf("list: %s", l.Raw)
 	}
 	// Unknown ids: 404 with the envelope.
 	for _, m := range []string{"GET", "PATCH", "DELETE"} {
-		ts.sdkStatus(t, m, "v1/nodejs/sessions/nope", nil, http.StatusNotFound, rGeneric)
+		ts.sdkStatus(t, m, "v1/nodejs/sessions/nope", nil, http.StatusNotFound)
 	}
-	del := ts.sdkOK(t, "DELETE", "v1/nodejs/sessions/ns", nil, rNodeDelete)
+	del := ts.sdkOK(t, "DELETE", "v1/nodejs/sessions/ns", nil)
 	if del.data()["deleted"] != true || ts.Registry().Get("javascript", "ns") != nil {
 		t.Fatalf("delete: %s", del.Raw)
 	}
-	ts.sdkStatus(t, "DELETE", "v1/nodejs/sessions/ns", nil, http.StatusNotFound, rGeneric)
+	ts.sdkStatus(t, "DELETE", "v1/nodejs/sessions/ns", nil, http.StatusNotFound)
 }
 
 // TestV1NodeIdle: a session created with a max_idle_time is reclaimed by it,
 // and one lowered by PATCH is reclaimed by the lower value.
 func TestV1NodeIdle(t *testing.T) {
 	ts := startServer(t, Config{ReapInterval: 100 * time.Millisecond})
-	ts.sdkOK(t, "POST", "v1/nodejs/sessions", map[string]any{"session_id": "a", "max_idle_time": 60}, rNodeCreate)
-	ts.sdkOK(t, "POST", "v1/nodejs/sessions", map[string]any{"session_id": "b"}, rNodeCreate)
+	ts.sdkOK(t, "POST", "v1/nodejs/sessions", map[string]any{"session_id": "a", "max_idle_time": 60})
+	ts.sdkOK(t, "POST", "v1/nodejs/sessions", map[string]any{"session_id": "b"})
 	if got := ts.Registry().Get("javascript", "a").Backend.Idle; got != time.Minute {
 		t.Fatalf("session a reaps after %s, want 1m", got)
 	}
-	ts.sdkOK(t, "PATCH", "v1/nodejs/sessions/b", map[string]any{"max_idle_time": 60}, rNodeUpdate)
+	ts.sdkOK(t, "PATCH", "v1/nodejs/sessions/b", map[string]any{"max_idle_time": 60})
 	if ts.Registry().ReapIdle(time.Now().Add(30*time.Second)) != 0 {
 		t.Fatal("sessions were reclaimed before their max_idle_time")
 	}
@@ -239,7 +239,7 @@ func TestV1NodeIdle(t *testing.T) {
 	if ts.Registry().Get("javascript", "a") != nil || ts.Registry().Get("javascript", "b") != nil {
 		t.Fatal("a session outlived its max_idle_time")
 	}
-	l := ts.sdkOK(t, "GET", "v1/nodejs/sessions", nil, rNodeList)
+	l := ts.sdkOK(t, "GET", "v1/nodejs/sessions", nil)
 	if len(l.data()["sessions"].(map[string]any)) != 0 {
 		t.Fatalf("sessions listed after reclaim: %s", l.Raw)
 	}
@@ -250,13 +250,13 @@ func TestV1NodeIdle(t *testing.T) {
 func TestV1NodeWithoutNode(t *testing.T) {
 	t.Setenv("PATH", "/nonexistent")
 	ts := startServer(t, Config{})
-	r := ts.sdkStatus(t, "POST", "v1/nodejs/execute", map[string]any{"code": "1"}, http.StatusServiceUnavailable, rGeneric)
+	r := ts.sdkStatus(t, "POST", "v1/nodejs/execute", map[string]any{"code": "1"}, http.StatusServiceUnavailable)
 	if !strings.Contains(fmt.Sprint(r.Body["message"]), "node") {
 		t.Fatalf("503: %s", r.Raw)
 	}
-	ts.sdkStatus(t, "POST", "v1/code/execute", map[string]any{"language": "javascript", "code": "1"}, http.StatusServiceUnavailable, rGeneric)
-	ts.sdkStatus(t, "POST", "v1/nodejs/sessions", nil, http.StatusServiceUnavailable, rGeneric)
-	info := ts.sdkOK(t, "GET", "v1/nodejs/info", nil, rNodeInfo)
+	ts.sdkStatus(t, "POST", "v1/code/execute", map[string]any{"language": "javascript", "code": "1"}, http.StatusServiceUnavailable)
+	ts.sdkStatus(t, "POST", "v1/nodejs/sessions", nil, http.StatusServiceUnavailable)
+	info := ts.sdkOK(t, "GET", "v1/nodejs/info", nil)
 	if info.data()["error"] == nil {
 		t.Fatalf("info without node: %s", info.Raw)
 	}

@@ -21,13 +21,13 @@ func TestV1SDKWalkthrough(t *testing.T) {
 
 	// 1. client.file.write_file(file=..., content=...)
 	w := ts.sdkOK(t, "POST", "v1/file/write", map[string]any{"file": csv, "content": "month,revenue,cost\n2026-01,120,80\n2026-02,135,82\n2026-03,150,90\n" +
-		"2026-04,142,95\n2026-05,168,99\n2026-06,180,104\n"}, rFileWrite)
+		"2026-04,142,95\n2026-05,168,99\n2026-06,180,104\n"})
 	if w.Body["success"] != true || w.data()["bytes_written"] != 110.0 {
 		t.Fatalf("write_file: %s", w.Raw)
 	}
 
 	// 2. client.jupyter.create_session(): no arguments, so no body at all.
-	c := ts.sdkOK(t, "POST", "v1/jupyter/sessions/create", nil, rJupyterCreate)
+	c := ts.sdkOK(t, "POST", "v1/jupyter/sessions/create", nil)
 	sid, _ := c.data()["session_id"].(string)
 	if sid == "" || url.PathEscape(sid) != sid || c.data()["kernel_name"] != "python3" {
 		t.Fatalf("create_session: %s", c.Raw)
@@ -38,7 +38,7 @@ import pandas as pd
 df = pd.read_csv("` + csv + `")
 df["margin"] = df.revenue - df.cost
 print(df.margin.describe())
-`}, rJupyterExecute)
+`})
 	fo := v1Outs(first.data())
 	if len(fo) == 0 {
 		t.Fatalf("first execute: no outputs: %s", first.Raw)
@@ -59,13 +59,13 @@ import matplotlib.pyplot as plt
 df.plot(x="month", y=["revenue", "cost"], kind="bar", figsize=(6, 3))
 plt.tight_layout()
 plt.savefig("` + dir + `/plot.png", dpi=120)
-`}, rJupyterExecute)
+`})
 	if second.data()["status"] != "ok" || second.Body["success"] != true {
 		t.Fatalf("second execute: %s", second.Raw)
 	}
 
 	// 4. client.file.list_path(path=...)
-	l := ts.sdkOK(t, "POST", "v1/file/list", map[string]any{"path": dir}, rFileList)
+	l := ts.sdkOK(t, "POST", "v1/file/list", map[string]any{"path": dir})
 	var names []string
 	for _, f := range l.data()["files"].([]any) {
 		fi := f.(map[string]any)
@@ -90,18 +90,18 @@ plt.savefig("` + dir + `/plot.png", dpi=120)
 	}
 
 	// 6. client.jupyter.delete_session(session_id=...)
-	d := ts.sdkOK(t, "DELETE", "v1/jupyter/sessions/"+sid, nil, rGeneric)
+	d := ts.sdkOK(t, "DELETE", "v1/jupyter/sessions/"+sid, nil)
 	if d.Body["success"] != true || ts.Registry().Get("python", sid) != nil {
 		t.Fatalf("delete_session: %s", d.Raw)
 	}
-	ts.sdkStatus(t, "DELETE", "v1/jupyter/sessions/"+sid, nil, http.StatusNotFound, rGeneric)
+	ts.sdkStatus(t, "DELETE", "v1/jupyter/sessions/"+sid, nil, http.StatusNotFound)
 }
 
 // TestV1SDKExamples are the page's one-shot and session-reuse SDK examples.
 func TestV1SDKExamples(t *testing.T) {
 	ts := startServer(t, Config{})
-	py := ts.sdkOK(t, "POST", "v1/code/execute", map[string]any{"language": "python", "code": "print(sum([1,2,3]))"}, rCodeExecute)
-	js := ts.sdkOK(t, "POST", "v1/code/execute", map[string]any{"language": "javascript", "code": "console.log([1,2,3].reduce((a,b)=>a+b))"}, rCodeExecute)
+	py := ts.sdkOK(t, "POST", "v1/code/execute", map[string]any{"language": "python", "code": "print(sum([1,2,3]))"})
+	js := ts.sdkOK(t, "POST", "v1/code/execute", map[string]any{"language": "javascript", "code": "console.log([1,2,3].reduce((a,b)=>a+b))"})
 	for _, r := range []v1Reply{py, js} {
 		d := r.data()
 		if d["stdout"] != "6\n" || d["stderr"] != nil || d["exit_code"] != 0.0 || d["session_id"] != nil || d["status"] != "ok" || r.Body["success"] != true {
@@ -119,13 +119,13 @@ func TestV1SDKExamples(t *testing.T) {
 		t.Errorf("python one-shot outputs: %s", py.Raw)
 	}
 
-	ts.sdkOK(t, "POST", "v1/code/execute", map[string]any{"language": "python", "code": "x = 21", "session_id": "s1"}, rCodeExecute)
-	r := ts.sdkOK(t, "POST", "v1/code/execute", map[string]any{"language": "python", "code": "print(x * 2)", "session_id": "s1"}, rCodeExecute)
+	ts.sdkOK(t, "POST", "v1/code/execute", map[string]any{"language": "python", "code": "x = 21", "session_id": "s1"})
+	r := ts.sdkOK(t, "POST", "v1/code/execute", map[string]any{"language": "python", "code": "print(x * 2)", "session_id": "s1"})
 	if r.data()["stdout"] != "42\n" || r.data()["session_id"] != "s1" {
 		t.Fatalf("python session reuse: %s", r.Raw)
 	}
-	ts.sdkOK(t, "POST", "v1/nodejs/execute", map[string]any{"code": "globalThis.n = 41", "session_id": "s1"}, rNodeExecute)
-	r = ts.sdkOK(t, "POST", "v1/nodejs/execute", map[string]any{"code": "console.log(n + 1)", "session_id": "s1"}, rNodeExecute)
+	ts.sdkOK(t, "POST", "v1/nodejs/execute", map[string]any{"code": "globalThis.n = 41", "session_id": "s1"})
+	r = ts.sdkOK(t, "POST", "v1/nodejs/execute", map[string]any{"code": "console.log(n + 1)", "session_id": "s1"})
 	if r.data()["stdout"] != "42\n" || r.data()["session_id"] != "s1" || r.data()["language"] != "javascript" {
 		t.Fatalf("nodejs session reuse: %s", r.Raw)
 	}

@@ -35,7 +35,7 @@ import (
 // codeWS upgrades GET /v2/code/ws.
 func (h *liveHub) codeWS(ctx *fasthttp.RequestCtx) {
 	h.upgrade(ctx, nil, func(c *websocket.Conn, fw *flushWriter, done <-chan struct{}) {
-		wc := h.newConn(c, fw, "code")
+		wc := h.newConn(c, fw, wsRouteCode)
 		cs := &codeSocket{wc: wc, watches: map[*stream.Session]*watchSub{}, follows: map[*wsFollow]struct{}{}}
 		wc.render = cs.render
 		wc.run(done, cs.read)

@@ -36,7 +36,7 @@ type wsConn struct {
 	c      *websocket.Conn
 	fw     *flushWriter
 	no     uint64 // connection number, for logs and execution refs
-	route  string // "code" or "jupyter"
+	route  string // the router pattern: wsRouteCode or wsRouteChannels
 	lim    LiveLimits
 	render func(it *wsItem) (typ websocket.MessageType, b []byte, ok bool) // writer goroutine only
 
@@ -54,6 +54,12 @@ type wsConn struct {
 }
 
 var wsConnNo atomic.Uint64
+
+// The WebSocket routes, as their metrics label them.
+const (
+	wsRouteCode     = "/v2/code/ws"
+	wsRouteChannels = "/api/kernels/{id}/channels"
+)
 
 func (h *liveHub) newConn(c *websocket.Conn, fw *flushWriter, route string) *wsConn {
 	return &wsConn{
@@ -127,7 +133,7 @@ func (wc *wsConn) closeLocked(code websocket.StatusCode, reason, key string) {
 	wc.closing = true
 	wc.code, wc.reason = code, reason
 	close(wc.stop)
-	wc.hub.counters.Count(stream.WSCloses, key, 1)
+	wc.hub.counters.Count(stream.WSCloses, stream.Labels(wc.route, key), 1)
 	wc.hub.s.log.Debug("websocket closing", "route", wc.route, "conn", wc.no, "code", int(code), "reason", reason)
 }
 

@@ -256,7 +256,7 @@ type Record struct {
 	status    string // last execution_state
 	result    *Result
 	runErr    *RunError
-	dropper   string // who dropped it while queued
+	dropper   string   // who dropped it while queued
 	sess      *Session // the session it runs in (temporary ones included), once it entered one
 	sinks     map[*follower]struct{}
 	resultLen int

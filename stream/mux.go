@@ -23,7 +23,8 @@ type Mux struct {
 	execs map[string]*Execution
 
 	counters *Counters
-	onLarge  func() // called after a message over largeMessage bytes was handed on
+	onLarge  func()        // called after a message over largeMessage bytes was handed on
+	outBytes *atomic.Int64 // where output bytes are counted; nil: not counted
 }
 
 // largeMessage is the size past which the mux asks for memory to be handed
@@ -81,6 +82,9 @@ func (m *Mux) deliver(gen uint64, msg *jupyter.Message) {
 	ev.decode()
 	if ex != nil && ev.Out != nil {
 		ev.Seq = int(ex.seq.Add(1))
+	}
+	if ev.Out != nil && m.outBytes != nil {
+		m.outBytes.Add(int64(len(msg.Content)))
 	}
 	if ev.State != "" {
 		st := ev.State

@@ -25,7 +25,11 @@ type PoolConfig struct {
 	// that starting the replacement (a kernel start is about a CPU-second)
 	// does not compete with the taker's first execution; 300 ms when zero.
 	RefillDelay time.Duration
-	Logger      *slog.Logger
+	// Language and Counter: where takes are counted (PoolTakes, hit or
+	// miss); a nil Counter counts nothing.
+	Language string
+	Counter  jupyter.Counter
+	Logger   *slog.Logger
 }
 
 // Pool keeps Size runtimes started (and warmed up) so that a one-shot call
@@ -91,12 +95,53 @@ func (p *Pool) Start(ctx context.Context, h jupyter.Handler) (jupyter.Runtime, e
 	if pr := p.take(); pr != nil {
 		pr.fwd.set(h)
 		p.taken.Add(1)
+		p.count("hit")
+		setStartMode(ctx, StartPool)
 		p.poke()
 		return pr.rt, nil
 	}
 	p.misses.Add(1)
+	p.count("miss")
 	p.poke()
 	return p.cfg.Start(ctx, h)
+}
+
+func (p *Pool) count(result string) {
+	if p.cfg.Counter != nil {
+		p.cfg.Counter.Count(PoolTakes, Labels(p.cfg.Language, result), 1)
+	}
+}
+
+// The modes of a runtime start, as RuntimeStarts and StartSeconds label
+// them.
+const (
+	StartCold = "cold" // a process was started for the caller
+	StartPool = "pool" // a ready runtime was taken from a prewarm pool
+)
+
+type startModeKey struct{}
+
+// startMode is filled in by whoever starts a runtime under a context made
+// by withStartMode.
+type startMode struct{ pooled atomic.Bool }
+
+func (m *startMode) mode() string {
+	if m.pooled.Load() {
+		return StartPool
+	}
+	return StartCold
+}
+
+func withStartMode(ctx context.Context) (context.Context, *startMode) {
+	m := &startMode{}
+	return context.WithValue(ctx, startModeKey{}, m), m
+}
+
+// setStartMode records how the start under ctx was served.
+func setStartMode(ctx context.Context, mode string) {
+	if m, ok := ctx.Value(startModeKey{}).(*startMode); ok {
+		m.pooled.Store(mode == StartPool)
+	}
 }
 
 func (p *Pool) take() *pooled {

@@ -101,6 +101,7 @@ func (r *Registry) Executions() *Executions { return r.execs }
 func (r *Registry) newSession(id string, b Backend) *Session {
 	mux := NewMux(r.counters)
 	mux.onLarge = r.pokeTrim
+	mux.outBytes = r.counters.Cell(OutputBytes, b.Language)
 	now := time.Now()
 	return &Session{
 		ID: id, Language: b.Language, Backend: b, Created: now,
@@ -109,13 +110,26 @@ func (r *Registry) newSession(id string, b Backend) *Session {
 	}
 }
 
-// started counts a runtime start of s.
-func (r *Registry) started(s *Session, took time.Duration, err error) {
+// started counts a runtime start of s (mode: cold or pool) and, when it
+// worked, observes how long it took.
+func (r *Registry) started(s *Session, mode string, took time.Duration, err error) {
 	result := "ok"
 	if err != nil {
 		result = "failed"
 	}
-	r.counters.Count(RuntimeStarts, result, 1)
+	r.counters.Count(RuntimeStarts, Labels(s.Language, s.Backend.Name, mode, result), 1)
+	if err == nil {
+		r.counters.Observe(StartSeconds, Labels(s.Language, s.Backend.Name, mode), took.Seconds())
+	}
+}
+
+// executed counts an execution of s that produced a result and observes
+// how long it ran (took < 0: it never ran, e.g. it timed out in the queue).
+func (r *Registry) executed(s *Session, res *Result, took time.Duration) {
+	r.counters.Count(ExecutionsRun, Labels(s.Language, s.Backend.Name, res.Status), 1)
+	if took >= 0 {
+		r.counters.Observe(ExecutionSeconds, Labels(s.Language, s.Backend.Name), took.Seconds())
+	}
 }
 
 func (r *Registry) pokeTrim() {

@@ -178,9 +178,14 @@ func isDone(rt jupyter.Runtime) bool {
 	}
 }
 
-func isDeath(err error) bool {
+func isDeath(err error) bool { return deadError(err) != nil }
+
+func deadError(err error) *jupyter.DeadError {
 	var d *jupyter.DeadError
-	return errors.As(err, &d)
+	if errors.As(err, &d) {
+		return d
+	}
+	return nil
 }
 
 // Attach records a front end attached to the session (a Jupyter channels
@@ -269,7 +274,6 @@ func (s *Session) Activity() (running *View, queued []View) {
 	return running, queued
 }
 
-
 // Execute runs code and returns its result. The error is nil whenever the
 // code ran (or timed out, or its runtime died, or ctx ended while it ran):
 // those are results. It is non-nil only when the code could not run at
@@ -299,11 +303,13 @@ func (s *Session) Execute(ctx context.Context, req ExecRequest) (res *Result, er
 		res.Status, res.Queued = StatusTimeout, time.Since(arrival)
 		res.note(fmt.Sprintf("timed out after %s waiting behind the session's earlier calls; the code did not run", req.Timeout))
 		rec.Deliver(Event{ExecutionID: rec.ID, Result: res})
+		s.reg.executed(s, res, -1)
 		return res, nil
 	case <-rec.cancel:
 		res.Status, res.Queued = StatusError, time.Since(arrival)
 		res.note(fmt.Sprintf("execution was interrupted by %s while it waited behind the session's earlier calls; the code did not run", rec.droppedBy()))
 		rec.Deliver(Event{ExecutionID: rec.ID, Result: res})
+		s.reg.executed(s, res, -1)
 		return res, nil
 	case <-s.closed:
 		return nil, ErrSessionClosed
@@ -328,6 +334,8 @@ func (s *Session) Execute(ctx context.Context, req ExecRequest) (res *Result, er
 	defer s.mux.End(ex)
 	s.setCurrent(ex)
 	defer s.setCurrent(nil)
+	began := time.Now()
+	defer func() { s.reg.executed(s, res, time.Since(began)) }()
 	if err := rt.Execute(ctx, jupyter.ExecuteRequest{MsgID: res.ID, Code: req.Code}); err != nil {
 		s.discard(rt, gen, "sending to it failed: "+err.Error())
 		res.Status = StatusError
@@ -391,9 +399,10 @@ func (s *Session) start(ctx context.Context) (jupyter.Runtime, uint64, error) {
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
+	sctx, how := withStartMode(sctx)
 	began := time.Now()
 	rt, err := s.Backend.Start(sctx, s.mux.Handler(gen))
-	s.reg.started(s, time.Since(began), err)
+	s.reg.started(s, how.mode(), time.Since(began), err)
 	if err != nil {
 		s.mu.Lock()
 		s.dead = s.rt == nil
@@ -412,18 +421,22 @@ func (s *Session) start(ctx context.Context) (jupyter.Runtime, uint64, error) {
 	s.cwd = s.Backend.Cwd // a fresh runtime works where its backend starts it
 	s.last = time.Now()
 	s.mu.Unlock()
-	if s.ID != "" {
-		s.reg.goUnlessClosed(func() { s.watchDeath(rt) })
-	}
+	s.reg.goUnlessClosed(func() { s.watchDeath(rt) })
 	return rt, gen, nil
 }
 
-// watchDeath logs, at info, the death of a named session's runtime when it
+// watchDeath counts the death of a session's runtime by cause and logs, at
+// info, that of a named session's runtime when it
 // happens (not when it is closed on purpose), running or idle. It returns
 // when the runtime ends, which Close and every restart bring about.
 func (s *Session) watchDeath(rt jupyter.Runtime) {
 	<-rt.Done()
-	if !isDeath(rt.Err()) {
+	err := rt.Err()
+	if !isDeath(err) {
+		return
+	}
+	s.reg.counters.Count(RuntimeDeaths, Labels(s.Language, DeathCause(err)), 1)
+	if s.ID == "" {
 		return
 	}
 	s.mu.Lock()

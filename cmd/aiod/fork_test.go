@@ -123,7 +123,7 @@ func TestSpawnModeStillWorks(t *testing.T) {
 // the flag and the value.
 func TestBadKernelStartFails(t *testing.T) {
 	_, err := parseOptions([]string{"--kernel-start", "clone"}, fakeLookup(nil), io.Discard)
-	if err == nil || err.Error() != `--kernel-start (AIO_KERNEL_START) "clone": want fork or spawn` {
+	if err == nil || err.Error() != `--kernel-start "clone": want fork or spawn` {
 		t.Errorf("err = %v", err)
 	}
 	_, err = parseOptions(nil, fakeLookup(map[string]string{"AIO_KERNEL_TRANSPORT": "udp"}), io.Discard)

@@ -38,6 +38,10 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- string) error {
 		if errors.Is(err, errHelp) {
 			return nil
 		}
+		if errors.Is(err, errVersion) {
+			fmt.Fprintln(stdout, gateway.Build())
+			return nil
+		}
 		return err
 	}
 	log := newLogger(stderr, o.logLevel, o.logFormat)

@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aiod/aiod/gateway"
 	"github.com/aiod/aiod/kernel/kerneltest"
 )
 
@@ -699,4 +701,44 @@ func TestParseOptionsPrecedence(t *testing.T) {
 			t.Errorf("err %v, want one naming AIO_MAX_TIMEOUT", err)
 		}
 	})
+}
+
+// TestVersion checks --version on the test binary (built without VCS
+// information: "commit unknown"), then on a binary built with -buildvcs=true
+// from a clone of this repository's HEAD, which must name that commit.
+func TestVersion(t *testing.T) {
+	out, err := exec.Command(daemonBin, "--version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("aiod --version: %v: %s", err, out)
+	}
+	want := "aiod " + gateway.Version + " (" + runtime.Version() + ", commit "
+	if !strings.HasPrefix(string(out), want) {
+		t.Fatalf("aiod --version printed %q, want it to start with %q", out, want)
+	}
+	dir := t.TempDir()
+	if b, err := exec.Command("git", "clone", "--quiet", "--shared", "--no-checkout", "../..", dir+"/src").CombinedOutput(); err != nil {
+		t.Fatalf("git clone: %v: %s", err, b)
+	}
+	checkout := exec.Command("git", "checkout", "--quiet", "HEAD")
+	checkout.Dir = dir + "/src"
+	if b, err := checkout.CombinedOutput(); err != nil {
+		t.Fatalf("git checkout: %v: %s", err, b)
+	}
+	head, err := exec.Command("git", "-C", dir+"/src", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := exec.Command("go", "build", "-buildvcs=true", "-o", dir+"/aiod", "./cmd/aiod")
+	build.Dir = dir + "/src"
+	build.Env = append(os.Environ(), "GOFLAGS=")
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build -buildvcs=true: %v: %s", err, b)
+	}
+	out, err = exec.Command(dir+"/aiod", "--version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("aiod --version: %v: %s", err, out)
+	}
+	if got, want := strings.TrimSpace(string(out)), want+strings.TrimSpace(string(head))+")"; got != want {
+		t.Fatalf("a VCS build prints %q, want %q", got, want)
+	}
 }

@@ -14,7 +14,10 @@ import (
 	"github.com/aiod/aiod/gateway"
 )
 
-var errHelp = errors.New("help requested")
+var (
+	errHelp    = errors.New("help requested")
+	errVersion = errors.New("version requested")
+)
 
 // options are the daemon's settings. Each comes from its flag, else its
 // AIO_* variable, else the default.
@@ -53,6 +56,7 @@ type options struct {
 	execRetention      time.Duration
 	execRetentionBytes int
 	accessLog          bool
+	metricsPublic      bool
 }
 
 // setting is one flag with its variable, for parsing and for --help.
@@ -112,6 +116,7 @@ func (o *options) settings() []setting {
 		{"ticket-ttl", "AIO_TICKET_TTL_SECONDS", "30", "seconds a single-use ticket from POST /tickets lives; also read from TICKET_TTL_SECONDS", secSetter(&o.ticketTTL)},
 		{"allowed-hosts", "AIO_ALLOWED_HOSTS", "", "comma-separated Host names accepted besides loopback and the daemon's own addresses (*.example.com for subdomains); * turns the Host check off", strSetter(&o.allowedHosts)},
 		{"allowed-origins", "AIO_ALLOWED_ORIGINS", "", "comma-separated origins allowed on state-changing requests, CORS and WebSockets besides the request's own; * allows any", strSetter(&o.allowedOrigins)},
+		{"metrics-public", "AIO_METRICS_PUBLIC", "false", "serve /metrics without credentials (for a scraper that cannot send a token)", boolSetter(&o.metricsPublic)},
 		{"memory-limit", "AIO_MEMORY_LIMIT", "134217728", "soft limit in bytes on the daemon's Go heap (GOMEMLIMIT wins when set)", intSetter(&o.memoryLimit)},
 		{"log-level", "AIO_LOG_LEVEL", "info", "debug, info, warn or error", levelSetter(&o.logLevel)},
 		{"log-format", "AIO_LOG_FORMAT", "text", "text or json", strSetter(&o.logFormat)},
@@ -220,12 +225,17 @@ func parseOptions(args []string, lookup func(string) (string, bool), out io.Writ
 			return fn(v)
 		})
 	}
+	version := false
+	fs.BoolFunc("version", "print the version, the Go version and the commit, and exit", func(string) error { version = true; return nil })
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printUsage(out, sets)
 			return nil, errHelp
 		}
 		return nil, &usageError{err.Error() + " (aiod --help lists the flags)"}
+	}
+	if version {
+		return nil, errVersion
 	}
 	if fs.NArg() > 0 {
 		return nil, &usageError{fmt.Sprintf("unexpected arguments: %s (aiod takes flags only; see aiod --help)", strings.Join(fs.Args(), " "))}
@@ -310,7 +320,7 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 		KernelStart: o.kernelStart, KernelTransport: strings.TrimPrefix(o.kernelTransport, "auto"),
 		JupyterEndpoint: o.jupyterEndpoint, JupyterToken: o.jupyterToken, JupyterKernel: o.jupyterKernel,
 		JupyterStartTimeout: o.jupyterStart, JupyterProbeInterval: o.jupyterProbe,
-		WSQueueBytes: o.wsQueueBytes, NoAccessLog: !o.accessLog,
+		WSQueueBytes: o.wsQueueBytes, NoAccessLog: !o.accessLog, MetricsPublic: o.metricsPublic,
 		ExecutionRetention: o.execRetention, ExecutionRetentionBytes: o.execRetentionBytes,
 	}
 }

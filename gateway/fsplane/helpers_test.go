@@ -71,6 +71,7 @@ func (e *env) do(method, path, ctype string, body []byte) (int, []byte, http.Hea
 	if err != nil {
 		e.t.Fatalf("read body of %s %s: %v", method, path, err)
 	}
+	checkAnswer(e.t, req, resp, b)
 	return resp.StatusCode, b, resp.Header
 }
 

@@ -1,0 +1,531 @@
+package gateway
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/fasthttp/router"
+	"github.com/goccy/go-json"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+
+	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/gateway/fsplane"
+	"github.com/aiod/aiod/stream"
+)
+
+// MCPPath is the Model Context Protocol endpoint (streamable HTTP).
+const MCPPath = "/mcp"
+
+// mcpSessionIdle is how long an MCP session lives without a request; a
+// client that comes back later initializes again.
+const mcpSessionIdle = 30 * time.Minute
+
+// mcpServer serves MCP at /mcp with the official Go SDK. The SDK's
+// streamable HTTP handler is a net/http handler; fasthttpadaptor bridges it
+// to fasthttp on the same port and streams: when the handler flushes, the
+// adaptor sends the headers and feeds the rest of the body through a pipe
+// into fasthttp's chunked writer, so each server-sent event (progress
+// notifications, then the result) leaves as it is written.
+//
+// The handler never sees the *fasthttp.RequestCtx as its context (fasthttp
+// reuses it, and the SDK keeps request contexts, detached, for a session's
+// life): POST and DELETE run under the server's base context, which ends
+// at shutdown, and the long-lived GET streams under one that ends when
+// shutdown begins, so that they do not hold up the drain.
+type mcpServer struct {
+	s       *Server
+	srv     *mcp.Server
+	handler http.Handler
+	files   *fsplane.Files
+
+	streams     context.Context // parent of GET streams; ends when shutdown begins
+	stopStreams context.CancelFunc
+}
+
+func newMCP(s *Server) *mcpServer {
+	m := &mcpServer{s: s, files: fsplane.NewFiles(fsplane.Config{MaxBody: int64(s.cfg.MaxBody), Logger: s.log})}
+	m.streams, m.stopStreams = context.WithCancel(s.base)
+	m.srv = mcp.NewServer(&mcp.Implementation{Name: "aiod", Title: "aiod code execution", Version: Version}, &mcp.ServerOptions{
+		Instructions: "aiod runs Python (Jupyter kernels) and JavaScript (Node.js) on this host. " +
+			"execute_code without session_id runs in a fresh runtime; with one, state persists across calls. " +
+			"The file tools see the same file system as the code.",
+		Logger: s.log,
+	})
+	m.addTools()
+	m.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m.srv }, &mcp.StreamableHTTPOptions{
+		SessionTimeout: mcpSessionIdle,
+		// The guard has checked Host (with --allowed-hosts), Origin and
+		// credentials before any route; the SDK's own loopback-only Host
+		// rule would refuse hosts the operator allowed.
+		DisableLocalhostProtection: true,
+		MaxRequestBodyBytes:        int64(s.cfg.MaxBody),
+		Logger:                     s.log,
+	})
+	return m
+}
+
+func (s *Server) registerMCP(r *router.Router) {
+	m := s.mcp
+	h := fasthttpadaptor.NewFastHTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		parent := m.s.base
+		if req.Method == http.MethodGet {
+			parent = m.streams
+		}
+		ctx, cancel := context.WithCancel(parent)
+		defer cancel()
+		m.handler.ServeHTTP(w, req.WithContext(ctx))
+	}))
+	r.POST(MCPPath, h)
+	r.GET(MCPPath, h)
+	r.DELETE(MCPPath, h)
+}
+
+// beginShutdown ends the GET streams, so that fasthttp's drain does not
+// wait for them.
+func (m *mcpServer) beginShutdown() { m.stopStreams() }
+
+// close ends every MCP session; call it after the registry closed, so that
+// tool calls in flight have their answers.
+func (m *mcpServer) close() {
+	m.stopStreams()
+	var all []*mcp.ServerSession
+	for ss := range m.srv.Sessions() {
+		all = append(all, ss)
+	}
+	for _, ss := range all {
+		_ = ss.Close()
+	}
+}
+
+// schema is a JSON Schema object with the given properties (each a
+// schema) and required names.
+func schema(props map[string]any, required ...string) json.RawMessage {
+	s := map[string]any{"type": "object", "properties": props, "additionalProperties": false}
+	if len(required) > 0 {
+		s["required"] = required
+	}
+	b, _ := json.Marshal(s) // plain maps and strings: cannot fail
+	return b
+}
+
+func (m *mcpServer) addTools() {
+	m.srv.AddTool(&mcp.Tool{
+		Name:  "execute_code",
+		Title: "Run Python or JavaScript",
+		Description: "Runs code and returns its outputs as a notebook shows them: stdout/stderr and text/plain as text, " +
+			"image/png (e.g. a matplotlib chart) as an image, text/html (e.g. a DataFrame) as HTML text, and errors " +
+			"with isError true and the traceback. structuredContent holds the same answer as POST /v2/code/execute " +
+			"({success, message, data}). Python runs in a Jupyter kernel (rich outputs, %magics), JavaScript in a " +
+			"Node.js REPL (top-level await). Without session_id the code runs in a fresh runtime that ends after the " +
+			"call; with session_id the session is created on first use and keeps its variables between calls. " +
+			"Ask for progress (a progressToken) to receive each output as it is printed.",
+		InputSchema: schema(map[string]any{
+			"language":   map[string]any{"type": "string", "enum": []string{"python", "javascript"}, "description": "python or javascript"},
+			"code":       map[string]any{"type": "string", "description": "the code to run"},
+			"session_id": map[string]any{"type": "string", "maxLength": 128, "pattern": "^[A-Za-z0-9._:@-]*$", "description": "run in this session (created on first use; variables persist); omit for a one-shot run"},
+			"timeout":    map[string]any{"type": "number", "exclusiveMinimum": 0, "maximum": m.s.cfg.MaxTimeout.Seconds(), "description": fmt.Sprintf("seconds before the code is interrupted; default %g", m.s.cfg.DefaultTimeout.Seconds())},
+		}, "language", "code"),
+	}, m.executeCode)
+	m.srv.AddTool(&mcp.Tool{
+		Name:        "list_sessions",
+		Title:       "List code sessions",
+		Description: "Lists the live code sessions: id, language, backend, whether busy, pid, created and last used times (as GET /v2/code/sessions).",
+		InputSchema: schema(map[string]any{}),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+	}, m.listSessions)
+	m.srv.AddTool(&mcp.Tool{
+		Name:        "delete_session",
+		Title:       "End a code session",
+		Description: "Ends every runtime under a session id, of any language; its variables are lost. Unknown ids are an error.",
+		InputSchema: schema(map[string]any{
+			"session_id": map[string]any{"type": "string", "description": "the session to end"},
+		}, "session_id"),
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)},
+	}, m.deleteSession)
+	m.srv.AddTool(&mcp.Tool{
+		Name:        "read_file",
+		Title:       "Read a file",
+		Description: "Reads a file of the host (an absolute path, up to 64 MiB). UTF-8 text comes back as text; an image as image content; other binary files as base64 in structuredContent.",
+		InputSchema: schema(map[string]any{
+			"path": map[string]any{"type": "string", "description": "absolute path of the file"},
+		}, "path"),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+	}, m.readFile)
+	m.srv.AddTool(&mcp.Tool{
+		Name:        "write_file",
+		Title:       "Write a file",
+		Description: "Writes (or appends to) a file of the host at an absolute path, creating its parent folders.",
+		InputSchema: schema(map[string]any{
+			"path":     map[string]any{"type": "string", "description": "absolute path of the file"},
+			"content":  map[string]any{"type": "string", "description": "the content: text, or base64 with encoding base64"},
+			"encoding": map[string]any{"type": "string", "enum": []string{"utf-8", "base64"}, "description": "how content is encoded; utf-8 by default"},
+			"append":   map[string]any{"type": "boolean", "description": "append instead of replacing the file"},
+		}, "path", "content"),
+		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)},
+	}, m.writeFile)
+	m.srv.AddTool(&mcp.Tool{
+		Name:        "list_files",
+		Title:       "List a folder",
+		Description: "Lists a folder of the host (an absolute path): name, path, size, is_dir and modified time of each entry, sorted by name.",
+		InputSchema: schema(map[string]any{
+			"path": map[string]any{"type": "string", "description": "absolute path of the folder"},
+		}, "path"),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+	}, m.listFiles)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// toolError is a failed tool call, as the model should see it.
+func toolError(msg string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+}
+
+// structured is v as JSON, for structuredContent (the SDK marshals it with
+// encoding/json; the v2 data holds goccy values that must stay raw JSON).
+func structured(v any) (json.RawMessage, error) { return json.Marshal(v) }
+
+// args decodes a tool call's arguments with the REST routes' field decoder.
+func args(req *mcp.CallToolRequest) (*api.Fields, *mcp.CallToolResult) {
+	f, fe := api.Decode(req.Params.Arguments)
+	if fe != nil {
+		return nil, toolError("invalid arguments: " + fe.Error())
+	}
+	return f, nil
+}
+
+func (m *mcpServer) executeCode(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	c, fe := m.s.parseV2Execute(req.Params.Arguments)
+	if fe != nil {
+		return toolError("invalid arguments: " + fe.Error()), nil
+	}
+	var prog *mcpProgress
+	if token := req.Params.GetProgressToken(); token != nil {
+		prog = newMCPProgress(ctx, req.Session, token)
+		c.Subs = []stream.Subscriber{prog}
+	}
+	res, ce := m.s.execute(ctx, c)
+	if prog != nil {
+		prog.finish()
+	}
+	if ce != nil {
+		return toolError(ce.Msg), nil
+	}
+	env := api.Envelope{Success: res.Success(), Message: res.Message(), Data: V2Data(res)}
+	sc, err := structured(env)
+	if err != nil {
+		return nil, err
+	}
+	out := &mcp.CallToolResult{Content: outputContent(res.Outputs), StructuredContent: sc, IsError: res.Status != stream.StatusOK}
+	if res.Status != stream.StatusOK || len(out.Content) == 0 {
+		out.Content = append(out.Content, &mcp.TextContent{Text: fmt.Sprintf("[%s] %s", res.Status, res.Message())})
+	}
+	return out, nil
+}
+
+// outputContent renders collected outputs as MCP content: stream text and
+// text/plain as text, image/png (and the other raster images) as image
+// content, text/html as text, errors as their name, value and traceback.
+func outputContent(outs []*stream.Output) []mcp.Content {
+	var cs []mcp.Content
+	for _, o := range outs {
+		switch o.Type {
+		case "stream":
+			if t := o.StreamText(); t != "" {
+				cs = append(cs, &mcp.TextContent{Text: t})
+			}
+		case "error":
+			t := o.Ename + ": " + o.Evalue
+			if len(o.Traceback) > 0 {
+				t += "\n" + strings.Join(o.Traceback, "\n")
+			}
+			cs = append(cs, &mcp.TextContent{Text: t})
+		case "execute_result", "display_data":
+			if c := bundleContent(o.Data); c != nil {
+				cs = append(cs, c)
+			}
+		}
+	}
+	return cs
+}
+
+// bundleContent picks the one content a MIME bundle is shown as.
+func bundleContent(data map[string]json.RawMessage) mcp.Content {
+	str := func(mime string) (string, bool) {
+		raw, ok := data[mime]
+		if !ok {
+			return "", false
+		}
+		var s string
+		if json.Unmarshal(raw, &s) == nil {
+			return s, true
+		}
+		var parts []string // nbformat allows a list of lines
+		if json.Unmarshal(raw, &parts) == nil {
+			return strings.Join(parts, ""), true
+		}
+		return string(raw), true
+	}
+	for _, mime := range []string{"image/png", "image/jpeg", "image/gif", "image/webp"} {
+		if s, ok := str(mime); ok {
+			if b, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(s), "")); err == nil {
+				return &mcp.ImageContent{Data: b, MIMEType: mime}
+			}
+		}
+	}
+	for _, mime := range []string{"text/html", "text/markdown", "text/plain", "image/svg+xml", "text/latex", "application/json"} {
+		if s, ok := str(mime); ok {
+			return &mcp.TextContent{Text: s}
+		}
+	}
+	return nil
+}
+
+func (m *mcpServer) listSessions(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	v := map[string]any{"sessions": m.s.sessionViews()}
+	sc, err := structured(v)
+	if err != nil {
+		return nil, err
+	}
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(sc)}}, StructuredContent: sc}, nil
+}
+
+func (m *mcpServer) deleteSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	f, bad := args(req)
+	if bad != nil {
+		return bad, nil
+	}
+	id := f.Str("session_id", true)
+	if fe := f.Err(); fe != nil {
+		return toolError("invalid arguments: " + fe.Error()), nil
+	}
+	n := m.s.reg.Delete(ctx, id)
+	if n == 0 {
+		return toolError(fmt.Sprintf("session %q not found", id)), nil
+	}
+	sc, _ := structured(map[string]any{"session_id": id, "closed": n})
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("session %q ended (%d runtime(s))", id, n)}}, StructuredContent: sc}, nil
+}
+
+// fileResult is a file tool's answer: its data as structured content and
+// text, or the failure.
+func fileResult(data map[string]any, err error, text string, extra ...mcp.Content) (*mcp.CallToolResult, error) {
+	if err != nil {
+		return toolError(err.Error()), nil
+	}
+	sc, merr := structured(data)
+	if merr != nil {
+		return nil, merr
+	}
+	if text == "" {
+		text = string(sc)
+	}
+	return &mcp.CallToolResult{Content: append([]mcp.Content{&mcp.TextContent{Text: text}}, extra...), StructuredContent: sc}, nil
+}
+
+func (m *mcpServer) readFile(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	f, bad := args(req)
+	if bad != nil {
+		return bad, nil
+	}
+	p := f.Str("path", true)
+	if fe := f.Err(); fe != nil {
+		return toolError("invalid arguments: " + fe.Error()), nil
+	}
+	data, err := m.files.Read(p)
+	if err != nil {
+		return fileResult(nil, err, "")
+	}
+	content, _ := data["content"].(string)
+	if data["encoding"] == "utf-8" {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: content}}}, nil
+	}
+	raw, _ := base64.StdEncoding.DecodeString(content)
+	if mime := http.DetectContentType(raw); strings.HasPrefix(mime, "image/") && mime != "image/svg+xml" {
+		return fileResult(data, nil, fmt.Sprintf("%s: %s, %d bytes", data["path"], mime, len(raw)), &mcp.ImageContent{Data: raw, MIMEType: mime})
+	}
+	return fileResult(data, nil, fmt.Sprintf("%s: binary file of %d bytes; structuredContent.content holds it as base64", data["path"], len(raw)))
+}
+
+func (m *mcpServer) writeFile(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	f, bad := args(req)
+	if bad != nil {
+		return bad, nil
+	}
+	p, content := f.Str("path", true), f.Str("content", true)
+	enc, appendMode := f.Str("encoding", false), f.Bool("append", false)
+	if fe := f.Err(); fe != nil {
+		return toolError("invalid arguments: " + fe.Error()), nil
+	}
+	data, err := m.files.Write(p, content, enc, appendMode)
+	if err != nil {
+		return fileResult(nil, err, "")
+	}
+	return fileResult(data, nil, fmt.Sprintf("wrote %v bytes to %v", data["size"], data["path"]))
+}
+
+func (m *mcpServer) listFiles(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	f, bad := args(req)
+	if bad != nil {
+		return bad, nil
+	}
+	p := f.Str("path", true)
+	if fe := f.Err(); fe != nil {
+		return toolError("invalid arguments: " + fe.Error()), nil
+	}
+	data, err := m.files.List(p)
+	return fileResult(data, err, "")
+}
+
+// mcpProgressBytes bounds the output waiting to be sent as progress
+// notifications for one call; past it outputs are left out of the progress
+// (the result still has them) and counted.
+const mcpProgressBytes = 4 << 20
+
+// mcpProgressText bounds one notification's message.
+const mcpProgressText = 64 << 10
+
+// mcpProgress is the subscriber of one execute_code call that asked for
+// progress: it queues each output as the runtime sends it (Deliver never
+// blocks) and a goroutine of its own sends them as notifications/progress
+// on the call's stream, in order, before the result.
+type mcpProgress struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	sess   *mcp.ServerSession
+	token  any
+
+	mu    sync.Mutex
+	queue []*stream.Output
+	bytes int
+	ended bool
+
+	wake chan struct{} // cap 1
+	done chan struct{} // closed when the sender returned
+}
+
+func newMCPProgress(ctx context.Context, sess *mcp.ServerSession, token any) *mcpProgress {
+	p := &mcpProgress{sess: sess, token: token, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	p.ctx, p.cancel = context.WithCancel(ctx)
+	go p.send()
+	return p
+}
+
+// Deliver queues one output event.
+func (p *mcpProgress) Deliver(ev stream.Event) {
+	if ev.Out == nil || ev.Msg == nil {
+		return
+	}
+	size := ev.Msg.Size()
+	p.mu.Lock()
+	if p.ended || p.bytes+size > mcpProgressBytes {
+		p.mu.Unlock()
+		return
+	}
+	p.queue = append(p.queue, ev.Out)
+	p.bytes += size
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+}
+
+// finish stops taking outputs and waits until what was queued has been
+// sent; after 10 s it stops the sender (a client that does not read) and
+// waits for it to return.
+func (p *mcpProgress) finish() {
+	p.mu.Lock()
+	p.ended = true
+	p.mu.Unlock()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	t := time.NewTimer(10 * time.Second)
+	defer t.Stop()
+	select {
+	case <-p.done:
+	case <-t.C:
+	}
+	p.cancel()
+	<-p.done
+}
+
+func (p *mcpProgress) send() {
+	defer close(p.done)
+	n := 0
+	for {
+		select {
+		case <-p.wake:
+		case <-p.ctx.Done():
+			return
+		}
+		p.mu.Lock()
+		batch, ended := p.queue, p.ended
+		p.queue, p.bytes = nil, 0
+		p.mu.Unlock()
+		for _, o := range batch {
+			n++
+			ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
+			err := p.sess.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+				ProgressToken: p.token, Progress: float64(n), Message: progressText(o),
+			})
+			cancel()
+			if err != nil {
+				return
+			}
+		}
+		if ended {
+			p.mu.Lock()
+			left := len(p.queue)
+			p.mu.Unlock()
+			if left == 0 {
+				return
+			}
+		}
+	}
+}
+
+// progressText is one output as a progress message: stream text as it
+// came, the others named.
+func progressText(o *stream.Output) string {
+	var t string
+	switch o.Type {
+	case "stream":
+		t = o.StreamText()
+	case "error":
+		t = o.Ename + ": " + o.Evalue
+	case "execute_result", "display_data":
+		if c, ok := bundleContent(o.Data).(*mcp.TextContent); ok {
+			t = c.Text
+		} else {
+			mimes := make([]string, 0, len(o.Data))
+			for k := range o.Data {
+				mimes = append(mimes, k)
+			}
+			sort.Strings(mimes)
+			t = "[" + o.Type + ": " + strings.Join(mimes, ", ") + "]"
+		}
+	default:
+		t = "[" + o.Type + "]"
+	}
+	if len(t) > mcpProgressText {
+		n := mcpProgressText
+		for n > 0 && !utf8.RuneStart(t[n]) {
+			n--
+		}
+		t = t[:n] + "…"
+	}
+	return t
+}
+
+var _ stream.Subscriber = (*mcpProgress)(nil)

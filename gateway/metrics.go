@@ -1,0 +1,235 @@
+package gateway
+
+import (
+	"bytes"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fasthttp/router"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/common/expfmt"
+	"github.com/valyala/fasthttp"
+
+	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/stream"
+)
+
+// MetricsPath is where the Prometheus text format is served.
+const MetricsPath = "/metrics"
+
+// metrics is one server's Prometheus registry. Counts are not kept here:
+// they live in stream.Counters (every count aiod keeps, in one place), and
+// a collector turns a snapshot of them into counters at each scrape. What
+// is kept here is what Counters cannot hold: the histograms of the
+// durations Counters hands on (it is their stream.Observer), and the
+// gauges, read from the live state at each scrape.
+type metrics struct {
+	reg  *prometheus.Registry
+	hist map[string]*prometheus.HistogramVec // by stream duration name
+	nlab map[string]int                      // label count of each histogram
+}
+
+// Histogram buckets, in seconds. Executions run from a millisecond to the
+// 900 s maximum timeout; starts from a pooled take (microseconds) to a
+// remote kernel on a cluster (minutes); HTTP answers are mostly executions.
+var (
+	execBuckets  = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 900}
+	startBuckets = []float64{.001, .005, .01, .025, .05, .1, .25, .5, 1, 2, 4, 8, 15, 30, 60, 120}
+	httpBuckets  = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900}
+)
+
+func newMetrics(s *Server, c *stream.Counters) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry(), hist: map[string]*prometheus.HistogramVec{}, nlab: map[string]int{}}
+	for name, buckets := range map[string][]float64{
+		stream.ExecutionSeconds: execBuckets, stream.StartSeconds: startBuckets, stream.HTTPSeconds: httpBuckets,
+	} {
+		f := stream.Families[name]
+		h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "aiod_" + name, Help: f.Help, Buckets: buckets,
+		}, f.Labels)
+		m.hist[name], m.nlab[name] = h, len(f.Labels)
+		m.reg.MustRegister(h)
+	}
+	m.reg.MustRegister(
+		&countersCollector{c: c, descs: map[string]*prometheus.Desc{}},
+		&liveCollector{s: s},
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	c.SetObserver(m)
+	return m
+}
+
+// Observe is stream.Observer: a duration into its histogram.
+func (m *metrics) Observe(name, label string, v float64) {
+	h := m.hist[name]
+	if h == nil {
+		return
+	}
+	h.WithLabelValues(stream.SplitLabels(label, m.nlab[name])...).Observe(v)
+}
+
+// countersCollector serves every counter of a stream.Counters as a
+// Prometheus counter named aiod_<name>_total, labelled as
+// stream.Families describes it. It is unchecked (describes nothing up
+// front), so a counter added anywhere in aiod is served without a change
+// here.
+type countersCollector struct {
+	c     *stream.Counters
+	mu    sync.Mutex
+	descs map[string]*prometheus.Desc
+}
+
+func (cc *countersCollector) Describe(chan<- *prometheus.Desc) {}
+
+func (cc *countersCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range cc.c.Snapshot() {
+		f, known := stream.Families[c.Name]
+		var vals []string
+		switch {
+		case !known:
+			vals = []string{c.Label}
+		case len(f.Labels) > 0:
+			vals = stream.SplitLabels(c.Label, len(f.Labels))
+		}
+		if m, err := prometheus.NewConstMetric(cc.desc(c.Name), prometheus.CounterValue, float64(c.Value), vals...); err == nil {
+			ch <- m
+		}
+	}
+}
+
+// desc is the descriptor of counter name. The label set of a name is fixed
+// by its Family; a name Families does not know gets one label, "label".
+func (cc *countersCollector) desc(name string) *prometheus.Desc {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if d := cc.descs[name]; d != nil {
+		return d
+	}
+	f, known := stream.Families[name]
+	labels, help := f.Labels, f.Help
+	if !known {
+		labels, help = []string{"label"}, "aiod counter "+name+"."
+	}
+	d := prometheus.NewDesc("aiod_"+name+"_total", help, labels, nil)
+	cc.descs[name] = d
+	return d
+}
+
+var (
+	sessionsDesc = prometheus.NewDesc("aiod_sessions", "Named sessions alive, by language and backend.", []string{"language", "backend"}, nil)
+	wsConnsDesc  = prometheus.NewDesc("aiod_ws_connections", "WebSockets open, by route.", []string{"route"}, nil)
+	poolReady    = prometheus.NewDesc("aiod_pool_ready", "Runtimes waiting in a prewarm pool.", []string{"pool"}, nil)
+	buildDesc    = prometheus.NewDesc("aiod_build_info", "Always 1; the labels say which aiod this is.", []string{"version", "goversion", "commit"}, nil)
+)
+
+// liveCollector serves the gauges, read from the server's state at each
+// scrape.
+type liveCollector struct{ s *Server }
+
+func (lc *liveCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- sessionsDesc
+	ch <- wsConnsDesc
+	ch <- poolReady
+	ch <- buildDesc
+}
+
+func (lc *liveCollector) Collect(ch chan<- prometheus.Metric) {
+	s := lc.s
+	type lb struct{ lang, backend string }
+	sessions := map[lb]int{{"python", s.pythonBackend()}: 0, {"javascript", "native"}: 0}
+	for _, ss := range s.reg.List() {
+		sessions[lb{ss.Language, ss.Backend.Name}]++
+	}
+	for k, n := range sessions {
+		ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(n), k.lang, k.backend)
+	}
+	conns := map[string]int{wsRouteCode: 0, wsRouteChannels: 0}
+	h := s.hub()
+	h.mu.Lock()
+	for c := range h.conns {
+		conns[c.route]++
+	}
+	h.mu.Unlock()
+	for route, n := range conns {
+		ch <- prometheus.MustNewConstMetric(wsConnsDesc, prometheus.GaugeValue, float64(n), route)
+	}
+	for name, ps := range s.rt.PoolStats() {
+		ch <- prometheus.MustNewConstMetric(poolReady, prometheus.GaugeValue, float64(ps.Ready), name)
+	}
+	b := Build()
+	ch <- prometheus.MustNewConstMetric(buildDesc, prometheus.GaugeValue, 1, b.Version, b.GoVersion, b.Commit)
+}
+
+// serveMetrics answers GET /metrics in the Prometheus text format (0.0.4).
+func (s *Server) serveMetrics(ctx *fasthttp.RequestCtx) {
+	mfs, err := s.metrics.reg.Gather()
+	if err != nil && len(mfs) == 0 {
+		api.Fail(ctx, fasthttp.StatusInternalServerError, "gather metrics: "+err.Error())
+		return
+	}
+	var buf bytes.Buffer
+	format := expfmt.NewFormat(expfmt.TypeTextPlain)
+	enc := expfmt.NewEncoder(&buf, format)
+	for _, mf := range mfs {
+		if err := enc.Encode(mf); err != nil {
+			api.Fail(ctx, fasthttp.StatusInternalServerError, "encode metrics: "+err.Error())
+			return
+		}
+	}
+	ctx.Response.Header.Set("Content-Type", string(format))
+	ctx.Response.Header.Set("Cache-Control", "no-store")
+	ctx.SetBody(buf.Bytes())
+}
+
+// httpMethods are the methods the request metrics name; any other is
+// "other", so that a client cannot grow the label set.
+var httpMethods = map[string]string{
+	"GET": "GET", "HEAD": "HEAD", "POST": "POST", "PUT": "PUT", "PATCH": "PATCH",
+	"DELETE": "DELETE", "OPTIONS": "OPTIONS",
+}
+
+// countRequests wraps the whole handler (the guard included): every
+// request is counted under the router pattern that answered it, or
+// "unmatched" when none did (unknown paths, and requests the guard
+// refused before routing). The counter cell and the histogram of each
+// (route, method, code) are looked up once and kept.
+func (s *Server) countRequests(next fasthttp.RequestHandler) fasthttp.RequestHandler {
+	c := s.reg.Counters()
+	hist := s.metrics.hist[stream.HTTPSeconds]
+	type key struct {
+		route, method string
+		code          int
+	}
+	type cell struct {
+		n   *atomic.Int64
+		dur prometheus.Observer
+	}
+	var cells sync.Map // key -> *cell
+	return func(ctx *fasthttp.RequestCtx) {
+		began := time.Now()
+		next(ctx)
+		route, _ := ctx.UserValue(router.MatchedRoutePathParam).(string)
+		if route == "" {
+			route = "unmatched"
+		}
+		method, ok := httpMethods[string(ctx.Method())]
+		if !ok {
+			method = "other"
+		}
+		k := key{route, method, ctx.Response.StatusCode()}
+		v, ok := cells.Load(k)
+		if !ok {
+			v, _ = cells.LoadOrStore(k, &cell{
+				n:   c.Cell(stream.HTTPRequests, stream.Labels(route, method, strconv.Itoa(k.code))),
+				dur: hist.WithLabelValues(route, method),
+			})
+		}
+		e := v.(*cell)
+		e.n.Add(1)
+		e.dur.Observe(time.Since(began).Seconds())
+	}
+}
