@@ -68,7 +68,18 @@ type DeadError struct {
 	// Output is the tail of what the runtime wrote to stdout and stderr,
 	// often the traceback that explains the death. It is not part of Error.
 	Output string
+	// Kind classifies the death when something measured it: DeathOutOfMemory
+	// when the runtime's memory limit killed it (read from its cgroup's
+	// counters, never guessed from SIGKILL); "" otherwise.
+	Kind string
+	// Limit says, in words, the limit that ended the runtime when Kind is
+	// set, e.g. "512 MiB (--runtime-memory-limit)".
+	Limit string
 }
+
+// DeathOutOfMemory is DeadError.Kind for a runtime killed by its memory
+// limit.
+const DeathOutOfMemory = "out_of_memory"
 
 // Error returns "<runtime> died: <cause>".
 func (e *DeadError) Error() string { return e.Runtime + " died: " + e.Cause }
