@@ -14,6 +14,7 @@ import (
 	"github.com/fasthttp/router"
 	"github.com/goccy/go-json"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/aiod/aiod/gateway/api"
@@ -83,9 +84,18 @@ func (s *Server) registerMCP(r *router.Router) {
 		defer cancel()
 		m.handler.ServeHTTP(w, req.WithContext(ctx))
 	}))
-	r.POST(MCPPath, h)
-	r.GET(MCPPath, h)
-	r.DELETE(MCPPath, h)
+	// The caller the guard found rides to the tool calls in a header of
+	// aiod's own; one a client sent is dropped first.
+	stamped := func(ctx *fasthttp.RequestCtx) {
+		ctx.Request.Header.Del(mcpCallerHeader)
+		if owner := ownerOf(ctx); owner != "" {
+			ctx.Request.Header.Set(mcpCallerHeader, owner)
+		}
+		h(ctx)
+	}
+	r.POST(MCPPath, stamped)
+	r.GET(MCPPath, stamped)
+	r.DELETE(MCPPath, stamped)
 }
 
 // beginShutdown ends the GET streams, so that fasthttp's drain does not
@@ -202,10 +212,17 @@ func args(req *mcp.CallToolRequest) (*api.Fields, *mcp.CallToolResult) {
 	return f, nil
 }
 
+// mcpCallerHeader carries the caller key from the guard to tool calls
+// (for --max-sessions-per-key).
+const mcpCallerHeader = "X-Aiod-Caller"
+
 func (m *mcpServer) executeCode(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	c, fe := m.s.parseV2Execute(req.Params.Arguments)
 	if fe != nil {
 		return toolError("invalid arguments: " + fe.Error()), nil
+	}
+	if req.Extra != nil && req.Extra.Header != nil {
+		c.Owner = req.Extra.Header.Get(mcpCallerHeader)
 	}
 	var prog *mcpProgress
 	if token := req.Params.GetProgressToken(); token != nil {
