@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -40,7 +41,7 @@ func (r *Runtimes) limit(rt jupyter.Runtime) (jupyter.Runtime, error) {
 		_ = rt.Close(ctx)
 		return nil, fmt.Errorf("limit the runtime: %w", err)
 	}
-	w := &limited{Runtime: rt, l: l, memLimit: fmt.Sprintf("%s (%s)", FormatBytes(r.cfg.Isolation.MemoryBytes), MemoryFlag)}
+	w := &limited{Runtime: rt, l: l, log: r.log, memLimit: fmt.Sprintf("%s (%s)", FormatBytes(r.cfg.Isolation.MemoryBytes), MemoryFlag)}
 	c, isC := rt.(jupyter.Completer)
 	s, isS := rt.(jupyter.Sender)
 	switch {
@@ -58,6 +59,7 @@ func (r *Runtimes) limit(rt jupyter.Runtime) (jupyter.Runtime, error) {
 type limited struct {
 	jupyter.Runtime
 	l        *isolate.Limits
+	log      *slog.Logger
 	memLimit string
 
 	once sync.Once
@@ -108,7 +110,11 @@ func (w *limited) Err() error {
 func (w *limited) Close(ctx context.Context) error {
 	err := w.Runtime.Close(ctx)
 	w.Err() // classify while the group's counters can still be read
-	return errors.Join(err, w.l.Close())
+	lerr := w.l.Close()
+	if lerr != nil {
+		w.log.Warn("runtime cgroup not removed", "pid", w.Info().PID, "err", lerr)
+	}
+	return errors.Join(err, lerr)
 }
 
 // FormatBytes writes n in binary units: "512 MiB", "1.5 GiB".

@@ -361,6 +361,7 @@ func removeTree(dir string) error {
 type Limits struct {
 	is   *Isolator
 	mgr  cgroups.Manager // nil with rlimits
+	dir  string          // a folder of the group that lists its processes
 	once sync.Once
 	oom  atomic.Uint64 // oom kills counted before the group was removed
 	err  error
@@ -392,7 +393,8 @@ func (is *Isolator) Apply(pid int) (*Limits, error) {
 	cg := &cgroups.Cgroup{Resources: res}
 	var err error
 	if is.mechanism == CgroupV2 {
-		l.mgr, err = fs2.NewManager(cg, filepath.Join(is.parent2, name))
+		l.dir = filepath.Join(is.parent2, name)
+		l.mgr, err = fs2.NewManager(cg, l.dir)
 	} else {
 		if is.cfg.MemoryBytes > 0 && cgroups.PathExists(filepath.Join(is.parents["memory"], "memory.memsw.limit_in_bytes")) {
 			res.MemorySwap = is.cfg.MemoryBytes // no escape into swap
@@ -400,6 +402,13 @@ func (is *Isolator) Apply(pid int) (*Limits, error) {
 		paths := map[string]string{}
 		for c, p := range is.parents {
 			paths[c] = filepath.Join(p, name)
+		}
+		// The v1 manager lists processes from the devices controller,
+		// which aiod does not use; any of the group's folders lists them.
+		for _, c := range []string{"pids", "memory", "cpu", "freezer"} {
+			if p, ok := paths[c]; ok && l.dir == "" {
+				l.dir = p
+			}
 		}
 		l.mgr, err = fs.NewManager(cg, paths)
 	}
@@ -472,16 +481,19 @@ func (l *Limits) Close() error {
 func (l *Limits) killAll() error {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		pids, err := l.mgr.GetAllPids()
-		if err != nil || len(pids) == 0 {
-			return nil //nolint:nilerr // a group already gone is empty
+		pids, err := cgroups.GetAllPids(l.dir)
+		if errors.Is(err, os.ErrNotExist) || err == nil && len(pids) == 0 {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("list the runtime cgroup's processes: %w", err)
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("runtime cgroup still holds %d processes after 5 s", len(pids))
 		}
 		frozen := l.mgr.Freeze(cgroups.Frozen) == nil
 		if frozen {
-			pids, _ = l.mgr.GetAllPids()
+			pids, _ = cgroups.GetAllPids(l.dir)
 		}
 		for _, p := range pids {
 			_ = unix.Kill(p, unix.SIGKILL)
