@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -265,5 +266,43 @@ try { process.kill(%d, 0); console.log("signalled") } catch (e) { console.log(e.
 	}
 	if owner := st.Sys().(*syscall.Stat_t).Uid; owner != 65534 {
 		t.Fatalf("the chart the kernel wrote belongs to uid %d, want nobody's", owner)
+	}
+}
+
+// TestBadRuntimeLimitFlagsFail: limits and users that cannot work stop
+// aiod with exit 2 and one line naming the setting and the value.
+func TestBadRuntimeLimitFlagsFail(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--runtime-memory-limit", "10M"}, "less than a runtime needs"},
+		{[]string{"--runtime-memory-limit", "lots"}, `"lots"`},
+		{[]string{"--runtime-memory-limit", "150%"}, `"150%"`},
+		{[]string{"--runtime-pids-limit", "3"}, `"3"`},
+		{[]string{"--runtime-cpu-limit", "-1"}, `"-1"`},
+		{[]string{"--runtime-user", "no-such-user-here"}, "no such user"},
+		{[]string{"--runtime-user", "root"}, "is root"},
+	} {
+		cmd := exec.Command(daemonBin, append([]string{"--addr", "127.0.0.1:0"}, c.args...)...)
+		cmd.Env = cleanEnv()
+		out, err := runBounded(t, cmd, 30*time.Second)
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), strings.TrimPrefix(c.args[0], "--")) || !strings.Contains(string(out), c.want) {
+			t.Errorf("aiod %s: err %v, want exit 2 naming %s and %q; output:\n%s", strings.Join(c.args, " "), err, c.args[0], c.want, out)
+		}
+	}
+}
+
+func TestParseMemory(t *testing.T) {
+	total, err := memTotal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for in, want := range map[string]int64{"512M": 512 << 20, "512MiB": 512 << 20, "2G": 2 << 30, "1.5g": 3 << 29,
+		"1073741824": 1 << 30, "0": 0, "25%": int64(0.25 * float64(total)), "64k": 64 << 10} {
+		if got, err := parseMemory(in); err != nil || got != want {
+			t.Errorf("parseMemory(%q) = %d, %v; want %d", in, got, err, want)
+		}
 	}
 }
