@@ -87,7 +87,7 @@ func (s *Server) ask(c askCall, do func(ctx context.Context, sess *stream.Sessio
 	defer cancel()
 	v, err := do(ctx, sess, c)
 	if errors.Is(err, context.DeadlineExceeded) {
-		return nil, &callError{fasthttp.StatusGatewayTimeout, fmt.Sprintf(
+		return nil, &callError{Status: fasthttp.StatusGatewayTimeout, Msg: fmt.Sprintf(
 			"session %q gave no answer within %s: it is running code, and its runtime answers when that ends", c.SessionID, askTimeout)}
 	}
 	if err != nil {
@@ -125,6 +125,7 @@ func (s *Server) v2Inspect(ctx *fasthttp.RequestCtx)  { s.v2Ask(ctx, true) }
 
 func (s *Server) v2Ask(ctx *fasthttp.RequestCtx, inspect bool) {
 	c, fe := s.parseAsk(ctx.PostBody(), inspect)
+	c.Owner = ownerOf(ctx)
 	if fe != nil {
 		api.Invalid(ctx, fe)
 		return
@@ -135,7 +136,7 @@ func (s *Server) v2Ask(ctx *fasthttp.RequestCtx, inspect bool) {
 	}
 	v, ce := s.ask(c, do)
 	if ce != nil {
-		api.Fail(ctx, ce.Status, ce.Msg)
+		ce.write(ctx)
 		return
 	}
 	api.OK(ctx, v)

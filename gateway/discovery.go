@@ -31,20 +31,41 @@ type codeInterpreter struct {
 // right now: "jupyter" while AIO_JUPYTER_ENDPOINT answers.
 func (s *Server) pythonBackend() string { return s.rt.PythonBackend() }
 
+// limits is every limit a caller can run into, with the flag that sets it
+// in the README; 0 means off (unlimited) for the admission limits. Live
+// counts sit beside the caps they are counted against.
 type limits struct {
-	DefaultTimeout    float64 `json:"default_timeout"`
-	MaxTimeout        float64 `json:"max_timeout"`
-	KernelIdleSeconds float64 `json:"kernel_idle_seconds"`
-	NativeIdleSeconds float64 `json:"native_idle_seconds"`
-	OutputBudgetBytes int     `json:"output_budget_bytes"`
-	MaxBodyBytes      int     `json:"max_body_bytes"`
+	DefaultTimeout            float64 `json:"default_timeout"`
+	MaxTimeout                float64 `json:"max_timeout"`
+	KernelIdleSeconds         float64 `json:"kernel_idle_seconds"`
+	NativeIdleSeconds         float64 `json:"native_idle_seconds"`
+	OutputBudgetBytes         int     `json:"output_budget_bytes"`
+	MaxBodyBytes              int     `json:"max_body_bytes"`
+	MaxSessions               int     `json:"max_sessions"`
+	MaxSessionsPerKey         int     `json:"max_sessions_per_key"`
+	LiveSessions              int     `json:"live_sessions"`
+	MaxConcurrentStarts       int     `json:"max_concurrent_starts"`
+	StartQueue                int     `json:"start_queue"`
+	StartQueueTimeoutSeconds  float64 `json:"start_queue_timeout_seconds"`
+	Starting                  int     `json:"starting"`
+	StartsQueued              int     `json:"starts_queued"`
+	WSMaxInFlight             int     `json:"ws_max_in_flight"`
+	WSQueueBytes              int     `json:"ws_queue_bytes"`
+	ExecutionRetentionSeconds float64 `json:"execution_retention_seconds"`
+	ExecutionRetentionBytes   int     `json:"execution_retention_bytes"`
 }
 
 func (s *Server) limits() limits {
+	a, lim := s.reg.AdmissionStats(), s.live.limits.Load()
 	return limits{
 		DefaultTimeout: s.cfg.DefaultTimeout.Seconds(), MaxTimeout: s.cfg.MaxTimeout.Seconds(),
 		KernelIdleSeconds: s.cfg.KernelIdle.Seconds(), NativeIdleSeconds: s.cfg.NativeIdle.Seconds(),
 		OutputBudgetBytes: s.cfg.OutputBudget, MaxBodyBytes: s.cfg.MaxBody,
+		MaxSessions: a.Limit.MaxSessions, MaxSessionsPerKey: a.Limit.MaxSessionsPerKey, LiveSessions: a.Live,
+		MaxConcurrentStarts: a.Limit.MaxStarts, StartQueue: a.Limit.StartQueue,
+		StartQueueTimeoutSeconds: a.Limit.StartQueueWait.Seconds(), Starting: a.Gate.Starting, StartsQueued: a.Gate.Queued,
+		WSMaxInFlight: lim.MaxInFlight, WSQueueBytes: lim.QueueBytes,
+		ExecutionRetentionSeconds: s.cfg.ExecutionRetention.Seconds(), ExecutionRetentionBytes: s.cfg.ExecutionRetentionBytes,
 	}
 }
 
@@ -144,6 +165,7 @@ func (s *Server) v2CodeInfo(ctx *fasthttp.RequestCtx) {
 		"native_idle_seconds": l.NativeIdleSeconds,
 		"output_budget_bytes": l.OutputBudgetBytes,
 		"max_body_bytes":      l.MaxBodyBytes,
+		"limits":              l,
 		"pools":               s.rt.PoolStats(),
 		"kernel_start":        s.rt.KernelStart(),
 		"isolation":           s.rt.Isolation(),

@@ -118,6 +118,7 @@ type v2ExecData struct {
 	FreshRuntime   bool     `json:"fresh_runtime,omitempty"`
 	Replayed       bool     `json:"replayed,omitempty"` // the stored answer of an execution that had finished
 	NextInput      *string  `json:"next_input,omitempty"`
+	ErrorKind      string   `json:"error_kind,omitempty"`
 	Warnings       []string `json:"warnings,omitempty"`
 }
 
@@ -133,7 +134,7 @@ func v2Data(r *stream.Result) v2ExecData {
 		ExitCode: r.ExitCode(), Outputs: make([]any, len(r.Outputs)),
 		Stdout: r.Text("stdout"), Stderr: r.Text("stderr"),
 		Truncated: r.Truncated, FreshRuntime: r.Fresh, Warnings: r.Warnings, ExecutionID: r.ExecutionID,
-		QueuedMs: r.Queued.Milliseconds(), Replayed: r.Replayed,
+		QueuedMs: r.Queued.Milliseconds(), Replayed: r.Replayed, ErrorKind: r.ErrorKind,
 	}
 	if r.NextInput != "" {
 		d.NextInput = &r.NextInput
@@ -153,13 +154,14 @@ func (s *Server) v2Execute(ctx *fasthttp.RequestCtx) {
 		api.Invalid(ctx, fe)
 		return
 	}
+	c.Owner = ownerOf(ctx)
 	if f := streamFormatOf(ctx, false); f != noStream {
 		s.v2ExecuteStream(ctx, c, f)
 		return
 	}
 	res, ce := s.execute(s.reqCtx(), c)
 	if ce != nil {
-		api.Fail(ctx, ce.Status, ce.Msg)
+		ce.write(ctx)
 		return
 	}
 	api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: res.Success(), Message: res.Message(), Data: V2Data(res)})
@@ -172,12 +174,12 @@ func (s *Server) v2Execute(ctx *fasthttp.RequestCtx) {
 func (s *Server) v2ExecuteStream(ctx *fasthttp.RequestCtx, c execCall, f streamFormat) {
 	if _, err := s.backendOf(c); err != nil {
 		ce := runError(err, c)
-		api.Fail(ctx, ce.Status, ce.Msg)
+		ce.write(ctx)
 		return
 	}
 	rec, created, ce := s.claim(c)
 	if ce != nil {
-		api.Fail(ctx, ce.Status, ce.Msg)
+		ce.write(ctx)
 		return
 	}
 	if created {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -199,7 +200,15 @@ func (h *liveHub) startKernel(ctx *fasthttp.RequestCtx) {
 		jfail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
 		return
 	}
-	sess, _, err := h.s.reg.Open(lang, id, b)
+	sess, _, err := h.s.reg.OpenFor(ownerOf(ctx), lang, id, b)
+	var le *stream.LimitError
+	if errors.As(err, &le) {
+		// Jupyter front ends and Enterprise Gateway clients know a start
+		// refused for resources as 403 "Resource Limit".
+		ctx.Response.Header.Set("Retry-After", strconv.Itoa(le.RetrySeconds()))
+		jwriteJSON(ctx, fasthttp.StatusForbidden, map[string]any{"message": le.Msg, "reason": "Resource Limit"})
+		return
+	}
 	if err != nil {
 		jfail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
 		return
@@ -210,6 +219,9 @@ func (h *liveHub) startKernel(ctx *fasthttp.RequestCtx) {
 		dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
 		h.s.reg.DeleteSession(dctx, sess)
 		dcancel()
+		if errors.As(err, &le) {
+			ctx.Response.Header.Set("Retry-After", strconv.Itoa(le.RetrySeconds()))
+		}
 		jfail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
 		return
 	}

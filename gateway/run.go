@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/gateway/guard"
 	"github.com/aiod/aiod/stream"
 	"github.com/aiod/aiod/stream/backend"
 )
@@ -26,7 +29,8 @@ type execCall struct {
 	// ExecutionID is the caller's id of the execution; "" gets one made. A
 	// known id attaches to that execution instead of running the code again.
 	ExecutionID string
-	Origin      any // who started it (a WebSocket); its events carry it
+	Origin      any    // who started it (a WebSocket); its events carry it
+	Owner       string // the caller key a session this call creates counts against (ownerOf); "" none
 	Subs        []stream.Subscriber
 	Warnings    []string // about the request (fields ignored); copied into the result
 	// OnCreate is called with the session when this call creates it.
@@ -37,6 +41,51 @@ type execCall struct {
 type callError struct {
 	Status int
 	Msg    string
+	Kind   string // data.error_kind: stream.KindAdmission, stream.KindStart, or ""
+	Retry  int    // seconds for Retry-After; 0 sends none
+}
+
+// write answers ce as an envelope route does: data null, or, for a
+// refusal with a kind, {"error_kind", "retry_after"} (and the Retry-After
+// header).
+func (ce *callError) write(ctx *fasthttp.RequestCtx) {
+	if ce.Retry > 0 {
+		ctx.Response.Header.Set("Retry-After", strconv.Itoa(ce.Retry))
+	}
+	if ce.Kind == "" {
+		ce.write(ctx)
+		return
+	}
+	api.WriteJSON(ctx, ce.Status, api.Envelope{Success: false, Message: ce.Msg, Data: ce.data()})
+}
+
+// errorData is the data of a refusal that has a kind.
+type errorData struct {
+	ErrorKind  string `json:"error_kind"`
+	RetryAfter int    `json:"retry_after,omitempty"`
+}
+
+func (ce *callError) data() *errorData {
+	if ce.Kind == "" {
+		return nil
+	}
+	return &errorData{ErrorKind: ce.Kind, RetryAfter: ce.Retry}
+}
+
+// runErrorOf is the stored failure of an execution that could not run.
+func (ce *callError) runError() *stream.RunError {
+	return &stream.RunError{Status: ce.Status, Msg: ce.Msg, Kind: ce.Kind, Retry: ce.Retry}
+}
+
+// ownerOf is the caller key sessions created by the request count against
+// (--max-sessions-per-key): the JWT subject or the token; "" when no
+// credentials are required.
+func ownerOf(ctx *fasthttp.RequestCtx) string {
+	c := guard.CallerOf(ctx)
+	if c.Method == "" || c.Method == "none" {
+		return ""
+	}
+	return c.Key()
 }
 
 // execute runs c: in a temporary runtime, or in the named session created
@@ -62,11 +111,11 @@ func (s *Server) claim(c execCall) (*stream.Record, bool, *callError) {
 	var gone *stream.GoneError
 	switch {
 	case errors.Is(err, stream.ErrExecutionConflict):
-		return nil, false, &callError{fasthttp.StatusConflict, fmt.Sprintf("execution_id %q: %v; choose another id", c.ExecutionID, err)}
+		return nil, false, &callError{Status: fasthttp.StatusConflict, Msg: fmt.Sprintf("execution_id %q: %v; choose another id", c.ExecutionID, err)}
 	case errors.As(err, &gone):
-		return nil, false, &callError{fasthttp.StatusGone, gone.Error()}
+		return nil, false, &callError{Status: fasthttp.StatusGone, Msg: gone.Error()}
 	case err != nil:
-		return nil, false, &callError{fasthttp.StatusServiceUnavailable, err.Error()}
+		return nil, false, &callError{Status: fasthttp.StatusServiceUnavailable, Msg: err.Error()}
 	}
 	return rec, created, nil
 }
@@ -85,7 +134,7 @@ func (s *Server) attach(ctx context.Context, rec *stream.Record) (*stream.Result
 	case err != nil:
 		return nil, runError(err, execCall{})
 	case rerr != nil:
-		return nil, &callError{rerr.Status, rerr.Msg}
+		return nil, &callError{Status: rerr.Status, Msg: rerr.Msg, Kind: rerr.Kind, Retry: rerr.Retry}
 	}
 	cp := *res
 	cp.Replayed = finished
@@ -98,7 +147,7 @@ func (s *Server) runClaimed(ctx context.Context, c execCall, rec *stream.Record)
 	res, ce := s.run(ctx, c, rec)
 	switch {
 	case ce != nil:
-		rec.Fail(&stream.RunError{Status: ce.Status, Msg: ce.Msg})
+		rec.Fail(ce.runError())
 	case res.ExecutionID != rec.ID:
 		// Another execution answered for this one (a folder change that
 		// failed before the code could run).
@@ -115,7 +164,7 @@ func (s *Server) run(ctx context.Context, c execCall, rec *stream.Record) (*stre
 		if err != nil {
 			return nil, runError(err, c)
 		}
-		sess, err := s.reg.Temp(b)
+		sess, err := s.reg.TempFor(c.Owner, b)
 		if err != nil {
 			return nil, runError(err, c)
 		}
@@ -158,12 +207,12 @@ func (s *Server) openSession(c execCall) (*stream.Session, bool, *callError) {
 	if err != nil {
 		return nil, false, runError(err, c)
 	}
-	sess, created, err := s.reg.Open(c.Language, c.SessionID, b)
+	sess, created, err := s.reg.OpenFor(c.Owner, c.Language, c.SessionID, b)
 	if err != nil {
 		return nil, false, runError(err, c)
 	}
 	if !created && c.Kernel && sess.Backend.Name == backend.Native {
-		return nil, false, &callError{fasthttp.StatusConflict, fmt.Sprintf(
+		return nil, false, &callError{Status: fasthttp.StatusConflict, Msg: fmt.Sprintf(
 			"session %q is a native Python REPL session (AIO_CODE_BACKEND=native), and /v1/jupyter needs a kernel: use another session_id, or delete this one first", c.SessionID)}
 	}
 	if created && c.OnCreate != nil {
@@ -178,19 +227,22 @@ func (s *Server) openSession(c execCall) (*stream.Session, bool, *callError) {
 func runError(err error, c execCall) *callError {
 	var ni *backend.ErrNoInterpreter
 	var se *stream.StartError
+	var le *stream.LimitError
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &le):
+		return &callError{Status: le.Status, Msg: le.Msg, Kind: stream.KindAdmission, Retry: le.RetrySeconds()}
 	case errors.As(err, &ni):
-		return &callError{fasthttp.StatusServiceUnavailable, ni.Msg}
+		return &callError{Status: fasthttp.StatusServiceUnavailable, Msg: ni.Msg, Kind: stream.KindStart}
 	case errors.As(err, &se):
-		return &callError{fasthttp.StatusServiceUnavailable, se.Error()}
+		return &callError{Status: fasthttp.StatusServiceUnavailable, Msg: se.Error(), Kind: stream.KindStart}
 	case errors.Is(err, stream.ErrShuttingDown), errors.Is(err, context.Canceled):
-		return &callError{fasthttp.StatusServiceUnavailable, stream.ErrShuttingDown.Error()}
+		return &callError{Status: fasthttp.StatusServiceUnavailable, Msg: stream.ErrShuttingDown.Error()}
 	case errors.Is(err, stream.ErrSessionClosed) && c.SessionID == "":
-		return &callError{fasthttp.StatusServiceUnavailable, stream.ErrShuttingDown.Error()}
+		return &callError{Status: fasthttp.StatusServiceUnavailable, Msg: stream.ErrShuttingDown.Error()}
 	case errors.Is(err, stream.ErrSessionClosed):
-		return &callError{fasthttp.StatusConflict, fmt.Sprintf("session %q was deleted before this call ran", c.SessionID)}
+		return &callError{Status: fasthttp.StatusConflict, Msg: fmt.Sprintf("session %q was deleted before this call ran", c.SessionID)}
 	}
-	return &callError{fasthttp.StatusServiceUnavailable, err.Error()}
+	return &callError{Status: fasthttp.StatusServiceUnavailable, Msg: err.Error()}
 }

@@ -53,6 +53,7 @@ type Config struct {
 	MetricsPublic           bool              // serve /metrics without credentials
 	ExecutionRetention      time.Duration     // how long a finished execution is kept; 10 min
 	ExecutionRetentionBytes int               // bytes all finished executions may hold; 256 MiB
+	Admission               stream.Admission  // session caps and the start queue; zero values turn them off
 	Token                   string            // when set, every route but /healthz requires it (or a JWT, or a ticket)
 	AllowedOrigins          []string          // origins allowed on state-changing requests and WebSockets besides the request's own; "*" allows any
 	AllowedHosts            []string          // Host names allowed besides loopback and the daemon's own addresses; "*" turns the check off
@@ -139,7 +140,8 @@ func New(cfg Config) (*Server, error) {
 	s.base, s.stop = context.WithCancel(context.Background())
 	s.live = newLiveHub(s, LiveLimits{QueueBytes: cfg.WSQueueBytes}, counters)
 	s.reg = stream.NewRegistry(stream.Config{Budget: cfg.OutputBudget, ReapInterval: cfg.ReapInterval, Logger: cfg.Logger, Counters: counters,
-		Executions: stream.ExecConfig{Retention: cfg.ExecutionRetention, RetentionBytes: cfg.ExecutionRetentionBytes}})
+		Executions: stream.ExecConfig{Retention: cfg.ExecutionRetention, RetentionBytes: cfg.ExecutionRetentionBytes},
+		Admission:  cfg.Admission})
 	s.metrics = newMetrics(s, counters)
 	s.mcp = newMCP(s)
 	handler := s.countRequests(g.Wrap(s.routes().Handler))

@@ -58,7 +58,14 @@ func wireEntry(e stream.Entry, executionID string) (event string, b []byte, ok b
 	var v any
 	switch {
 	case e.Err != nil:
-		event, v = "error", map[string]any{"type": "error", "execution_id": executionID, "status": e.Err.Status, "message": e.Err.Msg}
+		m := map[string]any{"type": "error", "execution_id": executionID, "status": e.Err.Status, "message": e.Err.Msg}
+		if e.Err.Kind != "" {
+			m["error_kind"] = e.Err.Kind
+		}
+		if e.Err.Retry > 0 {
+			m["retry_after"] = e.Err.Retry
+		}
+		event, v = "error", m
 	case e.Event.Result != nil:
 		r := e.Event.Result
 		event, v = "result", api.Envelope{Success: r.Success(), Message: r.Message(), Data: V2Data(r)}

@@ -241,9 +241,10 @@ func (v *v1) jupyterCreate(ctx *fasthttp.RequestCtx) {
 	// An empty cell starts the kernel and runs nothing (IPython does not
 	// count it). Starting may take up to the kernel start timeout.
 	c.Timeout = v.s.cfg.KernelStartTimeout + 30*time.Second
+	c.Owner = ownerOf(ctx)
 	res, ce := v.run(v.s.reqCtx(), c)
 	if ce != nil {
-		api.Fail(ctx, ce.Status, ce.Msg)
+		ce.write(ctx)
 		return
 	}
 	msg := fmt.Sprintf("kernel session %s started", c.SessionID)

@@ -95,9 +95,10 @@ func (v *v1) nodeCreate(ctx *fasthttp.RequestCtx) {
 	if c.SessionID == "" {
 		c.SessionID = jupyter.NewID()
 	}
+	c.Owner = ownerOf(ctx)
 	sess, created, ce := v.open(c)
 	if ce != nil {
-		api.Fail(ctx, ce.Status, ce.Msg)
+		ce.write(ctx)
 		return
 	}
 	msg := fmt.Sprintf("session %s created", sess.ID)
@@ -186,7 +187,7 @@ func (v *v1) nodeUpdate(ctx *fasthttp.RequestCtx) {
 	if cwd != "" {
 		res, err := sess.Execute(v.s.reqCtx(), stream.ExecRequest{Code: backend.ChdirCode("javascript", cwd), Timeout: v.s.cfg.DefaultTimeout})
 		if ce := runError(err, execCall{SessionID: sess.ID}); ce != nil {
-			api.Fail(ctx, ce.Status, ce.Msg)
+			ce.write(ctx)
 			return
 		}
 		if res.Status != stream.StatusOK {

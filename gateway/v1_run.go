@@ -4,7 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/aiod/aiod/gateway/api"
 	"github.com/aiod/aiod/stream"
 	"github.com/valyala/fasthttp"
 )
@@ -35,9 +34,10 @@ func (v *v1) run(ctx context.Context, c v1Call) (*stream.Result, *callError) {
 // runOr runs c; when it cannot run, it has answered why. The result is
 // REST's: stream text without ANSI codes (Result.Plain).
 func (v *v1) runOr(ctx *fasthttp.RequestCtx, c v1Call) (*stream.Result, bool) {
+	c.Owner = ownerOf(ctx)
 	res, ce := v.run(v.s.reqCtx(), c)
 	if ce != nil {
-		api.Fail(ctx, ce.Status, ce.Msg)
+		ce.write(ctx)
 		return nil, false
 	}
 	return res.Plain(), true

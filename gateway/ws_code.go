@@ -34,9 +34,10 @@ import (
 
 // codeWS upgrades GET /v2/code/ws.
 func (h *liveHub) codeWS(ctx *fasthttp.RequestCtx) {
+	owner := ownerOf(ctx)
 	h.upgrade(ctx, nil, func(c *websocket.Conn, fw *flushWriter, done <-chan struct{}) {
 		wc := h.newConn(c, fw, wsRouteCode)
-		cs := &codeSocket{wc: wc, watches: map[*stream.Session]*watchSub{}, follows: map[*wsFollow]struct{}{}}
+		cs := &codeSocket{wc: wc, watches: map[*stream.Session]*watchSub{}, follows: map[*wsFollow]struct{}{}, owner: owner}
 		wc.render = cs.render
 		wc.run(done, cs.read)
 		cs.stopFollowing()
@@ -49,6 +50,7 @@ func (h *liveHub) codeWS(ctx *fasthttp.RequestCtx) {
 // codeSocket is the protocol state of one /v2/code/ws socket.
 type codeSocket struct {
 	wc      *wsConn
+	owner   string                        // the caller key sessions it creates count against
 	watches map[*stream.Session]*watchSub // reader goroutine only
 	seq     map[string]int                // writer goroutine only: outputs sent per watched execution without a seq
 
@@ -141,10 +143,10 @@ func (cs *codeSocket) execute(ref json.RawMessage, b []byte) {
 		return
 	}
 	ref = append(json.RawMessage(nil), ref...)
-	call.Origin = cs
+	call.Origin, call.Owner = cs, cs.owner
 	rec, created, ce := h.s.claim(call)
 	if ce != nil {
-		cs.fail(ref, ce.Status, ce.Msg)
+		cs.failCall(ref, ce)
 		return
 	}
 	cs.accepted(ref, rec, "")
@@ -223,7 +225,7 @@ func (cs *codeSocket) follow(ref json.RawMessage, rec *stream.Record, after int)
 	detach, err := rec.Follow(after, func(e stream.Entry) {
 		switch {
 		case e.Err != nil:
-			cs.fail(ref, e.Err.Status, e.Err.Msg)
+			cs.failCall(ref, &callError{Status: e.Err.Status, Msg: e.Err.Msg, Kind: e.Err.Kind, Retry: e.Err.Retry})
 		case e.Event.Result != nil || e.Event.Out != nil:
 			cs.wc.push(wsItem{ev: e.Event, ref: ref, seq: e.Seq, execID: rec.ID})
 		default:
@@ -365,17 +367,25 @@ func (cs *codeSocket) unwatch(ref json.RawMessage, head codeHead) {
 }
 
 type wsError struct {
-	Type    string          `json:"type"`
-	ID      json.RawMessage `json:"id"`
-	Status  int             `json:"status"`
-	Message string          `json:"message"`
+	Type       string          `json:"type"`
+	ID         json.RawMessage `json:"id"`
+	Status     int             `json:"status"`
+	Message    string          `json:"message"`
+	ErrorKind  string          `json:"error_kind,omitempty"`
+	RetryAfter int             `json:"retry_after,omitempty"`
 }
 
 func (cs *codeSocket) fail(ref json.RawMessage, status int, msg string) {
+	cs.failCall(ref, &callError{Status: status, Msg: msg})
+}
+
+// failCall sends ce as an error message; a refusal by a limit carries its
+// error_kind and retry_after (seconds).
+func (cs *codeSocket) failCall(ref json.RawMessage, ce *callError) {
 	if ref == nil {
 		ref = json.RawMessage("null")
 	}
-	b, _ := json.MarshalNoEscape(wsError{"error", ref, status, msg})
+	b, _ := json.MarshalNoEscape(wsError{"error", ref, ce.Status, ce.Msg, ce.Kind, ce.Retry})
 	cs.wc.push(wsItem{raw: b})
 }
 
@@ -490,6 +500,7 @@ func (cs *codeSocket) render(it *wsItem) (websocket.MessageType, []byte, bool) {
 func (cs *codeSocket) ask(ref json.RawMessage, b []byte, inspect bool) {
 	h := cs.wc.hub
 	c, fe := h.s.parseAsk(b, inspect, "type", "id")
+	c.Owner = cs.owner
 	if fe != nil {
 		cs.fail(ref, fasthttp.StatusUnprocessableEntity, fe.Error())
 		return
@@ -502,7 +513,7 @@ func (cs *codeSocket) ask(ref json.RawMessage, b []byte, inspect bool) {
 	ok := h.goExec(func() {
 		v, ce := h.s.ask(c, do)
 		if ce != nil {
-			cs.fail(ref, ce.Status, ce.Msg)
+			cs.failCall(ref, ce)
 			return
 		}
 		fields, _ := v.(map[string]any)

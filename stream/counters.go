@@ -14,19 +14,20 @@ import (
 // metrics endpoint can serve them all. A counter with several labels joins
 // their values with Labels, in the order Families lists them.
 const (
-	StaleMessages  = "mux_stale_messages"    // label "": messages of a replaced runtime, dropped
-	WSCloses       = "ws_closes"             // labels: route, reason (slow_consumer, ping_timeout, peer_closed, ...)
-	WSDrops        = "ws_drops"              // label: why messages bound for a WebSocket were dropped
-	WSRefused      = "ws_refused"            // label: why an upgrade was refused (origin)
-	KernelDrops    = jupyter.DroppedMessages // label: bad_signature, malformed or duplicate
-	IdleReclaims   = "idle_reclaims"         // label: language
-	RuntimeDeaths  = "runtime_deaths"        // labels: language, cause (DeathCause)
-	RuntimeStarts  = "runtime_starts"        // labels: language, backend, mode (cold or pool), result (ok or failed)
-	OutputTruncate = "output_truncations"    // label ""
-	ExecutionsRun  = "executions"            // labels: language, backend, status (ok, error, timeout)
-	OutputBytes    = "output_bytes"          // label: language; bytes of output message content received
-	PoolTakes      = "pool_takes"            // labels: language, result (hit or miss)
-	HTTPRequests   = "http_requests"         // labels: route (the router's pattern), method, code
+	StaleMessages    = "mux_stale_messages"    // label "": messages of a replaced runtime, dropped
+	WSCloses         = "ws_closes"             // labels: route, reason (slow_consumer, ping_timeout, peer_closed, ...)
+	WSDrops          = "ws_drops"              // label: why messages bound for a WebSocket were dropped
+	WSRefused        = "ws_refused"            // label: why an upgrade was refused (origin)
+	KernelDrops      = jupyter.DroppedMessages // label: bad_signature, malformed or duplicate
+	IdleReclaims     = "idle_reclaims"         // label: language
+	RuntimeDeaths    = "runtime_deaths"        // labels: language, cause (DeathCause)
+	RuntimeStarts    = "runtime_starts"        // labels: language, backend, mode (cold or pool), result (ok or failed)
+	OutputTruncate   = "output_truncations"    // label ""
+	ExecutionsRun    = "executions"            // labels: language, backend, status (ok, error, timeout)
+	OutputBytes      = "output_bytes"          // label: language; bytes of output message content received
+	PoolTakes        = "pool_takes"            // labels: language, result (hit or miss)
+	HTTPRequests     = "http_requests"         // labels: route (the router's pattern), method, code
+	AdmissionRejects = "admission_rejects"     // label: reason (Reject* constants)
 )
 
 // Names of the durations aiod observes, in seconds (histograms, kept by the
@@ -60,6 +61,7 @@ var Families = map[string]Family{
 	OutputBytes:      {"Bytes of output message content received from runtimes.", []string{"language"}},
 	PoolTakes:        {"Runtime requests served by a prewarm pool (hit) or started cold because it was empty (miss).", []string{"language", "result"}},
 	HTTPRequests:     {"HTTP requests answered, by route pattern, method and status code.", []string{"route", "method", "code"}},
+	AdmissionRejects: {"Calls refused by an admission limit (session caps, the start queue), by reason.", []string{"reason"}},
 	ExecutionSeconds: {"Time from sending the code to the runtime to the result (queueing and runtime starts not included).", []string{"language", "backend"}},
 	StartSeconds:     {"Time a successful runtime start took.", []string{"language", "backend", "mode"}},
 	HTTPSeconds:      {"Time to answer an HTTP request (for a WebSocket, its upgrade).", []string{"route", "method"}},

@@ -231,6 +231,8 @@ type Entry struct {
 type RunError struct {
 	Status int
 	Msg    string
+	Kind   string // data.error_kind of the refusal (admission, start_failed), or ""
+	Retry  int    // seconds for Retry-After, or 0
 }
 
 // Record is one execution of the store.

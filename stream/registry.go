@@ -29,6 +29,7 @@ type Config struct {
 	CloseTimeout    time.Duration // bound on closing one runtime; 10 s
 	Counters        *Counters     // where sessions count; a set of its own when nil
 	Executions      ExecConfig    // what finished executions keep (LogBytes defaults to Budget)
+	Admission       Admission     // session caps and the start queue; zero values turn them off
 	Logger          *slog.Logger
 }
 
@@ -50,10 +51,13 @@ type Registry struct {
 	kernels  map[string]*Session   // by KernelID
 	temps    map[*Session]struct{} // temporary sessions not released yet
 	ended    *endedLog             // recently ended named sessions, for the next call's message
+	live     int                   // sessions counted against the caps: named ones, and temporary ones not released
+	owners   map[string]int        // live sessions by caller key
 	closing  bool
 	closed   bool // Close has waited for the background work
 
 	trim chan struct{} // pokes the memory trimmer; never closed
+	gate *gate         // bounds concurrent runtime starts; nil: unbounded
 }
 
 // NewRegistry returns a registry and starts its reaper; call Close.
@@ -84,7 +88,7 @@ func NewRegistry(cfg Config) *Registry {
 	}
 	r := &Registry{cfg: cfg, counters: cfg.Counters, execs: NewExecutions(cfg.Executions), sessions: map[sessionKey]*Session{},
 		kernels: map[string]*Session{}, temps: map[*Session]struct{}{}, trim: make(chan struct{}, 1),
-		ended: newEndedLog(endedMax, endedTTL)}
+		ended: newEndedLog(endedMax, endedTTL), owners: map[string]int{}, gate: newGate(cfg.Admission)}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.wg.Add(2)
 	go r.reap()
@@ -169,6 +173,14 @@ var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[
 // Open returns the session (lang, id), creating it with backend b when it
 // does not exist. created is true when it was made by this call.
 func (r *Registry) Open(lang, id string, b Backend) (s *Session, created bool, err error) {
+	return r.OpenFor("", lang, id, b)
+}
+
+// OpenFor is Open for the caller owner (a caller key; "" for none): a
+// session it creates counts against the session caps, and the error is a
+// *LimitError when a cap is reached. Using a session that exists is never
+// refused.
+func (r *Registry) OpenFor(owner, lang, id string, b Backend) (s *Session, created bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closing {
@@ -178,7 +190,11 @@ func (r *Registry) Open(lang, id string, b Backend) (s *Session, created bool, e
 	if s := r.sessions[k]; s != nil {
 		return s, false, nil
 	}
+	if err := r.admit(owner); err != nil {
+		return nil, false, err
+	}
 	s = r.newSession(id, b)
+	r.count(s, owner)
 	s.KernelID = strings.ToLower(id)
 	if !uuidRE.MatchString(id) || r.kernels[s.KernelID] != nil {
 		s.KernelID = jupyter.NewID()
@@ -257,6 +273,7 @@ func (r *Registry) remove(ctx context.Context, match func(*Session) bool, why st
 			gone = append(gone, s)
 			delete(r.sessions, k)
 			delete(r.kernels, s.KernelID)
+			r.uncount(s)
 			reason := s.endReason(why, now)
 			if reason != "" {
 				r.ended.add(k, reason, now)
@@ -293,13 +310,22 @@ func (r *Registry) closeAll(ctx context.Context, ss []*Session, why string, reas
 // Temp returns a temporary session for one call, registered so that Close
 // ends it; pass it to Release after the call. It fails with
 // ErrShuttingDown once Close has begun.
-func (r *Registry) Temp(b Backend) (*Session, error) {
+func (r *Registry) Temp(b Backend) (*Session, error) { return r.TempFor("", b) }
+
+// TempFor is Temp for the caller owner: the session counts against the
+// session caps until it is released, and the error is a *LimitError when a
+// cap is reached.
+func (r *Registry) TempFor(owner string, b Backend) (*Session, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closing {
 		return nil, ErrShuttingDown
 	}
+	if err := r.admit(owner); err != nil {
+		return nil, err
+	}
 	s := r.newSession("", b)
+	r.count(s, owner)
 	r.temps[s] = struct{}{}
 	return s, nil
 }
@@ -309,6 +335,9 @@ func (r *Registry) Temp(b Backend) (*Session, error) {
 // starts a moment later (releaseDelay): a process exiting costs CPU, and on
 // a small machine it would otherwise compete with writing the answer.
 func (r *Registry) Release(s *Session) {
+	r.mu.Lock()
+	r.uncount(s) // the slot is free at once; the process exits behind
+	r.mu.Unlock()
 	r.background(func() {
 		select {
 		case <-time.After(releaseDelay):

@@ -14,6 +14,18 @@ const (
 	StatusTimeout = "timeout"
 )
 
+// Kinds of failure, as Result.ErrorKind (and the answers' data.error_kind)
+// carry them. An execution that ended ok has none.
+const (
+	KindException   = "exception"     // the code raised
+	KindTimeout     = "timeout"       // the call's timeout passed (running or queued)
+	KindInterrupted = "interrupted"   // stopped on purpose: an interrupt, a restart, a delete, a cancelled call, shutdown
+	KindDied        = "runtime_died"  // the runtime died on its own; the session's state is gone
+	KindOutOfMemory = "out_of_memory" // the runtime's memory limit killed it; the session's state is gone
+	KindAdmission   = "admission"     // refused by a limit before it ran (429 or 503)
+	KindStart       = "start_failed"  // no runtime could be started (503)
+)
+
 // Result is one finished execution, ready to be rendered by any route.
 type Result struct {
 	ID             string        // msg_id of the execute_request
@@ -33,6 +45,7 @@ type Result struct {
 	Warnings       []string // about the request itself (ExecRequest.Warnings)
 	NextInput      string   // the text a set_next_input payload proposed for the next cell
 	InterruptedBy  string   // who interrupted the execution ("a timeout", Session.Interrupt's by), or ""
+	ErrorKind      string   // why it did not end ok: one of the Kind* constants; "" when Status is ok
 	Runtime        jupyter.RuntimeInfo
 }
 

@@ -55,6 +55,7 @@ const (
 	ClosedIdle     = "idle"
 	ClosedShutdown = "shutdown"
 	ClosedReleased = "released" // a temporary session after its call
+	ClosedRefused  = "refused"  // a new session whose first start an admission limit refused
 )
 
 // Session is one named runtime, keyed by (language, id), or a temporary one
@@ -70,11 +71,13 @@ type Session struct {
 	// "" for temporary sessions.
 	KernelID string
 
-	reg    *Registry
-	mux    *Mux
-	turn   chan struct{} // holding a slot means running; FIFO by channel order
-	closed chan struct{}
-	once   sync.Once
+	reg     *Registry
+	owner   string // the caller key it counts against (Registry.mu)
+	counted bool   // it counts against the session caps now (Registry.mu)
+	mux     *Mux
+	turn    chan struct{} // holding a slot means running; FIFO by channel order
+	closed  chan struct{}
+	once    sync.Once
 
 	mu         sync.Mutex // guards below
 	rt         jupyter.Runtime
@@ -220,6 +223,24 @@ func (s *Session) reapable(now time.Time) bool {
 	return s.idle > 0 && s.pending == 0 && s.attached == 0 && now.Sub(s.last) > s.idle
 }
 
+// everStarted reports whether a runtime was ever installed in s.
+func (s *Session) everStarted() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.gen != 0 || s.rt != nil
+}
+
+// reclaimIn is how long until the idle reaper may reclaim s, if nothing
+// uses it; ok is false when it is in use or never reclaimed.
+func (s *Session) reclaimIn(now time.Time) (time.Duration, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.idle <= 0 || s.pending > 0 || s.attached > 0 {
+		return 0, false
+	}
+	return s.idle - now.Sub(s.last) + s.reg.cfg.ReapInterval, true
+}
+
 func (s *Session) enter(rec *Record) {
 	rec.mu.Lock()
 	rec.sess = s
@@ -300,13 +321,13 @@ func (s *Session) Execute(ctx context.Context, req ExecRequest) (res *Result, er
 	select {
 	case s.turn <- struct{}{}:
 	case <-deadline.C:
-		res.Status, res.Queued = StatusTimeout, time.Since(arrival)
+		res.Status, res.Queued, res.ErrorKind = StatusTimeout, time.Since(arrival), KindTimeout
 		res.note(fmt.Sprintf("timed out after %s waiting behind the session's earlier calls; the code did not run", req.Timeout))
 		rec.Deliver(Event{ExecutionID: rec.ID, Result: res})
 		s.reg.executed(s, res, -1)
 		return res, nil
 	case <-rec.cancel:
-		res.Status, res.Queued = StatusError, time.Since(arrival)
+		res.Status, res.Queued, res.ErrorKind = StatusError, time.Since(arrival), KindInterrupted
 		res.note(fmt.Sprintf("execution was interrupted by %s while it waited behind the session's earlier calls; the code did not run", rec.droppedBy()))
 		rec.Deliver(Event{ExecutionID: rec.ID, Result: res})
 		s.reg.executed(s, res, -1)
@@ -338,7 +359,7 @@ func (s *Session) Execute(ctx context.Context, req ExecRequest) (res *Result, er
 	defer func() { s.reg.executed(s, res, time.Since(began)) }()
 	if err := rt.Execute(ctx, jupyter.ExecuteRequest{MsgID: res.ID, Code: req.Code}); err != nil {
 		s.discard(rt, gen, "sending to it failed: "+err.Error())
-		res.Status = StatusError
+		res.Status, res.ErrorKind = StatusError, KindDied
 		res.note("send execute request: " + err.Error())
 	} else {
 		s.wait(ctx, ex, rt, gen, deadline, req.Timeout, res)
@@ -399,9 +420,23 @@ func (s *Session) start(ctx context.Context) (jupyter.Runtime, uint64, error) {
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
+	release, err := s.reg.gate.acquire(sctx)
+	if err != nil {
+		if le, ok := err.(*LimitError); ok {
+			s.reg.counters.Count(AdmissionRejects, le.Reason, 1)
+			if s.ID != "" && !s.everStarted() {
+				// Refused before it ever ran: the session is not kept
+				// (it would hold a slot of the session cap for nothing).
+				s.reg.remove(s.reg.ctx, func(x *Session) bool { return x == s }, ClosedRefused)
+			}
+			return nil, 0, le
+		}
+		return nil, 0, &StartError{Err: err}
+	}
 	sctx, how := withStartMode(sctx)
 	began := time.Now()
 	rt, err := s.Backend.Start(sctx, s.mux.Handler(gen))
+	release()
 	s.reg.started(s, how.mode(), time.Since(began), err)
 	if err != nil {
 		s.mu.Lock()
@@ -506,11 +541,11 @@ func (s *Session) wait(ctx context.Context, ex *Execution, rt jupyter.Runtime, g
 			s.died(rt, gen, res)
 			return
 		case <-deadline.C:
-			res.Status = StatusTimeout
+			res.Status, res.ErrorKind = StatusTimeout, KindTimeout
 			s.stop(ex, rt, gen, res, fmt.Sprintf("execution timed out after %s", timeout), "a timeout")
 			return
 		case <-ctx.Done():
-			res.Status = StatusError
+			res.Status, res.ErrorKind = StatusError, KindInterrupted
 			s.stop(ex, rt, gen, res, fmt.Sprintf("the call was cancelled (%v)", context.Cause(ctx)), "a cancelled call")
 			return
 		}
@@ -533,7 +568,7 @@ func closedNote(why string) string {
 }
 
 func (s *Session) died(rt jupyter.Runtime, gen uint64, res *Result) {
-	res.Status = StatusError
+	res.Status, res.ErrorKind = StatusError, KindInterrupted
 	select {
 	case <-s.closed:
 		s.mu.Lock()
@@ -555,8 +590,15 @@ func (s *Session) died(rt jupyter.Runtime, gen uint64, res *Result) {
 		return
 	}
 	cause := rt.Err()
-	s.discard(rt, gen, fmt.Sprintf("the previous %s died (%v)", s.kind(), cause))
+	res.ErrorKind = KindDied
 	msg := fmt.Sprintf("the %s died during execution: %v", s.kind(), cause)
+	lost := fmt.Sprintf("the previous %s died (%v)", s.kind(), cause)
+	if d := deadError(cause); d != nil && d.Kind == jupyter.DeathOutOfMemory {
+		res.ErrorKind = KindOutOfMemory
+		msg = fmt.Sprintf("the %s was killed by its memory limit (%s) during execution; the session's state was lost", s.kind(), d.Limit)
+		lost = fmt.Sprintf("the previous %s was killed by its memory limit (%s)", s.kind(), d.Limit)
+	}
+	s.discard(rt, gen, lost)
 	if s.ID != "" {
 		msg += "; the next call on this session starts a fresh one"
 	}
@@ -648,6 +690,12 @@ func (s *Session) finish(ex *Execution, res *Result) {
 	}
 	if res.Status != StatusError {
 		return
+	}
+	if res.ErrorKind == "" {
+		res.ErrorKind = KindException
+		if ex.interruptBy != "" {
+			res.ErrorKind = KindInterrupted
+		}
 	}
 	var first string
 	switch e := res.FirstError(); {

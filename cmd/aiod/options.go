@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/aiod/aiod/gateway"
+	"github.com/aiod/aiod/stream"
+	"github.com/aiod/aiod/stream/backend"
 	"github.com/aiod/aiod/stream/backend/isolate"
 )
 
@@ -63,6 +65,11 @@ type options struct {
 	runtimeCPU         float64 // cores per runtime; 0 none
 	runtimeUser        string
 	runtimeEnvAllow    string
+	maxSessions        int // -1: auto
+	maxSessionsPerKey  int
+	maxStarts          int // -1: auto
+	startQueue         int
+	startQueueWait     time.Duration
 }
 
 // setting is one flag with its variable, for parsing and for --help.
@@ -120,6 +127,11 @@ func (o *options) settings() []setting {
 		{"execution-retention", "AIO_EXECUTION_RETENTION", "600", "seconds a finished execution's outputs and result are kept for GET /v2/code/executions/{id}, resume and retries", secSetter(&o.execRetention)},
 		{"execution-retention-bytes", "AIO_EXECUTION_RETENTION_BYTES", "268435456", "bytes all finished executions may hold; the oldest are evicted first", intSetter(&o.execRetentionBytes)},
 		{"ws-queue-limit", "AIO_WS_QUEUE_LIMIT", "16777216", "bytes that may wait for one WebSocket; a socket that stops reading is closed with 1008 past it", intSetter(&o.wsQueueBytes)},
+		{"max-sessions", "AIO_MAX_SESSIONS", "auto", "live sessions of all kinds (named and one-shot, starting ones included, prewarm pools not) before new ones get 429; auto derives it from the machine's memory (README: Limits and isolation); 0 means no cap", limitSetter(&o.maxSessions, true)},
+		{"max-sessions-per-key", "AIO_MAX_SESSIONS_PER_KEY", "0", "the same cap for one caller when credentials are required (the JWT sub, or the token); 0 means none", limitSetter(&o.maxSessionsPerKey, false)},
+		{"max-concurrent-starts", "AIO_MAX_CONCURRENT_STARTS", "auto", "runtime starts running at once; others wait in line, first come first served; auto is one per core, at least 2", limitSetter(&o.maxStarts, true)},
+		{"start-queue", "AIO_START_QUEUE", "512", "runtime starts that may wait for a start slot; past it a start is refused at once with 503 and Retry-After", limitSetter(&o.startQueue, false)},
+		{"start-queue-timeout", "AIO_START_QUEUE_TIMEOUT", "60", "seconds a runtime start may wait for a start slot before the call gets 503 and Retry-After", secSetter(&o.startQueueWait)},
 		{"token", "AIO_TOKEN", "", "API token required on every route but /healthz (Authorization: Bearer, or ?token=)", strSetter(&o.token)},
 		{"jwt-public-key", "AIO_JWT_PUBLIC_KEY", "", "PEM public key, or its base64, verifying Authorization: Bearer JWTs (RS*, PS*, ES*, EdDSA; exp required); also read from JWT_PUBLIC_KEY", strSetter(&o.jwtPublicKey)},
 		{"ticket-ttl", "AIO_TICKET_TTL_SECONDS", "30", "seconds a single-use ticket from POST /tickets lives; also read from TICKET_TTL_SECONDS", secSetter(&o.ticketTTL)},
@@ -159,6 +171,30 @@ func intSetter(p *int) setter {
 		n, err := strconv.Atoi(v)
 		if err != nil || n <= 0 {
 			return fmt.Errorf("want a positive integer, got %q", v)
+		}
+		*p = n
+		return nil
+	}}
+}
+
+// limitSetter reads a count of 0 or more, or "auto" (stored as -1) when
+// auto is allowed.
+func limitSetter(p *int, auto bool) setter {
+	kind := "count"
+	if auto {
+		kind = "auto|count"
+	}
+	return setter{kind, func(v string) error {
+		if auto && v == "auto" {
+			*p = -1
+			return nil
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > 1_000_000 {
+			if auto {
+				return fmt.Errorf("want auto or an integer from 0 to 1000000, got %q", v)
+			}
+			return fmt.Errorf("want an integer from 0 to 1000000, got %q", v)
 		}
 		*p = n
 		return nil
@@ -401,6 +437,9 @@ func (o *options) check(name func(flag string) string) error {
 				name("runtime-user"), o.runtimeUser, os.Geteuid(), name("runtime-user"))}
 		}
 	}
+	if o.maxStarts == 0 {
+		return &usageError{fmt.Sprintf("%s 0: no runtime could ever start; set it to auto or 1 or more", name("max-concurrent-starts"))}
+	}
 	if o.workdir != "" {
 		fi, err := os.Stat(o.workdir)
 		switch {
@@ -448,6 +487,7 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 		JupyterStartTimeout: o.jupyterStart, JupyterProbeInterval: o.jupyterProbe,
 		WSQueueBytes: o.wsQueueBytes, NoAccessLog: !o.accessLog, MetricsPublic: o.metricsPublic,
 		ExecutionRetention: o.execRetention, ExecutionRetentionBytes: o.execRetentionBytes,
+		Admission: o.admission(),
 	}
 	c.Isolation.MemoryBytes, c.Isolation.Pids, c.Isolation.CPU = o.runtimeMemory, o.runtimePids, o.runtimeCPU
 	c.Isolation.User, c.Isolation.EnvAllow = o.runtimeUser, splitList(o.runtimeEnvAllow)
@@ -455,6 +495,19 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 		c.Isolation.EnvAllow = []string{} // given empty: nothing passes
 	}
 	return c
+}
+
+// admission is the session caps and start queue, with auto resolved.
+func (o *options) admission() stream.Admission {
+	a := stream.Admission{MaxSessions: o.maxSessions, MaxSessionsPerKey: o.maxSessionsPerKey,
+		MaxStarts: o.maxStarts, StartQueue: o.startQueue, StartQueueWait: o.startQueueWait}
+	if a.MaxSessions < 0 {
+		a.MaxSessions = backend.DefaultMaxSessions(o.kernelStart)
+	}
+	if a.MaxStarts < 0 {
+		a.MaxStarts = backend.DefaultMaxStarts()
+	}
+	return a
 }
 
 func splitList(s string) []string {

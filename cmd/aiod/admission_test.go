@@ -1,0 +1,318 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aiod/aiod/kernel/kerneltest"
+)
+
+// rawAnswer is one HTTP answer as the admission tests read it.
+type rawAnswer struct {
+	status int
+	retry  string // the Retry-After header
+	body   map[string]any
+	raw    string
+	err    error
+}
+
+// post sends a JSON body and returns the answer whatever its status.
+func (d *daemon) post(ctx context.Context, path string, body any) rawAnswer {
+	b, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url+path, bytes.NewReader(b))
+	if err != nil {
+		return rawAnswer{err: err}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if d.token != "" {
+		req.Header.Set("Authorization", "Bearer "+d.token)
+	}
+	resp, err := d.client.Do(req)
+	if err != nil {
+		return rawAnswer{err: err}
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	a := rawAnswer{status: resp.StatusCode, retry: resp.Header.Get("Retry-After"), raw: string(raw), err: err}
+	_ = json.Unmarshal(raw, &a.body)
+	return a
+}
+
+// errorKind is data.error_kind of an envelope answer, or "".
+func (a rawAnswer) errorKind() string {
+	data, _ := a.body["data"].(map[string]any)
+	k, _ := data["error_kind"].(string)
+	return k
+}
+
+// TestMaxSessionsRefusesPastTheCap opens 20 sessions at once with
+// --max-sessions 8: 8 run, 12 get 429 with Retry-After and a message that
+// names the limit and the count, on v2; v1 and the Jupyter API refuse in
+// their own shapes; a delete frees a slot at once.
+func TestMaxSessionsRefusesPastTheCap(t *testing.T) {
+	d := startDaemon(t, "--max-sessions", "8", "--code-backend", "kernel")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	answers := make([]rawAnswer, 20)
+	var wg sync.WaitGroup
+	for i := range answers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answers[i] = d.post(ctx, "/v2/code/execute", map[string]any{
+				"language": "python", "code": "print('up')", "session_id": fmt.Sprintf("cap-%02d", i), "timeout": 120})
+		}()
+	}
+	wg.Wait()
+	var ok, refused []int
+	for i, a := range answers {
+		switch {
+		case a.err != nil:
+			t.Fatalf("session %d: %v", i, a.err)
+		case a.status == http.StatusOK && a.body["success"] == true:
+			ok = append(ok, i)
+		case a.status == http.StatusTooManyRequests:
+			refused = append(refused, i)
+			msg, _ := a.body["message"].(string)
+			if n, err := strconv.Atoi(a.retry); err != nil || n < 1 {
+				t.Errorf("429 without a Retry-After in seconds: %q", a.retry)
+			}
+			if !strings.Contains(msg, "8 sessions are live") || !strings.Contains(msg, "--max-sessions 8") {
+				t.Errorf("429 message does not name the limit and the count: %q", msg)
+			}
+			if a.errorKind() != "admission" {
+				t.Errorf("429 error_kind %q: %s", a.errorKind(), a.raw)
+			}
+		default:
+			t.Errorf("session %d: status %d: %s", i, a.status, a.raw)
+		}
+	}
+	if len(ok) != 8 || len(refused) != 12 {
+		t.Fatalf("%d answered, %d refused; want 8 and 12", len(ok), len(refused))
+	}
+	pids := d.sessionPIDs(ctx)
+	if len(pids) != 8 {
+		t.Errorf("%d sessions with a runtime, want 8: %v", len(pids), pids)
+	}
+
+	// A session that exists keeps working at the cap; v1 and the Jupyter
+	// API refuse a new one in their shapes.
+	id := fmt.Sprintf("cap-%02d", ok[0])
+	if out := d.execute(ctx, id, "print('still')", 60); out.Stdout != "still\n" {
+		t.Errorf("existing session at the cap: %q", out.Stdout)
+	}
+	v1 := d.post(ctx, "/v1/code/execute", map[string]any{"language": "python", "code": "print(1)", "session_id": "v1-new"})
+	if v1.status != http.StatusTooManyRequests || v1.retry == "" || v1.body["success"] != false {
+		t.Errorf("v1 over the cap: %d retry %q %s", v1.status, v1.retry, v1.raw)
+	}
+	one := d.post(ctx, "/v2/code/execute", map[string]any{"language": "python", "code": "print(1)"})
+	if one.status != http.StatusTooManyRequests {
+		t.Errorf("one-shot over the cap: %d %s", one.status, one.raw)
+	}
+	jk := d.post(ctx, "/api/kernels", map[string]any{"name": "python3"})
+	if jk.status != http.StatusForbidden || jk.body["reason"] != "Resource Limit" || jk.retry == "" {
+		t.Errorf("Jupyter API over the cap: %d retry %q %s", jk.status, jk.retry, jk.raw)
+	}
+
+	var info envelope[struct {
+		Limits struct {
+			MaxSessions  int `json:"max_sessions"`
+			LiveSessions int `json:"live_sessions"`
+		} `json:"limits"`
+	}]
+	d.do(ctx, http.MethodGet, "/v2/code/info", nil, &info)
+	if info.Data.Limits.MaxSessions != 8 || info.Data.Limits.LiveSessions != 8 {
+		t.Errorf("info limits: %+v", info.Data.Limits)
+	}
+
+	var del envelope[any]
+	d.do(ctx, http.MethodDelete, "/v2/code/sessions/"+id, nil, &del)
+	if out := d.execute(ctx, "after-delete", "print('in')", 60); out.Stdout != "in\n" {
+		t.Errorf("after a delete: %q", out.Stdout)
+	}
+	d.sessionPIDs(ctx) // remembered, so that stop checks none outlives the daemon
+	var m strings.Builder
+	resp, err := d.client.Get(d.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(&m, resp.Body)
+	resp.Body.Close()
+	if !strings.Contains(m.String(), `aiod_admission_rejects_total{reason="max_sessions"} 15`) {
+		t.Errorf("metrics do not count 15 refusals (12 + v1 + one-shot + Jupyter API):\n%s", grepLines(m.String(), "admission"))
+	}
+}
+
+// TestBurstOf200NewSessions opens 200 sessions at once with the default
+// settings: every call is answered (200) or refused (429 or 503 with
+// Retry-After), none hangs, and after the deletes no runtime is left.
+func TestBurstOf200NewSessions(t *testing.T) {
+	d := startDaemon(t, "--code-backend", "kernel")
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	// One session first, deleted, so that the kernel template exists
+	// before the count.
+	d.execute(ctx, "warm", "print(1)", 60)
+	var del envelope[any]
+	d.do(ctx, http.MethodDelete, "/v2/code/sessions/warm", nil, &del)
+	time.Sleep(time.Second)
+	before := len(kerneltest.Descendants(d.cmd.Process.Pid))
+
+	const n = 200
+	answers := make([]rawAnswer, n)
+	var wg sync.WaitGroup
+	began := time.Now()
+	for i := range answers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			actx, acancel := context.WithTimeout(ctx, 5*time.Minute)
+			defer acancel()
+			answers[i] = d.post(actx, "/v2/code/execute", map[string]any{
+				"language": "python", "code": "print(1)", "session_id": fmt.Sprintf("burst-%03d", i), "timeout": 60})
+		}()
+	}
+	wg.Wait()
+	took := time.Since(began)
+	counts := map[int]int{}
+	for i, a := range answers {
+		if a.err != nil {
+			t.Fatalf("session %d hung or failed: %v", i, a.err)
+		}
+		counts[a.status]++
+		switch a.status {
+		case http.StatusOK:
+			if a.body["success"] != true {
+				t.Errorf("session %d: %s", i, a.raw)
+			}
+		case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+			if a.retry == "" || a.errorKind() != "admission" {
+				t.Errorf("session %d refused without Retry-After or kind: %q %s", i, a.retry, a.raw)
+			}
+		default:
+			t.Errorf("session %d: status %d: %s", i, a.status, a.raw)
+		}
+	}
+	t.Logf("200 new sessions at once: %v in %s", counts, took.Round(time.Millisecond))
+	pids := d.sessionPIDs(ctx)
+	if len(pids) != counts[http.StatusOK] {
+		t.Errorf("%d sessions have a runtime, %d were answered: a refused start was left half-started", len(pids), counts[http.StatusOK])
+	}
+	d.deleteAll(ctx, n, "burst-%03d")
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		left := 0
+		for _, pid := range pids {
+			if exists(pid) {
+				left++
+			}
+		}
+		if left == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d runtimes left 60 s after the deletes", left)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if after := len(kerneltest.Descendants(d.cmd.Process.Pid)); after > before {
+		t.Errorf("aiod has %d descendant processes after the deletes, %d before the burst", after, before)
+	}
+}
+
+// deleteAll deletes the sessions fmt.Sprintf(pattern, 0..n-1), 16 at a
+// time (each delete waits for its runtime to exit).
+func (d *daemon) deleteAll(ctx context.Context, n int, pattern string) {
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, d.url+"/v2/code/sessions/"+fmt.Sprintf(pattern, i), nil)
+			resp, err := d.client.Do(req)
+			if err != nil {
+				d.t.Errorf("delete: %v", err)
+				return
+			}
+			resp.Body.Close()
+		}()
+	}
+	wg.Wait()
+}
+
+// TestStartQueueRefusesPastItsBound opens 20 sessions at once through one
+// start slot and a queue of 4: the first ones start, the others are
+// refused with 503, Retry-After and a message naming the queue's flag; no
+// refused call leaves a runtime behind.
+func TestStartQueueRefusesPastItsBound(t *testing.T) {
+	d := startDaemon(t, "--code-backend", "kernel", "--max-concurrent-starts", "1", "--start-queue", "4", "--start-queue-timeout", "30")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	answers := make([]rawAnswer, 20)
+	var wg sync.WaitGroup
+	for i := range answers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			answers[i] = d.post(ctx, "/v2/code/execute", map[string]any{
+				"language": "python", "code": "print(1)", "session_id": fmt.Sprintf("q-%02d", i), "timeout": 60})
+		}()
+	}
+	wg.Wait()
+	ok, refused := 0, 0
+	for i, a := range answers {
+		switch {
+		case a.err != nil:
+			t.Fatalf("session %d: %v", i, a.err)
+		case a.status == http.StatusOK:
+			ok++
+		case a.status == http.StatusServiceUnavailable:
+			refused++
+			msg, _ := a.body["message"].(string)
+			if a.retry == "" || a.errorKind() != "admission" || !strings.Contains(msg, "--start-queue") {
+				t.Errorf("503 without Retry-After, kind or flag: %q %s", a.retry, a.raw)
+			}
+		default:
+			t.Errorf("session %d: %d %s", i, a.status, a.raw)
+		}
+	}
+	t.Logf("through 1 slot and a queue of 4: %d started, %d refused", ok, refused)
+	if ok < 5 || refused == 0 {
+		t.Errorf("%d started, %d refused: want at least the slot and the queue started, and some refused", ok, refused)
+	}
+	if pids := d.sessionPIDs(ctx); len(pids) != ok {
+		t.Errorf("%d runtimes for %d started sessions", len(pids), ok)
+	}
+	// The refused sessions are not left registered: the same ids work now.
+	var list envelope[struct {
+		Sessions []any `json:"sessions"`
+	}]
+	d.do(ctx, http.MethodGet, "/v2/code/sessions", nil, &list)
+	if len(list.Data.Sessions) != ok {
+		t.Errorf("%d sessions listed, %d started", len(list.Data.Sessions), ok)
+	}
+	d.deleteAll(ctx, len(answers), "q-%02d")
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

@@ -1,0 +1,198 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aiod/aiod/kernel/jupyter"
+)
+
+// The gate grants slots in arrival order, refuses at once past its queue
+// and refuses a start that waited too long; a refusal says the limit, the
+// flag and when to retry.
+func TestGateFairBoundedAndTimed(t *testing.T) {
+	g := newGate(Admission{MaxStarts: 1, StartQueue: 3, StartQueueWait: 2 * time.Second})
+	first, err := g.acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rel, err := g.acquire(context.Background())
+			if err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			time.Sleep(10 * time.Millisecond)
+			rel()
+		}()
+		waitFor(t, func() bool { return g.stats().Queued == i+1 }) // arrival order is i
+	}
+	_, err = g.acquire(context.Background())
+	var le *LimitError
+	if !errors.As(err, &le) || le.Status != 503 || le.Reason != RejectQueueFull || !strings.Contains(le.Msg, "--start-queue 3") || le.RetrySeconds() < 1 {
+		t.Fatalf("past the queue: %v", err)
+	}
+	first()
+	wg.Wait()
+	if len(order) != 3 || order[0] != 0 || order[1] != 1 || order[2] != 2 {
+		t.Errorf("grant order %v, want [0 1 2]", order)
+	}
+	if st := g.stats(); st.Starting != 0 || st.Queued != 0 {
+		t.Errorf("after all released: %+v", st)
+	}
+
+	g = newGate(Admission{MaxStarts: 1, StartQueue: 3, StartQueueWait: 200 * time.Millisecond})
+	hold, _ := g.acquire(context.Background())
+	defer hold()
+	began := time.Now()
+	_, err = g.acquire(context.Background())
+	if !errors.As(err, &le) || le.Reason != RejectQueueWait || !strings.Contains(le.Msg, "--start-queue-timeout") {
+		t.Fatalf("waited past the deadline: %v", err)
+	}
+	if took := time.Since(began); took < 200*time.Millisecond || took > 2*time.Second {
+		t.Errorf("refused after %s, want about 200ms", took)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := g.acquire(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled wait: %v", err)
+	}
+	if st := g.stats(); st.Queued != 0 {
+		t.Errorf("a refused waiter stayed in line: %+v", st)
+	}
+}
+
+func waitFor(t *testing.T, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not reached in 5 s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// The session caps count named and one-shot sessions, per caller too; a
+// delete or a release frees a slot at once, and using an existing session
+// is never refused.
+func TestSessionCaps(t *testing.T) {
+	fs := &fakes{}
+	reg := NewRegistry(Config{Admission: Admission{MaxSessions: 3, MaxSessionsPerKey: 2}})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = reg.Close(ctx)
+	})
+	b := fs.backend()
+	if _, _, err := reg.OpenFor("alice", "python", "a1", b); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := reg.OpenFor("alice", "python", "a2", b); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := reg.OpenFor("alice", "python", "a3", b)
+	var le *LimitError
+	if !errors.As(err, &le) || le.Status != 429 || le.Reason != RejectSessionsKey ||
+		!strings.Contains(le.Msg, "has 2 live sessions") || !strings.Contains(le.Msg, "--max-sessions-per-key 2") {
+		t.Fatalf("third for one caller: %v", err)
+	}
+	if _, created, err := reg.OpenFor("alice", "python", "a1", b); err != nil || created {
+		t.Fatalf("reusing a session: created=%v %v", created, err)
+	}
+	tmp, err := reg.TempFor("bob", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = reg.OpenFor("carol", "python", "c1", b)
+	if !errors.As(err, &le) || le.Reason != RejectSessions || !strings.Contains(le.Msg, "3 sessions are live") ||
+		!strings.Contains(le.Msg, "--max-sessions 3") || le.RetrySeconds() > 2 {
+		t.Fatalf("over the cap with a one-shot in flight: %v (retry %d s)", err, le.RetrySeconds())
+	}
+	if _, err := reg.TempFor("carol", b); !errors.As(err, &le) {
+		t.Fatalf("a one-shot over the cap: %v", err)
+	}
+	reg.Release(tmp)
+	if _, _, err := reg.OpenFor("carol", "python", "c1", b); err != nil {
+		t.Fatalf("after a release: %v", err)
+	}
+	if !reg.DeleteOne(context.Background(), "python", "a1") {
+		t.Fatal("delete a1")
+	}
+	if _, _, err := reg.OpenFor("alice", "python", "a3", b); err != nil {
+		t.Fatalf("after a delete: %v", err)
+	}
+	if st := reg.AdmissionStats(); st.Live != 3 {
+		t.Errorf("live %d, want 3", st.Live)
+	}
+	if n := reg.Counters().Get(AdmissionRejects, RejectSessions) + reg.Counters().Get(AdmissionRejects, RejectSessionsKey); n != 3 {
+		t.Errorf("rejects counted %d, want 3", n)
+	}
+}
+
+// Error kinds: a raised exception, a timeout, an interrupt and a death by
+// the memory limit are told apart; the next call after the memory death
+// runs fresh and says why.
+func TestErrorKinds(t *testing.T) {
+	fs := &fakes{}
+	reg := fakeRegistry(t, fs)
+	sess, _, _ := reg.Open("python", "k", fs.backend())
+	fs.setScript(func(f *fakeRuntime, req jupyter.ExecuteRequest) {
+		f.status(req, jupyter.StateBusy)
+		f.publish(req, jupyter.IOPub, jupyter.MsgError, map[string]any{"ename": "ValueError", "evalue": "x", "traceback": []string{}})
+		f.status(req, jupyter.StateIdle)
+		f.reply(req, "error")
+	})
+	res, _ := sess.Execute(context.Background(), ExecRequest{Code: "raise", Timeout: 5 * time.Second})
+	if res.ErrorKind != KindException {
+		t.Errorf("exception: kind %q", res.ErrorKind)
+	}
+	oom := &fakes{script: func(f *fakeRuntime, req jupyter.ExecuteRequest) {
+		f.status(req, jupyter.StateBusy)
+		f.end(&jupyter.DeadError{Runtime: "kernel", Cause: "killed by signal SIGKILL", ExitCode: -1, Signal: "SIGKILL",
+			Kind: jupyter.DeathOutOfMemory, Limit: "512 MiB (--runtime-memory-limit)"})
+	}}
+	s2, _, _ := reg.Open("python", "oom", oom.backend())
+	res, _ = s2.Execute(context.Background(), ExecRequest{Code: "x = bytearray(2 << 30)", Timeout: 5 * time.Second})
+	if res.ErrorKind != KindOutOfMemory || !strings.Contains(res.Message(), "killed by its memory limit (512 MiB (--runtime-memory-limit))") ||
+		!strings.Contains(res.Message(), "state was lost") {
+		t.Fatalf("oom: kind %q %q", res.ErrorKind, res.Message())
+	}
+	oom.setScript(nil)
+	res, _ = s2.Execute(context.Background(), ExecRequest{Code: "pass", Timeout: 5 * time.Second})
+	if !res.Fresh || res.ErrorKind != "" || !strings.Contains(res.Message(), "memory limit") {
+		t.Fatalf("after oom: fresh=%v kind %q %q", res.Fresh, res.ErrorKind, res.Message())
+	}
+	fs.setScript(hangs)
+	s3, _, _ := reg.Open("python", "t", fs.backend())
+	res, _ = s3.Execute(context.Background(), ExecRequest{Code: "loop", Timeout: 100 * time.Millisecond})
+	if res.Status != StatusTimeout || res.ErrorKind != KindTimeout {
+		t.Errorf("timeout: %s kind %q", res.Status, res.ErrorKind)
+	}
+	done := make(chan *Result, 1)
+	go func() {
+		r, _ := s3.Execute(context.Background(), ExecRequest{Code: "loop", Timeout: 10 * time.Second})
+		done <- r
+	}()
+	waitFor(t, func() bool { return s3.Busy() && s3.Runtime() != nil })
+	time.Sleep(50 * time.Millisecond)
+	if err := s3.Interrupt(context.Background(), "a test"); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-done; r.ErrorKind != KindInterrupted {
+		t.Errorf("interrupted: %s kind %q %q", r.Status, r.ErrorKind, r.Message())
+	}
+}
