@@ -41,9 +41,9 @@ type NodeRun struct {
 	// Credential runs node as that user (its code file is handed to it);
 	// nil is aiod's user.
 	Credential *syscall.Credential
-	// Started, when set, is called with node's pid right after it starts,
-	// before it has read its code (to put it under limits); an error kills
-	// it and is returned.
+	// Started, when set, is called with node's pid right after it starts
+	// (to put it under limits): node takes tens of milliseconds to boot
+	// before it runs the code. An error kills it and is returned.
 	Started func(pid int) error
 }
 
