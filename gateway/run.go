@@ -53,7 +53,7 @@ func (ce *callError) write(ctx *fasthttp.RequestCtx) {
 		ctx.Response.Header.Set("Retry-After", strconv.Itoa(ce.Retry))
 	}
 	if ce.Kind == "" {
-		ce.write(ctx)
+		api.Fail(ctx, ce.Status, ce.Msg)
 		return
 	}
 	api.WriteJSON(ctx, ce.Status, api.Envelope{Success: false, Message: ce.Msg, Data: ce.data()})
