@@ -23,7 +23,8 @@ type codeInterpreter struct {
 	Limits        limits                         `json:"limits"`
 	Pools         map[string]stream.PoolStats    `json:"pools"`
 	KernelStart   backend.KernelStart            `json:"kernel_start"`
-	Remote        *backend.RemoteInfo            `json:"remote"` // AIO_JUPYTER_ENDPOINT; null when not set
+	Isolation     backend.IsolationReport        `json:"isolation"` // limits, user and environment of local runtimes
+	Remote        *backend.RemoteInfo            `json:"remote"`    // AIO_JUPYTER_ENDPOINT; null when not set
 }
 
 // pythonBackend is the backend new Python sessions get on the code routes
@@ -79,6 +80,7 @@ func (s *Server) codeInterpreter() codeInterpreter {
 		Limits:        s.limits(),
 		Pools:         s.rt.PoolStats(),
 		KernelStart:   s.rt.KernelStart(),
+		Isolation:     s.rt.Isolation(),
 		Remote:        s.rt.Remote(),
 	}
 	for _, k := range env.Kernels {
@@ -166,6 +168,7 @@ func (s *Server) v2CodeInfo(ctx *fasthttp.RequestCtx) {
 		"limits":              l,
 		"pools":               s.rt.PoolStats(),
 		"kernel_start":        s.rt.KernelStart(),
+		"isolation":           s.rt.Isolation(),
 		"executions":          s.executionStats(),
 		"warnings":            append([]string{}, s.env.Warnings...),
 	})

@@ -27,38 +27,39 @@ var Version = "0.1.0"
 // Config is everything the gateway needs. Zero values take the defaults
 // documented on each field (the daemon's flags set them all).
 type Config struct {
-	DefaultTimeout          time.Duration    // 30 s
-	MaxTimeout              time.Duration    // 900 s
-	KernelIdle              time.Duration    // 300 s: idle kernel sessions are reclaimed
-	NativeIdle              time.Duration    // 1800 s: idle native REPL sessions are reclaimed
-	OutputBudget            int              // bytes of output kept per execution; 8 MiB
-	MaxBody                 int              // largest request body; 64 MiB
-	CodeBackend             string           // auto, native or kernel
-	KernelName              string           // kernelspec for Python; "" picks python3 or the first ipykernel
-	KernelStartTimeout      time.Duration    // 60 s
-	Workdir                 string           // working directory of runtimes; "" is the daemon's
-	ReapInterval            time.Duration    // how often idle sessions are looked for; 5 s
-	JupyterEndpoint         string           // AIO_JUPYTER_ENDPOINT: a Jupyter server to run Python kernels on
-	JupyterToken            string           // its token, sent as "Authorization: token T"
-	JupyterKernel           string           // kernelspec on that server; "" is its default
-	JupyterStartTimeout     time.Duration    // bound on a remote kernel start; 120 s
-	JupyterProbeInterval    time.Duration    // how often the server is probed; 30 s
-	KernelPrewarm           int              // Python kernels kept started and ready; 0 none
-	CodePrewarm             int              // native REPL processes kept ready per language; 0 none
-	NoKernelWarmup          bool             // do not import pandas and matplotlib in pooled kernels (nor in kernel templates)
-	KernelStart             string           // fork (from a warm template per kernelspec) or spawn; "" is fork
-	KernelTransport         string           // ipc or tcp for local kernels; "" is ipc for ipykernel specs, tcp for others
-	WSQueueBytes            int              // bytes that may wait for one WebSocket before it is cut; 16 MiB
-	NoAccessLog             bool             // do not log a line per request (--access-log=false)
-	MetricsPublic           bool             // serve /metrics without credentials
-	ExecutionRetention      time.Duration    // how long a finished execution is kept; 10 min
-	ExecutionRetentionBytes int              // bytes all finished executions may hold; 256 MiB
-	Admission               stream.Admission // session caps and the start queue; zero values turn them off
-	Token                   string           // when set, every route but /healthz requires it (or a JWT, or a ticket)
-	AllowedOrigins          []string         // origins allowed on state-changing requests and WebSockets besides the request's own; "*" allows any
-	AllowedHosts            []string         // Host names allowed besides loopback and the daemon's own addresses; "*" turns the check off
-	JWTPublicKey            string           // PEM public key (or its base64) verifying bearer JWTs; "" for none
-	TicketTTL               time.Duration    // lifetime of a ticket from POST /tickets; 30 s
+	DefaultTimeout          time.Duration     // 30 s
+	MaxTimeout              time.Duration     // 900 s
+	KernelIdle              time.Duration     // 300 s: idle kernel sessions are reclaimed
+	NativeIdle              time.Duration     // 1800 s: idle native REPL sessions are reclaimed
+	OutputBudget            int               // bytes of output kept per execution; 8 MiB
+	MaxBody                 int               // largest request body; 64 MiB
+	CodeBackend             string            // auto, native or kernel
+	KernelName              string            // kernelspec for Python; "" picks python3 or the first ipykernel
+	KernelStartTimeout      time.Duration     // 60 s
+	Workdir                 string            // working directory of runtimes; "" is the daemon's
+	ReapInterval            time.Duration     // how often idle sessions are looked for; 5 s
+	JupyterEndpoint         string            // AIO_JUPYTER_ENDPOINT: a Jupyter server to run Python kernels on
+	JupyterToken            string            // its token, sent as "Authorization: token T"
+	JupyterKernel           string            // kernelspec on that server; "" is its default
+	JupyterStartTimeout     time.Duration     // bound on a remote kernel start; 120 s
+	JupyterProbeInterval    time.Duration     // how often the server is probed; 30 s
+	KernelPrewarm           int               // Python kernels kept started and ready; 0 none
+	CodePrewarm             int               // native REPL processes kept ready per language; 0 none
+	NoKernelWarmup          bool              // do not import pandas and matplotlib in pooled kernels (nor in kernel templates)
+	KernelStart             string            // fork (from a warm template per kernelspec) or spawn; "" is fork
+	KernelTransport         string            // ipc or tcp for local kernels; "" is ipc for ipykernel specs, tcp for others
+	WSQueueBytes            int               // bytes that may wait for one WebSocket before it is cut; 16 MiB
+	NoAccessLog             bool              // do not log a line per request (--access-log=false)
+	MetricsPublic           bool              // serve /metrics without credentials
+	ExecutionRetention      time.Duration     // how long a finished execution is kept; 10 min
+	ExecutionRetentionBytes int               // bytes all finished executions may hold; 256 MiB
+	Admission               stream.Admission  // session caps and the start queue; zero values turn them off
+	Token                   string            // when set, every route but /healthz requires it (or a JWT, or a ticket)
+	AllowedOrigins          []string          // origins allowed on state-changing requests and WebSockets besides the request's own; "*" allows any
+	AllowedHosts            []string          // Host names allowed besides loopback and the daemon's own addresses; "*" turns the check off
+	JWTPublicKey            string            // PEM public key (or its base64) verifying bearer JWTs; "" for none
+	TicketTTL               time.Duration     // lifetime of a ticket from POST /tickets; 30 s
+	Isolation               backend.Isolation // per-runtime limits, runtime user and environment allow list of local runtimes
 	Logger                  *slog.Logger
 }
 
@@ -130,6 +131,7 @@ func New(cfg Config) (*Server, error) {
 		JupyterProbeInterval: cfg.JupyterProbeInterval, KernelPrewarm: cfg.KernelPrewarm,
 		CodePrewarm: cfg.CodePrewarm, NoKernelWarmup: cfg.NoKernelWarmup, KernelStart: cfg.KernelStart,
 		KernelTransport: cfg.KernelTransport, Counter: counters, Logger: cfg.Logger,
+		Isolation: cfg.Isolation,
 	})
 	if err != nil {
 		return nil, err

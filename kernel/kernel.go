@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/goccy/go-json"
@@ -61,6 +62,15 @@ type Options struct {
 	// Transport is TransportIPC or TransportTCP; empty means ipc for
 	// ipykernel specs and tcp for others.
 	Transport string
+	// Environ is the base of the kernel's environment, before
+	// JPY_PARENT_PID, the spec's env and Env; nil means aiod's own
+	// (os.Environ()). A forked kernel gets the same from its template, whose
+	// TemplateConfig.Environ should be this.
+	Environ []string
+	// Credential, when set, runs the kernel process as that user; its
+	// connection folder and file are handed to it. Forked kernels run as
+	// their template's user (TemplateConfig.Credential).
+	Credential *syscall.Credential
 }
 
 func (o *Options) setDefaults() {

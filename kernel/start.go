@@ -34,9 +34,19 @@ const (
 
 // newKernel writes the connection file and makes the (undialed) sockets.
 func newKernel(opts Options) (*Kernel, error) {
-	conn, dir, _, err := newConnection(opts.Spec.Name, opts.Transport, opts.Spec)
+	conn, dir, file, err := newConnection(opts.Spec.Name, opts.Transport, opts.Spec)
 	if err != nil {
 		return nil, err
+	}
+	if c := opts.Credential; c != nil {
+		// The kernel reads its connection file and binds its ipc sockets
+		// in the folder: both become its user's.
+		for _, p := range []string{dir, file} {
+			if err := os.Chown(p, int(c.Uid), int(c.Gid)); err != nil {
+				os.RemoveAll(dir)
+				return nil, fmt.Errorf("hand the connection folder to uid %d: %w", c.Uid, err)
+			}
+		}
 	}
 	k := &Kernel{
 		id:        jupyter.NewID(),
@@ -97,7 +107,7 @@ func (k *Kernel) launch() error {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = k.opts.Cwd
 	cmd.Env = k.environ()
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: k.opts.Credential}
 	// Our own pipe rather than exec's: exec's Wait would also wait for
 	// every process still holding the pipe (the kernel's children), and
 	// those are only killed once the kernel's exit is known.
@@ -125,13 +135,22 @@ func (k *Kernel) launch() error {
 	return nil
 }
 
-// environ is the kernel process's environment: aiod's own, JPY_PARENT_PID,
-// the spec's env, then Options.Env; later entries win. JPY_PARENT_PID makes
-// ipykernel exit on its own if it is orphaned (it polls for that).
+// environ is the kernel process's environment: Options.Environ (aiod's own
+// when nil), JPY_PARENT_PID, the spec's env, then Options.Env; later entries
+// win. JPY_PARENT_PID makes ipykernel exit on its own if it is orphaned (it
+// polls for that).
 func (k *Kernel) environ() []string {
-	env := append(os.Environ(), "JPY_PARENT_PID="+strconv.Itoa(os.Getpid()))
+	env := append(baseEnviron(k.opts.Environ), "JPY_PARENT_PID="+strconv.Itoa(os.Getpid()))
 	env = append(env, k.spec.environ(env)...)
 	return append(env, k.opts.Env...)
+}
+
+// baseEnviron is env, or aiod's own environment when env is nil.
+func baseEnviron(env []string) []string {
+	if env == nil {
+		return os.Environ()
+	}
+	return append([]string(nil), env...)
 }
 
 // watch records the launched kernel process pid, whose stdout and stderr

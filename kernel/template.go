@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -61,6 +62,13 @@ type TemplateConfig struct {
 	// Logger receives the template's life (starts, failures, restarts) and,
 	// at debug level, its output. Nil discards.
 	Logger *slog.Logger
+	// Environ is the base of the template's environment (what its kernels'
+	// /proc/self/environ shows); nil means aiod's own. Kernels forked from
+	// it should have the same Options.Environ.
+	Environ []string
+	// Credential, when set, runs templates, and so every kernel forked
+	// from them, as that user.
+	Credential *syscall.Credential
 }
 
 // Templates keeps one template process per forkable kernelspec, started on
@@ -294,7 +302,7 @@ func (t *Template) supervise() {
 		ctx, cancel := context.WithTimeoutCause(t.stopCtx, t.ts.cfg.ReadyTimeout,
 			fmt.Errorf("not ready within %s", t.ts.cfg.ReadyTimeout))
 		start := time.Now()
-		p, err := launchTemplate(ctx, t.spec, t.ts.cfg.Preload, t.log)
+		p, err := launchTemplate(ctx, t.spec, t.ts.cfg, t.log)
 		cancel()
 		if err == nil {
 			t.serve(p, start)

@@ -102,8 +102,8 @@ type templateProc struct {
 
 // templateEnv is the template's environment: what a spawned kernel of spec
 // gets, less Options.Env, which each fork request brings.
-func templateEnv(spec *Spec) []string {
-	env := append(os.Environ(), "JPY_PARENT_PID="+strconv.Itoa(os.Getpid()))
+func templateEnv(spec *Spec, base []string) []string {
+	env := append(baseEnviron(base), "JPY_PARENT_PID="+strconv.Itoa(os.Getpid()))
 	return append(env, spec.environ(env)...)
 }
 
@@ -125,7 +125,8 @@ func templateArgs(spec *Spec) []string {
 // launchTemplate starts a template process for spec and returns once it
 // has imported what it preloads and said it is ready. It gives up when ctx
 // ends, and then leaves nothing running.
-func launchTemplate(ctx context.Context, spec *Spec, preload []string, log *slog.Logger) (*templateProc, error) {
+func launchTemplate(ctx context.Context, spec *Spec, cfg TemplateConfig, log *slog.Logger) (*templateProc, error) {
+	preload := cfg.Preload
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("make template socket: %w", err)
@@ -138,16 +139,18 @@ func launchTemplate(ctx context.Context, spec *Spec, preload []string, log *slog
 		return nil, fmt.Errorf("make template socket: %w", err)
 	}
 	conn := fc.(*net.UnixConn)
-	cfg, _ := json.Marshal(map[string]any{"parent": os.Getpid(), "preload": preload, "module": spec.Argv[2],
+	arg, _ := json.Marshal(map[string]any{"parent": os.Getpid(), "preload": preload, "module": spec.Argv[2],
 		"args": templateArgs(spec)})
-	cmd := exec.Command(spec.Argv[0], "-c", templateDriver, string(cfg))
+	cmd := exec.Command(spec.Argv[0], "-c", templateDriver, string(arg))
 	cmd.Dir = "/"
-	cmd.Env = templateEnv(spec)
+	cmd.Env = templateEnv(spec, cfg.Environ)
 	cmd.ExtraFiles = []*os.File{theirs} // descriptor 3
 	// Its own process group, so that signals meant for aiod's group do not
 	// reach it; SIGTERM when aiod dies (the template then kills its
 	// children), as a second line behind the socket's end of file.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	// Go sets the parent-death signal after the credential change, which
+	// would otherwise clear it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM, Credential: cfg.Credential}
 	r, w, err := os.Pipe()
 	if err != nil {
 		conn.Close()

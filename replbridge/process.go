@@ -36,6 +36,15 @@ type NodeRun struct {
 	Dir     string        // working directory; "" is aiod's
 	Timeout time.Duration // the process is killed after it
 	Limit   int           // bytes kept of stdout and of stderr each
+	// Environ is the process's base environment; nil is aiod's own.
+	Environ []string
+	// Credential runs node as that user (its code file is handed to it);
+	// nil is aiod's user.
+	Credential *syscall.Credential
+	// Started, when set, is called with node's pid right after it starts
+	// (to put it under limits): node takes tens of milliseconds to boot
+	// before it runs the code. An error kills it and is returned.
+	Started func(pid int) error
 }
 
 // NodeOutcome is how a NodeRun ended.
@@ -62,13 +71,24 @@ func RunNode(ctx context.Context, r NodeRun) (NodeOutcome, error) {
 	if err := os.WriteFile(codeFile, []byte(r.Code), 0o600); err != nil {
 		return out, fmt.Errorf("write the code: %w", err)
 	}
+	if c := r.Credential; c != nil {
+		for _, p := range []string{tmp, codeFile} {
+			if err := os.Chown(p, int(c.Uid), int(c.Gid)); err != nil {
+				return out, fmt.Errorf("hand the code to uid %d: %w", c.Uid, err)
+			}
+		}
+	}
 	stdout, stderr := &capBuffer{max: r.Limit}, &capBuffer{max: r.Limit}
 	cmd := exec.Command(r.Node, "-e", nodeLoader)
 	cmd.Dir = r.Dir
-	cmd.Env = append(os.Environ(), "AIOD_CODE_FILE="+codeFile)
+	env := r.Environ
+	if env == nil {
+		env = os.Environ()
+	}
+	cmd.Env = append(append([]string(nil), env...), "AIOD_CODE_FILE="+codeFile)
 	cmd.Stdin = strings.NewReader(r.Stdin)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: r.Credential}
 	cmd.WaitDelay = 2 * time.Second
 	if err := cmd.Start(); err != nil {
 		return out, fmt.Errorf("start node: %w", err)
@@ -76,6 +96,13 @@ func RunNode(ctx context.Context, r NodeRun) (NodeOutcome, error) {
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
 	kill := func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	if r.Started != nil {
+		if err := r.Started(cmd.Process.Pid); err != nil {
+			kill()
+			<-waited
+			return out, err
+		}
+	}
 	timer := time.NewTimer(r.Timeout)
 	defer timer.Stop()
 	var werr error

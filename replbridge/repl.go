@@ -43,13 +43,15 @@ const (
 
 // Options configure Start. Zero values are usable except Language.
 type Options struct {
-	Language     string          // "python" or "javascript"
-	Interpreter  string          // path or name; empty: FindPython / FindNode
-	Handler      jupyter.Handler // receives every message; nil drops them
-	Cwd          string          // working directory; empty: the gateway's
-	Env          []string        // extra KEY=VALUE, appended to the gateway's environment
-	StartTimeout time.Duration   // until the driver is ready; 0 means 10 s
-	Logger       *slog.Logger    // nil means slog.Default()
+	Language     string              // "python" or "javascript"
+	Interpreter  string              // path or name; empty: FindPython / FindNode
+	Handler      jupyter.Handler     // receives every message; nil drops them
+	Cwd          string              // working directory; empty: the gateway's
+	Env          []string            // extra KEY=VALUE, appended to Environ
+	Environ      []string            // base environment; nil is the gateway's own (os.Environ())
+	Credential   *syscall.Credential // runs the interpreter as that user; nil is the gateway's
+	StartTimeout time.Duration       // until the driver is ready; 0 means 10 s
+	Logger       *slog.Logger        // nil means slog.Default()
 }
 
 var (
@@ -153,14 +155,18 @@ func (r *REPL) launch(opts Options, args []string) error {
 	}
 	cmd := exec.Command(r.path, args...)
 	cmd.Dir = opts.Cwd
-	cmd.Env = os.Environ()
+	cmd.Env = opts.Environ
+	if cmd.Env == nil {
+		cmd.Env = os.Environ()
+	}
+	cmd.Env = append([]string(nil), cmd.Env...)
 	if r.lang == LangPython { // print reaches the pipe at once, in UTF-8
 		cmd.Env = append(cmd.Env, "PYTHONUNBUFFERED=1", "PYTHONIOENCODING=utf-8")
 	}
 	cmd.Env = append(cmd.Env, opts.Env...)
 	cmd.Stdout, cmd.Stderr = p[2][1], p[3][1]
 	cmd.ExtraFiles = []*os.File{p[0][0], p[1][1]}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: opts.Credential}
 	if err := cmd.Start(); err != nil {
 		closeAll(p[:])
 		return fmt.Errorf("run %s: %w", r.path, err)

@@ -101,9 +101,16 @@ func freePort(t testing.TB) int {
 // test ends. A lost race for the port is retried.
 func startDaemon(t testing.TB, args ...string) *daemon {
 	t.Helper()
+	return startDaemonEnv(t, nil, args...)
+}
+
+// startDaemonEnv is startDaemon with env (KEY=VALUE) added to the daemon's
+// environment.
+func startDaemonEnv(t testing.TB, env []string, args ...string) *daemon {
+	t.Helper()
 	var lastErr error
 	for attempt := 0; attempt < 3; attempt++ {
-		d, err := tryStartDaemon(t, args)
+		d, err := tryStartDaemon(t, args, env...)
 		if err == nil {
 			return d
 		}
@@ -116,7 +123,7 @@ func startDaemon(t testing.TB, args ...string) *daemon {
 	return nil
 }
 
-func tryStartDaemon(t testing.TB, args []string) (*daemon, error) {
+func tryStartDaemon(t testing.TB, args []string, env ...string) (*daemon, error) {
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	d := &daemon{
 		t:      t,
@@ -127,7 +134,7 @@ func tryStartDaemon(t testing.TB, args []string) (*daemon, error) {
 		pids:   map[int]bool{},
 	}
 	d.cmd = exec.Command(daemonBin, append([]string{"--addr", addr}, args...)...)
-	d.cmd.Env = cleanEnv()
+	d.cmd.Env = append(cleanEnv(), env...)
 	d.cmd.Stdout, d.cmd.Stderr = d.stderr, d.stderr
 	if err := d.cmd.Start(); err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 	"github.com/aiod/aiod/gateway"
 	"github.com/aiod/aiod/stream"
 	"github.com/aiod/aiod/stream/backend"
+	"github.com/aiod/aiod/stream/backend/isolate"
 )
 
 var (
@@ -59,6 +60,11 @@ type options struct {
 	execRetentionBytes int
 	accessLog          bool
 	metricsPublic      bool
+	runtimeMemory      int64   // bytes per runtime; 0 none
+	runtimePids        int64   // processes per runtime; 0 none
+	runtimeCPU         float64 // cores per runtime; 0 none
+	runtimeUser        string
+	runtimeEnvAllow    string
 	maxSessions        int // -1: auto
 	maxSessionsPerKey  int
 	maxStarts          int // -1: auto
@@ -83,8 +89,11 @@ var kinds = map[string]string{
 	"addr": "host:port", "code-backend": "auto|native|kernel", "kernel-name": "kernelspec",
 	"workdir": "folder", "jupyter-endpoint": "url", "jupyter-token": "token", "jupyter-kernel": "kernelspec",
 	"token": "token", "jwt-public-key": "pem", "allowed-hosts": "list", "allowed-origins": "list",
-	"log-format": "text|json",
+	"log-format": "text|json", "runtime-user": "name|uid[:gid]", "runtime-env-allow": "list",
 }
+
+// defaultEnvAllow is --runtime-env-allow's default (isolate.DefaultEnvAllow).
+const defaultEnvAllow = "PATH,HOME,LANG,LC_*,TZ,TMPDIR,TERM,USER,LOGNAME,PYTHON*,NODE_*,JUPYTER_*,MPLBACKEND,KERNEL_*"
 
 // usageError is a setting that cannot work: the daemon exits 2 with it.
 type usageError struct{ msg string }
@@ -132,6 +141,11 @@ func (o *options) settings() []setting {
 		{"memory-limit", "AIO_MEMORY_LIMIT", "134217728", "soft limit in bytes on the daemon's Go heap (GOMEMLIMIT wins when set)", intSetter(&o.memoryLimit)},
 		{"log-level", "AIO_LOG_LEVEL", "info", "debug, info, warn or error", levelSetter(&o.logLevel)},
 		{"log-format", "AIO_LOG_FORMAT", "text", "text or json", strSetter(&o.logFormat)},
+		{"runtime-memory-limit", "AIO_RUNTIME_MEMORY_LIMIT", "25%", "memory per local runtime (kernel, REPL, node process, with its children): bytes, with K, M, G or T (binary), or a percentage of the machine's memory; 0 for none", memSetter(&o.runtimeMemory)},
+		{"runtime-pids-limit", "AIO_RUNTIME_PIDS_LIMIT", "1024", "processes and threads per local runtime; 0 for none", pidsSetter(&o.runtimePids)},
+		{"runtime-cpu-limit", "AIO_RUNTIME_CPU_LIMIT", "0", "CPU cores per local runtime, as a quota (1.5 is one and a half cores); 0 for none", cpuSetter(&o.runtimeCPU)},
+		{"runtime-user", "AIO_RUNTIME_USER", "", "run every local runtime as this user (a name, or uid[:gid]) when aiod runs as root", strSetter(&o.runtimeUser)},
+		{"runtime-env-allow", "AIO_RUNTIME_ENV_ALLOW", defaultEnvAllow, "comma-separated variables of aiod's environment that runtimes get: names, or prefixes ending in * (AIO_* and JWT_PUBLIC_KEY never pass)", strSetter(&o.runtimeEnvAllow)},
 		{"access-log", "AIO_ACCESS_LOG", "true", "log one line per request at info: method, route pattern, status, duration, bytes (never bodies, queries or credentials)", boolSetter(&o.accessLog)},
 	}
 }
@@ -205,6 +219,109 @@ func boolSetter(p *bool) setter {
 			return fmt.Errorf("want true or false, got %q", v)
 		}
 		*p = b
+		return nil
+	}}
+}
+
+// memSetter reads a memory size: bytes, with a K, M, G or T suffix
+// (binary; KiB, MB and the like are read the same), or a percentage of
+// MemTotal; 0 is no limit.
+func memSetter(p *int64) setter {
+	return setter{"bytes|N%", func(v string) error {
+		n, err := parseMemory(v)
+		if err != nil {
+			return err
+		}
+		if n != 0 && n < minRuntimeMemory {
+			return fmt.Errorf("%q is %d bytes, less than a runtime needs to start (%d MiB); give at least %dM, or 0 for no limit", v, n, minRuntimeMemory>>20, minRuntimeMemory>>20)
+		}
+		*p = n
+		return nil
+	}}
+}
+
+// minRuntimeMemory is the smallest memory limit accepted: a kernel needs
+// tens of MiB to start.
+const minRuntimeMemory = 64 << 20
+
+func parseMemory(v string) (int64, error) {
+	s := strings.TrimSpace(v)
+	if pct, ok := strings.CutSuffix(s, "%"); ok {
+		f, err := strconv.ParseFloat(pct, 64)
+		if err != nil || f < 0 || f > 100 {
+			return 0, fmt.Errorf("want a percentage from 0 to 100, got %q", v)
+		}
+		total, err := memTotal()
+		if err != nil {
+			return 0, fmt.Errorf("%q: read the machine's memory: %v; give bytes instead", v, err)
+		}
+		return int64(f / 100 * float64(total)), nil
+	}
+	up := strings.ToUpper(s)
+	for _, suf := range []string{"IB", "B"} {
+		if len(up) > len(suf)+1 {
+			up = strings.TrimSuffix(up, suf)
+		}
+	}
+	mult := int64(1)
+	if i := len(up) - 1; i > 0 {
+		switch up[i] {
+		case 'K':
+			mult = 1 << 10
+		case 'M':
+			mult = 1 << 20
+		case 'G':
+			mult = 1 << 30
+		case 'T':
+			mult = 1 << 40
+		}
+		if mult > 1 {
+			up = up[:i]
+		}
+	}
+	f, err := strconv.ParseFloat(up, 64)
+	if err != nil || f < 0 {
+		return 0, fmt.Errorf("want bytes (512M, 2G, 1073741824), a percentage of the machine's memory (25%%) or 0, got %q", v)
+	}
+	return int64(f * float64(mult)), nil
+}
+
+// memTotal is the machine's memory in bytes, from /proc/meminfo.
+func memTotal() (int64, error) {
+	data, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "MemTotal:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			if err != nil {
+				return 0, err
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, errors.New("no MemTotal in /proc/meminfo")
+}
+
+func pidsSetter(p *int64) setter {
+	return setter{"count", func(v string) error {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || (n > 0 && n < 8) {
+			return fmt.Errorf("want 0 (no limit) or a count of at least 8 (a kernel runs several threads), got %q", v)
+		}
+		*p = n
+		return nil
+	}}
+}
+
+func cpuSetter(p *float64) setter {
+	return setter{"cores", func(v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 || (f > 0 && f < 0.01) {
+			return fmt.Errorf("want 0 (no limit) or a number of cores of at least 0.01, got %q", v)
+		}
+		*p = f
 		return nil
 	}}
 }
@@ -311,6 +428,15 @@ func (o *options) check(name func(flag string) string) error {
 			name("default-timeout"), o.defaultTimeout.Seconds(), name("max-timeout"), o.maxTimeout.Seconds(),
 			name("default-timeout"), name("max-timeout"))}
 	}
+	if o.runtimeUser != "" {
+		if _, err := isolate.LookupUser(o.runtimeUser); err != nil {
+			return &usageError{fmt.Sprintf("%s: %v; give an existing unprivileged account", name("runtime-user"), err)}
+		}
+		if os.Geteuid() != 0 {
+			return &usageError{fmt.Sprintf("%s %q: aiod runs as uid %d, and only root can run runtimes as another user; run aiod as root or unset %s",
+				name("runtime-user"), o.runtimeUser, os.Geteuid(), name("runtime-user"))}
+		}
+	}
 	if o.maxStarts == 0 {
 		return &usageError{fmt.Sprintf("%s 0: no runtime could ever start; set it to auto or 1 or more", name("max-concurrent-starts"))}
 	}
@@ -347,7 +473,7 @@ func printUsage(out io.Writer, sets []setting) {
 }
 
 func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
-	return gateway.Config{
+	c := gateway.Config{
 		DefaultTimeout: o.defaultTimeout, MaxTimeout: o.maxTimeout,
 		KernelIdle: o.kernelIdle, NativeIdle: o.nativeIdle,
 		OutputBudget: o.outputBudget, MaxBody: o.maxBody,
@@ -363,6 +489,12 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 		ExecutionRetention: o.execRetention, ExecutionRetentionBytes: o.execRetentionBytes,
 		Admission: o.admission(),
 	}
+	c.Isolation.MemoryBytes, c.Isolation.Pids, c.Isolation.CPU = o.runtimeMemory, o.runtimePids, o.runtimeCPU
+	c.Isolation.User, c.Isolation.EnvAllow = o.runtimeUser, splitList(o.runtimeEnvAllow)
+	if c.Isolation.EnvAllow == nil {
+		c.Isolation.EnvAllow = []string{} // given empty: nothing passes
+	}
+	return c
 }
 
 // admission is the session caps and start queue, with auto resolved.

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/replbridge"
 	"github.com/aiod/aiod/stream"
+	"github.com/aiod/aiod/stream/backend/isolate"
 )
 
 // Backend names, as stream.Backend.Name and jupyter.RuntimeInfo.Backend
@@ -42,7 +44,10 @@ type Config struct {
 	KernelStart          string          // fork (from a warm template per kernelspec) or spawn; "" is fork
 	KernelTransport      string          // ipc or tcp for local kernels; "" is ipc for ipykernel specs, tcp for others
 	Counter              jupyter.Counter // where runtimes count what they drop; nil counts nothing
-	Logger               *slog.Logger
+	// Isolation is the limits, user and environment of local runtimes; the
+	// zero value limits nothing but still scrubs the environment.
+	Isolation Isolation
+	Logger    *slog.Logger
 }
 
 // Runtimes builds the runtimes of every language. Create it with New and
@@ -53,6 +58,8 @@ type Runtimes struct {
 	env    *Environment
 	remote *remoteBackend // nil without a Jupyter endpoint
 	pools  pools
+	iso    *isolate.Isolator
+	base   []string // the base environment of local runtimes
 }
 
 // New discovers the interpreters, starts probing the remote server when
@@ -75,10 +82,19 @@ func New(ctx context.Context, cfg Config) (*Runtimes, error) {
 	if err := validKernelStart(cfg); err != nil {
 		return nil, err
 	}
-	r := &Runtimes{cfg: cfg, log: cfg.Logger, env: Discover(ctx, cfg.CodeBackend, cfg.KernelName)}
+	if cfg.Isolation.Logger == nil {
+		cfg.Isolation.Logger = cfg.Logger
+	}
+	iso, err := isolate.New(cfg.Isolation)
+	if err != nil {
+		return nil, err
+	}
+	r := &Runtimes{cfg: cfg, log: cfg.Logger, iso: iso, base: iso.Environ(os.Environ()),
+		env: Discover(ctx, cfg.CodeBackend, cfg.KernelName)}
 	if cfg.JupyterEndpoint != "" {
 		rb, err := newRemoteBackend(cfg)
 		if err != nil {
+			_ = iso.Close()
 			return nil, err
 		}
 		r.remote = rb
@@ -96,7 +112,7 @@ func (r *Runtimes) Close(ctx context.Context) error {
 	if r.remote != nil {
 		r.remote.close()
 	}
-	return err
+	return errors.Join(err, r.iso.Close())
 }
 
 // ErrNoInterpreter is returned when no interpreter can run the code;
@@ -226,11 +242,12 @@ func (r *Runtimes) coldKernelBackend(spec *kernel.Spec, env []string) stream.Bac
 				Spec: spec, Handler: h, Cwd: r.cfg.Workdir, Env: env,
 				StartTimeout: r.cfg.KernelStartTimeout, Logger: r.log, Counter: r.cfg.Counter,
 				Templates: r.pools.templates, Transport: r.cfg.KernelTransport,
+				Environ: r.base, Credential: r.iso.Credential(),
 			})
 			if err != nil {
 				return nil, workdirProblem(r.cfg.Workdir, err)
 			}
-			return k, nil
+			return r.limit(k)
 		},
 	}
 }
@@ -251,11 +268,12 @@ func (r *Runtimes) coldNativeBackend(lang, path string) stream.Backend {
 		Start: func(ctx context.Context, h jupyter.Handler) (jupyter.Runtime, error) {
 			rp, err := replbridge.Start(ctx, replbridge.Options{
 				Language: lang, Interpreter: path, Handler: h, Cwd: r.cfg.Workdir, Logger: r.log,
+				Environ: r.base, Credential: r.iso.Credential(),
 			})
 			if err != nil {
 				return nil, workdirProblem(r.cfg.Workdir, err)
 			}
-			return rp, nil
+			return r.limit(rp)
 		},
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/replbridge"
 	"github.com/aiod/aiod/stream"
+	"github.com/aiod/aiod/stream/backend/isolate"
 )
 
 // RunNode runs code in a node process of its own, in dir, with stdin as its
@@ -21,9 +22,15 @@ func (r *Runtimes) RunNode(ctx context.Context, code, stdin, dir string, timeout
 	if r.env.Node.Error != "" {
 		return failed(res, r.env.Node.Error)
 	}
+	var l *isolate.Limits
 	out, err := replbridge.RunNode(ctx, replbridge.NodeRun{
 		Node: r.env.Node.Path, Code: code, Stdin: stdin, Dir: dir, Timeout: timeout, Limit: max(budget/2, 1024),
+		Environ: r.base, Credential: r.iso.Credential(), Started: func(pid int) (err error) {
+			l, err = r.iso.Apply(pid)
+			return err
+		},
 	})
+	defer l.Close() //nolint:errcheck // the process group is gone; this removes its cgroup
 	if err != nil {
 		return failed(res, err.Error())
 	}

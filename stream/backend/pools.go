@@ -46,7 +46,8 @@ func (r *Runtimes) startPools() {
 	if r.cfg.NoKernelWarmup {
 		preload = nil
 	}
-	r.pools.templates, _ = kernel.NewTemplates(kernel.TemplateConfig{Mode: r.cfg.KernelStart, Preload: preload, Logger: r.log})
+	r.pools.templates, _ = kernel.NewTemplates(kernel.TemplateConfig{Mode: r.cfg.KernelStart, Preload: preload, Logger: r.log,
+		Environ: r.base, Credential: r.iso.Credential()})
 	if env.PythonKernel != nil && env.PythonBackend == Kernel {
 		r.pools.templates.Prepare(env.PythonKernel.spec) // warm before the first session
 	}

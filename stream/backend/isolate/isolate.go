@@ -1,0 +1,582 @@
+// Package isolate confines the local runtimes aiod starts: a scrubbed
+// environment, another user when aiod is root, and per-runtime memory, pids
+// and CPU limits, by cgroup where aiod may create one (cgroup v1 memory, pids,
+// cpu and freezer controllers, or cgroup v2 with those delegated), else by
+// rlimits. The cgroup work is done by github.com/opencontainers/cgroups (runc's
+// library). Only stream/backend uses it; kernel and replbridge get plain
+// Options fields (an environment, a credential).
+package isolate
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/opencontainers/cgroups"
+	"github.com/opencontainers/cgroups/fs"
+	"github.com/opencontainers/cgroups/fs2"
+	"golang.org/x/sys/unix"
+)
+
+// Mechanisms, as Report.Mechanism names them.
+const (
+	CgroupV1 = "cgroup-v1"
+	CgroupV2 = "cgroup-v2"
+	Rlimit   = "rlimit"
+	None     = "none" // no limit asked for
+)
+
+// Config says what to confine; zero values confine nothing but the
+// environment, which is always scrubbed.
+type Config struct {
+	MemoryBytes int64   // per runtime; 0 is none
+	Pids        int64   // processes and threads per runtime; 0 is none
+	CPU         float64 // cores per runtime, as a CFS quota; 0 is none
+	// User runs runtimes as this account (a name, or uid[:gid]); "" is
+	// aiod's own. Only root may set it.
+	User string
+	// EnvAllow names the variables of aiod's environment runtimes get: a
+	// name, or a prefix ending in "*". Nil is DefaultEnvAllow.
+	EnvAllow []string
+	// Mechanism forces Rlimit (for tests of the fallback); "" picks cgroups
+	// when they work.
+	Mechanism string
+	Logger    *slog.Logger
+}
+
+// DefaultEnvAllow is what passes from aiod's environment to runtimes when
+// --runtime-env-allow is not given.
+var DefaultEnvAllow = []string{"PATH", "HOME", "LANG", "LC_*", "TZ", "TMPDIR", "TERM", "USER", "LOGNAME",
+	"PYTHON*", "NODE_*", "JUPYTER_*", "MPLBACKEND", "KERNEL_*"}
+
+// Isolator applies one Config to every runtime. Create it with New and
+// release it with Close after every runtime is closed.
+type Isolator struct {
+	cfg       Config
+	log       *slog.Logger
+	mechanism string
+	problem   string // why cgroups are not used, when they are not
+	cred      *syscall.Credential
+	userName  string
+	home      string            // the runtime user's HOME, made by New
+	parents   map[string]string // cgroup v1: controller -> this daemon's folder
+	parent2   string            // cgroup v2: this daemon's folder
+	next      atomic.Uint64
+}
+
+// New resolves the user, makes its home folder, removes cgroups left by
+// dead aiod processes and checks that cgroups can be made here; when they
+// cannot, limits fall back to rlimits and Report says so.
+func New(cfg Config) (*Isolator, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.EnvAllow == nil {
+		cfg.EnvAllow = DefaultEnvAllow
+	}
+	if cfg.MemoryBytes < 0 || cfg.Pids < 0 || cfg.CPU < 0 {
+		return nil, errors.New("runtime limits must not be negative")
+	}
+	is := &Isolator{cfg: cfg, log: cfg.Logger, mechanism: None}
+	if cfg.User != "" {
+		u, err := LookupUser(cfg.User)
+		if err != nil {
+			return nil, err
+		}
+		if os.Geteuid() != 0 {
+			return nil, fmt.Errorf("runtime user %q: aiod runs as uid %d, and only root can start processes as another user", cfg.User, os.Geteuid())
+		}
+		is.cred, is.userName = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: []uint32{}}, u.Name
+		home, err := os.MkdirTemp("", "aiod-runtime-home-")
+		if err == nil {
+			err = os.Chown(home, int(u.UID), int(u.GID))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("make a home folder for runtime user %q: %w", cfg.User, err)
+		}
+		is.home = home
+	}
+	if cfg.MemoryBytes == 0 && cfg.Pids == 0 && cfg.CPU == 0 {
+		return is, nil
+	}
+	if cfg.Mechanism == Rlimit {
+		is.mechanism, is.problem = Rlimit, "rlimits were asked for"
+		return is, nil
+	}
+	if err := is.setUpCgroups(); err != nil {
+		is.mechanism, is.problem = Rlimit, err.Error()
+		is.log.Warn("runtime limits fall back to rlimits", "why", err)
+	}
+	return is, nil
+}
+
+// User is a resolved account.
+type User struct {
+	Name     string
+	UID, GID uint32
+}
+
+// LookupUser resolves a name, a uid, or uid:gid.
+func LookupUser(s string) (User, error) {
+	idPart, gidPart, hasGid := strings.Cut(s, ":")
+	if uid, err := strconv.ParseUint(idPart, 10, 32); err == nil {
+		u := User{Name: idPart, UID: uint32(uid), GID: uint32(uid)}
+		if pu, err := user.LookupId(idPart); err == nil {
+			u.Name = pu.Username
+			if g, err := strconv.ParseUint(pu.Gid, 10, 32); err == nil {
+				u.GID = uint32(g)
+			}
+		}
+		if hasGid {
+			g, err := strconv.ParseUint(gidPart, 10, 32)
+			if err != nil {
+				return User{}, fmt.Errorf("runtime user %q: gid %q is not a number", s, gidPart)
+			}
+			u.GID = uint32(g)
+		}
+		if u.UID == 0 {
+			return User{}, fmt.Errorf("runtime user %q is root: give an unprivileged account", s)
+		}
+		return u, nil
+	}
+	if hasGid {
+		return User{}, fmt.Errorf("runtime user %q: want a name, a uid or uid:gid", s)
+	}
+	pu, err := user.Lookup(s)
+	if err != nil {
+		return User{}, fmt.Errorf("runtime user %q: no such user", s)
+	}
+	uid, _ := strconv.ParseUint(pu.Uid, 10, 32)
+	gid, _ := strconv.ParseUint(pu.Gid, 10, 32)
+	if uid == 0 {
+		return User{}, fmt.Errorf("runtime user %q is root: give an unprivileged account", s)
+	}
+	return User{Name: pu.Username, UID: uint32(uid), GID: uint32(gid)}, nil
+}
+
+// Credential is what runtimes run as; nil is aiod's own user.
+func (is *Isolator) Credential() *syscall.Credential {
+	if is == nil {
+		return nil
+	}
+	return is.cred
+}
+
+// Environ is the base environment of every runtime: the variables of env
+// (aiod's own, os.Environ()) that the allow list names, never aiod's own
+// settings and secrets (AIO_*, JWT_PUBLIC_KEY), and with a runtime user its
+// HOME, USER, LOGNAME, IPYTHONDIR and MPLCONFIGDIR.
+func (is *Isolator) Environ(env []string) []string {
+	allow := DefaultEnvAllow
+	if is != nil {
+		allow = is.cfg.EnvAllow
+	}
+	out := FilterEnv(env, allow)
+	if is != nil && is.cred != nil {
+		out = append(out, "HOME="+is.home, "USER="+is.userName, "LOGNAME="+is.userName,
+			"IPYTHONDIR="+filepath.Join(is.home, ".ipython"), "MPLCONFIGDIR="+filepath.Join(is.home, ".matplotlib"))
+	}
+	return out
+}
+
+// FilterEnv keeps the entries of env whose name allow lists (a name, or a
+// prefix ending in "*"), less aiod's own variables.
+func FilterEnv(env, allow []string) []string {
+	var out []string
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if secret(name) || !allowed(name, allow) {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// secret says that name is one of aiod's settings, which never reach user
+// code whatever the allow list says: AIO_TOKEN, AIO_JWT_*, AIO_JUPYTER_TOKEN
+// and every other AIO_*, and JWT_PUBLIC_KEY.
+func secret(name string) bool {
+	return strings.HasPrefix(name, "AIO_") || name == "JWT_PUBLIC_KEY"
+}
+
+func allowed(name string, allow []string) bool {
+	for _, a := range allow {
+		if p, ok := strings.CutSuffix(a, "*"); ok {
+			if strings.HasPrefix(name, p) {
+				return true
+			}
+		} else if a == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Close removes this daemon's cgroup folders (killing what is left in them)
+// and the runtime user's home folder.
+func (is *Isolator) Close() error {
+	if is == nil {
+		return nil
+	}
+	var errs []error
+	for _, p := range is.parents {
+		errs = append(errs, removeTree(p))
+	}
+	if is.parent2 != "" {
+		errs = append(errs, removeTree(is.parent2))
+	}
+	if is.home != "" {
+		errs = append(errs, os.RemoveAll(is.home))
+	}
+	return errors.Join(errs...)
+}
+
+// v1Controllers are the cgroup v1 controllers a runtime's group joins; the
+// freezer (when mounted) stops a fork loop while its processes are killed.
+var v1Controllers = []string{"memory", "pids", "cpu", "freezer"}
+
+// daemonDir is the name of this daemon's folder under its own cgroup.
+func daemonDir(pid int) string { return "aiod-" + strconv.Itoa(pid) }
+
+func (is *Isolator) setUpCgroups() error {
+	if cgroups.IsCgroup2UnifiedMode() {
+		own, err := cgroups.GetOwnCgroupPath("")
+		if err != nil {
+			return fmt.Errorf("cgroup v2: find aiod's own cgroup: %w", err)
+		}
+		own = ownV2(own)
+		cleanStale(own)
+		dir := filepath.Join(own, daemonDir(os.Getpid()))
+		m, err := fs2.NewManager(&cgroups.Cgroup{Resources: &cgroups.Resources{}}, dir)
+		if err == nil {
+			err = m.Apply(-1)
+		}
+		if err == nil {
+			err = needControllers(dir)
+		}
+		if err != nil {
+			_ = cgroups.RemovePath(dir)
+			return fmt.Errorf("cgroup v2: cannot make runtime groups under %s (memory, pids and cpu must be delegated to aiod): %w", own, err)
+		}
+		is.mechanism, is.parent2 = CgroupV2, dir
+		return nil
+	}
+	is.parents = map[string]string{}
+	for _, c := range v1Controllers {
+		own, err := cgroups.GetOwnCgroupPath(c)
+		if err != nil {
+			if c == "freezer" || (c == "cpu" && is.cfg.CPU == 0) {
+				continue
+			}
+			return fmt.Errorf("cgroup v1: no %s controller: %w", c, err)
+		}
+		cleanStale(own)
+		dir := filepath.Join(own, daemonDir(os.Getpid()))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			is.Close() //nolint:errcheck // undoing a partial set-up
+			is.parents = nil
+			return fmt.Errorf("cgroup v1: make %s: %w", dir, err)
+		}
+		is.parents[c] = dir
+	}
+	is.mechanism = CgroupV1
+	return nil
+}
+
+// ownV2 maps a cgroup v2 own path to aiod's cgroup folder (GetOwnCgroupPath
+// gives the mount point for the "" subsystem).
+func ownV2(mount string) string {
+	data, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return mount
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "0::"); ok {
+			return filepath.Join(mount, rest)
+		}
+	}
+	return mount
+}
+
+func needControllers(dir string) error {
+	data, err := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+	if err != nil {
+		return err
+	}
+	have := strings.Fields(string(data))
+	for _, c := range []string{"memory", "pids"} {
+		found := false
+		for _, h := range have {
+			found = found || h == c
+		}
+		if !found {
+			return fmt.Errorf("controller %s is not enabled", c)
+		}
+	}
+	return nil
+}
+
+// cleanStale removes the folders of aiod processes that are gone, killing
+// what runs in them.
+func cleanStale(own string) {
+	ents, err := os.ReadDir(own)
+	if err != nil {
+		return
+	}
+	for _, e := range ents {
+		rest, ok := strings.CutPrefix(e.Name(), "aiod-")
+		pid, err := strconv.Atoi(rest)
+		if !ok || err != nil || !e.IsDir() || pid == os.Getpid() {
+			continue
+		}
+		if unix.Kill(pid, 0) == nil || errors.Is(unix.Kill(pid, 0), unix.EPERM) {
+			continue // alive
+		}
+		_ = removeTree(filepath.Join(own, e.Name()))
+	}
+}
+
+// removeTree kills every process in the groups under dir and removes them.
+func removeTree(dir string) error {
+	if pids, err := cgroups.GetAllPids(dir); err == nil {
+		for _, p := range pids {
+			_ = unix.Kill(p, unix.SIGKILL)
+		}
+	}
+	return cgroups.RemovePath(dir)
+}
+
+// Limits are one runtime's: its cgroup, or the rlimits set on its process.
+// Close after the runtime's process has exited.
+type Limits struct {
+	is   *Isolator
+	mgr  cgroups.Manager // nil with rlimits
+	dir  string          // a folder of the group that lists its processes
+	once sync.Once
+	oom  atomic.Uint64 // oom kills counted before the group was removed
+	err  error
+}
+
+// Apply puts the process pid (and what it starts from now on) under the
+// limits, before it runs user code. name is for logs.
+func (is *Isolator) Apply(pid int) (*Limits, error) {
+	l := &Limits{is: is}
+	switch is.mechanism {
+	case None:
+		return l, nil
+	case Rlimit:
+		return l, is.applyRlimits(pid)
+	}
+	res := &cgroups.Resources{}
+	if is.cfg.MemoryBytes > 0 {
+		res.Memory = is.cfg.MemoryBytes
+	}
+	if is.cfg.Pids > 0 {
+		n := is.cfg.Pids
+		res.PidsLimit = &n
+	}
+	if is.cfg.CPU > 0 {
+		res.CpuPeriod = 100000
+		res.CpuQuota = int64(is.cfg.CPU * 100000)
+	}
+	name := strconv.FormatUint(is.next.Add(1), 10)
+	cg := &cgroups.Cgroup{Resources: res}
+	var err error
+	if is.mechanism == CgroupV2 {
+		l.dir = filepath.Join(is.parent2, name)
+		l.mgr, err = fs2.NewManager(cg, l.dir)
+	} else {
+		if is.cfg.MemoryBytes > 0 && cgroups.PathExists(filepath.Join(is.parents["memory"], "memory.memsw.limit_in_bytes")) {
+			res.MemorySwap = is.cfg.MemoryBytes // no escape into swap
+		}
+		paths := map[string]string{}
+		for c, p := range is.parents {
+			paths[c] = filepath.Join(p, name)
+		}
+		// The v1 manager lists processes from the devices controller,
+		// which aiod does not use; any of the group's folders lists them.
+		for _, c := range []string{"pids", "memory", "cpu", "freezer"} {
+			if p, ok := paths[c]; ok && l.dir == "" {
+				l.dir = p
+			}
+		}
+		l.mgr, err = fs.NewManager(cg, paths)
+	}
+	if err == nil {
+		err = l.mgr.Apply(-1) // make the group
+	}
+	if err == nil {
+		err = l.mgr.Set(res) // limits in place before the process joins
+	}
+	if err == nil {
+		err = l.mgr.Apply(pid)
+	}
+	if err != nil {
+		if l.mgr != nil {
+			_ = l.mgr.Destroy()
+		}
+		return nil, fmt.Errorf("put runtime (pid %d) in its cgroup: %w", pid, err)
+	}
+	return l, nil
+}
+
+func (is *Isolator) applyRlimits(pid int) error {
+	if n := is.cfg.MemoryBytes; n > 0 {
+		// RLIMIT_DATA, not RLIMIT_AS: V8 reserves large address ranges
+		// it never touches, which RLIMIT_AS counts.
+		if err := unix.Prlimit(pid, unix.RLIMIT_DATA, &unix.Rlimit{Cur: uint64(n), Max: uint64(n)}, nil); err != nil {
+			return fmt.Errorf("set RLIMIT_DATA on runtime (pid %d): %w", pid, err)
+		}
+	}
+	if n := is.cfg.Pids; n > 0 && is.cred != nil {
+		if err := unix.Prlimit(pid, unix.RLIMIT_NPROC, &unix.Rlimit{Cur: uint64(n), Max: uint64(n)}, nil); err != nil {
+			return fmt.Errorf("set RLIMIT_NPROC on runtime (pid %d): %w", pid, err)
+		}
+	}
+	return nil
+}
+
+// OOMKills is how many processes of the runtime its memory limit killed:
+// the cgroup's oom_kill count (memory.oom_control in v1, memory.events in
+// v2). It is 0 with rlimits, which make allocations fail instead.
+func (l *Limits) OOMKills() uint64 {
+	if l == nil || l.mgr == nil {
+		return 0
+	}
+	if n, err := l.mgr.OOMKillCount(); err == nil && n > l.oom.Load() {
+		l.oom.Store(n)
+	}
+	return l.oom.Load()
+}
+
+// Close kills whatever is left in the runtime's group (children it left in
+// other process groups, a fork loop) and removes the group. The runtime's
+// own process should have exited. It is idempotent.
+func (l *Limits) Close() error {
+	if l == nil || l.mgr == nil {
+		return nil
+	}
+	l.once.Do(func() {
+		l.OOMKills() // keep the count: the group goes
+		l.err = l.killAll()
+		if err := l.mgr.Destroy(); err != nil {
+			l.err = errors.Join(l.err, err)
+		}
+	})
+	return l.err
+}
+
+// killAll freezes the group (so a fork loop cannot outrun the kills),
+// kills every process in it, thaws it and waits until it is empty.
+func (l *Limits) killAll() error {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		pids, err := cgroups.GetAllPids(l.dir)
+		if errors.Is(err, os.ErrNotExist) || err == nil && len(pids) == 0 {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("list the runtime cgroup's processes: %w", err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("runtime cgroup still holds %d processes after 5 s", len(pids))
+		}
+		frozen := l.mgr.Freeze(cgroups.Frozen) == nil
+		if frozen {
+			pids, _ = cgroups.GetAllPids(l.dir)
+		}
+		for _, p := range pids {
+			_ = unix.Kill(p, unix.SIGKILL)
+		}
+		if frozen {
+			_ = l.mgr.Freeze(cgroups.Thawed)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Mechanism says what enforces the limits: CgroupV1, CgroupV2, Rlimit or None.
+func (is *Isolator) Mechanism() string { return is.mechanism }
+
+// Report is what discovery shows of the isolation in force.
+type Report struct {
+	// Mechanism is what enforces the limits: cgroup-v1, cgroup-v2, rlimit,
+	// or none when no limit is set.
+	Mechanism   string   `json:"mechanism"`
+	MemoryBytes int64    `json:"memory_bytes"` // per runtime; 0 none
+	Pids        int64    `json:"pids"`         // per runtime; 0 none
+	CPU         float64  `json:"cpu"`          // cores per runtime; 0 none
+	Enforced    []string `json:"enforced"`     // each limit in force, with what enforces it
+	NotEnforced []string `json:"not_enforced"` // each limit asked for that is not, and why
+	// Fallback says why cgroups are not used, when limits fell back to
+	// rlimits.
+	Fallback string `json:"fallback,omitempty"`
+	// User is who runtimes run as; nil is aiod's own user.
+	User     *UserReport `json:"user"`
+	EnvAllow []string    `json:"env_allow"` // variables passed from aiod's environment
+}
+
+// UserReport names the runtime user.
+type UserReport struct {
+	Name string `json:"name"`
+	UID  uint32 `json:"uid"`
+	GID  uint32 `json:"gid"`
+	Home string `json:"home"`
+}
+
+// Report describes what is in force.
+func (is *Isolator) Report() Report {
+	c := is.cfg
+	r := Report{Mechanism: is.mechanism, MemoryBytes: c.MemoryBytes, Pids: c.Pids, CPU: c.CPU,
+		Enforced: []string{}, NotEnforced: []string{}, EnvAllow: append([]string{}, c.EnvAllow...)}
+	if is.mechanism == Rlimit {
+		r.Fallback = is.problem
+	}
+	if is.cred != nil {
+		r.User = &UserReport{Name: is.userName, UID: is.cred.Uid, GID: is.cred.Gid, Home: is.home}
+	}
+	on := func(what, by string) { r.Enforced = append(r.Enforced, what+": "+by) }
+	off := func(what, why string) { r.NotEnforced = append(r.NotEnforced, what+": "+why) }
+	switch is.mechanism {
+	case CgroupV1, CgroupV2:
+		v := "cgroup v1 "
+		mem, pids, cpu := "memory.limit_in_bytes", "pids.max", "cpu.cfs_quota_us"
+		if is.mechanism == CgroupV2 {
+			v, mem, cpu = "cgroup v2 ", "memory.max", "cpu.max"
+		}
+		if c.MemoryBytes > 0 {
+			on("memory", v+mem+" (the kernel's OOM killer ends the runtime)")
+		}
+		if c.Pids > 0 {
+			on("pids", v+pids+" (fork and thread creation fail past it)")
+		}
+		if c.CPU > 0 {
+			on("cpu", v+cpu+" (a quota per 100 ms)")
+		}
+	case Rlimit:
+		if c.MemoryBytes > 0 {
+			on("memory", "RLIMIT_DATA (allocations fail past it: Python raises MemoryError and the session lives; node aborts)")
+		}
+		switch {
+		case c.Pids > 0 && is.cred != nil:
+			on("pids", "RLIMIT_NPROC of the runtime user, counted over all its processes, so shared by every runtime")
+		case c.Pids > 0:
+			off("pids", "RLIMIT_NPROC does not apply to root; set --runtime-user")
+		}
+		if c.CPU > 0 {
+			off("cpu", "no rlimit gives a CPU quota")
+		}
+	}
+	off("remote kernels", "runtimes on --jupyter-endpoint are limited by that server, not by aiod")
+	return r
+}

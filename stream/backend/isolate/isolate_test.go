@@ -1,0 +1,188 @@
+package isolate
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aiod/aiod/kernel/kerneltest"
+)
+
+func TestMain(m *testing.M) { os.Exit(kerneltest.Run(m)) }
+
+func TestFilterEnvKeepsAllowedAndNeverAiodSettings(t *testing.T) {
+	env := []string{"PATH=/bin", "LC_ALL=C", "LCX=no", "AIO_TOKEN=T", "AIO_JWT_PUBLIC_KEY=k", "JWT_PUBLIC_KEY=k",
+		"AIO_JUPYTER_TOKEN=j", "SECRET=s", "PYTHONPATH=/p", "KERNEL_USERNAME=u", "AIO_EXTRA=x"}
+	got := FilterEnv(env, append(DefaultEnvAllow, "AIO_*", "JWT_PUBLIC_KEY"))
+	want := []string{"PATH=/bin", "LC_ALL=C", "PYTHONPATH=/p", "KERNEL_USERNAME=u"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("FilterEnv = %q, want %q (AIO_* and JWT_PUBLIC_KEY never pass, even when allowed)", got, want)
+	}
+	if got := FilterEnv(env, []string{}); len(got) != 0 {
+		t.Fatalf("an empty allow list passed %q", got)
+	}
+}
+
+func TestLookupUser(t *testing.T) {
+	for in, want := range map[string]User{
+		"nobody":      {Name: "nobody", UID: 65534, GID: 65534},
+		"65534":       {Name: "nobody", UID: 65534, GID: 65534},
+		"65534:100":   {Name: "nobody", UID: 65534, GID: 100},
+		"4242:4243":   {Name: "4242", UID: 4242, GID: 4243},
+		"daemon":      {Name: "daemon", UID: 1, GID: 1},
+		"65534:65534": {Name: "nobody", UID: 65534, GID: 65534},
+	} {
+		got, err := LookupUser(in)
+		if err != nil || got != want {
+			t.Errorf("LookupUser(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"root", "0", "0:0", "no-such-user-here", "nobody:x", "1:x"} {
+		if _, err := LookupUser(bad); err == nil {
+			t.Errorf("LookupUser(%q) accepted", bad)
+		}
+	}
+}
+
+// startWaiter starts a Python process that waits for a line on stdin,
+// then runs code; it returns the process and a writer to release it.
+func startWaiter(t *testing.T, code string) (*exec.Cmd, *os.File, *bufio.Reader) {
+	t.Helper()
+	cmd := exec.Command("/usr/bin/python3", "-c", "import sys\nsys.stdin.readline()\n"+code)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd, in.(*os.File), bufio.NewReader(out)
+}
+
+// TestRlimitFallback forces the fallback: RLIMIT_DATA makes a large
+// allocation fail with MemoryError (the process lives), and the report says
+// what is and is not enforced.
+func TestRlimitFallback(t *testing.T) {
+	is, err := New(Config{MemoryBytes: 256 << 20, Pids: 64, CPU: 1, Mechanism: Rlimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer is.Close()
+	cmd, in, out := startWaiter(t, "try:\n    x = bytearray(512 << 20)\n    print('allocated')\nexcept MemoryError:\n    print('MemoryError')\n")
+	l, err := is.Apply(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/limits")
+	if !strings.Contains(string(limits), "Max data size             268435456            268435456") {
+		t.Fatalf("RLIMIT_DATA not set:\n%s", limits)
+	}
+	in.WriteString("go\n")
+	line, _ := out.ReadString('\n')
+	if line != "MemoryError\n" {
+		t.Fatalf("a 512 MiB allocation under a 256 MiB RLIMIT_DATA printed %q", line)
+	}
+	if n := l.OOMKills(); n != 0 {
+		t.Fatalf("OOMKills = %d with rlimits", n)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r := is.Report()
+	if r.Mechanism != Rlimit || r.Fallback == "" {
+		t.Fatalf("report %+v: want mechanism rlimit with the reason", r)
+	}
+	joined := strings.Join(r.Enforced, "\n") + "\n--\n" + strings.Join(r.NotEnforced, "\n")
+	for _, want := range []string{"memory: RLIMIT_DATA", "pids: RLIMIT_NPROC does not apply to root", "cpu: no rlimit"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("report lacks %q:\n%s", want, joined)
+		}
+	}
+}
+
+// TestCgroupV1Group runs on this machine's cgroup v1 controllers: a
+// process joins a group with the limits set, an OOM kill is counted, and
+// Close kills what is left and removes the group; Isolator.Close removes
+// the daemon's folder.
+func TestCgroupV1Group(t *testing.T) {
+	is, err := New(Config{MemoryBytes: 128 << 20, Pids: 32, CPU: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if is.Mechanism() != CgroupV1 {
+		t.Fatalf("mechanism %q (%s); this machine has cgroup v1 memory, pids and cpu", is.Mechanism(), is.problem)
+	}
+	cmd, in, out := startWaiter(t, "import subprocess, sys\n"+
+		"subprocess.Popen(['sleep', '300'], start_new_session=True)\n"+
+		"print('started', flush=True)\n"+
+		"x = bytearray(256 << 20)\nprint('survived', flush=True)\n")
+	l, err := is.Apply(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(ctrl, file string) string {
+		b, _ := os.ReadFile(filepath.Join(is.parents[ctrl], "1", file))
+		return strings.TrimSpace(string(b))
+	}
+	if read("memory", "memory.limit_in_bytes") != "134217728" || read("pids", "pids.max") != "32" || read("cpu", "cpu.cfs_quota_us") != "50000" {
+		t.Fatalf("limits: memory %s, pids %s, cpu quota %s", read("memory", "memory.limit_in_bytes"), read("pids", "pids.max"), read("cpu", "cpu.cfs_quota_us"))
+	}
+	if !slices.Contains(strings.Fields(read("pids", "cgroup.procs")), strconv.Itoa(cmd.Process.Pid)) {
+		t.Fatalf("pid %d not in its group: %q", cmd.Process.Pid, read("pids", "cgroup.procs"))
+	}
+	in.WriteString("go\n")
+	if line, _ := out.ReadString('\n'); line != "started\n" {
+		t.Fatalf("child said %q", line)
+	}
+	err = cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != -1 {
+		t.Fatalf("a 256 MiB allocation under 128 MiB ended with %v, want a kill", err)
+	}
+	if n := l.OOMKills(); n != 1 {
+		t.Fatalf("OOMKills = %d, want 1", n)
+	}
+	leftover := strings.Fields(read("pids", "cgroup.procs")) // the sleep, in a session of its own
+	if len(leftover) != 1 {
+		t.Fatalf("group holds %q, want the sleep", leftover)
+	}
+	start := time.Now()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(leftover[0])
+	if _, err := os.Stat("/proc/" + leftover[0] + "/status"); err == nil {
+		b, _ := os.ReadFile("/proc/" + leftover[0] + "/status")
+		if !strings.Contains(string(b), "State:\tZ") {
+			t.Fatalf("process %d the runtime left survived Close", pid)
+		}
+	}
+	for c, p := range is.parents {
+		if _, err := os.Stat(filepath.Join(p, "1")); err == nil {
+			t.Errorf("%s group not removed", c)
+		}
+	}
+	t.Logf("Close killed the leftover and removed the group in %v", time.Since(start))
+	if n := l.OOMKills(); n != 1 {
+		t.Fatalf("OOMKills after Close = %d, want the count kept", n)
+	}
+	parents := is.parents
+	if err := is.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for c, p := range parents {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s: daemon folder %s not removed", c, p)
+		}
+	}
+}

@@ -1,0 +1,132 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/stream/backend/isolate"
+)
+
+// Isolation configures the limits, environment and user of local
+// runtimes (see package isolate).
+type Isolation = isolate.Config
+
+// IsolationReport is discovery's view of the isolation in force.
+type IsolationReport = isolate.Report
+
+// Isolation reports the limits, user and environment runtimes get.
+func (r *Runtimes) Isolation() IsolationReport { return r.iso.Report() }
+
+// MemoryFlag names the memory limit's setting in what a caller reads.
+const MemoryFlag = "--runtime-memory-limit"
+
+// limit puts a just-started runtime under the limits, before it has run
+// any user code: its process joins its own cgroup (or gets its rlimits).
+// The runtime returned classifies a death by the memory limit and removes
+// the cgroup when closed. A runtime that cannot be limited is closed and
+// the start fails.
+func (r *Runtimes) limit(rt jupyter.Runtime) (jupyter.Runtime, error) {
+	if r.iso.Mechanism() == isolate.None {
+		return rt, nil
+	}
+	l, err := r.iso.Apply(rt.Info().PID)
+	if err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = rt.Close(ctx)
+		return nil, fmt.Errorf("limit the runtime: %w", err)
+	}
+	w := &limited{Runtime: rt, l: l, log: r.log, memLimit: fmt.Sprintf("%s (%s)", FormatBytes(r.cfg.Isolation.MemoryBytes), MemoryFlag)}
+	c, isC := rt.(jupyter.Completer)
+	s, isS := rt.(jupyter.Sender)
+	switch {
+	case isC && isS:
+		return &limitedCS{limited: w, Completer: c, Sender: s}, nil
+	case isC:
+		return &limitedC{limited: w, Completer: c}, nil
+	}
+	return w, nil
+}
+
+// limited is a runtime under limits. Every extension the runtime has
+// (jupyter.Completer, jupyter.Sender) is kept by limitedC and limitedCS,
+// since the gateway and stream find them by type assertion.
+type limited struct {
+	jupyter.Runtime
+	l        *isolate.Limits
+	log      *slog.Logger
+	memLimit string
+
+	once sync.Once
+	err  error // Err once Done is closed
+}
+
+var (
+	_ jupyter.Runtime   = (*limited)(nil)
+	_ jupyter.Completer = (*limitedC)(nil)
+	_ jupyter.Sender    = (*limitedCS)(nil)
+	_ jupyter.Completer = (*limitedCS)(nil)
+)
+
+type limitedC struct {
+	*limited
+	jupyter.Completer
+}
+
+type limitedCS struct {
+	*limited
+	jupyter.Completer
+	jupyter.Sender
+}
+
+// Err is the runtime's, with a death that its cgroup's oom_kill count
+// explains marked jupyter.DeathOutOfMemory, naming the limit.
+func (w *limited) Err() error {
+	select {
+	case <-w.Runtime.Done():
+	default:
+		return w.Runtime.Err()
+	}
+	w.once.Do(func() {
+		w.err = w.Runtime.Err()
+		var de *jupyter.DeadError
+		if errors.As(w.err, &de) && w.l.OOMKills() > 0 {
+			oom := *de
+			oom.Kind, oom.Limit = jupyter.DeathOutOfMemory, w.memLimit
+			oom.Cause = "killed by its memory limit of " + w.memLimit + " (" + de.Cause + ")"
+			w.err = &oom
+		}
+	})
+	return w.err
+}
+
+// Close closes the runtime, then kills what it left in its cgroup and
+// removes the group.
+func (w *limited) Close(ctx context.Context) error {
+	err := w.Runtime.Close(ctx)
+	w.Err() // classify while the group's counters can still be read
+	lerr := w.l.Close()
+	if lerr != nil {
+		w.log.Warn("runtime cgroup not removed", "pid", w.Info().PID, "err", lerr)
+	}
+	return errors.Join(err, lerr)
+}
+
+// FormatBytes writes n in binary units: "512 MiB", "1.5 GiB".
+func FormatBytes(n int64) string {
+	units := []string{"bytes", "KiB", "MiB", "GiB", "TiB"}
+	f, i := float64(n), 0
+	for f >= 1024 && i < len(units)-1 {
+		f /= 1024
+		i++
+	}
+	if f == float64(int64(f)) {
+		return fmt.Sprintf("%d %s", int64(f), units[i])
+	}
+	return fmt.Sprintf("%.1f %s", f, units[i])
+}

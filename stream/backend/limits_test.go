@@ -1,0 +1,112 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/kernel/kerneltest"
+	"github.com/aiod/aiod/stream/backend/isolate"
+)
+
+func TestMain(m *testing.M) { os.Exit(kerneltest.Run(m)) }
+
+// TestMemoryLimitDeathIsOutOfMemory starts a forked kernel and a Node REPL
+// under a 256 MiB cgroup limit: each keeps its extensions (completion, and
+// Send for the kernel), an allocation past the limit kills it, and Err says
+// so with Kind out_of_memory and the limit; closing removes its group.
+func TestMemoryLimitDeathIsOutOfMemory(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := New(ctx, Config{CodeBackend: Kernel, Isolation: Isolation{MemoryBytes: 256 << 20, Pids: 256}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	if m := r.Isolation().Mechanism; m != isolate.CgroupV1 {
+		t.Fatalf("mechanism %q (%s)", m, r.Isolation().Fallback)
+	}
+	for _, c := range []struct {
+		lang, code string
+		sender     bool
+	}{
+		{Python, "x = bytearray(1 << 30)", true},
+		{JS, "const a = []; for (;;) a.push(Buffer.alloc(16 << 20, 1))", false},
+	} {
+		t.Run(c.lang, func(t *testing.T) {
+			b, err := r.For(Want{Language: c.lang})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rt, err := b.Start(ctx, func(*jupyter.Message) {})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rt.Close(context.Background())
+			if _, ok := rt.(jupyter.Completer); !ok {
+				t.Error("the limited runtime lost jupyter.Completer")
+			}
+			if _, ok := rt.(jupyter.Sender); ok != c.sender {
+				t.Errorf("jupyter.Sender: %v, want %v", ok, c.sender)
+			}
+			cg, _ := os.ReadFile(filepathProc(rt.Info().PID))
+			if !strings.Contains(string(cg), "/aiod-") {
+				t.Fatalf("runtime pid %d is not in an aiod cgroup:\n%s", rt.Info().PID, cg)
+			}
+			start := time.Now()
+			if err := rt.Execute(ctx, jupyter.ExecuteRequest{MsgID: jupyter.NewID(), Code: c.code}); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-rt.Done():
+			case <-time.After(30 * time.Second):
+				t.Fatal("the runtime outlived its memory limit for 30 s")
+			}
+			var de *jupyter.DeadError
+			if !errors.As(rt.Err(), &de) || de.Kind != jupyter.DeathOutOfMemory || de.Limit != "256 MiB (--runtime-memory-limit)" {
+				t.Fatalf("Err = %#v, want a DeadError of kind out_of_memory naming the limit", rt.Err())
+			}
+			t.Logf("%s died of its memory limit %v after the execute: %v", c.lang, time.Since(start).Round(time.Millisecond), de)
+			if err := rt.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if !errors.As(rt.Err(), &de) || de.Kind != jupyter.DeathOutOfMemory {
+				t.Fatalf("after Close, Err = %v", rt.Err())
+			}
+			if ents := groups(t); len(ents) != 0 {
+				t.Fatalf("groups left after Close: %v", ents)
+			}
+		})
+	}
+}
+
+func filepathProc(pid int) string { return filepath.Join("/proc", strconv.Itoa(pid), "cgroup") }
+
+// groups lists the runtime groups under this process's memory folder.
+func groups(t *testing.T) []string {
+	t.Helper()
+	own, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(own), "\n") {
+		if p, ok := strings.CutPrefix(line, strings.SplitN(line, ":", 2)[0]+":memory:"); ok {
+			dir := filepath.Join("/sys/fs/cgroup/memory", p, "aiod-"+strconv.Itoa(os.Getpid()))
+			ents, _ := os.ReadDir(dir)
+			var out []string
+			for _, e := range ents {
+				if e.IsDir() {
+					out = append(out, e.Name())
+				}
+			}
+			return out
+		}
+	}
+	return nil
+}
