@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aiod/aiod/kernel/jupyter"
@@ -62,8 +63,18 @@ type limited struct {
 	log      *slog.Logger
 	memLimit string
 
+	base atomic.Uint64 // the group's OOM kills when the last execution began
+
 	once sync.Once
 	err  error // Err once Done is closed
+}
+
+// Execute notes the group's OOM kills so far: a kill before this execution
+// (of a child process the runtime survived) does not explain a death
+// during it.
+func (w *limited) Execute(ctx context.Context, req jupyter.ExecuteRequest) error {
+	w.base.Store(w.l.OOMKills())
+	return w.Runtime.Execute(ctx, req)
 }
 
 var (
@@ -85,7 +96,9 @@ type limitedCS struct {
 }
 
 // Err is the runtime's, with a death that its cgroup's oom_kill count
-// explains marked jupyter.DeathOutOfMemory, naming the limit.
+// explains marked jupyter.DeathOutOfMemory, naming the limit: the count
+// went up since the last execution began, and the process was killed
+// (SIGKILL, or an end nobody could read), not one that exited.
 func (w *limited) Err() error {
 	select {
 	case <-w.Runtime.Done():
@@ -95,7 +108,7 @@ func (w *limited) Err() error {
 	w.once.Do(func() {
 		w.err = w.Runtime.Err()
 		var de *jupyter.DeadError
-		if errors.As(w.err, &de) && w.l.OOMKills() > 0 {
+		if errors.As(w.err, &de) && (de.Signal == "SIGKILL" || de.Signal == "" && de.ExitCode < 0) && w.l.OOMKills() > w.base.Load() {
 			oom := *de
 			oom.Kind, oom.Limit = jupyter.DeathOutOfMemory, w.memLimit
 			oom.Cause = "killed by its memory limit of " + w.memLimit + " (" + de.Cause + ")"

@@ -110,3 +110,50 @@ func groups(t *testing.T) []string {
 	}
 	return nil
 }
+
+// TestChildOOMDoesNotMarkALaterDeath runs a child process that its
+// kernel's memory limit kills (the kernel survives and says so in the
+// child's exit status), then ends the kernel with os._exit: that death is
+// not out_of_memory, although the group's OOM count went up earlier.
+func TestChildOOMDoesNotMarkALaterDeath(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := New(ctx, Config{CodeBackend: Kernel, Isolation: Isolation{MemoryBytes: 256 << 20, Pids: 256}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	b, err := r.For(Want{Language: Python})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := kerneltest.NewRecorder()
+	rt, err := b.Start(ctx, rec.Handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(context.Background())
+	id := jupyter.NewID()
+	code := "import subprocess, sys\n" +
+		"p = subprocess.run([sys.executable, '-c', 'x = bytearray(1 << 30)'])\n" +
+		"print('child', p.returncode)"
+	if err := rt.Execute(ctx, jupyter.ExecuteRequest{MsgID: id, Code: code}); err != nil {
+		t.Fatal(err)
+	}
+	ms := rec.WaitFor(t, time.Minute, id, "the child's end", kerneltest.Complete)
+	if s := kerneltest.Find(ms, jupyter.IOPub, jupyter.MsgStream); s == nil || !strings.Contains(kerneltest.Field(s, "text"), "child -9") {
+		t.Fatalf("the child was not killed by the limit: %v", s)
+	}
+	if err := rt.Execute(ctx, jupyter.ExecuteRequest{MsgID: jupyter.NewID(), Code: "import os; os._exit(3)"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-rt.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the kernel did not exit")
+	}
+	var de *jupyter.DeadError
+	if !errors.As(rt.Err(), &de) || de.Kind != "" || de.ExitCode != 3 {
+		t.Fatalf("Err = %#v, want a plain death with exit code 3", rt.Err())
+	}
+}
