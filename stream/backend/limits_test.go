@@ -157,3 +157,63 @@ func TestChildOOMDoesNotMarkALaterDeath(t *testing.T) {
 		t.Fatalf("Err = %#v, want a plain death with exit code 3", rt.Err())
 	}
 }
+
+// TestCPULimitThrottles runs a busy loop in a kernel limited to a fifth
+// of a core: its group's CFS quota is what the flag says, and the
+// scheduler throttled the loop (cpu.stat's nr_throttled), which is the
+// limit working, whatever else the machine runs.
+func TestCPULimitThrottles(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := New(ctx, Config{CodeBackend: Kernel, Isolation: Isolation{MemoryBytes: 512 << 20, CPU: 0.2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	b, err := r.For(Want{Language: Python})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := kerneltest.NewRecorder()
+	rt, err := b.Start(ctx, rec.Handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(context.Background())
+	dir := ""
+	cg, _ := os.ReadFile(filepathProc(rt.Info().PID))
+	for _, line := range strings.Split(string(cg), "\n") {
+		if f := strings.SplitN(line, ":", 3); len(f) == 3 && strings.Contains(","+f[1]+",", ",cpu,") {
+			dir = filepath.Join("/sys/fs/cgroup/cpu", f[2])
+		}
+	}
+	if !strings.Contains(dir, "/aiod-") {
+		t.Fatalf("kernel pid %d is not in an aiod cpu group:\n%s", rt.Info().PID, cg)
+	}
+	quota, _ := os.ReadFile(filepath.Join(dir, "cpu.cfs_quota_us"))
+	period, _ := os.ReadFile(filepath.Join(dir, "cpu.cfs_period_us"))
+	if strings.TrimSpace(string(quota)) != "20000" || strings.TrimSpace(string(period)) != "100000" {
+		t.Fatalf("quota %q per period %q, want 20000 per 100000", quota, period)
+	}
+	id := jupyter.NewID()
+	code := "import time\nt = time.time()\nwhile time.time() - t < 1.5: pass\nprint(time.process_time())"
+	if err := rt.Execute(ctx, jupyter.ExecuteRequest{MsgID: id, Code: code}); err != nil {
+		t.Fatal(err)
+	}
+	ms := rec.WaitFor(t, time.Minute, id, "the loop's end", kerneltest.Complete)
+	stat, _ := os.ReadFile(filepath.Join(dir, "cpu.stat"))
+	throttled := 0
+	for _, line := range strings.Split(string(stat), "\n") {
+		if v, ok := strings.CutPrefix(line, "nr_throttled "); ok {
+			throttled, _ = strconv.Atoi(v)
+		}
+	}
+	out := ""
+	if s := kerneltest.Find(ms, jupyter.IOPub, jupyter.MsgStream); s != nil {
+		out = strings.TrimSpace(kerneltest.Field(s, "text"))
+	}
+	t.Logf("1.5 s of busy loop at 0.2 cores: %s s of CPU for the kernel process; cpu.stat:\n%s", out, stat)
+	if throttled == 0 {
+		t.Fatalf("a busy loop at 0.2 cores was never throttled: %s", stat)
+	}
+}
