@@ -144,7 +144,7 @@ func (r *runner) start(ctx context.Context) error {
 			FirstExecRounds: p.rounds, FirstExecCode: passCode + "\nprint('<token>')",
 			BurstSessions: p.burst, PSSSessions: p.pss, LiveStep: p.step, LiveMax: p.max,
 			LiveMinFreeMiB: minAvailable >> 20, SessionCode: pandasCode + "\nprint('<token>')",
-			Daemons: "two daemons, AIO_CODE_BACKEND=kernel, no pools, AIO_KERNEL_START=fork and =spawn (the default warm-up imports in the template)",
+			Daemons: "two daemons, AIO_CODE_BACKEND=kernel, no pools, AIO_KERNEL_START=fork and =spawn (the default warm-up imports in the template), AIO_MAX_SESSIONS=0",
 		},
 	}
 	r.res.Start = sr
@@ -161,7 +161,8 @@ func (r *runner) start(ctx context.Context) error {
 	for _, mode := range []string{ModeFork, ModeSpawn, ModeForkPrewarm} {
 		wg.Go(func() {
 			env := []string{"AIO_CODE_BACKEND=kernel", "AIO_KERNEL_PREWARM=0", "AIO_CODE_PREWARM=0", "AIO_KERNEL_IDLE=7200",
-				"AIO_KERNEL_START_TIMEOUT=900", "AIO_KERNEL_START=" + mode}
+				"AIO_KERNEL_START_TIMEOUT=900", "AIO_KERNEL_START=" + mode,
+				"AIO_MAX_SESSIONS=0"} // the live-sessions step measures the machine's capacity, past the default cap
 			if mode == ModeForkPrewarm {
 				env = append(env, "AIO_KERNEL_PREWARM=2", "AIO_KERNEL_START=fork")
 			}
