@@ -5,6 +5,7 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -453,10 +454,28 @@ func TestInterruptSaysWhoInterrupted(t *testing.T) {
 			}
 		}
 	}
-	result := func(id any) map[string]any {
+	// result waits for id's result; when none comes, it fails naming the
+	// case and every message seen since the interrupt. (A lost interrupt
+	// shows as the result of the 120 s timeout, or of the sleep's end.)
+	result := func(id any, name string) map[string]any {
 		t.Helper()
-		msgs := readUntil(t, c, "result", id, 2*time.Minute)
-		return msgs[len(msgs)-1].m
+		var seen []map[string]any
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		for {
+			_, b, err := c.Read(ctx)
+			if err != nil {
+				t.Fatalf("%s: no result 3 min after the interrupt (%v); messages since: %v", name, err, seen)
+			}
+			var m map[string]any
+			if err := json.Unmarshal(b, &m); err != nil {
+				t.Fatalf("%s: message is not JSON: %q", name, b)
+			}
+			seen = append(seen, m)
+			if m["type"] == "result" && m["id"] == id {
+				return m
+			}
+		}
 	}
 	cases := []struct {
 		lang, code, via, want string
@@ -475,7 +494,7 @@ func TestInterruptSaysWhoInterrupted(t *testing.T) {
 		} else if st, b := httpDo(t, "POST", ts.URL+"/api/kernels/"+kernelOf(t, ts, sid)+"/interrupt", "", ""); st != 204 {
 			t.Fatalf("interrupt through the Jupyter API: %d %s", st, b)
 		}
-		res := result(id)
+		res := result(id, tc.lang+" via "+tc.via)
 		msg, _ := res["message"].(string)
 		data := res["data"].(map[string]any)
 		if res["success"] != false || data["status"] != "error" || !strings.HasPrefix(msg, tc.want) || strings.Contains(msg, "KeyboardInterrupt: ") {
