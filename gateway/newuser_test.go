@@ -6,6 +6,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -494,11 +495,20 @@ func TestInterruptSaysWhoInterrupted(t *testing.T) {
 		} else if st, b := httpDo(t, "POST", ts.URL+"/api/kernels/"+kernelOf(t, ts, sid)+"/interrupt", "", ""); st != 204 {
 			t.Fatalf("interrupt through the Jupyter API: %d %s", st, b)
 		}
-		res := result(id, tc.lang+" via "+tc.via)
+		sigs := "" // the runtime's signal state, for a failure's message
+		if sess := ts.reg.Get(tc.lang, sid); sess != nil && sess.Runtime() != nil {
+			st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", sess.Runtime().Info().PID))
+			for _, l := range strings.Split(string(st), "\n") {
+				if strings.HasPrefix(l, "Sig") || strings.HasPrefix(l, "Shd") || strings.HasPrefix(l, "Threads") {
+					sigs += l + "; "
+				}
+			}
+		}
+		res := result(id, tc.lang+" via "+tc.via+" (runtime "+sigs+")")
 		msg, _ := res["message"].(string)
 		data := res["data"].(map[string]any)
 		if res["success"] != false || data["status"] != "error" || !strings.HasPrefix(msg, tc.want) || strings.Contains(msg, "KeyboardInterrupt: ") {
-			t.Fatalf("%s via %s: message %q, status %v; want it to start with %q", tc.lang, tc.via, msg, data["status"], tc.want)
+			t.Fatalf("%s via %s: message %q, status %v; want it to start with %q; runtime %s", tc.lang, tc.via, msg, data["status"], tc.want, sigs)
 		}
 	}
 	// The next call is not marked: the interrupt belonged to one execution.
