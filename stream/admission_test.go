@@ -196,3 +196,40 @@ func TestErrorKinds(t *testing.T) {
 		t.Errorf("interrupted: %s kind %q %q", r.Status, r.ErrorKind, r.Message())
 	}
 }
+
+// A client's interrupt the runtime ignores (no message at all) is handled
+// as a timeout's after the interrupt grace: repeated, then the runtime is
+// restarted, and the answer says so instead of waiting for the timeout.
+func TestIgnoredClientInterruptRestarts(t *testing.T) {
+	fs := &fakes{script: hangs, interrupt: func(*fakeRuntime) error { return nil }}
+	reg := fakeRegistry(t, fs)
+	sess, _, _ := reg.Open("javascript", "deaf", fs.backend())
+	done := make(chan *Result, 1)
+	go func() {
+		r, _ := sess.Execute(context.Background(), ExecRequest{Code: "while (true) {}", Timeout: time.Minute})
+		done <- r
+	}()
+	waitFor(t, func() bool { return sess.Busy() && sess.Runtime() != nil })
+	time.Sleep(50 * time.Millisecond)
+	began := time.Now()
+	if err := sess.Interrupt(context.Background(), "a client (test)"); err != nil {
+		t.Fatal(err)
+	}
+	var res *Result
+	select {
+	case res = <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("an ignored interrupt left the call running")
+	}
+	if res.ErrorKind != KindInterrupted || !strings.HasPrefix(res.Message(), "execution was interrupted by a client (test), but the runtime showed no sign of it") ||
+		!strings.Contains(res.Message(), "restarted") {
+		t.Fatalf("kind %q, message %q", res.ErrorKind, res.Message())
+	}
+	if took := time.Since(began); took > 5*time.Second {
+		t.Errorf("answered %s after the interrupt", took)
+	}
+	if n := len(fs.all()); n != 1 {
+		t.Fatalf("%d runtimes started, want 1", n)
+	}
+	waitFor(t, func() bool { return fs.all()[0].closeCount() > 0 }) // closed in the background
+}

@@ -180,6 +180,7 @@ func (m *Mux) Begin(id, executionID string, origin any, budget int, subs ...Subs
 		replied:     make(chan struct{}),
 		idled:       make(chan struct{}),
 		activity:    make(chan struct{}, 1),
+		asked:       make(chan struct{}, 1),
 	}
 	m.mu.Lock()
 	m.execs[id] = ex
@@ -206,6 +207,7 @@ type Execution struct {
 	replied  chan struct{} // closed on execute_reply
 	idled    chan struct{} // closed on iopub status idle
 	activity chan struct{} // poked (never blocking) on every message
+	asked    chan struct{} // poked when a client's interrupt reached the runtime (Session.Interrupt)
 	folding  atomic.Int32  // messages being folded right now
 
 	mu          sync.Mutex // guards everything below

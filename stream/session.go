@@ -514,9 +514,18 @@ func (s *Session) wait(ctx context.Context, ex *Execution, rt jupyter.Runtime, g
 	replied, idled := ex.replied, ex.idled
 	var grace *time.Timer
 	var graceC <-chan time.Time
+	// A client's interrupt that the runtime shows no sign of (no message
+	// at all) within InterruptGrace is handled as a timeout's: repeated,
+	// then the runtime is restarted. A native Node.js REPL busy in a
+	// synchronous loop was seen, on a loaded machine, to ignore a SIGINT.
+	var ignored *time.Timer
+	var ignoredC <-chan time.Time
 	defer func() {
 		if grace != nil {
 			grace.Stop()
+		}
+		if ignored != nil {
+			ignored.Stop()
 		}
 	}()
 	for replied != nil || idled != nil {
@@ -529,7 +538,24 @@ func (s *Session) wait(ctx context.Context, ex *Execution, rt jupyter.Runtime, g
 			if grace != nil {
 				grace.Reset(s.reg.cfg.CompletionGrace)
 			}
+			if ignored != nil {
+				ignored.Stop() // the runtime reacts: the interrupt is in its hands
+				ignored, ignoredC = nil, nil
+			}
 			continue
+		case <-ex.asked:
+			if ignored == nil {
+				ignored = time.NewTimer(s.reg.cfg.InterruptGrace)
+				ignoredC = ignored.C
+			}
+			continue
+		case <-ignoredC:
+			ex.mu.Lock()
+			by := ex.interruptBy
+			ex.mu.Unlock()
+			res.Status, res.ErrorKind = StatusError, KindInterrupted
+			s.stop(ex, rt, gen, res, fmt.Sprintf("execution was interrupted by %s, but the runtime showed no sign of it within %s", by, s.reg.cfg.InterruptGrace), by)
+			return
 		case <-graceC:
 			if ex.folding.Load() > 0 { // still folding a message: not lost
 				grace.Reset(s.reg.cfg.CompletionGrace)
@@ -758,6 +784,12 @@ func (s *Session) signal(ctx context.Context, rt jupyter.Runtime, ex *Execution,
 	err := rt.Interrupt(ctx)
 	if err != nil && ex != nil {
 		ex.uninterrupted(by)
+	}
+	if err == nil && ex != nil {
+		select {
+		case ex.asked <- struct{}{}:
+		default:
+		}
 	}
 	return err
 }
