@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aiod/aiod/kernel/kerneltest"
 	"github.com/goccy/go-json"
 )
 
@@ -27,7 +28,7 @@ func outputs(data map[string]any) []map[string]any {
 func TestWalkthroughScriptRunsUnchanged(t *testing.T) {
 	ts := startServer(t, Config{})
 	out := t.TempDir()
-	os.RemoveAll("/tmp/analysis")
+	kerneltest.LockWalkthrough(t)
 	cmd := exec.Command("/usr/bin/python3", "../examples/walkthrough.py", ts.URL, out)
 	b, err := cmd.CombinedOutput()
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/goccy/go-json"
 
 	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/kernel/kerneltest"
 	"github.com/aiod/aiod/stream"
 )
 
@@ -592,7 +593,7 @@ func TestWalkthroughsWithToken(t *testing.T) {
 	const token = "walk-t0ken"
 	ts := startServer(t, Config{Token: token})
 	cwd := t.TempDir()
-	os.RemoveAll("/tmp/analysis")
+	kerneltest.LockWalkthrough(t)
 	script, _ := filepath.Abs("../examples/walkthrough.py")
 	cmd := exec.Command("/usr/bin/python3", script, ts.URL)
 	cmd.Dir = cwd

@@ -2,12 +2,12 @@ package gateway
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aiod/aiod/kernel/kerneltest"
 	"github.com/aiod/aiod/kernel/remote/remotetest"
 )
 
@@ -38,7 +38,7 @@ func TestRemoteJupyterBackend(t *testing.T) {
 		t.Fatalf("sandbox backend %v", ci["backend"])
 	}
 
-	os.RemoveAll("/tmp/analysis")
+	kerneltest.LockWalkthrough(t)
 	out, err := exec.Command("/usr/bin/python3", "../examples/walkthrough.py", ts.URL, t.TempDir()).CombinedOutput()
 	if err != nil || !strings.HasPrefix(string(out), "count     6.000000\nmean     57.500000\nstd      13.546217") {
 		t.Fatalf("walkthrough on the remote backend: %v\n%s", err, out)
@@ -162,7 +162,7 @@ func TestAiodAsRemoteOfAiod(t *testing.T) {
 	if ri := remoteInfo(t, front); ri["backend"] != "jupyter" || ri["reachable"] != true {
 		t.Fatalf("front does not see back: %v", ri)
 	}
-	os.RemoveAll("/tmp/analysis")
+	kerneltest.LockWalkthrough(t)
 	out, err := exec.Command("/usr/bin/python3", "../examples/walkthrough.py", front.URL, t.TempDir()).CombinedOutput()
 	if err != nil || !strings.HasPrefix(string(out), "count     6.000000\nmean     57.500000\nstd      13.546217") {
 		t.Fatalf("walkthrough through aiod → aiod: %v\n%s", err, out)

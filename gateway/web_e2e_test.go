@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aiod/aiod/kernel/kerneltest"
 )
 
 // The notebook page's end-to-end tests: web/e2e/run.js drives the page in
@@ -37,6 +39,7 @@ var e2eShots = []string{"walkthrough.png", "streaming.png", "notebook.png", "nar
 // the README's.
 func TestWebE2E(t *testing.T) {
 	root := e2eSetup(t)
+	kerneltest.LockWalkthrough(t) // the page's scenario uploads into /tmp/analysis
 	ts := startServer(t, Config{})
 	px := startDropProxy(t, ts.URL)
 	shots := os.Getenv("AIOD_SCREENSHOTS")

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aiod/aiod/kernel/kerneltest"
 )
 
 // answer is the part of an execute answer the isolation tests read.
@@ -213,7 +215,7 @@ func TestRuntimeUserNobody(t *testing.T) {
 	if err := os.Chown(work, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
-	_ = os.RemoveAll("/tmp/analysis") // the walkthrough's folder, made for nobody
+	kerneltest.LockWalkthrough(t) // the walkthrough's folder, made for nobody below
 	if err := os.Mkdir("/tmp/analysis", 0o755); err != nil {
 		t.Fatal(err)
 	}
