@@ -144,7 +144,9 @@ func TestChildOOMDoesNotMarkALaterDeath(t *testing.T) {
 	if s := kerneltest.Find(ms, jupyter.IOPub, jupyter.MsgStream); s == nil || !strings.Contains(kerneltest.Field(s, "text"), "child -9") {
 		t.Fatalf("the child was not killed by the limit: %v", s)
 	}
-	if err := rt.Execute(ctx, jupyter.ExecuteRequest{MsgID: jupyter.NewID(), Code: "import os; os._exit(3)"}); err != nil {
+	// The kernel may die before Execute has returned; then Execute says so,
+	// and Err below is what counts.
+	if err := rt.Execute(ctx, jupyter.ExecuteRequest{MsgID: jupyter.NewID(), Code: "import os; os._exit(3)"}); err != nil && !strings.Contains(err.Error(), "died") {
 		t.Fatal(err)
 	}
 	select {
