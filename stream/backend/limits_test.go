@@ -118,21 +118,7 @@ func groups(t *testing.T) []string {
 func TestChildOOMDoesNotMarkALaterDeath(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	r, err := New(ctx, Config{CodeBackend: Kernel, Isolation: Isolation{MemoryBytes: 256 << 20, Pids: 256}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(context.Background())
-	b, err := r.For(Want{Language: Python})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := kerneltest.NewRecorder()
-	rt, err := b.Start(ctx, rec.Handle)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close(context.Background())
+	rt, rec := startLimitedKernel(ctx, t, Isolation{MemoryBytes: 256 << 20, Pids: 256})
 	id := jupyter.NewID()
 	code := "import subprocess, sys\n" +
 		"p = subprocess.run([sys.executable, '-c', 'x = bytearray(1 << 30)'])\n" +
@@ -167,21 +153,7 @@ func TestChildOOMDoesNotMarkALaterDeath(t *testing.T) {
 func TestCPULimitThrottles(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	r, err := New(ctx, Config{CodeBackend: Kernel, Isolation: Isolation{MemoryBytes: 512 << 20, CPU: 0.2}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(context.Background())
-	b, err := r.For(Want{Language: Python})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := kerneltest.NewRecorder()
-	rt, err := b.Start(ctx, rec.Handle)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close(context.Background())
+	rt, rec := startLimitedKernel(ctx, t, Isolation{MemoryBytes: 512 << 20, CPU: 0.2})
 	dir := ""
 	cg, _ := os.ReadFile(filepathProc(rt.Info().PID))
 	for _, line := range strings.Split(string(cg), "\n") {
@@ -218,4 +190,26 @@ func TestCPULimitThrottles(t *testing.T) {
 	if throttled == 0 {
 		t.Fatalf("a busy loop at 0.2 cores was never throttled: %s", stat)
 	}
+}
+
+// startLimitedKernel starts a Python kernel under iso, recording its
+// messages; it and its Runtimes are closed when the test ends.
+func startLimitedKernel(ctx context.Context, t *testing.T, iso Isolation) (jupyter.Runtime, *kerneltest.Recorder) {
+	t.Helper()
+	r, err := New(ctx, Config{CodeBackend: Kernel, Isolation: iso})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(context.Background()) })
+	b, err := r.For(Want{Language: Python})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := kerneltest.NewRecorder()
+	rt, err := b.Start(ctx, rec.Handle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rt.Close(context.Background()) })
+	return rt, rec
 }
