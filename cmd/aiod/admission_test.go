@@ -63,17 +63,7 @@ func TestMaxSessionsRefusesPastTheCap(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
-	answers := make([]rawAnswer, 20)
-	var wg sync.WaitGroup
-	for i := range answers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			answers[i] = d.post(ctx, "/v2/code/execute", map[string]any{
-				"language": "python", "code": "print('up')", "session_id": fmt.Sprintf("cap-%02d", i), "timeout": 120})
-		}()
-	}
-	wg.Wait()
+	answers := d.openAtOnce(ctx, 20, "cap-%02d", "print('up')", 120)
 	var ok, refused []int
 	for i, a := range answers {
 		switch {
@@ -169,20 +159,8 @@ func TestBurstOf200NewSessions(t *testing.T) {
 	before := len(kerneltest.Descendants(d.cmd.Process.Pid))
 
 	const n = 200
-	answers := make([]rawAnswer, n)
-	var wg sync.WaitGroup
 	began := time.Now()
-	for i := range answers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			actx, acancel := context.WithTimeout(ctx, 5*time.Minute)
-			defer acancel()
-			answers[i] = d.post(actx, "/v2/code/execute", map[string]any{
-				"language": "python", "code": "print(1)", "session_id": fmt.Sprintf("burst-%03d", i), "timeout": 60})
-		}()
-	}
-	wg.Wait()
+	answers := d.openAtOnce(ctx, n, "burst-%03d", "print(1)", 60)
 	took := time.Since(began)
 	counts := map[int]int{}
 	for i, a := range answers {
@@ -230,6 +208,25 @@ func TestBurstOf200NewSessions(t *testing.T) {
 	}
 }
 
+// openAtOnce runs code in n new sessions fmt.Sprintf(pattern, 0..n-1) at
+// once, each call bounded by 5 min, and returns every answer.
+func (d *daemon) openAtOnce(ctx context.Context, n int, pattern, code string, timeout float64) []rawAnswer {
+	answers := make([]rawAnswer, n)
+	var wg sync.WaitGroup
+	for i := range answers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			actx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+			defer cancel()
+			answers[i] = d.post(actx, "/v2/code/execute", map[string]any{
+				"language": "python", "code": code, "session_id": fmt.Sprintf(pattern, i), "timeout": timeout})
+		}()
+	}
+	wg.Wait()
+	return answers
+}
+
 // deleteAll deletes the sessions fmt.Sprintf(pattern, 0..n-1), 16 at a
 // time (each delete waits for its runtime to exit).
 func (d *daemon) deleteAll(ctx context.Context, n int, pattern string) {
@@ -261,17 +258,7 @@ func TestStartQueueRefusesPastItsBound(t *testing.T) {
 	d := startDaemon(t, "--code-backend", "kernel", "--max-concurrent-starts", "1", "--start-queue", "4", "--start-queue-timeout", "30")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	answers := make([]rawAnswer, 20)
-	var wg sync.WaitGroup
-	for i := range answers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			answers[i] = d.post(ctx, "/v2/code/execute", map[string]any{
-				"language": "python", "code": "print(1)", "session_id": fmt.Sprintf("q-%02d", i), "timeout": 60})
-		}()
-	}
-	wg.Wait()
+	answers := d.openAtOnce(ctx, 20, "q-%02d", "print(1)", 60)
 	ok, refused := 0, 0
 	for i, a := range answers {
 		switch {
