@@ -77,7 +77,7 @@ func startForked(ctx context.Context, opts Options, t *Template) (k *Kernel, spa
 // would give a spawned one: the spec's command line, the environment of
 // environ, the working directory, a pipe for its stdout and stderr.
 func (k *Kernel) launchForked(ctx context.Context, p *templateProc) error {
-	argv := k.spec.command(k.connDir + "/kernel.json")
+	argv := k.spec.command(k.viewDir + "/kernel.json")
 	cwd, err := forkCwd(k.opts.Cwd)
 	if err != nil {
 		return fmt.Errorf("launch %s: %w", argv[0], &cwdError{err})
@@ -86,7 +86,9 @@ func (k *Kernel) launchForked(ctx context.Context, p *templateProc) error {
 	if err != nil {
 		return fmt.Errorf("launch %s: make output pipe: %w", argv[0], err)
 	}
-	c, err := p.fork(ctx, argv[3:], envMap(k.environ()), cwd, w)
+	env := envMap(k.environ())
+	delete(env, "JPY_PARENT_PID") // it dies with its template instead
+	c, err := p.fork(ctx, argv[3:], env, cwd, w, k.conf)
 	w.Close()
 	if err != nil {
 		r.Close()

@@ -13,6 +13,7 @@ import (
 	"github.com/aiod/aiod/replbridge"
 	"github.com/aiod/aiod/stream"
 	"github.com/aiod/aiod/stream/backend/isolate"
+	"github.com/aiod/aiod/stream/backend/sandbox"
 )
 
 // Backend names, as stream.Backend.Name and jupyter.RuntimeInfo.Backend
@@ -136,12 +137,19 @@ type Want struct {
 	Env []string
 	// Idle replaces the backend's idle limit for sessions made with it.
 	Idle time.Duration
+	// Tenant is the tenant the runtime is started for; its sandbox under
+	// --isolation tenant.
+	Tenant string
 }
 
 // For returns how a call that wants w runs. The error is an
 // *ErrNoInterpreter when nothing can run it.
 func (r *Runtimes) For(w Want) (stream.Backend, error) {
-	b, err := r.choose(w)
+	t, err := r.iso.Tenant(w.Tenant)
+	if err != nil {
+		return stream.Backend{}, &ErrNoInterpreter{err.Error()}
+	}
+	b, err := r.choose(w, t)
 	if err != nil {
 		return b, err
 	}
@@ -155,7 +163,9 @@ func (r *Runtimes) For(w Want) (stream.Backend, error) {
 	return b, nil
 }
 
-func (r *Runtimes) choose(w Want) (stream.Backend, error) {
+// choose picks the backend of w, for tenant t (nil without tenant
+// isolation).
+func (r *Runtimes) choose(w Want, t *sandbox.Tenant) (stream.Backend, error) {
 	env := r.env
 	switch {
 	case w.KernelSpec != "":
@@ -163,7 +173,7 @@ func (r *Runtimes) choose(w Want) (stream.Backend, error) {
 		if ki == nil {
 			return stream.Backend{}, &ErrNoInterpreter{fmt.Sprintf("no kernelspec %q: see GET /api/kernelspecs", w.KernelSpec)}
 		}
-		b := r.kernelBackend(ki, w.Env)
+		b := r.kernelBackend(ki, w.Env, t)
 		if w.Language != "" {
 			b.Language = w.Language
 		}
@@ -172,22 +182,22 @@ func (r *Runtimes) choose(w Want) (stream.Backend, error) {
 		if env.Node.Error != "" {
 			return stream.Backend{}, &ErrNoInterpreter{env.Node.Error}
 		}
-		return r.nativeBackend(JS, env.Node.Path), nil
+		return r.nativeBackend(JS, env.Node.Path, t), nil
 	case r.remote != nil && r.cfg.CodeBackend == "auto" && !w.Kernel && r.remote.reachable():
 		// The first choice. A session made now falls back to the local
 		// backend for later runtimes if the server goes away.
 		var fallback stream.Backend
-		if fb, err := r.localPython(w); err == nil {
+		if fb, err := r.localPython(w, t); err == nil {
 			fallback = fb
 		}
 		return r.remoteBackend(fallback), nil
 	default:
-		return r.localPython(w)
+		return r.localPython(w, t)
 	}
 }
 
 // localPython is the embedded kernel, or the native REPL.
-func (r *Runtimes) localPython(w Want) (stream.Backend, error) {
+func (r *Runtimes) localPython(w Want, t *sandbox.Tenant) (stream.Backend, error) {
 	env := r.env
 	if w.Kernel || env.PythonBackend == Kernel {
 		if env.PythonKernel == nil {
@@ -197,12 +207,12 @@ func (r *Runtimes) localPython(w Want) (stream.Backend, error) {
 			}
 			return stream.Backend{}, &ErrNoInterpreter{msg}
 		}
-		return r.kernelBackend(env.PythonKernel, w.Env), nil
+		return r.kernelBackend(env.PythonKernel, w.Env, t), nil
 	}
 	if env.BackendError != "" {
 		return stream.Backend{}, &ErrNoInterpreter{env.BackendError}
 	}
-	return r.nativeBackend(Python, env.Python.Path), nil
+	return r.nativeBackend(Python, env.Python.Path, t), nil
 }
 
 // PythonBackend is the backend new Python sessions get on the code routes
@@ -224,17 +234,18 @@ func (r *Runtimes) Remote() *RemoteInfo {
 	return &ri
 }
 
-func (r *Runtimes) kernelBackend(ki *KernelInfo, env []string) stream.Backend {
-	b := r.coldKernelBackend(ki.spec, env)
-	if p := r.pools.kernel; p != nil && len(env) == 0 && r.env.PythonKernel != nil && ki.spec == r.env.PythonKernel.spec {
+func (r *Runtimes) kernelBackend(ki *KernelInfo, env []string, t *sandbox.Tenant) stream.Backend {
+	b := r.coldKernelBackend(ki.spec, env, t)
+	if p := r.pools.kernel; p != nil && t == nil && len(env) == 0 && r.env.PythonKernel != nil && ki.spec == r.env.PythonKernel.spec {
 		b.Start = p.Start
 	}
 	return b
 }
 
-// coldKernelBackend starts kernels of spec, with extra environment env.
-// kernel.Start's errors already say "start kernel NAME: ...".
-func (r *Runtimes) coldKernelBackend(spec *kernel.Spec, env []string) stream.Backend {
+// coldKernelBackend starts kernels of spec, with extra environment env, in
+// tenant t's sandbox (nil: none). kernel.Start's errors already say "start
+// kernel NAME: ...".
+func (r *Runtimes) coldKernelBackend(spec *kernel.Spec, env []string, t *sandbox.Tenant) stream.Backend {
 	return stream.Backend{
 		Name: Kernel, Language: Python, Spec: spec.Name, Idle: r.cfg.KernelIdle,
 		Start: func(ctx context.Context, h jupyter.Handler) (jupyter.Runtime, error) {
@@ -242,7 +253,7 @@ func (r *Runtimes) coldKernelBackend(spec *kernel.Spec, env []string) stream.Bac
 				Spec: spec, Handler: h, Cwd: r.cfg.Workdir, Env: env,
 				StartTimeout: r.cfg.KernelStartTimeout, Logger: r.log, Counter: r.cfg.Counter,
 				Templates: r.pools.templates, Transport: r.cfg.KernelTransport,
-				Environ: r.base, Credential: r.iso.Credential(),
+				Environ: r.base, Credential: r.iso.Credential(), Confine: confineKernel(t),
 			})
 			if err != nil {
 				return nil, workdirProblem(r.cfg.Workdir, err)
@@ -252,23 +263,23 @@ func (r *Runtimes) coldKernelBackend(spec *kernel.Spec, env []string) stream.Bac
 	}
 }
 
-func (r *Runtimes) nativeBackend(lang, path string) stream.Backend {
-	b := r.coldNativeBackend(lang, path)
-	if p := r.pools.native[lang]; p != nil {
+func (r *Runtimes) nativeBackend(lang, path string, t *sandbox.Tenant) stream.Backend {
+	b := r.coldNativeBackend(lang, path, t)
+	if p := r.pools.native[lang]; p != nil && t == nil {
 		b.Start = p.Start
 	}
 	return b
 }
 
-// coldNativeBackend starts native REPLs; replbridge.Start's errors already
-// say "start LANG REPL: ...".
-func (r *Runtimes) coldNativeBackend(lang, path string) stream.Backend {
+// coldNativeBackend starts native REPLs, in tenant t's sandbox (nil:
+// none); replbridge.Start's errors already say "start LANG REPL: ...".
+func (r *Runtimes) coldNativeBackend(lang, path string, t *sandbox.Tenant) stream.Backend {
 	return stream.Backend{
 		Name: Native, Language: lang, Idle: r.cfg.NativeIdle,
 		Start: func(ctx context.Context, h jupyter.Handler) (jupyter.Runtime, error) {
 			rp, err := replbridge.Start(ctx, replbridge.Options{
 				Language: lang, Interpreter: path, Handler: h, Cwd: r.cfg.Workdir, Logger: r.log,
-				Environ: r.base, Credential: r.iso.Credential(),
+				Environ: r.base, Credential: r.iso.Credential(), Wrap: wrapIn(t),
 			})
 			if err != nil {
 				return nil, workdirProblem(r.cfg.Workdir, err)

@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aiod/aiod/stream/backend/sandbox"
 	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/cgroups/fs"
 	"github.com/opencontainers/cgroups/fs2"
@@ -50,7 +51,16 @@ type Config struct {
 	// Mechanism forces Rlimit (for tests of the fallback); "" picks cgroups
 	// when they work.
 	Mechanism string
-	Logger    *slog.Logger
+	// Isolation is ModeTenant, ModeNone or ModeAuto (""): see tenant.go.
+	// Tenant isolation needs StateDir, Workdir (the working folder as
+	// runtimes see it), FirstUID-LastUID (0 takes DefaultFirstUID and
+	// DefaultLastUID) and Network (sandbox.NetworkNone or NetworkHost).
+	Isolation         string
+	StateDir          string
+	Workdir           string
+	FirstUID, LastUID uint32
+	Network           string
+	Logger            *slog.Logger
 }
 
 // DefaultEnvAllow is what passes from aiod's environment to runtimes when
@@ -71,6 +81,9 @@ type Isolator struct {
 	parents   map[string]string // cgroup v1: controller -> this daemon's folder
 	parent2   string            // cgroup v2: this daemon's folder
 	next      atomic.Uint64
+	mode      string           // ModeTenant or ModeNone
+	why       string           // why mode is ModeNone
+	tenants   *sandbox.Tenants // nil unless mode is ModeTenant
 }
 
 // New resolves the user, makes its home folder, removes cgroups left by
@@ -86,7 +99,13 @@ func New(cfg Config) (*Isolator, error) {
 	if cfg.MemoryBytes < 0 || cfg.Pids < 0 || cfg.CPU < 0 {
 		return nil, errors.New("runtime limits must not be negative")
 	}
+	if cfg.FirstUID == 0 && cfg.LastUID == 0 {
+		cfg.FirstUID, cfg.LastUID = DefaultFirstUID, DefaultLastUID
+	}
 	is := &Isolator{cfg: cfg, log: cfg.Logger, mechanism: None}
+	if err := is.setUpTenants(); err != nil {
+		return nil, err
+	}
 	if cfg.User != "" {
 		u, err := LookupUser(cfg.User)
 		if err != nil {
@@ -181,6 +200,9 @@ func (is *Isolator) Environ(env []string) []string {
 		allow = is.cfg.EnvAllow
 	}
 	out := FilterEnv(env, allow)
+	if is != nil && is.tenants != nil {
+		return tenantEnviron(out)
+	}
 	if is != nil && is.cred != nil {
 		out = append(out, "HOME="+is.home, "USER="+is.userName, "LOGNAME="+is.userName,
 			"IPYTHONDIR="+filepath.Join(is.home, ".ipython"), "MPLCONFIGDIR="+filepath.Join(is.home, ".matplotlib"))
@@ -237,6 +259,9 @@ func (is *Isolator) Close() error {
 	}
 	if is.home != "" {
 		errs = append(errs, os.RemoveAll(is.home))
+	}
+	if is.tenants != nil {
+		errs = append(errs, is.tenants.Close())
 	}
 	return errors.Join(errs...)
 }
