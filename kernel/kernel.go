@@ -120,8 +120,8 @@ type Kernel struct {
 	conn        *connectionInfo
 	key         []byte
 	connDir     string
-	viewDir     string       // connDir as the kernel sees it
-	conf        *Confinement // nil: not confined
+	viewDir     string                    // connDir as the kernel sees it
+	conf        *Confinement              // nil: not confined
 	waitExit    func() *jupyter.DeadError // blocks until the process has exited
 	mode        string                    // StartSpawn or StartFork
 	pid         int
