@@ -3,11 +3,13 @@ package sandbox
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -139,4 +141,98 @@ func TestWrappedProcessIsConfined(t *testing.T) {
 		t.Errorf("the tenant's work folder: %v", err)
 	}
 	t.Logf("probe: %s", stdout.String())
+}
+
+// TestFilesActInTheTenantsView drives a tenant's file helper as the plane
+// would: what it writes is the tenant's, owned by the tenant's uid; a link a
+// runtime planted to a root-only file or to / gets the tenant's rights
+// there (EACCES, EROFS), never aiod's; another tenant sees none of it.
+func TestFilesActInTheTenantsView(t *testing.T) {
+	ts, work := newTenants(t, NetworkNone)
+	alice, err := ts.Files("jwt:alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, err := ts.Files("jwt:bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := alice.OpenFile("/tmp/a/b.txt", os.O_CREATE|os.O_WRONLY, 0o644)
+	if err == nil || !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("open in a missing folder: %v, want ENOENT", err)
+	}
+	if err := alice.MkdirAll("/tmp/a", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if f, err = alice.OpenFile("/tmp/a/b.txt", os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("alice's"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	at, _ := ts.Get("jwt:alice")
+	host := filepath.Join(at.Dir, "tmp", "a", "b.txt")
+	var st syscall.Stat_t
+	if err := syscall.Stat(host, &st); err != nil || st.Uid != at.UID {
+		t.Fatalf("the file on the host: %v, owner %d; want the tenant's uid %d", err, st.Uid, at.UID)
+	}
+	if b, err := alice.ReadFile("/tmp/a/b.txt"); err != nil || string(b) != "alice's" {
+		t.Fatalf("read back %q, %v", b, err)
+	}
+	if _, err := bob.Stat("/tmp/a/b.txt"); !errors.Is(err, syscall.ENOENT) {
+		t.Fatalf("bob sees alice's file: %v", err)
+	}
+	// Links a runtime could have planted in its own /tmp.
+	for link, target := range map[string]string{"shadow": "/etc/shadow", "root": "/", "state": ts.StateDir()} {
+		if err := os.Symlink(target, filepath.Join(at.Dir, "tmp", link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := alice.Open("/tmp/shadow"); !errors.Is(err, syscall.EACCES) {
+		t.Errorf("read through a link to /etc/shadow: %v, want EACCES", err)
+	}
+	if _, err := alice.OpenFile("/tmp/root/etc/aiod-escape", os.O_CREATE|os.O_WRONLY, 0o644); !errors.Is(err, syscall.EROFS) {
+		t.Errorf("write through a link to /: %v, want EROFS", err)
+	}
+	if _, err := os.Stat("/etc/aiod-escape"); err == nil {
+		os.Remove("/etc/aiod-escape")
+		t.Fatal("a write through a link landed in the host's /etc")
+	}
+	if ents, err := alice.ReadDir("/tmp/state"); len(ents) != 0 || err != nil && !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("aiod's state directory through a link lists %d entries (%v); want it empty or missing", len(ents), err)
+	}
+	if _, err := alice.Stat("/etc/hostname"); err != nil {
+		t.Errorf("the host's files are readable: %v", err)
+	}
+	ents, err := alice.ReadDir("/tmp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), "Test") { // the working folder's parents, made for the view
+			names = append(names, e.Name())
+		}
+	}
+	if strings.Join(names, ",") != "a,root,shadow,state" {
+		t.Errorf("listing of /tmp: %v", names)
+	}
+	if err := alice.MkdirAll(filepath.Join(work, "sub"), 0o755); err != nil {
+		t.Fatalf("the working folder is the tenant's: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(work, "sub")); err == nil {
+		t.Error("a folder made in the working folder reached the host's")
+	}
+	if err := alice.RemoveAll("/tmp/a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(host); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("removed file still there: %v", err)
+	}
+	pid := alice.PID()
+	alice.Close()
+	if pid == 0 || syscall.Kill(pid, 0) == nil {
+		t.Errorf("helper pid %d still runs after Close", pid)
+	}
 }

@@ -68,6 +68,7 @@ type Tenant struct {
 	UID, GID uint32
 	view     View
 	net      *os.File // its network namespace; nil with the host's network
+	files    *Files   // its file helper's client, made on first use; guarded by Tenants.mu
 }
 
 // NewTenants makes the state directory and reads the tenants it already
@@ -376,10 +377,21 @@ func (ts *Tenants) Close() error {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	ts.closed = true
+	var all []*Files
 	for _, t := range ts.byKey {
 		if t.net != nil {
 			t.net.Close()
 		}
+		if t.files != nil {
+			all = append(all, t.files)
+		}
 	}
+	ts.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, f := range all {
+		wg.Go(f.Close)
+	}
+	wg.Wait()
+	ts.mu.Lock()
 	return nil
 }
