@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/aiod/aiod/kernel"
@@ -86,9 +87,22 @@ func New(ctx context.Context, cfg Config) (*Runtimes, error) {
 	if cfg.Isolation.Logger == nil {
 		cfg.Isolation.Logger = cfg.Logger
 	}
+	if cfg.Isolation.Workdir == "" {
+		// A tenant works in --workdir (its own folder shown there), or
+		// in its HOME when none is given.
+		cfg.Isolation.Workdir = sandbox.HomePath
+		if cfg.Workdir != "" {
+			if abs, err := filepath.Abs(cfg.Workdir); err == nil {
+				cfg.Isolation.Workdir = abs
+			}
+		}
+	}
 	iso, err := isolate.New(cfg.Isolation)
 	if err != nil {
 		return nil, err
+	}
+	if iso.Mode() == isolate.ModeTenant {
+		cfg.Workdir = cfg.Isolation.Workdir // as runtimes see it
 	}
 	r := &Runtimes{cfg: cfg, log: cfg.Logger, iso: iso, base: iso.Environ(os.Environ()),
 		env: Discover(ctx, cfg.CodeBackend, cfg.KernelName)}
@@ -106,6 +120,17 @@ func New(ctx context.Context, cfg Config) (*Runtimes, error) {
 
 // Env is what discovery found.
 func (r *Runtimes) Env() *Environment { return r.env }
+
+// Workdir is the working folder of runtimes as they see it: --workdir,
+// aiod's own folder when none is given, or under tenant isolation the
+// tenant's (at --workdir, else its HOME).
+func (r *Runtimes) Workdir() string {
+	if r.cfg.Workdir == "" {
+		wd, _ := os.Getwd()
+		return wd
+	}
+	return r.cfg.Workdir
+}
 
 // Close stops the pools (closing their runtimes) and the remote probe.
 func (r *Runtimes) Close(ctx context.Context) error {

@@ -29,8 +29,8 @@ func TestMemoryLimitDeathIsOutOfMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer r.Close(context.Background())
-	if m := r.Isolation().Mechanism; m != isolate.CgroupV1 {
-		t.Fatalf("mechanism %q (%s)", m, r.Isolation().Fallback)
+	if m := r.Isolation("").Mechanism; m != isolate.CgroupV1 {
+		t.Fatalf("mechanism %q (%s)", m, r.Isolation("").Fallback)
 	}
 	for _, c := range []struct {
 		lang, code string
@@ -212,4 +212,41 @@ func startLimitedKernel(ctx context.Context, t *testing.T, iso Isolation) (jupyt
 	}
 	t.Cleanup(func() { rt.Close(context.Background()) })
 	return rt, rec
+}
+
+// TestTotalMemoryLimitBoundsAllRuntimes gives runtimes no limit of their
+// own but a total of 320 MiB: one kernel that takes 512 MiB is killed by
+// the parent's limit, and its death says so, naming --runtimes-memory-total.
+func TestTotalMemoryLimitBoundsAllRuntimes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := New(ctx, Config{CodeBackend: Kernel, Isolation: Isolation{TotalMemoryBytes: 320 << 20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	if rep := r.Isolation(""); rep.TotalMemoryBytes != 320<<20 || !strings.Contains(strings.Join(rep.Enforced, "\n"), "total memory") {
+		t.Fatalf("report %+v", rep)
+	}
+	b, err := r.For(Want{Language: Python})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := b.Start(ctx, func(*jupyter.Message) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rt.Close(context.Background())
+	if err := rt.Execute(ctx, jupyter.ExecuteRequest{MsgID: jupyter.NewID(), Code: "x = bytearray(512 << 20)"}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-rt.Done():
+	case <-time.After(60 * time.Second):
+		t.Fatal("the kernel outlived the total limit for 60 s")
+	}
+	var de *jupyter.DeadError
+	if !errors.As(rt.Err(), &de) || de.Kind != jupyter.DeathOutOfMemory || de.Limit != "320 MiB (--runtimes-memory-total)" {
+		t.Fatalf("Err = %#v, want out_of_memory naming the total limit", rt.Err())
+	}
 }

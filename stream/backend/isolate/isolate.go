@@ -25,6 +25,7 @@ import (
 	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/cgroups/fs"
 	"github.com/opencontainers/cgroups/fs2"
+	"github.com/opencontainers/cgroups/fscommon"
 	"golang.org/x/sys/unix"
 )
 
@@ -39,9 +40,12 @@ const (
 // Config says what to confine; zero values confine nothing but the
 // environment, which is always scrubbed.
 type Config struct {
-	MemoryBytes int64   // per runtime; 0 is none
-	Pids        int64   // processes and threads per runtime; 0 is none
-	CPU         float64 // cores per runtime, as a CFS quota; 0 is none
+	MemoryBytes int64 // per runtime; 0 is none
+	// TotalMemoryBytes bounds all runtimes together (the memory limit of
+	// their cgroups' parent, this daemon's folder); 0 is none.
+	TotalMemoryBytes int64
+	Pids             int64   // processes and threads per runtime; 0 is none
+	CPU              float64 // cores per runtime, as a CFS quota; 0 is none
 	// User runs runtimes as this account (a name, or uid[:gid]); "" is
 	// aiod's own. Only root may set it.
 	User string
@@ -56,6 +60,7 @@ type Config struct {
 	// runtimes see it), FirstUID-LastUID (0 takes DefaultFirstUID and
 	// DefaultLastUID) and Network (sandbox.NetworkNone or NetworkHost).
 	Isolation         string
+	NoneBecause       string // why the caller set Isolation to none itself (shown in reports)
 	StateDir          string
 	Workdir           string
 	FirstUID, LastUID uint32
@@ -81,6 +86,7 @@ type Isolator struct {
 	parents   map[string]string // cgroup v1: controller -> this daemon's folder
 	parent2   string            // cgroup v2: this daemon's folder
 	next      atomic.Uint64
+	total     cgroups.Manager  // this daemon's folder, when all runtimes together are limited
 	mode      string           // ModeTenant or ModeNone
 	why       string           // why mode is ModeNone
 	tenants   *sandbox.Tenants // nil unless mode is ModeTenant
@@ -96,7 +102,7 @@ func New(cfg Config) (*Isolator, error) {
 	if cfg.EnvAllow == nil {
 		cfg.EnvAllow = DefaultEnvAllow
 	}
-	if cfg.MemoryBytes < 0 || cfg.Pids < 0 || cfg.CPU < 0 {
+	if cfg.MemoryBytes < 0 || cfg.Pids < 0 || cfg.CPU < 0 || cfg.TotalMemoryBytes < 0 {
 		return nil, errors.New("runtime limits must not be negative")
 	}
 	if cfg.FirstUID == 0 && cfg.LastUID == 0 {
@@ -124,7 +130,7 @@ func New(cfg Config) (*Isolator, error) {
 		}
 		is.home = home
 	}
-	if cfg.MemoryBytes == 0 && cfg.Pids == 0 && cfg.CPU == 0 {
+	if cfg.MemoryBytes == 0 && cfg.Pids == 0 && cfg.CPU == 0 && cfg.TotalMemoryBytes == 0 {
 		return is, nil
 	}
 	if cfg.Mechanism == Rlimit {
@@ -282,12 +288,19 @@ func (is *Isolator) setUpCgroups() error {
 		own = ownV2(own)
 		cleanStale(own)
 		dir := filepath.Join(own, daemonDir(os.Getpid()))
-		m, err := fs2.NewManager(&cgroups.Cgroup{Resources: &cgroups.Resources{}}, dir)
+		res := is.totalResources()
+		m, err := fs2.NewManager(&cgroups.Cgroup{Resources: res}, dir)
 		if err == nil {
 			err = m.Apply(-1)
 		}
 		if err == nil {
 			err = needControllers(dir)
+		}
+		if err == nil {
+			err = m.Set(res)
+		}
+		if is.cfg.TotalMemoryBytes > 0 {
+			is.total = m
 		}
 		if err != nil {
 			_ = cgroups.RemovePath(dir)
@@ -314,9 +327,37 @@ func (is *Isolator) setUpCgroups() error {
 		}
 		is.parents[c] = dir
 	}
+	if is.cfg.TotalMemoryBytes > 0 {
+		res := is.totalResources()
+		m, err := fs.NewManager(&cgroups.Cgroup{Resources: res}, map[string]string{"memory": is.parents["memory"]})
+		if err == nil {
+			err = m.Set(res)
+		}
+		if err != nil {
+			is.Close() //nolint:errcheck // undoing a partial set-up
+			is.parents = nil
+			return fmt.Errorf("cgroup v1: limit all runtimes to %d bytes: %w", is.cfg.TotalMemoryBytes, err)
+		}
+		is.total = m
+	}
 	is.mechanism = CgroupV1
 	return nil
 }
+
+// totalResources is the limit of all runtimes together, on their parent.
+func (is *Isolator) totalResources() *cgroups.Resources {
+	res := &cgroups.Resources{}
+	if n := is.cfg.TotalMemoryBytes; n > 0 {
+		res.Memory = n
+		if !cgroups.IsCgroup2UnifiedMode() && cgroups.PathExists(filepath.Join(is.parents["memory"], "memory.memsw.limit_in_bytes")) {
+			res.MemorySwap = n
+		}
+	}
+	return res
+}
+
+// TotalLimited reports whether all runtimes together have a memory limit.
+func (is *Isolator) TotalLimited() bool { return is != nil && is.total != nil }
 
 // ownV2 maps a cgroup v2 own path to aiod's cgroup folder (GetOwnCgroupPath
 // gives the mount point for the "" subsystem).
@@ -389,6 +430,7 @@ type Limits struct {
 	dir  string          // a folder of the group that lists its processes
 	once sync.Once
 	oom  atomic.Uint64 // oom kills counted before the group was removed
+	hits atomic.Uint64 // MemoryLimitHits counted before the group was removed
 	err  error
 }
 
@@ -484,6 +526,26 @@ func (l *Limits) OOMKills() uint64 {
 	return l.oom.Load()
 }
 
+// MemoryLimitHits is how often the runtime's group reached its own memory
+// limit (memory.failcnt in v1, the "max" event in v2); 0 with rlimits.
+// A kill by the limit of all runtimes together does not count here.
+func (l *Limits) MemoryLimitHits() uint64 {
+	if l == nil || l.mgr == nil || l.is.cfg.MemoryBytes == 0 {
+		return 0
+	}
+	var n uint64
+	var err error
+	if l.is.mechanism == CgroupV2 {
+		n, err = fscommon.GetValueByKey(l.mgr.Path(""), "memory.events", "max")
+	} else {
+		n, err = fscommon.GetCgroupParamUint(l.mgr.Path("memory"), "memory.failcnt")
+	}
+	if err == nil && n > l.hits.Load() {
+		l.hits.Store(n)
+	}
+	return l.hits.Load()
+}
+
 // Close kills whatever is left in the runtime's group (children it left in
 // other process groups, a fork loop) and removes the group. The runtime's
 // own process should have exited. It is idempotent.
@@ -492,7 +554,8 @@ func (l *Limits) Close() error {
 		return nil
 	}
 	l.once.Do(func() {
-		l.OOMKills() // keep the count: the group goes
+		l.OOMKills() // keep the counts: the group goes
+		l.MemoryLimitHits()
 		l.err = l.killAll()
 		if err := l.mgr.Destroy(); err != nil {
 			l.err = errors.Join(l.err, err)
@@ -537,18 +600,23 @@ func (is *Isolator) Mechanism() string { return is.mechanism }
 type Report struct {
 	// Mechanism is what enforces the limits: cgroup-v1, cgroup-v2, rlimit,
 	// or none when no limit is set.
-	Mechanism   string   `json:"mechanism"`
-	MemoryBytes int64    `json:"memory_bytes"` // per runtime; 0 none
-	Pids        int64    `json:"pids"`         // per runtime; 0 none
-	CPU         float64  `json:"cpu"`          // cores per runtime; 0 none
-	Enforced    []string `json:"enforced"`     // each limit in force, with what enforces it
-	NotEnforced []string `json:"not_enforced"` // each limit asked for that is not, and why
+	Mechanism   string `json:"mechanism"`
+	MemoryBytes int64  `json:"memory_bytes"` // per runtime; 0 none
+	// TotalMemoryBytes bounds all runtimes together; 0 none.
+	TotalMemoryBytes int64    `json:"total_memory_bytes"`
+	Pids             int64    `json:"pids"`         // per runtime; 0 none
+	CPU              float64  `json:"cpu"`          // cores per runtime; 0 none
+	Enforced         []string `json:"enforced"`     // each limit in force, with what enforces it
+	NotEnforced      []string `json:"not_enforced"` // each limit asked for that is not, and why
 	// Fallback says why cgroups are not used, when limits fell back to
 	// rlimits.
 	Fallback string `json:"fallback,omitempty"`
 	// User is who runtimes run as; nil is aiod's own user.
 	User     *UserReport `json:"user"`
 	EnvAllow []string    `json:"env_allow"` // variables passed from aiod's environment
+	// TenantReport says how tenants are kept apart (its fields sit beside
+	// these); set by the caller, per caller.
+	TenantReport
 }
 
 // UserReport names the runtime user.
@@ -562,7 +630,7 @@ type UserReport struct {
 // Report describes what is in force.
 func (is *Isolator) Report() Report {
 	c := is.cfg
-	r := Report{Mechanism: is.mechanism, MemoryBytes: c.MemoryBytes, Pids: c.Pids, CPU: c.CPU,
+	r := Report{Mechanism: is.mechanism, MemoryBytes: c.MemoryBytes, TotalMemoryBytes: c.TotalMemoryBytes, Pids: c.Pids, CPU: c.CPU,
 		Enforced: []string{}, NotEnforced: []string{}, EnvAllow: append([]string{}, c.EnvAllow...)}
 	if is.mechanism == Rlimit {
 		r.Fallback = is.problem
@@ -582,6 +650,9 @@ func (is *Isolator) Report() Report {
 		if c.MemoryBytes > 0 {
 			on("memory", v+mem+" (the kernel's OOM killer ends the runtime)")
 		}
+		if c.TotalMemoryBytes > 0 {
+			on("total memory", v+mem+" on the runtimes' parent group (past it the kernel's OOM killer ends the largest runtime)")
+		}
 		if c.Pids > 0 {
 			on("pids", v+pids+" (fork and thread creation fail past it)")
 		}
@@ -591,6 +662,9 @@ func (is *Isolator) Report() Report {
 	case Rlimit:
 		if c.MemoryBytes > 0 {
 			on("memory", "RLIMIT_DATA (allocations fail past it: Python raises MemoryError and the session lives; node aborts)")
+		}
+		if c.TotalMemoryBytes > 0 {
+			off("total memory", "no rlimit bounds several processes together")
 		}
 		switch {
 		case c.Pids > 0 && is.cred != nil:

@@ -1,7 +1,6 @@
 package isolate
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -41,6 +40,9 @@ func (is *Isolator) setUpTenants() error {
 	is.mode = ModeNone
 	if mode == ModeNone {
 		is.why = "--isolation none"
+		if c.NoneBecause != "" {
+			is.why = c.NoneBecause
+		}
 		return nil
 	}
 	why := is.tenantsImpossible()
@@ -177,5 +179,3 @@ func (is *Isolator) TenantReport(tenant string) TenantReport {
 		},
 	}
 }
-
-var errNoTenants = errors.New("tenant isolation is off")

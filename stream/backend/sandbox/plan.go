@@ -136,7 +136,7 @@ func (v *View) RuntimePlan(fromTemplate bool, kernelDir string) *Plan {
 	}
 	// Folders made in the template's /home tmpfs must be made before the
 	// whole tree turns read-only.
-	if under(v.WorkPath, HomeBase) {
+	if under(v.WorkPath, HomeBase) && v.WorkPath != v.HomePath {
 		b.step(Step{Op: "mkdir", Path: v.WorkPath})
 	}
 	b.step(Step{Op: "readonly", Path: "/", Recursive: true})
@@ -215,6 +215,9 @@ func under(p, dir string) bool {
 func CheckWorkdir(dir, state string) error {
 	if !filepath.IsAbs(dir) || filepath.Clean(dir) != dir {
 		return fmt.Errorf("%q is not a clean absolute path", dir)
+	}
+	if dir == HomePath {
+		return nil // the tenant works in its HOME
 	}
 	for _, c := range []string{"/", "/tmp", "/var/tmp", "/dev/shm", "/run", "/proc", "/sys", "/dev", HomeBase, "/etc"} {
 		if dir == c {

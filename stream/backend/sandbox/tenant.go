@@ -184,10 +184,16 @@ func (ts *Tenants) make(key string) (*Tenant, error) {
 		HomePath: HomePath, WorkPath: ts.cfg.Workdir, Hide: []string{ts.cfg.StateDir},
 		UID: uid, GID: uid, Net: -1, Seccomp: ts.seccomp,
 	}
+	if v.WorkPath == v.HomePath {
+		v.Work = "" // the tenant works in its HOME
+	}
 	for _, f := range []struct {
 		path string
 		mode os.FileMode
 	}{{v.Home, 0o700}, {v.Tmp, 0o1777}, {v.VarTmp, 0o1777}, {v.Shm, 0o1777}, {v.Work, 0o755}} {
+		if f.path == "" {
+			continue
+		}
 		if err := ownedDir(f.path, f.mode, uid); err != nil {
 			return nil, err
 		}
