@@ -45,14 +45,14 @@ type mcpServer struct {
 	s       *Server
 	srv     *mcp.Server
 	handler http.Handler
-	files   *fsplane.Files
+	files   *fsplane.Files // on HostFS; files.For(view) acts in a caller's view
 
 	streams     context.Context // parent of GET streams; ends when shutdown begins
 	stopStreams context.CancelFunc
 }
 
 func newMCP(s *Server) *mcpServer {
-	m := &mcpServer{s: s, files: fsplane.NewFiles(fsplane.Config{MaxBody: int64(s.cfg.MaxBody), Logger: s.log})}
+	m := &mcpServer{s: s, files: fsplane.NewFiles(fsplane.Config{MaxBody: int64(s.cfg.MaxBody), Logger: s.log, Workspace: s.workspace()})}
 	m.streams, m.stopStreams = context.WithCancel(s.base)
 	m.srv = mcp.NewServer(&mcp.Implementation{Name: "aiod", Title: "aiod code execution", Version: Version}, &mcp.ServerOptions{
 		Instructions: "aiod runs Python (Jupyter kernels) and JavaScript (Node.js) on this host. " +

@@ -20,15 +20,17 @@ var errChanged = errors.New("file changed while the download was starting")
 // and the open, to change the file in that window.
 var hookAfterStat func(path string)
 
-// sendFile streams path as the response body with its size known. It returns
-// an error only before anything is sent; the caller answers it as JSON. With
-// abort set, a file whose size or mtime moves between the first stat and the
-// open is errChanged, and one that moves while streaming cuts the transfer
-// (the client sees a broken stream, as the SDK docs describe).
-func sendFile(ctx *fasthttp.RequestCtx, path string, abort bool) error {
+// sendFile streams path in fsys as the response body with its size known.
+// It returns an error only before anything is sent; the caller answers it
+// as JSON. With abort set, a file whose size or mtime moves between the
+// first stat and the open is errChanged, and one that moves while
+// streaming cuts the transfer (the client sees a broken stream, as the SDK
+// docs describe). A kernel pseudo-file, whose stated size is not its
+// length, is read into memory first (at most maxRead bytes).
+func sendFile(ctx *fasthttp.RequestCtx, fsys FS, path string, abort bool) error {
 	var before os.FileInfo
 	if abort {
-		fi, err := os.Stat(path)
+		fi, err := fsys.Stat(path)
 		if err != nil {
 			return err
 		}
@@ -37,22 +39,36 @@ func sendFile(ctx *fasthttp.RequestCtx, path string, abort bool) error {
 			hookAfterStat(path)
 		}
 	}
-	f, fi, err := openFile(path)
+	src, err := openFile(fsys, path)
 	if err != nil {
 		return err
 	}
+	fi := src.info
 	if abort && !sameVersion(before, fi) {
-		f.Close()
+		src.Close()
 		return errChanged
+	}
+	if src.pseudo != "" {
+		b, err := io.ReadAll(io.LimitReader(src, maxRead+1))
+		src.Close()
+		if err == nil && len(b) > maxRead {
+			err = errTooLarge(maxRead)
+		}
+		if err != nil {
+			return err
+		}
+		setDownloadHeaders(ctx, path, fi)
+		ctx.SetBody(b)
+		return nil
 	}
 	setDownloadHeaders(ctx, path, fi)
 	if abort {
 		// Not an *os.File, so fasthttp reads it through and probes for EOF,
 		// where the guard re-checks the file.
-		ctx.SetBodyStream(&guardedFile{f: f, path: path, size: fi.Size(), mtime: fi.ModTime()}, int(fi.Size()))
+		ctx.SetBodyStream(&guardedFile{f: src.f, fsys: fsys, path: path, size: fi.Size(), mtime: fi.ModTime()}, int(fi.Size()))
 		return nil
 	}
-	ctx.SetBodyStream(f, int(fi.Size())) // fasthttp closes f when done
+	ctx.SetBodyStream(src.f, int(fi.Size())) // fasthttp closes the file when done
 	return nil
 }
 
@@ -75,6 +91,7 @@ func sameVersion(a, b os.FileInfo) bool {
 // has the size and mtime it had when the download started.
 type guardedFile struct {
 	f     *os.File
+	fsys  FS // where path is re-checked
 	path  string
 	size  int64
 	mtime time.Time
@@ -83,7 +100,7 @@ type guardedFile struct {
 func (g *guardedFile) Read(p []byte) (int, error) {
 	n, err := g.f.Read(p)
 	if errors.Is(err, io.EOF) {
-		fi, serr := os.Stat(g.path)
+		fi, serr := g.fsys.Stat(g.path)
 		if serr != nil || fi.Size() != g.size || !fi.ModTime().Equal(g.mtime) {
 			return n, errChanged
 		}

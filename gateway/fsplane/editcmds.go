@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"strings"
 )
 
@@ -18,7 +17,7 @@ const (
 // view prints a file cat -n style (view_range is 1-based, inclusive, end -1
 // for the last line) or a folder two levels deep, hidden entries left out.
 func (s *server) view(r editReq, res *editorResult) error {
-	fi, err := os.Stat(r.path)
+	fi, err := r.fsys.Stat(r.path)
 	if err != nil {
 		return err
 	}
@@ -27,9 +26,9 @@ func (s *server) view(r editReq, res *editorResult) error {
 			res.fail("view_range is not allowed when path is a directory")
 			return nil
 		}
-		return viewDir(r.path, res)
+		return viewDir(r.fsys, r.path, res)
 	}
-	content, err := readText(r.path)
+	content, err := readText(r.fsys, r.path)
 	if err != nil {
 		return err
 	}
@@ -51,11 +50,11 @@ func (s *server) view(r editReq, res *editorResult) error {
 	return nil
 }
 
-func viewDir(dir string, res *editorResult) error {
+func viewDir(fsys FS, dir string, res *editorResult) error {
 	var b strings.Builder
 	b.WriteString("Here's the files and directories up to 2 levels deep in " + dir + ", excluding hidden items:\n" + dir + "\n")
 	n := 0
-	err := walkTree(dir, false, 2, func(rel string, _ fs.DirEntry) error {
+	err := walkTree(fsys, dir, false, 2, func(rel string, _ fs.DirEntry) error {
 		if n++; n > maxViewEntries {
 			return errWalkLimit
 		}
@@ -72,16 +71,16 @@ func viewDir(dir string, res *editorResult) error {
 // create writes a new file. An existing file is already_exists: overwrite
 // with /v1/file/write, or edit with str_replace.
 func (s *server) create(r editReq, res *editorResult) error {
-	if fi, err := os.Stat(r.path); err == nil {
+	if fi, err := r.fsys.Stat(r.path); err == nil {
 		if fi.IsDir() {
 			return errIsDir()
 		}
 		return errExists()
 	}
-	if _, err := writeFile(r.path, []byte(*r.fileText), false); err != nil {
+	if _, err := writeFile(r.fsys, r.path, []byte(*r.fileText), false); err != nil {
 		return err
 	}
-	s.history.push(r.path, nil, false)
+	s.history.push(r.key(), nil, false)
 	res.Output = "File created successfully at: " + r.path
 	res.NewContent = r.fileText
 	return nil
@@ -90,7 +89,7 @@ func (s *server) create(r editReq, res *editorResult) error {
 // strReplace replaces old_str, which must occur exactly once unless
 // replace_mode is ALL, FIRST or LAST.
 func (s *server) strReplace(r editReq, res *editorResult) error {
-	content, err := readText(r.path)
+	content, err := readText(r.fsys, r.path)
 	if err != nil {
 		return err
 	}
@@ -119,7 +118,7 @@ func (s *server) strReplace(r editReq, res *editorResult) error {
 	default:
 		updated = content[:idx] + newS + content[idx+len(oldS):]
 	}
-	if err := s.commit(r.path, content, updated, res); err != nil {
+	if err := s.commit(r, content, updated, res); err != nil {
 		return err
 	}
 	line := strings.Count(content[:idx], "\n")
@@ -130,7 +129,7 @@ func (s *server) strReplace(r editReq, res *editorResult) error {
 
 // insert puts new_str after line insert_line (0 means at the top).
 func (s *server) insert(r editReq, res *editorResult) error {
-	content, err := readText(r.path)
+	content, err := readText(r.fsys, r.path)
 	if err != nil {
 		return err
 	}
@@ -152,7 +151,7 @@ func (s *server) insert(r editReq, res *editorResult) error {
 		text += "\n"
 	}
 	updated := before + text + strings.Join(lines[k:], "")
-	if err := s.commit(r.path, content, updated, res); err != nil {
+	if err := s.commit(r, content, updated, res); err != nil {
 		return err
 	}
 	res.Output = "The file " + r.path + " has been edited. " + snippet(r.path, updated, k, strings.Count(text, "\n")) +
@@ -162,24 +161,24 @@ func (s *server) insert(r editReq, res *editorResult) error {
 
 // undo restores the content before the last editor change of path.
 func (s *server) undo(r editReq, res *editorResult) error {
-	snap, ok := s.history.pop(r.path)
+	snap, ok := s.history.pop(r.key())
 	if !ok {
 		res.fail("No edit history found for " + r.path + ".")
 		return nil
 	}
-	cur, _ := os.ReadFile(r.path)
+	cur, _ := readAll(r.fsys, r.path, maxRead)
 	curS := string(cur)
 	res.OldContent = &curS
 	if !snap.existed {
-		if err := os.Remove(r.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			s.history.push(r.path, snap.content, snap.existed)
+		if err := r.fsys.Remove(r.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.history.push(r.key(), snap.content, snap.existed)
 			return err
 		}
 		res.Output = "Last edit to " + r.path + " undone successfully: the file it created was removed."
 		return nil
 	}
-	if err := os.WriteFile(r.path, snap.content, 0o644); err != nil {
-		s.history.push(r.path, snap.content, snap.existed)
+	if err := writeAll(r.fsys, r.path, snap.content); err != nil {
+		s.history.push(r.key(), snap.content, snap.existed)
 		return err
 	}
 	restored := string(snap.content)
@@ -190,18 +189,18 @@ func (s *server) undo(r editReq, res *editorResult) error {
 }
 
 // commit writes an edit and records the old content for undo.
-func (s *server) commit(path, old, updated string, res *editorResult) error {
-	if err := os.WriteFile(path, []byte(updated), 0o644); err != nil {
+func (s *server) commit(r editReq, old, updated string, res *editorResult) error {
+	if err := writeAll(r.fsys, r.path, []byte(updated)); err != nil {
 		return err
 	}
-	s.history.push(path, []byte(old), true)
+	s.history.push(r.key(), []byte(old), true)
 	res.OldContent, res.NewContent = &old, &updated
 	return nil
 }
 
 // readText reads a whole file as UTF-8 text within maxRead.
-func readText(path string) (string, error) {
-	b, err := readAll(path, maxRead)
+func readText(fsys FS, path string) (string, error) {
+	b, err := readAll(fsys, path, maxRead)
 	if err == nil {
 		err = checkUTF8(path, b)
 	}

@@ -1,7 +1,6 @@
 package fsplane
 
 import (
-	"os"
 	"strings"
 
 	"github.com/aiod/aiod/gateway/api"
@@ -28,6 +27,7 @@ func (r *editorResult) fail(msg string) *editorResult {
 
 // editReq is a validated str_replace_editor request.
 type editReq struct {
+	fsys                     FS // where path leads
 	command, path            string
 	fileText, oldStr, newStr *string
 	insertLine               int64
@@ -76,6 +76,16 @@ func readEditReq(f *api.Fields) (editReq, *api.FieldError) {
 	return r, nil
 }
 
+// histKey names a file in the undo history: its path in one file system.
+// FS values are compared (the View hook returns one per caller), so an FS
+// is a pointer or another comparable type.
+type histKey struct {
+	fsys FS
+	path string
+}
+
+func (r editReq) key() histKey { return histKey{r.fsys, r.path} }
+
 func missing(field, command string) *api.FieldError {
 	return &api.FieldError{In: "body", Field: field, Type: "missing", Msg: "Field required for command " + command}
 }
@@ -95,11 +105,11 @@ func (s *server) v1Editor(ctx *fasthttp.RequestCtx) {
 		api.InvalidV1(ctx, fe)
 		return
 	}
-	p, ok := s.pathV1(ctx, req.command, req.path)
+	fsys, p, ok := s.pathV1(ctx, req.command, req.path)
 	if !ok {
 		return
 	}
-	req.path = p
+	req.fsys, req.path = fsys, p
 	s.editMu.Lock()
 	res, err := s.edit(req)
 	s.editMu.Unlock()
@@ -108,7 +118,7 @@ func (s *server) v1Editor(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if req.meta {
-		res.Metadata = fileMeta(p)
+		res.Metadata = fileMeta(fsys, p)
 	}
 	if res.Error != nil {
 		api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: false, Message: *res.Error, Data: res})
@@ -118,7 +128,7 @@ func (s *server) v1Editor(ctx *fasthttp.RequestCtx) {
 }
 
 func (s *server) edit(r editReq) (*editorResult, error) {
-	_, statErr := os.Lstat(r.path)
+	_, statErr := r.fsys.Lstat(r.path)
 	res := &editorResult{Path: r.path, PrevExist: statErr == nil}
 	switch r.command {
 	case "view":
@@ -135,8 +145,8 @@ func (s *server) edit(r editReq) (*editorResult, error) {
 
 // fileMeta is the metadata of enable_metadata: what the file is after the
 // command.
-func fileMeta(p string) map[string]any {
-	fi, err := os.Stat(p)
+func fileMeta(fsys FS, p string) map[string]any {
+	fi, err := fsys.Stat(p)
 	if err != nil {
 		return map[string]any{"exists": false}
 	}

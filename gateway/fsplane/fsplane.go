@@ -6,6 +6,11 @@
 // a kernel writes is visible here at once because both see the same disk.
 // Config.Root narrows every route to one folder tree.
 //
+// Every file access goes through an FS picked per request (Config.View):
+// HostFS, aiod's own view with its own rights, unless the hook gives the
+// caller's. HostFS follows no symbolic link out of the working folder and
+// no route reads or writes anything but a regular file (special.go).
+//
 // Failure shapes differ by version on purpose:
 //   - v2 answers an HTTP status (404 missing, 403 denied, 422 bad input or
 //     wrong kind of target, 409 exists, 413 too large) with the envelope and
@@ -20,11 +25,16 @@
 package fsplane
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
+	"reflect"
 	"sync"
 
+	"github.com/aiod/aiod/gateway/api"
 	"github.com/fasthttp/router"
+	"github.com/valyala/fasthttp"
 )
 
 // Config configures the file plane. The zero value is usable.
@@ -39,10 +49,18 @@ type Config struct {
 	// resolved); anything else is permission_denied (v1) or 403 (v2). Empty
 	// means no restriction.
 	Root string
-	// Workspace is where the upload routes put a file sent without a path
-	// (the daemon passes its --workdir). Empty means $WORKSPACE, else the
+	// Workspace is the working folder (the daemon passes its --workdir):
+	// the upload routes put a file sent without a path there, and HostFS
+	// follows no symbolic link out of it. Empty means $WORKSPACE, else the
 	// user's home, else the temp folder.
 	Workspace string
+	// View picks the file system a request's paths lead to: the caller's
+	// view once callers are isolated. It returns the same FS value for the
+	// same caller, of a comparable type such as a pointer (the editor's
+	// undo history is kept per FS), or an error, which answers 503 naming
+	// it. Nil means HostFS with Workspace for every request. Files does not
+	// call it: its caller passes the FS to Files.For.
+	View func(ctx *fasthttp.RequestCtx) (FS, error)
 }
 
 // server holds what every handler shares. The fields are set once in
@@ -52,6 +70,8 @@ type server struct {
 	log       *slog.Logger
 	root      string // symlink-resolved Config.Root, "" for none
 	workspace string
+	host      *HostFS
+	viewHook  func(*fasthttp.RequestCtx) (FS, error) // Config.View; nil: host
 	history   *history
 
 	editMu sync.Mutex // serialises str_replace_editor commands
@@ -86,6 +106,7 @@ func newServer(cfg Config) *server {
 		maxBody:   cfg.MaxBody,
 		log:       cfg.Logger,
 		workspace: cfg.Workspace,
+		viewHook:  cfg.View,
 		history:   newHistory(historyPerPath, historyBytes),
 	}
 	if s.log == nil {
@@ -97,7 +118,29 @@ func newServer(cfg Config) *server {
 	if s.workspace == "" {
 		s.workspace = defaultWorkspace()
 	}
+	s.host = NewHostFS(s.workspace)
 	return s
+}
+
+// viewFor picks the request's file system. When Config.View fails it has
+// answered 503 with the reason, and ok is false.
+func (s *server) viewFor(ctx *fasthttp.RequestCtx) (fsys FS, ok bool) {
+	if s.viewHook == nil {
+		return s.host, true
+	}
+	fsys, err := s.viewHook(ctx)
+	switch {
+	case err != nil:
+	case fsys == nil:
+		err = errors.New("the view hook returned no file system")
+	case !reflect.TypeOf(fsys).Comparable():
+		err = fmt.Errorf("the view hook returned a %T, which is not comparable", fsys)
+	default:
+		return fsys, true
+	}
+	s.log.Warn("file plane: no file system for the request", "path", string(ctx.Path()), "err", err)
+	api.Fail(ctx, fasthttp.StatusServiceUnavailable, "the caller's file system is not available: "+err.Error())
+	return nil, false
 }
 
 func defaultWorkspace() string {

@@ -3,7 +3,6 @@ package fsplane
 import (
 	"errors"
 	"io/fs"
-	"os"
 	"path"
 	"path/filepath"
 	"strings"
@@ -170,46 +169,73 @@ func braceGroup(p string) (open, closing int, parts []string) {
 // relative path. Returning fs.SkipDir on a folder prunes it.
 type walkFunc func(rel string, d fs.DirEntry) error
 
-// walkTree visits root's tree in lexical order without following
-// symlinks. Hidden entries are skipped (and not entered) unless hidden is
-// true. maxDepth > 0 stops descending at that many segments. Unreadable
-// subfolders are left out. It stops with errWalkLimit after maxWalkEntries.
-func walkTree(root string, hidden bool, maxDepth int, fn walkFunc) error {
-	fi, err := os.Stat(root)
+// walkTree visits root's tree in fsys in lexical order without following
+// symlinks (root itself may be one). Hidden entries are skipped (and not
+// entered) unless hidden is true. maxDepth > 0 stops descending at that
+// many segments. Unreadable subfolders are left out. It stops with
+// errWalkLimit after maxWalkEntries. fn returning fs.SkipDir skips a
+// folder, or the rest of the folder holding a file, as in fs.WalkDir.
+func walkTree(fsys FS, root string, hidden bool, maxDepth int, fn walkFunc) error {
+	fi, err := fsys.Stat(root)
 	if err != nil {
 		return err
 	}
 	if !fi.IsDir() {
 		return errNotDir()
 	}
-	// Walk the real folder when root is a symlink; rel stays relative.
-	if real, err := filepath.EvalSymlinks(root); err == nil {
-		root = real
+	des, err := fsys.ReadDir(root)
+	if err != nil {
+		return err
 	}
-	seen := 0
-	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if p == root {
-			return err
-		}
-		if err != nil {
-			return nil // unreadable entry or folder: skip it
-		}
-		if seen++; seen > maxWalkEntries {
+	w := &walker{fsys: fsys, hidden: hidden, maxDepth: maxDepth, fn: fn}
+	return w.dir(root, "", des)
+}
+
+// walker is one walkTree's state.
+type walker struct {
+	fsys     FS
+	hidden   bool
+	maxDepth int
+	fn       walkFunc
+	seen     int
+}
+
+// dir visits the entries of the folder at path (rel below the root).
+func (w *walker) dir(path, rel string, des []fs.DirEntry) error {
+	for _, d := range des {
+		if w.seen++; w.seen > maxWalkEntries {
 			return errWalkLimit
 		}
-		if !hidden && isHidden(d.Name()) {
-			return skipIfDir(d)
+		if !w.hidden && isHidden(d.Name()) {
+			continue
 		}
-		rel := filepath.ToSlash(p[len(root):])
-		rel = strings.TrimPrefix(rel, "/")
-		if err := fn(rel, d); err != nil {
+		r := d.Name()
+		if rel != "" {
+			r = rel + "/" + r
+		}
+		err := w.fn(r, d)
+		if errors.Is(err, fs.SkipDir) {
+			if d.IsDir() {
+				continue
+			}
+			return nil
+		}
+		if err != nil {
 			return err
 		}
-		if maxDepth > 0 && d.IsDir() && strings.Count(rel, "/")+1 >= maxDepth {
-			return fs.SkipDir
+		if !d.IsDir() || (w.maxDepth > 0 && strings.Count(r, "/")+1 >= w.maxDepth) {
+			continue
 		}
-		return nil
-	})
+		sub := filepath.Join(path, d.Name())
+		subs, err := w.fsys.ReadDir(sub)
+		if err != nil {
+			continue // unreadable folder: left out
+		}
+		if err := w.dir(sub, r, subs); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func skipIfDir(d fs.DirEntry) error {

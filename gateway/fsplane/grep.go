@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -28,6 +27,7 @@ type grepMatch struct {
 // grepRun holds one search's progress. Owned by the handler's goroutine.
 type grepRun struct {
 	o                 grepOpts
+	fsys              FS
 	root              string
 	matches           []grepMatch
 	seen              int // matches found, offset included
@@ -53,11 +53,11 @@ func (s *server) v1Grep(ctx *fasthttp.RequestCtx) {
 		api.InvalidV1(ctx, fe)
 		return
 	}
-	root, ok := s.pathV1(ctx, "grep", raw)
+	fsys, root, ok := s.pathV1(ctx, "grep", raw)
 	if !ok {
 		return
 	}
-	g := &grepRun{o: o, root: root, matches: []grepMatch{}}
+	g := &grepRun{o: o, fsys: fsys, root: root, matches: []grepMatch{}}
 	if err := g.run(); err != nil {
 		s.failV1(ctx, "grep", root, err)
 		return
@@ -69,18 +69,21 @@ func (s *server) v1Grep(ctx *fasthttp.RequestCtx) {
 }
 
 func (g *grepRun) run() error {
-	fi, err := os.Stat(g.root)
+	fi, err := g.fsys.Stat(g.root)
 	if err != nil {
 		return err
 	}
-	if !fi.IsDir() { // a single file is searched whatever its name
-		err = g.file(g.root, fi.Size())
-	} else {
+	switch {
+	case !fi.IsDir() && !fi.Mode().IsRegular():
+		return errSpecial(fi.Mode()) // asked for by name: say why not
+	case !fi.IsDir(): // a single file is searched whatever its name
+		err = g.file(g.root, fi.Size(), true)
+	default:
 		depth := 0
 		if !g.o.recurs {
 			depth = 1
 		}
-		err = walkTree(g.root, false, depth, g.visit)
+		err = walkTree(g.fsys, g.root, false, depth, g.visit)
 	}
 	if errors.Is(err, errGrepFull) || errors.Is(err, errWalkLimit) {
 		g.truncated = true
@@ -104,15 +107,20 @@ func (g *grepRun) visit(rel string, d fs.DirEntry) error {
 	if err != nil || info.Size() > g.o.maxSize {
 		return nil
 	}
-	return g.file(filepath.Join(g.root, rel), info.Size())
+	return g.file(filepath.Join(g.root, rel), info.Size(), false)
 }
 
-// file searches one file; unreadable, too large and binary files are skipped.
-func (g *grepRun) file(path string, size int64) error {
+// file searches one file; unreadable, too large and binary files are
+// skipped. A file asked for by name (named) that is no file to read, such
+// as /proc/self/mem, is the answer's error instead.
+func (g *grepRun) file(path string, size int64, named bool) error {
 	if size > g.o.maxSize {
 		return nil
 	}
-	b, err := readAll(path, g.o.maxSize)
+	b, err := readAll(g.fsys, path, g.o.maxSize)
+	if err != nil && named && classify(err).kind == kindTarget {
+		return err
+	}
 	if err != nil || bytes.IndexByte(b[:min(len(b), binarySniff)], 0) >= 0 {
 		return nil
 	}

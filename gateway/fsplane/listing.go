@@ -2,7 +2,6 @@ package fsplane
 
 import (
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -17,16 +16,16 @@ type entry struct {
 	isDir      bool
 }
 
-// statEntry stats dir/name; ok is false when it vanished meanwhile.
-func statEntry(dir, name string) (entry, bool) {
+// statEntry stats dir/name in fsys; ok is false when it vanished meanwhile.
+func statEntry(fsys FS, dir, name string) (entry, bool) {
 	p := filepath.Join(dir, name)
-	li, err := os.Lstat(p)
+	li, err := fsys.Lstat(p)
 	if err != nil {
 		return entry{}, false
 	}
 	e := entry{name: name, path: p, info: li, lmode: li.Mode()}
 	if li.Mode()&fs.ModeSymlink != 0 {
-		if ti, err := os.Stat(p); err == nil {
+		if ti, err := fsys.Stat(p); err == nil {
 			e.info = ti
 		}
 	}
@@ -36,23 +35,23 @@ func statEntry(dir, name string) (entry, bool) {
 
 func (e entry) isLink() bool { return e.lmode&fs.ModeSymlink != 0 }
 
-// readDirEntries lists dir's entries sorted by name. A path that is not a
-// folder is invalid_target (ENOTDIR).
-func readDirEntries(dir string) ([]entry, error) {
-	fi, err := os.Stat(dir)
+// readDirEntries lists dir's entries in fsys sorted by name. A path that is
+// not a folder is invalid_target (ENOTDIR).
+func readDirEntries(fsys FS, dir string) ([]entry, error) {
+	fi, err := fsys.Stat(dir)
 	if err != nil {
 		return nil, err
 	}
 	if !fi.IsDir() {
 		return nil, errNotDir()
 	}
-	des, err := os.ReadDir(dir) // sorted by name
+	des, err := fsys.ReadDir(dir) // sorted by name
 	if err != nil {
 		return nil, err
 	}
 	out := make([]entry, 0, len(des))
 	for _, d := range des {
-		if e, ok := statEntry(dir, d.Name()); ok {
+		if e, ok := statEntry(fsys, dir, d.Name()); ok {
 			out = append(out, e)
 		}
 	}

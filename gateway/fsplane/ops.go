@@ -7,11 +7,29 @@ import (
 
 // Files is the file plane as functions, for callers that are not HTTP
 // routes (the MCP tools). It follows the v2 routes' rules: absolute paths,
-// Config.Root, the read limit; its results are the v2 routes' data.
-type Files struct{ s *server }
+// Config.Root, the read limit; its results are the v2 routes' data. Its
+// paths lead to HostFS unless For gives the caller's view.
+type Files struct {
+	s    *server
+	fsys FS
+}
 
-// NewFiles returns the file plane's functions for cfg.
-func NewFiles(cfg Config) *Files { return &Files{s: newServer(cfg)} }
+// NewFiles returns the file plane's functions for cfg, acting on HostFS
+// with cfg.Workspace. cfg.View is not used: see For.
+func NewFiles(cfg Config) *Files {
+	s := newServer(cfg)
+	return &Files{s: s, fsys: s.host}
+}
+
+// For returns the same functions acting in fsys, a caller's view; nil
+// means HostFS. As with Config.View, pass the same FS value for the same
+// caller.
+func (f *Files) For(fsys FS) *Files {
+	if fsys == nil {
+		fsys = f.s.host
+	}
+	return &Files{s: f.s, fsys: fsys}
+}
 
 // Error is a failed file operation: the HTTP status the v2 route answers
 // for it, the SDK's error_type, and a message naming the operation, the
@@ -37,11 +55,11 @@ func (f *Files) fail(op, path string, err error) *Error {
 // Read reads a whole file (up to the read limit): {path, content, encoding,
 // size}, the content as UTF-8 text or, when it is not valid UTF-8, base64.
 func (f *Files) Read(path string) (map[string]any, error) {
-	p, err := f.s.resolve(path)
+	p, err := f.s.resolve(f.fsys, path)
 	if err != nil {
 		return nil, f.fail("read", path, err)
 	}
-	b, err := readAll(p, maxRead)
+	b, err := readAll(f.fsys, p, maxRead)
 	if err != nil {
 		return nil, f.fail("read", p, err)
 	}
@@ -59,11 +77,11 @@ func (f *Files) Write(path, content, encoding string, appendMode bool) (map[stri
 	if fe != nil {
 		return nil, &Error{Status: 422, Kind: "invalid_field", Msg: fe.Field + " " + fe.Msg}
 	}
-	p, err := f.s.resolve(path)
+	p, err := f.s.resolve(f.fsys, path)
 	if err != nil {
 		return nil, f.fail("write", path, err)
 	}
-	created, err := writeFile(p, data, appendMode)
+	created, err := writeFile(f.fsys, p, data, appendMode)
 	if err != nil {
 		return nil, f.fail("write", p, err)
 	}
@@ -73,11 +91,11 @@ func (f *Files) Write(path, content, encoding string, appendMode bool) (map[stri
 // List lists a folder sorted by name: {path, files: [{name, path, size,
 // is_dir, modified}]}.
 func (f *Files) List(path string) (map[string]any, error) {
-	p, err := f.s.resolve(path)
+	p, err := f.s.resolve(f.fsys, path)
 	if err != nil {
 		return nil, f.fail("list", path, err)
 	}
-	entries, err := readDirEntries(p)
+	entries, err := readDirEntries(f.fsys, p)
 	if err != nil {
 		return nil, f.fail("list", p, err)
 	}

@@ -3,7 +3,6 @@ package fsplane
 import (
 	"errors"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -12,26 +11,26 @@ import (
 // maxLinkHops bounds symlink chasing, as the kernel's own limit does.
 const maxLinkHops = 40
 
-// resolveRoot makes Config.Root absolute and resolves its symlinks once, so
-// later prefix checks compare real paths with a real root.
+// resolveRoot makes Config.Root absolute and resolves its symlinks once, on
+// the host, so later prefix checks compare real paths with a real root.
 func resolveRoot(root string) string {
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		abs = filepath.Clean(root)
 	}
-	if r, err := filepath.EvalSymlinks(abs); err == nil {
+	if r, err := realPath(hostLinks{}, abs); err == nil {
 		return r
 	}
 	return abs
 }
 
 // resolve checks a request path and returns it cleaned. The path must be
-// absolute. With a root, the path's real location (symlinks resolved, also
-// for the parts that do not exist yet) must lie inside it.
+// absolute. With a root, the path's real location in fsys (symlinks
+// resolved, also for the parts that do not exist yet) must lie inside it.
 //
 // The check and the later open are two steps: a symlink swapped in between
 // can escape the root. Root is a guard rail against mistakes, not a jail.
-func (s *server) resolve(p string) (string, error) {
+func (s *server) resolve(fsys FS, p string) (string, error) {
 	if p == "" {
 		return "", &fsErr{kind: kindInvalidPath, errno: syscall.EINVAL, exc: "ValueError", msg: "path is empty"}
 	}
@@ -46,7 +45,7 @@ func (s *server) resolve(p string) (string, error) {
 	if s.root == "" {
 		return c, nil
 	}
-	real, err := realPath(c, 0)
+	real, err := realPath(fsys, c)
 	if err != nil {
 		return "", err
 	}
@@ -57,39 +56,54 @@ func (s *server) resolve(p string) (string, error) {
 	return c, nil
 }
 
-// realPath resolves every symlink in p. Parts that do not exist are kept as
-// written under their resolved parent; a dangling symlink is followed to its
-// target, since a write through it would land there.
-func realPath(p string, hops int) (string, error) {
-	if hops > maxLinkHops {
-		return "", &fs.PathError{Op: "resolve", Path: p, Err: syscall.ELOOP}
-	}
-	r, err := filepath.EvalSymlinks(p)
-	if err == nil {
-		return r, nil
-	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return "", err
-	}
-	if fi, lerr := os.Lstat(p); lerr == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		target, err := os.Readlink(p)
+// linkReader is what realPath reads: the calls that do not follow a final
+// link. Every FS is one.
+type linkReader interface {
+	Lstat(name string) (fs.FileInfo, error)
+	Readlink(name string) (string, error)
+}
+
+// realPath resolves every symlink in p (absolute and clean), one element
+// at a time. Parts that do not exist are kept as written under their
+// resolved parent; a dangling symlink is followed to its target, since a
+// write through it would land there.
+func realPath(fsys linkReader, p string) (string, error) {
+	resolved, rest := "/", strings.TrimPrefix(p, "/")
+	for hops := 0; rest != ""; {
+		var elem string
+		elem, rest, _ = strings.Cut(rest, "/")
+		switch elem {
+		case "", ".":
+			continue
+		case "..":
+			resolved = filepath.Dir(resolved)
+			continue
+		}
+		next := filepath.Join(resolved, elem)
+		fi, err := fsys.Lstat(next)
+		if errors.Is(err, fs.ErrNotExist) {
+			return filepath.Join(next, rest), nil
+		}
 		if err != nil {
 			return "", err
 		}
-		if !filepath.IsAbs(target) {
-			target = filepath.Join(filepath.Dir(p), target)
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			resolved = next
+			continue
 		}
-		return realPath(target, hops+1)
+		if hops++; hops > maxLinkHops {
+			return "", &fs.PathError{Op: "resolve", Path: p, Err: syscall.ELOOP}
+		}
+		target, err := fsys.Readlink(next)
+		if err != nil {
+			return "", err
+		}
+		if filepath.IsAbs(target) {
+			resolved = "/"
+		}
+		rest = strings.TrimPrefix(target, "/") + "/" + rest
 	}
-	dir := filepath.Dir(p)
-	if dir == p {
-		return p, nil
-	}
-	rd, err := realPath(dir, hops)
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(rd, filepath.Base(p)), nil
+	return resolved, nil
 }
 
 // within reports whether p is root or lies below it. Both must be clean.

@@ -5,7 +5,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,35 +17,17 @@ import (
 // the editor): a file above it is refused with io_error naming the limit.
 const maxRead = 64 << 20
 
-// openFile opens path for reading and refuses a directory.
-func openFile(path string) (*os.File, fs.FileInfo, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	if fi.IsDir() {
-		f.Close()
-		return nil, nil, errIsDir()
-	}
-	return f, fi, nil
-}
-
 // readAll reads a whole file of at most limit bytes.
-func readAll(path string, limit int64) ([]byte, error) {
-	f, fi, err := openFile(path)
+func readAll(fsys FS, path string, limit int64) ([]byte, error) {
+	src, err := openFile(fsys, path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	if fi.Size() > limit {
+	defer src.Close()
+	if src.info.Size() > limit {
 		return nil, errTooLarge(limit)
 	}
-	b, err := io.ReadAll(io.LimitReader(f, limit+1))
+	b, err := io.ReadAll(io.LimitReader(src, limit+1))
 	if err != nil {
 		return nil, err
 	}
@@ -60,16 +41,16 @@ func readAll(path string, limit int64) ([]byte, error) {
 // the end) with their line endings, and how many lines that is. Memory is
 // bounded by limit whatever the file's size: lines before start are skipped
 // in chunks, never held.
-func readLines(path string, start, end, limit int64) ([]byte, int, error) {
-	f, fi, err := openFile(path)
+func readLines(fsys FS, path string, start, end, limit int64) ([]byte, int, error) {
+	src, err := openFile(fsys, path)
 	if err != nil {
 		return nil, 0, err
 	}
-	defer f.Close()
-	if start == 0 && end < 0 && fi.Size() > limit {
+	defer src.Close()
+	if start == 0 && end < 0 && src.info.Size() > limit {
 		return nil, 0, errTooLarge(limit)
 	}
-	br := bufio.NewReaderSize(f, 64<<10)
+	br := bufio.NewReaderSize(src, 64<<10)
 	var out []byte
 	var line int64
 	count, inLine := 0, false
@@ -117,25 +98,22 @@ func checkUTF8(path string, b []byte) error {
 	return nil
 }
 
-// writeFile writes data to path, creating missing parent folders. With
-// appendMode the data goes at the end. created says the file is new.
-func writeFile(path string, data []byte, appendMode bool) (created bool, err error) {
-	fi, err := os.Stat(path)
-	switch {
-	case err == nil && fi.IsDir():
-		return false, errIsDir()
-	case err != nil && !errors.Is(err, fs.ErrNotExist):
+// writeFile writes data to path in fsys, creating missing parent folders.
+// With appendMode the data goes at the end. created says the file is new.
+func writeFile(fsys FS, path string, data []byte, appendMode bool) (created bool, err error) {
+	exists, err := checkWritable(fsys, path)
+	if err != nil {
 		return false, err
 	}
-	created = err != nil
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+	created = !exists
+	if err := fsys.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return false, err
 	}
 	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
 	if appendMode {
 		flags = os.O_WRONLY | os.O_CREATE | os.O_APPEND
 	}
-	f, err := os.OpenFile(path, flags, 0o644)
+	f, err := openWrite(fsys, path, flags)
 	if err != nil {
 		return false, err
 	}

@@ -129,11 +129,12 @@ func TestGuardedFileCutsChangedStream(t *testing.T) {
 	if err := os.WriteFile(p, []byte("0123456789"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, fi, err := openFile(p)
+	host := NewHostFS("")
+	src, err := openFile(host, p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := &guardedFile{f: f, path: p, size: fi.Size(), mtime: fi.ModTime()}
+	g := &guardedFile{f: src.f, fsys: host, path: p, size: src.info.Size(), mtime: src.info.ModTime()}
 	defer g.Close()
 	if err := os.WriteFile(p, []byte("0123456789 and more"), 0o644); err != nil {
 		t.Fatal(err)

@@ -17,15 +17,14 @@ import (
 // upload is a parsed multipart upload: the file part and where it goes.
 type upload struct {
 	file      *multipart.FileHeader
-	dest      string // not yet resolved; may be relative (then refused)
+	name      string // the part's file name reduced to one element
+	dest      string // as sent, "" for none; see destIn
 	overwrite bool   // an existing file may be replaced
 }
 
 // readUpload parses the multipart body: part "file" is required; text parts
 // "path" and "overwrite" are optional ("overwrite" may also come in the
-// query). Without a path the file lands in the workspace (the daemon's
-// --workdir) under its own name; a path ending in "/" or naming a folder
-// receives it by name.
+// query). Where it goes is destIn's choice.
 func (s *server) readUpload(ctx *fasthttp.RequestCtx) (upload, *api.FieldError) {
 	var form *multipart.Form
 	var err error
@@ -57,17 +56,27 @@ func (s *server) readUpload(ctx *fasthttp.RequestCtx) (upload, *api.FieldError) 
 	if fe := over.Err(); fe != nil {
 		return upload{}, fe
 	}
-	switch {
+	return upload{file: fhs[0], name: name, dest: dest, overwrite: overwrite}, nil
+}
+
+// destIn is where the upload goes in fsys, not yet resolved (a relative
+// path is refused then). Without a path the file lands in the workspace
+// (the daemon's --workdir) under its own name; a path ending in "/" or
+// naming a folder receives it by name.
+func (s *server) destIn(fsys FS, up upload) string {
+	switch dest := up.dest; {
 	case dest == "":
-		dest = filepath.Join(s.workspace, name)
+		return filepath.Join(s.workspace, up.name)
 	case strings.HasSuffix(dest, "/"):
-		dest = filepath.Join(dest, name)
+		return filepath.Join(dest, up.name)
 	case filepath.IsAbs(dest):
-		if fi, err := os.Stat(dest); err == nil && fi.IsDir() {
-			dest = filepath.Join(dest, name)
+		if fi, err := fsys.Stat(filepath.Clean(dest)); err == nil && fi.IsDir() {
+			return filepath.Join(dest, up.name)
 		}
+		return dest
+	default:
+		return dest
 	}
-	return upload{file: fhs[0], dest: dest, overwrite: overwrite}, nil
 }
 
 // safeName reduces a client's file name to one path element.
@@ -80,13 +89,11 @@ func safeName(name string) string {
 	return base
 }
 
-// saveUpload copies the uploaded part to dest, creating parent folders, and
-// returns the bytes written. Unless overwrite is set, an existing dest is
-// left alone and the answer is "exists".
-func saveUpload(fh *multipart.FileHeader, dest string, overwrite bool) (int64, error) {
-	if fi, err := os.Stat(dest); err == nil && fi.IsDir() {
-		return 0, errIsDir()
-	} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
+// saveUpload copies the uploaded part to dest in fsys, creating parent
+// folders, and returns the bytes written. Unless overwrite is set, an
+// existing dest is left alone and the answer is "exists".
+func saveUpload(fsys FS, fh *multipart.FileHeader, dest string, overwrite bool) (int64, error) {
+	if _, err := checkWritable(fsys, dest); err != nil {
 		return 0, err
 	}
 	src, err := fh.Open()
@@ -94,14 +101,14 @@ func saveUpload(fh *multipart.FileHeader, dest string, overwrite bool) (int64, e
 		return 0, err
 	}
 	defer src.Close()
-	if err := os.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
+	if err := fsys.MkdirAll(filepath.Dir(dest), 0o755); err != nil {
 		return 0, err
 	}
 	flags := os.O_WRONLY | os.O_CREATE | os.O_TRUNC
 	if !overwrite {
 		flags = os.O_WRONLY | os.O_CREATE | os.O_EXCL
 	}
-	out, err := os.OpenFile(dest, flags, 0o644)
+	out, err := openWrite(fsys, dest, flags)
 	if errors.Is(err, fs.ErrExist) {
 		return 0, &fsErr{kind: kindExists, errno: syscall.EEXIST, exc: "FileExistsError",
 			msg: "already exists; send overwrite=true to replace it"}

@@ -3,7 +3,6 @@ package fsplane
 import (
 	"bytes"
 	"errors"
-	"os"
 	"regexp"
 	"strings"
 
@@ -14,11 +13,23 @@ import (
 // maxSearchMatches bounds /v1/file/search; past it truncated is true.
 const maxSearchMatches = 10_000
 
-// pathV1 resolves a v1 path. A relative, empty or out-of-root path is a
-// FileOperationError (invalid_path or permission_denied) with HTTP 200, like
-// any other expected failure. ok false means it has answered.
-func (s *server) pathV1(ctx *fasthttp.RequestCtx, op, raw string) (string, bool) {
-	p, err := s.resolve(raw)
+// pathV1 picks the request's file system and resolves a v1 path in it. A
+// relative, empty or out-of-root path is a FileOperationError
+// (invalid_path or permission_denied) with HTTP 200, like any other
+// expected failure. ok false means it has answered.
+func (s *server) pathV1(ctx *fasthttp.RequestCtx, op, raw string) (FS, string, bool) {
+	fsys, ok := s.viewFor(ctx)
+	if !ok {
+		return nil, "", false
+	}
+	p, ok := s.resolveV1(ctx, fsys, op, raw)
+	return fsys, p, ok
+}
+
+// resolveV1 resolves a v1 path in fsys, answering a failure as pathV1
+// does. ok false means it has answered.
+func (s *server) resolveV1(ctx *fasthttp.RequestCtx, fsys FS, op, raw string) (string, bool) {
+	p, err := s.resolve(fsys, raw)
 	if err != nil {
 		s.failV1(ctx, op, raw, err)
 		return "", false
@@ -53,11 +64,11 @@ func (s *server) v1Read(ctx *fasthttp.RequestCtx) {
 	if !hasEnd {
 		end = -1
 	}
-	p, ok := s.pathV1(ctx, "read", raw)
+	fsys, p, ok := s.pathV1(ctx, "read", raw)
 	if !ok {
 		return
 	}
-	b, n, err := readLines(p, start, end, maxRead)
+	b, n, err := readLines(fsys, p, start, end, maxRead)
 	if err == nil {
 		err = checkUTF8(p, b)
 	}
@@ -96,11 +107,11 @@ func (s *server) v1Write(ctx *fasthttp.RequestCtx) {
 			data = append(data, '\n')
 		}
 	}
-	p, ok := s.pathV1(ctx, "write", raw)
+	fsys, p, ok := s.pathV1(ctx, "write", raw)
 	if !ok {
 		return
 	}
-	if _, err := writeFile(p, data, appendMode); err != nil {
+	if _, err := writeFile(fsys, p, data, appendMode); err != nil {
 		s.failV1(ctx, "write", p, err)
 		return
 	}
@@ -124,14 +135,14 @@ func (s *server) v1Replace(ctx *fasthttp.RequestCtx) {
 		api.InvalidV1(ctx, fe)
 		return
 	}
-	p, ok := s.pathV1(ctx, "replace", raw)
+	fsys, p, ok := s.pathV1(ctx, "replace", raw)
 	if !ok {
 		return
 	}
-	b, err := readAll(p, maxRead)
+	b, err := readAll(fsys, p, maxRead)
 	n := bytes.Count(b, []byte(oldS))
 	if err == nil && n > 0 {
-		err = os.WriteFile(p, bytes.ReplaceAll(b, []byte(oldS), []byte(newS)), 0o644)
+		err = writeAll(fsys, p, bytes.ReplaceAll(b, []byte(oldS), []byte(newS)))
 	}
 	if err != nil {
 		s.failV1(ctx, "replace", p, err)
@@ -160,11 +171,11 @@ func (s *server) v1Search(ctx *fasthttp.RequestCtx) {
 		api.InvalidV1(ctx, badField("regex", "is not a valid RE2 regular expression: "+err.Error()))
 		return
 	}
-	p, ok := s.pathV1(ctx, "search", raw)
+	fsys, p, ok := s.pathV1(ctx, "search", raw)
 	if !ok {
 		return
 	}
-	b, err := readAll(p, maxRead)
+	b, err := readAll(fsys, p, maxRead)
 	if err != nil {
 		s.failV1(ctx, "search", p, err)
 		return
@@ -203,13 +214,17 @@ func (s *server) v1Download(ctx *fasthttp.RequestCtx) {
 		api.InvalidV1(ctx, fe)
 		return
 	}
-	p, err := s.resolve(raw)
+	fsys, ok := s.viewFor(ctx)
+	if !ok {
+		return
+	}
+	p, err := s.resolve(fsys, raw)
 	if err != nil && classify(err).kind == kindInvalidPath {
 		api.InvalidV1(ctx, &api.FieldError{In: "query", Field: "path", Type: "value_error", Msg: classify(err).reason})
 		return
 	}
 	if err == nil {
-		err = sendFile(ctx, p, policy == "abort")
+		err = sendFile(ctx, fsys, p, policy == "abort")
 	}
 	if err != nil {
 		s.downloadFailV1(ctx, raw, err)
@@ -236,11 +251,15 @@ func (s *server) v1Upload(ctx *fasthttp.RequestCtx) {
 		api.InvalidV1(ctx, fe)
 		return
 	}
-	p, ok := s.pathV1(ctx, "upload", up.dest)
+	fsys, ok := s.viewFor(ctx)
 	if !ok {
 		return
 	}
-	n, err := saveUpload(up.file, p, true) // v1 replaces, as it always did: the SDK has no overwrite flag
+	p, ok := s.resolveV1(ctx, fsys, "upload", s.destIn(fsys, up))
+	if !ok {
+		return
+	}
+	n, err := saveUpload(fsys, up.file, p, true) // v1 replaces, as it always did: the SDK has no overwrite flag
 	if err != nil {
 		s.failV1(ctx, "upload", p, err)
 		return

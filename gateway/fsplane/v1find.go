@@ -50,13 +50,13 @@ func (s *server) v1Find(ctx *fasthttp.RequestCtx) {
 		api.InvalidV1(ctx, fe)
 		return
 	}
-	root, ok := s.pathV1(ctx, "find", raw)
+	fsys, root, ok := s.pathV1(ctx, "find", raw)
 	if !ok {
 		return
 	}
 	byName := !strings.Contains(glob, "/")
 	files, truncated := []string{}, false
-	err := walkTree(root, true, 0, func(rel string, d fs.DirEntry) error {
+	err := walkTree(fsys, root, true, 0, func(rel string, d fs.DirEntry) error {
 		subject := rel
 		if byName {
 			subject = d.Name()
@@ -148,11 +148,11 @@ func (s *server) v1Glob(ctx *fasthttp.RequestCtx) {
 		api.InvalidV1(ctx, fe)
 		return
 	}
-	root, ok := s.pathV1(ctx, "glob", raw)
+	fsys, root, ok := s.pathV1(ctx, "glob", raw)
 	if !ok {
 		return
 	}
-	hits, truncated, err := collectGlob(root, o)
+	hits, truncated, err := collectGlob(fsys, root, o)
 	if err != nil {
 		s.failV1(ctx, "glob", root, err)
 		return
@@ -167,13 +167,13 @@ func (s *server) v1Glob(ctx *fasthttp.RequestCtx) {
 	})
 }
 
-func collectGlob(root string, o globOpts) ([]globInfo, bool, error) {
+func collectGlob(fsys FS, root string, o globOpts) ([]globInfo, bool, error) {
 	depth := 0
 	if !hasGlobstar(o.pattern) {
 		depth = patternDepth(o.pattern)
 	}
 	hits := []globInfo{}
-	err := walkTree(root, o.hidden, depth, func(rel string, d fs.DirEntry) error {
+	err := walkTree(fsys, root, o.hidden, depth, func(rel string, d fs.DirEntry) error {
 		if matchAny(o.exclude, rel, d.Name()) {
 			return skipIfDir(d)
 		}

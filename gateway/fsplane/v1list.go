@@ -88,11 +88,11 @@ func (s *server) v1List(ctx *fasthttp.RequestCtx) {
 		api.InvalidV1(ctx, fe)
 		return
 	}
-	p, ok := s.pathV1(ctx, "list", raw)
+	fsys, p, ok := s.pathV1(ctx, "list", raw)
 	if !ok {
 		return
 	}
-	files, truncated, err := collectList(p, o)
+	files, truncated, err := collectList(fsys, p, o)
 	if err != nil {
 		s.failV1(ctx, "list", p, err)
 		return
@@ -110,7 +110,7 @@ func (s *server) v1List(ctx *fasthttp.RequestCtx) {
 	})
 }
 
-func collectList(root string, o listOpts) ([]fileInfo, bool, error) {
+func collectList(fsys FS, root string, o listOpts) ([]fileInfo, bool, error) {
 	out := []fileInfo{}
 	type dir struct {
 		path  string
@@ -120,7 +120,7 @@ func collectList(root string, o listOpts) ([]fileInfo, bool, error) {
 	for len(queue) > 0 {
 		d := queue[0]
 		queue = queue[1:]
-		entries, err := readDirEntries(d.path)
+		entries, err := readDirEntries(fsys, d.path)
 		if err != nil {
 			if d.path == root {
 				return nil, false, err

@@ -3,7 +3,6 @@ package fsplane
 import (
 	"encoding/base64"
 	"errors"
-	"os"
 	"syscall"
 	"unicode/utf8"
 
@@ -11,10 +10,22 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// pathV2 resolves a v2 path field. A malformed path is a 422 naming the
-// field; a path outside Root is a 403. ok false means it has answered.
-func (s *server) pathV2(ctx *fasthttp.RequestCtx, field, raw string) (string, bool) {
-	p, err := s.resolve(raw)
+// pathV2 picks the request's file system and resolves a v2 path field in
+// it. ok false means it has answered.
+func (s *server) pathV2(ctx *fasthttp.RequestCtx, field, raw string) (FS, string, bool) {
+	fsys, ok := s.viewFor(ctx)
+	if !ok {
+		return nil, "", false
+	}
+	p, ok := s.resolveV2(ctx, fsys, field, raw)
+	return fsys, p, ok
+}
+
+// resolveV2 resolves a v2 path field in fsys. A malformed path is a 422
+// naming the field; a path outside Root is a 403. ok false means it has
+// answered.
+func (s *server) resolveV2(ctx *fasthttp.RequestCtx, fsys FS, field, raw string) (string, bool) {
+	p, err := s.resolve(fsys, raw)
 	if err == nil {
 		return p, true
 	}
@@ -44,11 +55,11 @@ func (s *server) v2Write(ctx *fasthttp.RequestCtx) {
 		api.Invalid(ctx, fe)
 		return
 	}
-	p, ok := s.pathV2(ctx, "path", raw)
+	fsys, p, ok := s.pathV2(ctx, "path", raw)
 	if !ok {
 		return
 	}
-	created, err := writeFile(p, data, appendMode)
+	created, err := writeFile(fsys, p, data, appendMode)
 	if err != nil {
 		s.failV2(ctx, "write", p, err)
 		return
@@ -59,11 +70,11 @@ func (s *server) v2Write(ctx *fasthttp.RequestCtx) {
 // v2List answers GET /v2/fs/list?path=DIR. A file given as DIR is a 422
 // (invalid target), the same status a directory gets on download.
 func (s *server) v2List(ctx *fasthttp.RequestCtx) {
-	p, ok := s.queryPathV2(ctx)
+	fsys, p, ok := s.queryPathV2(ctx)
 	if !ok {
 		return
 	}
-	entries, err := readDirEntries(p)
+	entries, err := readDirEntries(fsys, p)
 	if err != nil {
 		s.failV2(ctx, "list", p, err)
 		return
@@ -79,23 +90,23 @@ func (s *server) v2List(ctx *fasthttp.RequestCtx) {
 }
 
 // queryPathV2 reads the required ?path= of a v2 GET or DELETE.
-func (s *server) queryPathV2(ctx *fasthttp.RequestCtx) (string, bool) {
+func (s *server) queryPathV2(ctx *fasthttp.RequestCtx) (FS, string, bool) {
 	q := queryFields(ctx)
 	raw := q.Str("path", true)
 	if fe := q.Err(); fe != nil {
 		api.Invalid(ctx, fe)
-		return "", false
+		return nil, "", false
 	}
 	return s.pathV2(ctx, "path", raw)
 }
 
 // v2Download answers GET /v2/fs/download?path=FILE with the raw bytes.
 func (s *server) v2Download(ctx *fasthttp.RequestCtx) {
-	p, ok := s.queryPathV2(ctx)
+	fsys, p, ok := s.queryPathV2(ctx)
 	if !ok {
 		return
 	}
-	if err := sendFile(ctx, p, false); err != nil {
+	if err := sendFile(ctx, fsys, p, false); err != nil {
 		s.failV2(ctx, "download", p, err)
 	}
 }
@@ -130,7 +141,7 @@ func (s *server) v2Read(ctx *fasthttp.RequestCtx) {
 		api.Invalid(ctx, fe)
 		return
 	}
-	p, ok := s.pathV2(ctx, "path", raw)
+	fsys, p, ok := s.pathV2(ctx, "path", raw)
 	if !ok {
 		return
 	}
@@ -146,10 +157,10 @@ func (s *server) v2Read(ctx *fasthttp.RequestCtx) {
 			last = end
 		}
 		var n int
-		b, n, err = readLines(p, start-1, last, maxRead)
+		b, n, err = readLines(fsys, p, start-1, last, maxRead)
 		out["start_line"], out["line_count"] = start, n
 	} else {
-		b, err = readAll(p, maxRead)
+		b, err = readAll(fsys, p, maxRead)
 	}
 	if err != nil {
 		s.failV2(ctx, "read", p, err)
@@ -171,11 +182,15 @@ func (s *server) v2Upload(ctx *fasthttp.RequestCtx) {
 		api.Invalid(ctx, fe)
 		return
 	}
-	p, ok := s.pathV2(ctx, "path", up.dest)
+	fsys, ok := s.viewFor(ctx)
 	if !ok {
 		return
 	}
-	n, err := saveUpload(up.file, p, up.overwrite)
+	p, ok := s.resolveV2(ctx, fsys, "path", s.destIn(fsys, up))
+	if !ok {
+		return
+	}
+	n, err := saveUpload(fsys, up.file, p, up.overwrite)
 	if err != nil {
 		s.failV2(ctx, "upload", p, err)
 		return
@@ -186,7 +201,7 @@ func (s *server) v2Upload(ctx *fasthttp.RequestCtx) {
 // v2Delete answers DELETE /v2/fs/delete?path=[&recursive=true]. A non-empty
 // folder needs recursive; "/" and Root itself are never deleted.
 func (s *server) v2Delete(ctx *fasthttp.RequestCtx) {
-	p, ok := s.queryPathV2(ctx)
+	fsys, p, ok := s.queryPathV2(ctx)
 	if !ok {
 		return
 	}
@@ -196,25 +211,25 @@ func (s *server) v2Delete(ctx *fasthttp.RequestCtx) {
 		api.Invalid(ctx, fe)
 		return
 	}
-	if err := s.remove(p, recursive); err != nil {
+	if err := s.remove(fsys, p, recursive); err != nil {
 		s.failV2(ctx, "delete", p, err)
 		return
 	}
 	api.OK(ctx, map[string]any{"path": p, "deleted": true})
 }
 
-func (s *server) remove(p string, recursive bool) error {
+func (s *server) remove(fsys FS, p string, recursive bool) error {
 	if p == "/" || (s.root != "" && p == s.root) {
 		return &fsErr{kind: kindTarget, exc: "OSError", msg: "refusing to delete " + p}
 	}
-	fi, err := os.Lstat(p)
+	fi, err := fsys.Lstat(p)
 	if err != nil {
 		return err
 	}
 	if recursive && fi.IsDir() {
-		return os.RemoveAll(p)
+		return fsys.RemoveAll(p)
 	}
-	err = os.Remove(p)
+	err = fsys.Remove(p)
 	if fi.IsDir() && (errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST)) {
 		return &fsErr{kind: kindTarget, errno: syscall.ENOTEMPTY, exc: "OSError",
 			msg: "directory not empty; pass recursive=true to delete it with its contents"}
