@@ -144,7 +144,7 @@ func New(cfg Config) (*Server, error) {
 		Admission:  cfg.Admission})
 	s.metrics = newMetrics(s, counters)
 	s.mcp = newMCP(s)
-	handler := s.countRequests(g.Wrap(s.routes().Handler))
+	handler := s.countRequests(g.Wrap(s.refuseRuntimePeers(s.routes().Handler)))
 	if !cfg.NoAccessLog {
 		handler = accessLog(cfg.Logger, handler)
 	}
@@ -258,6 +258,9 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.log.Info("serving", "addr", ln.Addr().String(), "python_backend", s.env.PythonBackend)
 	if w := s.guard.Listening(ln.Addr()); w != "" {
 		s.log.Warn(w)
+	}
+	if s.rt.RuntimesReachAPI() {
+		ln = &peerListener{Listener: ln, isRuntime: s.rt.IsRuntimeUID}
 	}
 	return s.http.Serve(ln)
 }

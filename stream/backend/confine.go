@@ -35,3 +35,23 @@ func wrapIn(t *sandbox.Tenant) func(*exec.Cmd) {
 	}
 	return func(cmd *exec.Cmd) { sandbox.Wrap(cmd, t.View().RuntimePlan(false, ""), t.Files()) }
 }
+
+// RuntimesReachAPI reports whether runtimes can reach aiod's port and can
+// be told from other callers by their uid: tenants on the host's network,
+// or --runtime-user without tenant isolation. (Tenants without a network
+// cannot reach it; runtimes running as aiod's own user cannot be told apart.)
+func (r *Runtimes) RuntimesReachAPI() bool {
+	if ts := r.iso.Tenants(); ts != nil {
+		return ts.Network() == sandbox.NetworkHost
+	}
+	return r.iso.Credential() != nil
+}
+
+// IsRuntimeUID reports whether uid is one local runtimes run as.
+func (r *Runtimes) IsRuntimeUID(uid uint32) bool {
+	if ts := r.iso.Tenants(); ts != nil {
+		return ts.IsTenantUID(uid)
+	}
+	c := r.iso.Credential()
+	return c != nil && c.Uid == uid
+}
