@@ -157,7 +157,7 @@ func (lc *liveCollector) Collect(ch chan<- prometheus.Metric) {
 	for route, n := range conns {
 		ch <- prometheus.MustNewConstMetric(wsConnsDesc, prometheus.GaugeValue, float64(n), route)
 	}
-	for name, ps := range s.rt.PoolStats() {
+	for name, ps := range s.rt.PoolStats("") {
 		ch <- prometheus.MustNewConstMetric(poolReady, prometheus.GaugeValue, float64(ps.Ready), name)
 	}
 	b := Build()

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"github.com/aiod/aiod/gateway/fsplane"
 	"github.com/aiod/aiod/gateway/guard"
 	"github.com/aiod/aiod/stream/backend"
 	"github.com/valyala/fasthttp"
@@ -21,4 +22,23 @@ func tenantOf(ctx *fasthttp.RequestCtx) string {
 // ("" for the default tenant).
 func (s *Server) TenantIsolation(tenant string) backend.TenantReport {
 	return s.rt.TenantIsolation(tenant)
+}
+
+// fsView is where the file plane acts for the request's caller: the
+// tenant's view with its rights (its file helper), the --runtime-user's
+// rights on the host, or the host with aiod's own (HostFS).
+func (s *Server) fsView(ctx *fasthttp.RequestCtx) (fsplane.FS, error) {
+	return s.viewOf(tenantOf(ctx))
+}
+
+// viewOf is fsView for a tenant.
+func (s *Server) viewOf(tenant string) (fsplane.FS, error) {
+	f, err := s.rt.Files(tenant)
+	if err != nil {
+		return nil, err
+	}
+	if f == nil {
+		return s.hostFS, nil
+	}
+	return f, nil
 }

@@ -149,14 +149,11 @@ func (v *v1) defaultCwd() string { return v.s.workspace() }
 // workspace is where runtimes start (--workdir, else the daemon's folder),
 // as an absolute path; uploads without a path land there too.
 func (s *Server) workspace() string {
-	if s.cfg.Workdir != "" {
-		if abs, err := filepath.Abs(s.cfg.Workdir); err == nil {
+	if w := s.rt.Workdir(); w != "" {
+		if abs, err := filepath.Abs(w); err == nil {
 			return abs
 		}
-		return s.cfg.Workdir
-	}
-	if wd, err := os.Getwd(); err == nil {
-		return wd
+		return w
 	}
 	return "/"
 }

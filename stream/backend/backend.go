@@ -62,6 +62,9 @@ type Runtimes struct {
 	pools  pools
 	iso    *isolate.Isolator
 	base   []string // the base environment of local runtimes
+
+	userFiles userFiles    // the file helper of --runtime-user
+	tpools    *tenantPools // each tenant's prewarm pools, under tenant isolation; nil without pools
 }
 
 // New discovers the interpreters, starts probing the remote server when
@@ -134,9 +137,13 @@ func (r *Runtimes) Workdir() string {
 
 // Close stops the pools (closing their runtimes) and the remote probe.
 func (r *Runtimes) Close(ctx context.Context) error {
-	err := r.pools.close(ctx)
+	err := errors.Join(r.tpools.close(ctx), r.pools.close(ctx))
 	if r.remote != nil {
 		r.remote.close()
+	}
+	r.userFiles.once.Do(func() {}) // a helper made from now on would leak: none is
+	if f := r.userFiles.f; f != nil {
+		f.Close()
 	}
 	return errors.Join(err, r.iso.Close())
 }
@@ -261,8 +268,16 @@ func (r *Runtimes) Remote() *RemoteInfo {
 
 func (r *Runtimes) kernelBackend(ki *KernelInfo, env []string, t *sandbox.Tenant) stream.Backend {
 	b := r.coldKernelBackend(ki.spec, env, t)
-	if p := r.pools.kernel; p != nil && t == nil && len(env) == 0 && r.env.PythonKernel != nil && ki.spec == r.env.PythonKernel.spec {
+	if len(env) > 0 || r.env.PythonKernel == nil || ki.spec != r.env.PythonKernel.spec {
+		return b
+	}
+	if p := r.pools.kernel; p != nil && t == nil {
 		b.Start = p.Start
+	}
+	if t != nil {
+		if tp := r.tenantPool(t); tp != nil && tp.kernel != nil {
+			b.Start = tp.kernel.Start
+		}
 	}
 	return b
 }
@@ -292,6 +307,11 @@ func (r *Runtimes) nativeBackend(lang, path string, t *sandbox.Tenant) stream.Ba
 	b := r.coldNativeBackend(lang, path, t)
 	if p := r.pools.native[lang]; p != nil && t == nil {
 		b.Start = p.Start
+	}
+	if t != nil {
+		if tp := r.tenantPool(t); tp != nil && tp.native[lang] != nil {
+			b.Start = tp.native[lang].Start
+		}
 	}
 	return b
 }
@@ -336,8 +356,34 @@ func (r *Runtimes) KernelStart() KernelStart {
 }
 
 // PoolStats reports every pool, including those that are off (size 0).
-func (r *Runtimes) PoolStats() map[string]stream.PoolStats {
-	return r.pools.stats(r.cfg)
+// Under tenant isolation the pools are each tenant's: tenant names whose
+// to report ("" sums every tenant's).
+func (r *Runtimes) PoolStats(tenant string) map[string]stream.PoolStats {
+	out := r.pools.stats(r.cfg)
+	if r.iso.Mode() != isolate.ModeTenant {
+		return out
+	}
+	if tenant != "" {
+		tenant = tenantKey(tenant)
+	}
+	per := r.tpools.stats(tenant)
+	for name, st := range out {
+		if got, ok := per[name]; ok {
+			out[name] = got
+			continue
+		}
+		switch {
+		case name == "kernel" && r.env.PythonKernel != nil:
+			st.Size = r.cfg.KernelPrewarm
+		case name == JS && r.env.Node.Error == "", name == Python && r.env.PythonBackend == Native:
+			st.Size = r.cfg.CodePrewarm
+		}
+		if tenant == "" {
+			st.Size = 0 // no tenant has pools yet
+		}
+		out[name] = st
+	}
+	return out
 }
 
 // workdirProblem puts the working folder first when a runtime could not

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"os/exec"
+	"sync"
 	"syscall"
 
 	"github.com/aiod/aiod/kernel"
@@ -54,4 +55,36 @@ func (r *Runtimes) IsRuntimeUID(uid uint32) bool {
 	}
 	c := r.iso.Credential()
 	return c != nil && c.Uid == uid
+}
+
+// userFiles is the file helper running as --runtime-user (without tenant
+// isolation), made on first use.
+type userFiles struct {
+	once sync.Once
+	f    *sandbox.Files
+	err  error
+}
+
+// Files is where the file plane acts for tenant: in the tenant's view as
+// its uid (its helper) under tenant isolation, as --runtime-user on the
+// host's view without it, or nil: the host with aiod's own rights.
+func (r *Runtimes) Files(tenant string) (*sandbox.Files, error) {
+	if ts := r.iso.Tenants(); ts != nil {
+		return ts.Files(tenantKey(tenant))
+	}
+	c := r.iso.Credential()
+	if c == nil {
+		return nil, nil
+	}
+	r.userFiles.once.Do(func() {
+		r.userFiles.f, r.userFiles.err = sandbox.FilesAs(c.Uid, c.Gid, r.Workdir(), r.log)
+	})
+	return r.userFiles.f, r.userFiles.err
+}
+
+func tenantKey(tenant string) string {
+	if tenant == "" {
+		return "default"
+	}
+	return tenant
 }

@@ -58,7 +58,8 @@ func (r *Runtimes) startPools() {
 		r.pools.templates.Prepare(env.PythonKernel.spec) // warm before the first session
 	}
 	if r.iso.Mode() == isolate.ModeTenant {
-		return // a pooled runtime would start outside any tenant's sandbox
+		r.startTenantPools() // a pooled runtime must start in its tenant's sandbox
+		return
 	}
 	if n := r.cfg.KernelPrewarm; n > 0 && env.PythonKernel != nil {
 		warm := kernelWarmup

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -179,5 +180,38 @@ func TestTenantRuntimesAreConfined(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestTenantPoolsAreConfined: with --kernel-prewarm, each tenant gets a
+// pool of its own, filled in its sandbox; a kernel taken from alice's pool
+// runs as alice, and bob's first kernel is cold (he has no pool yet).
+func TestTenantPoolsAreConfined(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r, _ := newTenantRuntimes(t, ctx, Config{CodeBackend: Kernel, KernelPrewarm: 1})
+	alice, err := r.iso.Tenant("jwt:alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.For(Want{Language: Python, Tenant: "jwt:alice"}); err != nil { // makes alice's pool
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for r.PoolStats("jwt:alice")["kernel"].Ready < 1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("alice's pool never filled: %+v", r.PoolStats("jwt:alice"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	out := runIn(t, ctx, r, Want{Language: Python, Tenant: "jwt:alice"}, "import os; print(os.getuid(), os.getcwd())")
+	if want := fmt.Sprintf("%d %s\n", alice.UID, r.Workdir()); out != want {
+		t.Errorf("pooled kernel: %q, want %q", out, want)
+	}
+	if st := r.PoolStats("jwt:alice")["kernel"]; st.Taken != 1 {
+		t.Errorf("alice's pool: %+v, want one taken", st)
+	}
+	if st := r.PoolStats("jwt:bob")["kernel"]; st.Ready != 0 || st.Taken != 0 {
+		t.Errorf("bob's pool before his first call: %+v", st)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -220,8 +221,10 @@ func fill(r *filesReply, err error) {
 // unused. Its methods are safe for concurrent use and follow package os:
 // errors are *fs.PathError (or *os.LinkError) around a syscall.Errno.
 type Files struct {
-	t   *Tenant
-	log *slog.Logger
+	name string // whose files, for messages
+	plan *Plan  // the helper's
+	dir  string // its working folder
+	log  *slog.Logger
 
 	mu      sync.Mutex
 	h       *filesHelper // guarded by mu; nil while none runs
@@ -252,9 +255,25 @@ func (ts *Tenants) Files(key string) (*Files, error) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	if t.files == nil {
-		t.files = &Files{t: t, log: ts.log.With("tenant", key)}
+		v := t.View()
+		t.files = &Files{name: "tenant " + strconv.Quote(key), plan: v.FilesPlan(), dir: v.WorkPath, log: ts.log.With("tenant", key)}
 	}
 	return t.files, nil
+}
+
+// FilesAs is a file helper on the host's own view, running as uid:gid (the
+// runtime user without tenant isolation): the plane then has that user's
+// rights, so a link to a file the user may not read is EACCES. Close it
+// when done.
+func FilesAs(uid, gid uint32, dir string, log *slog.Logger) (*Files, error) {
+	seccomp, err := Filter()
+	if err != nil {
+		return nil, err
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Files{name: fmt.Sprintf("uid %d", uid), plan: &Plan{NetFD: -1, UID: uid, GID: gid, Seccomp: seccomp}, dir: dir, log: log}, nil
 }
 
 // helper returns the running helper, starting one when none runs.
@@ -271,9 +290,9 @@ func (f *Files) helper() (*filesHelper, error) {
 	if f.h != nil {
 		go f.h.stop()
 	}
-	h, err := startFilesHelper(f.t)
+	h, err := f.start()
 	if err != nil {
-		return nil, fmt.Errorf("start the file helper of tenant %q: %w", f.t.Key, err)
+		return nil, fmt.Errorf("start the file helper of %s: %w", f.name, err)
 	}
 	f.h = h
 	f.started++
@@ -329,7 +348,7 @@ func (f *Files) Close() {
 	}
 }
 
-func startFilesHelper(t *Tenant) (*filesHelper, error) {
+func (f *Files) start() (*filesHelper, error) {
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
@@ -341,15 +360,14 @@ func startFilesHelper(t *Tenant) (*filesHelper, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := t.View()
 	cmd := exec.Command("/files")
-	cmd.Dir = v.WorkPath
-	cmd.Env = []string{"HOME=" + v.HomePath, "PATH=/usr/bin:/bin"}
+	cmd.Dir = f.dir
+	cmd.Env = []string{"PATH=/usr/bin:/bin"}
 	cmd.ExtraFiles = []*os.File{theirs} // descriptor 3
 	out := &tail{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	wrapAs(cmd, modeFiles, v.FilesPlan(), nil)
+	wrapAs(cmd, modeFiles, f.plan, nil)
 	if err := cmd.Start(); err != nil {
 		fc.Close()
 		return nil, err
@@ -553,9 +571,12 @@ func (f *Files) OpenFile(name string, flag int, perm fs.FileMode) (*os.File, err
 	if r.fd < 0 {
 		return nil, &fs.PathError{Op: "open", Path: name, Err: errors.New("the file helper sent no descriptor")}
 	}
-	// Back to blocking: the helper opened it O_NONBLOCK (see serveOne).
-	if fl, err := unix.FcntlInt(uintptr(r.fd), unix.F_GETFL, 0); err == nil {
-		_, _ = unix.FcntlInt(uintptr(r.fd), unix.F_SETFL, fl&^unix.O_NONBLOCK)
+	// Back to blocking unless asked: the helper opened it O_NONBLOCK (see
+	// serveOne).
+	if flag&unix.O_NONBLOCK == 0 {
+		if fl, err := unix.FcntlInt(uintptr(r.fd), unix.F_GETFL, 0); err == nil {
+			_, _ = unix.FcntlInt(uintptr(r.fd), unix.F_SETFL, fl&^unix.O_NONBLOCK)
+		}
 	}
 	return os.NewFile(uintptr(r.fd), name), nil
 }

@@ -1,0 +1,306 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// tenantKey makes an Ed25519 key pair; the daemon verifies JWTs with the
+// public half.
+func tenantKey(t *testing.T) (ed25519.PrivateKey, string) {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKIXPublicKey(pub)
+	return priv, string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}))
+}
+
+func tenantJWT(t *testing.T, priv ed25519.PrivateKey, sub string) string {
+	t.Helper()
+	s, err := jwt.NewWithClaims(jwt.SigningMethodEdDSA, jwt.MapClaims{"sub": sub, "exp": time.Now().Add(time.Hour).Unix()}).SignedString(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// caller is one tenant's client of a daemon.
+type caller struct {
+	t     *testing.T
+	d     *daemon
+	name  string
+	token string
+}
+
+// call sends a request (body JSON, or raw bytes) and returns the status
+// and the decoded envelope.
+func (c *caller) call(ctx context.Context, method, path string, body any) (int, map[string]any) {
+	c.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.d.url+path, rd)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := c.d.client.Do(req)
+	if err != nil {
+		c.t.Fatalf("%s: %s %s: %v", c.name, method, path, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var env map[string]any
+	_ = json.Unmarshal(raw, &env)
+	if env == nil {
+		env = map[string]any{"raw": string(raw)}
+	}
+	return resp.StatusCode, env
+}
+
+// py runs Python in session sid ("" one-shot) and returns stdout; a call
+// that does not answer ok fails the test.
+func (c *caller) run(ctx context.Context, lang, sid, code string) string {
+	c.t.Helper()
+	body := map[string]any{"language": lang, "code": code, "timeout": 60}
+	if sid != "" {
+		body["session_id"] = sid
+	}
+	st, env := c.call(ctx, http.MethodPost, "/v2/code/execute", body)
+	data, _ := env["data"].(map[string]any)
+	if st != 200 || data == nil || data["status"] != "ok" {
+		c.t.Fatalf("%s: %s in %q: %d %v", c.name, lang, sid, st, env)
+	}
+	out, _ := data["stdout"].(string)
+	return out
+}
+
+// TestTenantsCannotReachEachOther runs alice and bob (two JWT subjects) on
+// one daemon with the default isolation, and walks through every hole
+// issue 22 found: each is closed.
+func TestTenantsCannotReachEachOther(t *testing.T) {
+	priv, pub := tenantKey(t)
+	d := startDaemonEnv(t, []string{"AIO_JWT_PUBLIC_KEY=" + pub}, "--code-backend", "kernel")
+	alice := &caller{t: t, d: d, name: "alice", token: tenantJWT(t, priv, "alice")}
+	bob := &caller{t: t, d: d, name: "bob", token: tenantJWT(t, priv, "bob")}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	// Both name their session "a1": two sessions, two kernels, two uids.
+	aliceInfo := alice.run(ctx, "python", "a1", "import os; secret = 'alice-secret'; open('/tmp/secret.txt', 'w').write('alice-file')\nprint(os.getpid(), os.getuid())")
+	bobInfo := bob.run(ctx, "python", "a1", "import os; print(os.getpid(), os.getuid())")
+	var alicePID, aliceUID, bobPID, bobUID int
+	fmt.Sscan(aliceInfo, &alicePID, &aliceUID)
+	fmt.Sscan(bobInfo, &bobPID, &bobUID)
+	if alicePID == bobPID || aliceUID == bobUID || aliceUID < 2000000000 || bobUID < 2000000000 {
+		t.Fatalf("alice %q and bob %q share a kernel or a uid, or run outside the tenant range", aliceInfo, bobInfo)
+	}
+	// Host pids as aiod reports them (the kernels' own view is the same
+	// pid namespace).
+	if got := bob.run(ctx, "python", "a1", "print(repr(globals().get('secret')))"); got != "None\n" {
+		t.Errorf("bob's a1 sees alice's variable: %q", got)
+	}
+
+	t.Run("files through code", func(t *testing.T) {
+		got := bob.run(ctx, "python", "a1", "import os; print(os.path.exists('/tmp/secret.txt'), os.listdir('/tmp'))")
+		if !strings.HasPrefix(got, "False") {
+			t.Errorf("bob's session sees alice's /tmp: %q", got)
+		}
+		if _, err := os.Stat("/tmp/secret.txt"); err == nil {
+			t.Error("alice's /tmp file reached the host's /tmp")
+		}
+	})
+	t.Run("files through the plane", func(t *testing.T) {
+		if st, env := bob.call(ctx, http.MethodGet, "/v2/fs/read?path=/tmp/secret.txt", nil); st != 404 {
+			t.Errorf("bob reads alice's file through the plane: %d %v", st, env)
+		}
+		st, env := alice.call(ctx, http.MethodGet, "/v2/fs/read?path=/tmp/secret.txt", nil)
+		if data, _ := env["data"].(map[string]any); st != 200 || data["content"] != "alice-file" {
+			t.Errorf("alice's own plane read: %d %v", st, env)
+		}
+		// A file written through the plane is the one the session opens.
+		if st, _ := bob.call(ctx, http.MethodPost, "/v2/fs/write", map[string]any{"path": "/tmp/bob.txt", "content": "from the plane"}); st != 200 {
+			t.Fatalf("bob's plane write: %d", st)
+		}
+		if got := bob.run(ctx, "python", "a1", "print(open('/tmp/bob.txt').read())"); got != "from the plane\n" {
+			t.Errorf("bob's session reads %q", got)
+		}
+		if got := alice.run(ctx, "python", "a1", "import os; print(os.path.exists('/tmp/bob.txt'))"); got != "False\n" {
+			t.Errorf("alice sees bob's plane file: %q", got)
+		}
+	})
+	t.Run("proc and signals", func(t *testing.T) {
+		code := fmt.Sprintf(`import os
+def kill(p):
+    try:
+        os.kill(p, 0); return "ok"
+    except OSError as e:
+        return type(e).__name__
+print(str(%d) in os.listdir("/proc"), str(%d) in os.listdir("/proc"), kill(%d), kill(%d), kill(1))`, alicePID, d.cmd.Process.Pid, alicePID, d.cmd.Process.Pid)
+		if got := bob.run(ctx, "python", "a1", code); got != "False False PermissionError PermissionError PermissionError\n" {
+			t.Errorf("bob on alice's kernel and aiod: %q; want both invisible and unsignalable", got)
+		}
+	})
+	t.Run("connection files and stolen keys", func(t *testing.T) {
+		conn := kernelConnectionFile(t, alicePID)
+		var info map[string]any
+		if err := json.Unmarshal(conn, &info); err != nil {
+			t.Fatalf("alice's connection file: %v", err)
+		}
+		// bob's code has alice's key (say it leaked): her sockets are not in
+		// his view, and the same path there is his own kernel's.
+		code := fmt.Sprintf(`import glob, json, os
+info = json.loads(%q)
+print(sorted(glob.glob("/tmp/aiod-kernel-*")), os.path.exists(%q))
+from jupyter_client import BlockingKernelClient
+kc = BlockingKernelClient()
+kc.load_connection_info(info)
+kc.start_channels()
+try:
+    kc.wait_for_ready(timeout=5)
+    print("connected")
+except RuntimeError as e:
+    print("refused")
+finally:
+    kc.stop_channels()`, string(conn), filepath.Dir(kernelDirOf(t, alicePID)))
+		if got := bob.run(ctx, "python", "", code); got != "[] False\nrefused\n" {
+			t.Errorf("bob with alice's connection file: %q", got)
+		}
+	})
+	t.Run("writes outside the writable folders", func(t *testing.T) {
+		code := `import errno
+for p in ["/etc/aiod-x", "/usr/aiod-x", "/var/lib/aiod-x", "/root/aiod-x", "/opt/aiod-x"]:
+    try:
+        open(p, "w").write("x"); print(p, "written")
+    except OSError as e:
+        print(p, errno.errorcode[e.errno])`
+		got := alice.run(ctx, "python", "a1", code)
+		if strings.Contains(got, "written") {
+			t.Errorf("a write left the view: %q", got)
+		}
+		for _, p := range []string{"/etc/aiod-x", "/usr/aiod-x", "/var/lib/aiod-x", "/root/aiod-x", "/opt/aiod-x"} {
+			if _, err := os.Stat(p); err == nil {
+				os.Remove(p)
+				t.Errorf("%s reached the host", p)
+			}
+		}
+	})
+	t.Run("mount", func(t *testing.T) {
+		code := `import ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+print(libc.mount(b"tmpfs", b"/mnt", b"tmpfs", 0, None), errno.errorcode[ctypes.get_errno()])`
+		if got := alice.run(ctx, "python", "a1", code); got != "-1 EPERM\n" {
+			t.Errorf("mount from a session: %q", got)
+		}
+	})
+	t.Run("the plane refuses shadow and link escapes", func(t *testing.T) {
+		if st, _ := alice.call(ctx, http.MethodGet, "/v2/fs/download?path=/etc/shadow", nil); st != 403 {
+			t.Errorf("download /etc/shadow: %d, want 403", st)
+		}
+		alice.run(ctx, "python", "a1", "import os\nfor n, to in [('s1', '/etc/shadow'), ('root', '/')]:\n    p = '/tmp/' + n\n    os.path.lexists(p) or os.symlink(to, p)")
+		if st, _ := alice.call(ctx, http.MethodGet, "/v2/fs/download?path=/tmp/s1", nil); st != 403 {
+			t.Errorf("download through a link to /etc/shadow: %d, want 403", st)
+		}
+		if st, _ := alice.call(ctx, http.MethodPost, "/v2/fs/write", map[string]any{"path": "/tmp/root/etc/aiod-escape", "content": "x"}); st == 200 {
+			t.Error("a write through a link to / was accepted")
+		}
+		if _, err := os.Stat("/etc/aiod-escape"); err == nil {
+			os.Remove("/etc/aiod-escape")
+			t.Error("a plane write through a link reached the host's /etc")
+		}
+	})
+	t.Run("network", func(t *testing.T) {
+		port := strings.TrimPrefix(d.url, "http://127.0.0.1:")
+		code := fmt.Sprintf(`import socket
+def connect(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=3).close(); return "connected"
+    except OSError as e:
+        return type(e).__name__
+l = socket.socket(); l.bind(("127.0.0.1", 0)); l.listen()
+print(connect(%s), connect(l.getsockname()[1]))`, port)
+		if got := alice.run(ctx, "python", "a1", code); got != "ConnectionRefusedError connected\n" {
+			t.Errorf("aiod's port from a session, then its own loopback: %q", got)
+		}
+	})
+	t.Run("one tenant's sessions share files; javascript and one-shots in the view", func(t *testing.T) {
+		alice.run(ctx, "python", "a2", "open('/tmp/shared.txt', 'w').write('a2')")
+		if got := alice.run(ctx, "python", "a1", "print(open('/tmp/shared.txt').read())"); got != "a2\n" {
+			t.Errorf("alice's a1 reads %q", got)
+		}
+		js := "const fs = require('fs'); console.log(process.getuid(), fs.existsSync('/tmp/secret.txt'), fs.existsSync('/tmp/bob.txt'))"
+		if got := bob.run(ctx, "javascript", "j", js); got != fmt.Sprintf("%d false true\n", bobUID) {
+			t.Errorf("bob's javascript session: %q", got)
+		}
+		if got := alice.run(ctx, "javascript", "", js); got != fmt.Sprintf("%d true false\n", aliceUID) {
+			t.Errorf("alice's one-shot javascript: %q", got)
+		}
+		if got := bob.run(ctx, "python", "", "import os; print(os.getuid(), os.path.exists('/tmp/secret.txt'))"); got != fmt.Sprintf("%d False\n", bobUID) {
+			t.Errorf("bob's one-shot python: %q", got)
+		}
+	})
+	t.Run("the walkthrough for both at once", func(t *testing.T) {
+		var wg sync.WaitGroup
+		for _, c := range []*caller{alice, bob} {
+			wg.Go(func() {
+				out := t.TempDir()
+				cmd := exec.CommandContext(ctx, "/usr/bin/python3", "../../examples/walkthrough.py", d.url, out)
+				cmd.Env = append(cleanEnv(), "AIO_TOKEN="+c.token)
+				if b, err := cmd.CombinedOutput(); err != nil {
+					t.Errorf("%s's walkthrough: %v\n%s", c.name, err, b)
+				}
+			})
+		}
+		wg.Wait()
+	})
+}
+
+// kernelDirOf is the host path of a kernel's connection file: its
+// mount at /run/aiod/kernel names the folder it came from (mountinfo's
+// root field, a path in the host's root file system here).
+func kernelDirOf(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == "/run/aiod/kernel" {
+			return filepath.Join(f[3], "kernel.json")
+		}
+	}
+	t.Fatalf("kernel %d has no /run/aiod/kernel mount:\n%s", pid, b)
+	return ""
+}
+
+func kernelConnectionFile(t *testing.T, pid int) []byte {
+	t.Helper()
+	b, err := os.ReadFile(kernelDirOf(t, pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
