@@ -139,6 +139,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), rt: rt, env: rt.Env(), guard: g}
 	s.hostFS = fsplane.NewHostFS(s.workspace())
+	if !g.AuthRequired() {
+		// Every caller is the one default tenant: its pools fill now, as
+		// they would without tenant isolation.
+		if err := rt.PrewarmTenant("default"); err != nil {
+			s.log.Warn("prewarm the default tenant", "err", err)
+		}
+	}
 	s.base, s.stop = context.WithCancel(context.Background())
 	s.live = newLiveHub(s, LiveLimits{QueueBytes: cfg.WSQueueBytes}, counters)
 	s.reg = stream.NewRegistry(stream.Config{Budget: cfg.OutputBudget, ReapInterval: cfg.ReapInterval, Logger: cfg.Logger, Counters: counters,

@@ -193,3 +193,18 @@ func closePools(ps []*stream.Pool) {
 	}
 	wg.Wait()
 }
+
+// PrewarmTenant makes tenant's pools now, so that its first runtime is a
+// warm one: for the one tenant every caller is when credentials tell no
+// callers apart. Nothing without tenant isolation or pools.
+func (r *Runtimes) PrewarmTenant(tenant string) error {
+	if r.tpools == nil {
+		return nil
+	}
+	t, err := r.iso.Tenant(tenant)
+	if err != nil || t == nil {
+		return err
+	}
+	r.tenantPool(t)
+	return nil
+}
