@@ -136,6 +136,9 @@ type Want struct {
 	Env []string
 	// Idle replaces the backend's idle limit for sessions made with it.
 	Idle time.Duration
+	// Tenant is the tenant the runtime is started for; its sandbox under
+	// --isolation tenant.
+	Tenant string
 }
 
 // For returns how a call that wants w runs. The error is an
