@@ -125,7 +125,7 @@ func (s *Server) v2Inspect(ctx *fasthttp.RequestCtx)  { s.v2Ask(ctx, true) }
 
 func (s *Server) v2Ask(ctx *fasthttp.RequestCtx, inspect bool) {
 	c, fe := s.parseAsk(ctx.PostBody(), inspect)
-	c.Owner = ownerOf(ctx)
+	c.Owner, c.Tenant = ownerOf(ctx), tenantOf(ctx)
 	if fe != nil {
 		api.Invalid(ctx, fe)
 		return

@@ -154,7 +154,7 @@ func (s *Server) v2Execute(ctx *fasthttp.RequestCtx) {
 		api.Invalid(ctx, fe)
 		return
 	}
-	c.Owner = ownerOf(ctx)
+	c.Owner, c.Tenant = ownerOf(ctx), tenantOf(ctx)
 	if f := streamFormatOf(ctx, false); f != noStream {
 		s.v2ExecuteStream(ctx, c, f)
 		return

@@ -164,7 +164,7 @@ func TestErrorAndTimeoutKeepSession(t *testing.T) {
 func TestKernelKilledMidRun(t *testing.T) {
 	ts := startServer(t, Config{})
 	ts.exec(t, map[string]any{"language": "python", "code": "import os; x = 1", "session_id": "k"})
-	pid := ts.Registry().Get("python", "k").Runtime().Info().PID
+	pid := ts.Registry().Get("default", "python", "k").Runtime().Info().PID
 	go func() {
 		time.Sleep(500 * time.Millisecond)
 		_ = syscall.Kill(pid, syscall.SIGKILL)

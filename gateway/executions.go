@@ -14,8 +14,9 @@ import (
 )
 
 // The execution routes (durable executions): every execution has an id,
-// which any caller can fetch, wait for, stream from any point, or
-// interrupt; sessions can be interrupted and restarted over REST.
+// which its tenant can fetch, wait for, stream from any point, or
+// interrupt (another tenant's id is unknown, 404); sessions can be
+// interrupted and restarted over REST.
 //
 //	GET  /v2/code/executions/{id}[?wait=S]    state; when done, the execute answer
 //	GET  /v2/code/executions/{id}/events      SSE or NDJSON from the start, Last-Event-ID or ?after=SEQ
@@ -57,10 +58,10 @@ type execDone struct {
 	State string `json:"state"`
 }
 
-// record answers the execution the path names, or 404 / 410.
+// record answers the caller's execution the path names, or 404 / 410.
 func (s *Server) record(ctx *fasthttp.RequestCtx) *stream.Record {
 	id := pathParam(ctx, "id")
-	rec, err := s.reg.Executions().Get(id)
+	rec, err := s.reg.Executions().Get(tenantOf(ctx), id)
 	var gone *stream.GoneError
 	switch {
 	case errors.As(err, &gone):
@@ -188,8 +189,9 @@ func (s *Server) v2InterruptExecution(ctx *fasthttp.RequestCtx) {
 	api.OK(ctx, map[string]any{"execution_id": v.ID, "interrupted": true, "state": stream.ExecRunning})
 }
 
-// sessionsOf answers the sessions of the path's id, of the language the
-// body or query names, or all languages; 404 when there are none.
+// sessionsOf answers the caller's sessions of the path's id, of the
+// language the body or query names, or all languages; 404 when there are
+// none.
 func (s *Server) sessionsOf(ctx *fasthttp.RequestCtx) ([]*stream.Session, string, bool) {
 	id := pathParam(ctx, "id")
 	lang := string(ctx.QueryArgs().Peek("language"))
@@ -217,7 +219,7 @@ func (s *Server) sessionsOf(ctx *fasthttp.RequestCtx) ([]*stream.Session, string
 		if lang != "" && l != lang {
 			continue
 		}
-		if ss := s.reg.Get(l, id); ss != nil {
+		if ss := s.reg.Get(tenantOf(ctx), l, id); ss != nil {
 			out = append(out, ss)
 		}
 	}

@@ -28,11 +28,14 @@ import (
 //     kernel id of its own (its session id when that is already a UUID,
 //     otherwise a UUID kept for the session's life) and with "session_id"
 //     naming it, so a notebook can attach to the session an agent uses.
+//
+// Kernels are the tenant's, as sessions are: a caller lists and reaches
+// only its own; another tenant's kernel id is 404.
 
-// kernels returns every kernel-backed named session, oldest first.
-func (h *liveHub) kernels() []*stream.Session {
+// kernels returns tenant's kernel-backed named sessions, oldest first.
+func (h *liveHub) kernels(tenant string) []*stream.Session {
 	var out []*stream.Session
-	for _, s := range h.s.reg.List() {
+	for _, s := range h.s.reg.List(tenant) {
 		if s.Backend.Name == backend.Kernel {
 			out = append(out, s)
 		}
@@ -41,9 +44,10 @@ func (h *liveHub) kernels() []*stream.Session {
 	return out
 }
 
-// kernel returns the kernel-backed session whose kernel id is id, or nil.
-func (h *liveHub) kernel(id string) *stream.Session {
-	if s := h.s.reg.Kernel(id); s != nil && s.Backend.Name == backend.Kernel {
+// kernel returns tenant's kernel-backed session whose kernel id is id, or
+// nil.
+func (h *liveHub) kernel(tenant, id string) *stream.Session {
+	if s := h.s.reg.Kernel(tenant, id); s != nil && s.Backend.Name == backend.Kernel {
 		return s
 	}
 	return nil
@@ -135,7 +139,7 @@ func (h *liveHub) getKernelspec(ctx *fasthttp.RequestCtx) {
 
 func (h *liveHub) listKernels(ctx *fasthttp.RequestCtx) {
 	out := []kernelModel{}
-	for _, s := range h.kernels() {
+	for _, s := range h.kernels(tenantOf(ctx)) {
 		out = append(out, h.model(s))
 	}
 	jwriteJSON(ctx, fasthttp.StatusOK, out)
@@ -147,7 +151,7 @@ func (h *liveHub) kernelOr404(ctx *fasthttp.RequestCtx) *stream.Session {
 		jfail(ctx, fasthttp.StatusBadRequest, fe.Error())
 		return nil
 	}
-	e := h.kernel(id)
+	e := h.kernel(tenantOf(ctx), id)
 	if e == nil {
 		jfail(ctx, fasthttp.StatusNotFound, fmt.Sprintf("kernel %s not found", id))
 	}
@@ -195,12 +199,13 @@ func (h *liveHub) startKernel(ctx *fasthttp.RequestCtx) {
 	if lang == "" {
 		lang = "python"
 	}
-	b, err := h.s.rt.For(backend.Want{Language: lang, KernelSpec: spec.Name, Env: jEnv(req.Env)})
+	tenant := tenantOf(ctx)
+	b, err := h.s.rt.For(backend.Want{Language: lang, KernelSpec: spec.Name, Env: jEnv(req.Env), Tenant: tenant})
 	if err != nil {
 		jfail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
 		return
 	}
-	sess, _, err := h.s.reg.OpenFor(ownerOf(ctx), lang, id, b)
+	sess, _, err := h.s.reg.OpenFor(ownerOf(ctx), tenant, lang, id, b)
 	var le *stream.LimitError
 	if errors.As(err, &le) {
 		// Jupyter front ends and Enterprise Gateway clients know a start
@@ -225,7 +230,7 @@ func (h *liveHub) startKernel(ctx *fasthttp.RequestCtx) {
 		jfail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
 		return
 	}
-	if h.kernel(sess.KernelID) == nil {
+	if h.kernel(tenant, sess.KernelID) == nil {
 		jfail(ctx, fasthttp.StatusConflict, "the kernel was shut down while it started")
 		return
 	}

@@ -172,7 +172,7 @@ func TestJupyterKernelsAPIShowsRESTSessions(t *testing.T) {
 
 	// Death is announced.
 	k := dialKernel(t, ts, km.ID, false)
-	pid := ts.Registry().Get("python", "agent-1").Runtime().Info().PID
+	pid := ts.Registry().Get("default", "python", "agent-1").Runtime().Info().PID
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

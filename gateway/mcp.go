@@ -84,13 +84,15 @@ func (s *Server) registerMCP(r *router.Router) {
 		defer cancel()
 		m.handler.ServeHTTP(w, req.WithContext(ctx))
 	}))
-	// The caller the guard found rides to the tool calls in a header of
-	// aiod's own; one a client sent is dropped first.
+	// The caller the guard found, and its tenant, ride to the tool calls
+	// in headers of aiod's own; ones a client sent are dropped first.
 	stamped := func(ctx *fasthttp.RequestCtx) {
 		ctx.Request.Header.Del(mcpCallerHeader)
+		ctx.Request.Header.Del(mcpTenantHeader)
 		if owner := ownerOf(ctx); owner != "" {
 			ctx.Request.Header.Set(mcpCallerHeader, owner)
 		}
+		ctx.Request.Header.Set(mcpTenantHeader, tenantOf(ctx))
 		h(ctx)
 	}
 	r.POST(MCPPath, stamped)
@@ -212,18 +214,30 @@ func args(req *mcp.CallToolRequest) (*api.Fields, *mcp.CallToolResult) {
 	return f, nil
 }
 
-// mcpCallerHeader carries the caller key from the guard to tool calls
-// (for --max-sessions-per-key).
-const mcpCallerHeader = "X-Aiod-Caller"
+// Headers that carry, from the guard to tool calls, the caller key (for
+// --max-sessions-per-key) and the caller's tenant (whose sessions a tool
+// call names and lists).
+const (
+	mcpCallerHeader = "X-Aiod-Caller"
+	mcpTenantHeader = "X-Aiod-Tenant"
+)
+
+// mcpCaller is the caller key and the tenant of a tool call, as stamped on
+// its HTTP request. A call without the stamp (never from the route) has
+// the tenant "", which no caller has: it names nobody's sessions.
+func mcpCaller(req *mcp.CallToolRequest) (owner, tenant string) {
+	if req.Extra == nil || req.Extra.Header == nil {
+		return "", ""
+	}
+	return req.Extra.Header.Get(mcpCallerHeader), req.Extra.Header.Get(mcpTenantHeader)
+}
 
 func (m *mcpServer) executeCode(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	c, fe := m.s.parseV2Execute(req.Params.Arguments)
 	if fe != nil {
 		return toolError("invalid arguments: " + fe.Error()), nil
 	}
-	if req.Extra != nil && req.Extra.Header != nil {
-		c.Owner = req.Extra.Header.Get(mcpCallerHeader)
-	}
+	c.Owner, c.Tenant = mcpCaller(req)
 	var prog *mcpProgress
 	if token := req.Params.GetProgressToken(); token != nil {
 		prog = newMCPProgress(ctx, req.Session, token)
@@ -307,7 +321,8 @@ func bundleContent(data map[string]json.RawMessage) mcp.Content {
 }
 
 func (m *mcpServer) listSessions(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	v := map[string]any{"sessions": m.s.sessionViews()}
+	_, tenant := mcpCaller(req)
+	v := map[string]any{"sessions": m.s.sessionViews(tenant)}
 	sc, err := structured(v)
 	if err != nil {
 		return nil, err
@@ -324,7 +339,8 @@ func (m *mcpServer) deleteSession(ctx context.Context, req *mcp.CallToolRequest)
 	if fe := f.Err(); fe != nil {
 		return toolError("invalid arguments: " + fe.Error()), nil
 	}
-	n := m.s.reg.Delete(ctx, id)
+	_, tenant := mcpCaller(req)
+	n := m.s.reg.Delete(ctx, tenant, id)
 	if n == 0 {
 		return toolError(fmt.Sprintf("session %q not found", id)), nil
 	}

@@ -208,7 +208,7 @@ func TestMCPGoSDK(t *testing.T) {
 	if r := callTool(t, cs, "delete_session", map[string]any{"session_id": "mcp-js"}, nil); !r.IsError || !strings.Contains(texts(r), "not found") {
 		t.Fatalf("delete_session again: %v %q", r.IsError, texts(r))
 	}
-	if ts.Registry().Get("javascript", "mcp-js") != nil {
+	if ts.Registry().Get("token", "javascript", "mcp-js") != nil {
 		t.Fatal("mcp-js still exists")
 	}
 }

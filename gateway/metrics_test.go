@@ -138,7 +138,7 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("aiod_sessions{javascript,native} = %v with m-idle alive", v)
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for ts.Registry().Get("javascript", "m-idle") != nil && time.Now().Before(deadline) {
+	for ts.Registry().Get("token", "javascript", "m-idle") != nil && time.Now().Before(deadline) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	// A slow consumer: a socket that does not read while a flood is sent.

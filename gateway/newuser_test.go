@@ -65,7 +65,7 @@ func TestPercentEncodedPathIDs(t *testing.T) {
 	if st != 200 || env["data"].(map[string]any)["session_id"] != "me@lap:1" {
 		t.Fatalf("DELETE /v2/code/sessions/me%%40lap%%3A1: %d %v", st, env)
 	}
-	if ts.Registry().Get("javascript", "me@lap:1") != nil {
+	if ts.Registry().Get("default", "javascript", "me@lap:1") != nil {
 		t.Fatal("the session still runs after its encoded DELETE")
 	}
 	// The raw form still works, and a broken escape names the parameter.
@@ -116,7 +116,7 @@ func TestEndedSessionsSayWhy(t *testing.T) {
 
 	// Reclaimed by the idle reaper.
 	run("javascript", "idle-1", "var x = 1")
-	for deadline := time.Now().Add(30 * time.Second); ts.Registry().Get("javascript", "idle-1") != nil; {
+	for deadline := time.Now().Add(30 * time.Second); ts.Registry().Get("default", "javascript", "idle-1") != nil; {
 		if time.Now().After(deadline) {
 			t.Fatal("the idle session was not reclaimed")
 		}
@@ -497,7 +497,7 @@ func TestInterruptSaysWhoInterrupted(t *testing.T) {
 			t.Fatalf("interrupt through the Jupyter API: %d %s", st, b)
 		}
 		sigs := "" // the runtime's signal state, for a failure's message
-		if sess := ts.reg.Get(tc.lang, sid); sess != nil && sess.Runtime() != nil {
+		if sess := ts.reg.Get("default", tc.lang, sid); sess != nil && sess.Runtime() != nil {
 			st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", sess.Runtime().Info().PID))
 			for _, l := range strings.Split(string(st), "\n") {
 				if strings.HasPrefix(l, "Sig") || strings.HasPrefix(l, "Shd") || strings.HasPrefix(l, "Threads") {

@@ -149,7 +149,7 @@ func TestRemoteStreamingOverWebSocket(t *testing.T) {
 	if res["success"] != true || res["data"].(map[string]any)["stdout"] != "0\n1\n2\n" {
 		t.Fatalf("result %v", res)
 	}
-	if ts.Registry().Get("python", "rs").Runtime().Info().Backend != "jupyter" {
+	if ts.Registry().Get("default", "python", "rs").Runtime().Info().Backend != "jupyter" {
 		t.Fatal("the session did not run on the remote server")
 	}
 }
@@ -176,7 +176,7 @@ func TestAiodAsRemoteOfAiod(t *testing.T) {
 	if st != 200 || !strings.Contains(kernels, `"id"`) {
 		t.Fatalf("back's kernels: %d %s", st, kernels)
 	}
-	if ts := front.Registry().Get("python", "ab"); ts.Runtime().Info().Backend != "jupyter" {
+	if ts := front.Registry().Get("default", "python", "ab"); ts.Runtime().Info().Backend != "jupyter" {
 		t.Fatal("front session is not remote")
 	}
 }

@@ -31,6 +31,7 @@ type execCall struct {
 	ExecutionID string
 	Origin      any    // who started it (a WebSocket); its events carry it
 	Owner       string // the caller key a session this call creates counts against (ownerOf); "" none
+	Tenant      string // whose names SessionID and ExecutionID are (tenantOf)
 	Subs        []stream.Subscriber
 	Warnings    []string // about the request (fields ignored); copied into the result
 	// OnCreate is called with the session when this call creates it.
@@ -88,6 +89,11 @@ func ownerOf(ctx *fasthttp.RequestCtx) string {
 	return c.Key()
 }
 
+// tenantOf is the tenant the request's names belong to (guard's
+// Caller.Tenant): its sessions, executions and kernels are the only ones
+// the request can name or list.
+func tenantOf(ctx *fasthttp.RequestCtx) string { return guard.CallerOf(ctx).Tenant() }
+
 // execute runs c: in a temporary runtime, or in the named session created
 // on first use. It is the one run path; every route maps its errors the
 // same way (runError). A call whose execution id names an execution already
@@ -107,7 +113,7 @@ func (s *Server) execute(ctx context.Context, c execCall) (*stream.Result, *call
 // claim records c's execution in the store; created is false when its id
 // names one that exists.
 func (s *Server) claim(c execCall) (*stream.Record, bool, *callError) {
-	rec, created, err := s.reg.Executions().Claim(c.ExecutionID, stream.Key{Language: c.Language, SessionID: c.SessionID, Code: c.Code})
+	rec, created, err := s.reg.Executions().Claim(c.Tenant, c.ExecutionID, stream.Key{Language: c.Language, SessionID: c.SessionID, Code: c.Code})
 	var gone *stream.GoneError
 	switch {
 	case errors.Is(err, stream.ErrExecutionConflict):
@@ -164,7 +170,7 @@ func (s *Server) run(ctx context.Context, c execCall, rec *stream.Record) (*stre
 		if err != nil {
 			return nil, runError(err, c)
 		}
-		sess, err := s.reg.TempFor(c.Owner, b)
+		sess, err := s.reg.TempFor(c.Owner, c.Tenant, b)
 		if err != nil {
 			return nil, runError(err, c)
 		}
@@ -196,7 +202,7 @@ func (s *Server) run(ctx context.Context, c execCall, rec *stream.Record) (*stre
 
 // backendOf is how c's code runs.
 func (s *Server) backendOf(c execCall) (stream.Backend, error) {
-	return s.rt.For(backend.Want{Language: c.Language, Kernel: c.Kernel, KernelSpec: c.KernelSpec, Cwd: c.Cwd, Idle: c.Idle})
+	return s.rt.For(backend.Want{Language: c.Language, Kernel: c.Kernel, KernelSpec: c.KernelSpec, Cwd: c.Cwd, Idle: c.Idle, Tenant: c.Tenant})
 }
 
 // openSession returns the session of c, creating it (and calling
@@ -207,7 +213,7 @@ func (s *Server) openSession(c execCall) (*stream.Session, bool, *callError) {
 	if err != nil {
 		return nil, false, runError(err, c)
 	}
-	sess, created, err := s.reg.OpenFor(c.Owner, c.Language, c.SessionID, b)
+	sess, created, err := s.reg.OpenFor(c.Owner, c.Tenant, c.Language, c.SessionID, b)
 	if err != nil {
 		return nil, false, runError(err, c)
 	}

@@ -26,14 +26,14 @@ type sessionView struct {
 }
 
 func (s *Server) v2ListSessions(ctx *fasthttp.RequestCtx) {
-	api.OK(ctx, map[string]any{"sessions": s.sessionViews()})
+	api.OK(ctx, map[string]any{"sessions": s.sessionViews(tenantOf(ctx))})
 }
 
-// sessionViews lists the named sessions (GET /v2/code/sessions, MCP's
+// sessionViews lists tenant's named sessions (GET /v2/code/sessions, MCP's
 // list_sessions).
-func (s *Server) sessionViews() []sessionView {
+func (s *Server) sessionViews(tenant string) []sessionView {
 	out := []sessionView{}
-	for _, ss := range s.reg.List() {
+	for _, ss := range s.reg.List(tenant) {
 		v := sessionView{
 			SessionID: ss.ID, Language: ss.Language, Backend: ss.Backend.Name, Busy: ss.Busy(),
 			CreatedAt: ss.Created.UTC(), LastUsed: ss.LastUsed().UTC(),
@@ -63,7 +63,7 @@ func (s *Server) v2DeleteSession(ctx *fasthttp.RequestCtx) {
 		api.Invalid(ctx, fe)
 		return
 	}
-	n := s.reg.Delete(s.reqCtx(), id)
+	n := s.reg.Delete(s.reqCtx(), tenantOf(ctx), id)
 	if n == 0 {
 		api.Fail(ctx, fasthttp.StatusNotFound, fmt.Sprintf("session %q not found", id))
 		return

@@ -44,7 +44,7 @@ func TestV1CodeExecute(t *testing.T) {
 	// stateful without session_id: a new session, whose id is returned.
 	r = exec(map[string]any{"language": "python", "code": "y = 5", "stateful": true})
 	sid, _ := r.data()["session_id"].(string)
-	if sid == "" || ts.Registry().Get("python", sid) == nil {
+	if sid == "" || ts.Registry().Get("default", "python", sid) == nil {
 		t.Fatalf("stateful without session_id: %s", r.Raw)
 	}
 	r = exec(map[string]any{"language": "python", "code": "print(y)", "session_id": sid, "stateful": false})
@@ -181,7 +181,7 @@ func TestV1Jupyter(t *testing.T) {
 	if c.data()["session_id"] != "made" || c.data()["message"] == "" {
 		t.Fatalf("create: %s", c.Raw)
 	}
-	sess := ts.Registry().Get("python", "made")
+	sess := ts.Registry().Get("default", "python", "made")
 	if sess == nil || sess.Runtime() == nil {
 		t.Fatal("create_session did not start the kernel")
 	}
@@ -221,7 +221,7 @@ func TestV1Jupyter(t *testing.T) {
 	ts.sdkOK(t, "DELETE", "v1/jupyter/sessions/cwd", nil)
 	ts.sdkStatus(t, "DELETE", "v1/jupyter/sessions/cwd", nil, http.StatusNotFound)
 	all := ts.sdkOK(t, "DELETE", "v1/jupyter/sessions", nil)
-	if all.data()["count"] != 2.0 || ts.Registry().Get("javascript", "js") == nil {
+	if all.data()["count"] != 2.0 || ts.Registry().Get("default", "javascript", "js") == nil {
 		t.Fatalf("delete all: %s", all.Raw)
 	}
 	s = ts.sdkOK(t, "GET", "v1/jupyter/sessions", nil)
@@ -241,7 +241,7 @@ func TestV1JupyterOnNativeBackend(t *testing.T) {
 	ts := startServer(t, Config{CodeBackend: "native"})
 	r := ts.sdkOK(t, "POST", "v1/jupyter/execute", map[string]any{"code": "import pandas as pd\npd.DataFrame({'a': [1]})", "session_id": "k"})
 	d := v1Outs(r.data())[0]["data"].(map[string]any)
-	if _, ok := d["text/html"]; !ok || ts.Registry().Get("python", "k").Backend.Name != "kernel" {
+	if _, ok := d["text/html"]; !ok || ts.Registry().Get("default", "python", "k").Backend.Name != "kernel" {
 		t.Fatalf("jupyter on the native backend did not use a kernel: %s", r.Raw)
 	}
 	// The code route keeps using the kernel session it finds under that id.
@@ -250,7 +250,7 @@ func TestV1JupyterOnNativeBackend(t *testing.T) {
 		t.Fatalf("code route on a kernel session: %s", c.Raw)
 	}
 	ts.sdkOK(t, "POST", "v1/code/execute", map[string]any{"language": "python", "code": "z = 1", "session_id": "n"})
-	if ts.Registry().Get("python", "n").Backend.Name != "native" {
+	if ts.Registry().Get("default", "python", "n").Backend.Name != "native" {
 		t.Fatal("the code route did not use the native backend")
 	}
 	x := ts.sdkStatus(t, "POST", "v1/jupyter/execute", map[string]any{"code": "print(z)", "session_id": "n"}, http.StatusConflict)

@@ -27,7 +27,8 @@ func (r v1Reply) data() map[string]any {
 // URL is base + "/" + a relative "v1/..." path; every request carries
 // X-Fern-Language: Python and content-type: application/json; a JSON body
 // holds only the arguments given (nil values are sent as null); no body at
-// all is sent with Content-Length: 0.
+// all is sent with Content-Length: 0. With ts.token set, the request
+// carries it as a bearer token (the SDK's headers= argument).
 func (ts *testServer) sdk(t testing.TB, method, rel string, body map[string]any) v1Reply {
 	t.Helper()
 	if strings.HasPrefix(rel, "/") {
@@ -53,6 +54,9 @@ func (ts *testServer) sdk(t testing.TB, method, rel string, body map[string]any)
 	req.Header.Set("content-type", "application/json")
 	req.Header.Set("User-Agent", "python-httpx/0.28.1")
 	req.Header.Set("Accept", "*/*")
+	if ts.token != "" {
+		req.Header.Set("Authorization", "Bearer "+ts.token)
+	}
 	resp, err := ts.client.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, rel, err)

@@ -119,7 +119,7 @@ func (v *v1) jupyterExecute(ctx *fasthttp.RequestCtx) {
 	}
 	name := c.KernelName
 	if c.SessionID != "" {
-		if sess := v.s.reg.Get("python", c.SessionID); sess != nil {
+		if sess := v.s.reg.Get(tenantOf(ctx), "python", c.SessionID); sess != nil {
 			name = v.kernelNameOf(sess)
 		}
 	}
@@ -153,7 +153,7 @@ func (v *v1) jupyterInfo(ctx *fasthttp.RequestCtx) {
 	api.OK(ctx, map[string]any{
 		"default_kernel":          v1DefaultKernel,
 		"available_kernels":       v.kernelNames(),
-		"active_sessions":         len(v.sessionsOf("python", v1IsKernel)),
+		"active_sessions":         len(v.sessionsOf(tenantOf(ctx), "python", v1IsKernel)),
 		"session_timeout_seconds": int(v.s.cfg.KernelIdle / time.Second),
 		"max_sessions":            0,
 		"description":             desc,
@@ -172,7 +172,7 @@ type v1JupyterSessionInfo struct {
 func (v *v1) jupyterSessions(ctx *fasthttp.RequestCtx) {
 	out := map[string]v1JupyterSessionInfo{}
 	now := time.Now()
-	for _, sess := range v.sessionsOf("python", v1IsKernel) {
+	for _, sess := range v.sessionsOf(tenantOf(ctx), "python", v1IsKernel) {
 		out[sess.ID] = v1JupyterSessionInfo{
 			KernelName: v.kernelNameOf(sess),
 			LastUsed:   float64(sess.LastUsed().UnixMicro()) / 1e6,
@@ -185,8 +185,9 @@ func (v *v1) jupyterSessions(ctx *fasthttp.RequestCtx) {
 
 func (v *v1) jupyterDeleteAll(ctx *fasthttp.RequestCtx) {
 	var ids []string
-	for _, sess := range v.sessionsOf("python", v1IsKernel) {
-		if v.deleteSession(v.s.reqCtx(), "python", sess.ID) > 0 {
+	tenant := tenantOf(ctx)
+	for _, sess := range v.sessionsOf(tenant, "python", v1IsKernel) {
+		if v.deleteSession(v.s.reqCtx(), tenant, "python", sess.ID) > 0 {
 			ids = append(ids, sess.ID)
 		}
 	}
@@ -204,12 +205,13 @@ func (v *v1) jupyterDelete(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	sess := v.s.reg.Get("python", id)
+	tenant := tenantOf(ctx)
+	sess := v.s.reg.Get(tenant, "python", id)
 	if sess == nil || !v1IsKernel(sess.Backend) {
 		api.Fail(ctx, fasthttp.StatusNotFound, fmt.Sprintf("jupyter session %q not found", id))
 		return
 	}
-	n := v.deleteSession(v.s.reqCtx(), "python", id)
+	n := v.deleteSession(v.s.reqCtx(), tenant, "python", id)
 	api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: true,
 		Message: fmt.Sprintf("session %q deleted", id),
 		Data:    map[string]any{"session_id": id, "closed": n}})
@@ -237,11 +239,11 @@ func (v *v1) jupyterCreate(ctx *fasthttp.RequestCtx) {
 	if c.SessionID == "" {
 		c.SessionID = jupyter.NewID()
 	}
-	existed := v.s.reg.Get("python", c.SessionID) != nil
+	c.Owner, c.Tenant = ownerOf(ctx), tenantOf(ctx)
+	existed := v.s.reg.Get(c.Tenant, "python", c.SessionID) != nil
 	// An empty cell starts the kernel and runs nothing (IPython does not
 	// count it). Starting may take up to the kernel start timeout.
 	c.Timeout = v.s.cfg.KernelStartTimeout + 30*time.Second
-	c.Owner = ownerOf(ctx)
 	res, ce := v.run(v.s.reqCtx(), c)
 	if ce != nil {
 		ce.write(ctx)
@@ -256,7 +258,7 @@ func (v *v1) jupyterCreate(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	name := c.KernelName
-	if sess := v.s.reg.Get("python", c.SessionID); sess != nil {
+	if sess := v.s.reg.Get(c.Tenant, "python", c.SessionID); sess != nil {
 		name = v.kernelNameOf(sess)
 	}
 	api.OK(ctx, map[string]any{"session_id": c.SessionID, "kernel_name": name, "message": msg})

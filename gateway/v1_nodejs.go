@@ -169,6 +169,7 @@ func (v *v1) nodeExecute(ctx *fasthttp.RequestCtx) {
 		api.Fail(ctx, fasthttp.StatusServiceUnavailable, v.s.env.Node.Error)
 		return
 	}
+	c.Owner, c.Tenant = ownerOf(ctx), tenantOf(ctx)
 	cleanup, err := v.prepareDir(&c)
 	if err != nil {
 		api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: false, Message: err.Error()})
@@ -215,7 +216,7 @@ func (v *v1) prepareDir(c *v1NodeCall) (cleanup func(), err error) {
 	}
 	dir := c.Cwd
 	if dir == "" {
-		dir = v.sessionCwd("javascript", c.SessionID)
+		dir = v.sessionCwd(c.Tenant, "javascript", c.SessionID)
 	}
 	if err := v1WriteFiles(dir, c.Files); err != nil {
 		cleanup()
@@ -224,9 +225,9 @@ func (v *v1) prepareDir(c *v1NodeCall) (cleanup func(), err error) {
 	return cleanup, nil
 }
 
-// sessionCwd is the folder a session works in, as far as v1 knows.
-func (v *v1) sessionCwd(lang, id string) string {
-	if sess := v.s.reg.Get(lang, id); sess != nil {
+// sessionCwd is the folder tenant's session works in, as far as v1 knows.
+func (v *v1) sessionCwd(tenant, lang, id string) string {
+	if sess := v.s.reg.Get(tenant, lang, id); sess != nil {
 		if d := sess.Cwd(); d != "" {
 			return d
 		}

@@ -214,7 +214,7 @@ func TestV1NodeSessions(t *testing.T) {
 		ts.sdkStatus(t, m, "v1/nodejs/sessions/nope", nil, http.StatusNotFound)
 	}
 	del := ts.sdkOK(t, "DELETE", "v1/nodejs/sessions/ns", nil)
-	if del.data()["deleted"] != true || ts.Registry().Get("javascript", "ns") != nil {
+	if del.data()["deleted"] != true || ts.Registry().Get("default", "javascript", "ns") != nil {
 		t.Fatalf("delete: %s", del.Raw)
 	}
 	ts.sdkStatus(t, "DELETE", "v1/nodejs/sessions/ns", nil, http.StatusNotFound)
@@ -226,7 +226,7 @@ func TestV1NodeIdle(t *testing.T) {
 	ts := startServer(t, Config{ReapInterval: 100 * time.Millisecond})
 	ts.sdkOK(t, "POST", "v1/nodejs/sessions", map[string]any{"session_id": "a", "max_idle_time": 60})
 	ts.sdkOK(t, "POST", "v1/nodejs/sessions", map[string]any{"session_id": "b"})
-	if got := ts.Registry().Get("javascript", "a").Backend.Idle; got != time.Minute {
+	if got := ts.Registry().Get("default", "javascript", "a").Backend.Idle; got != time.Minute {
 		t.Fatalf("session a reaps after %s, want 1m", got)
 	}
 	ts.sdkOK(t, "PATCH", "v1/nodejs/sessions/b", map[string]any{"max_idle_time": 60})
@@ -236,7 +236,7 @@ func TestV1NodeIdle(t *testing.T) {
 	// The registry's reaper, as of two minutes from now, takes a (created
 	// with 60 s) and b (lowered to 60 s by PATCH).
 	ts.Registry().ReapIdle(time.Now().Add(2 * time.Minute))
-	if ts.Registry().Get("javascript", "a") != nil || ts.Registry().Get("javascript", "b") != nil {
+	if ts.Registry().Get("default", "javascript", "a") != nil || ts.Registry().Get("default", "javascript", "b") != nil {
 		t.Fatal("a session outlived its max_idle_time")
 	}
 	l := ts.sdkOK(t, "GET", "v1/nodejs/sessions", nil)

@@ -95,7 +95,7 @@ func (v *v1) nodeCreate(ctx *fasthttp.RequestCtx) {
 	if c.SessionID == "" {
 		c.SessionID = jupyter.NewID()
 	}
-	c.Owner = ownerOf(ctx)
+	c.Owner, c.Tenant = ownerOf(ctx), tenantOf(ctx)
 	sess, created, ce := v.open(c)
 	if ce != nil {
 		ce.write(ctx)
@@ -121,7 +121,7 @@ func (v *v1) nodeList(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	out := map[string]v1NodeSessionInfo{}
-	for _, sess := range v.sessionsOf("javascript", v1AnyBackend) {
+	for _, sess := range v.sessionsOf(tenantOf(ctx), "javascript", v1AnyBackend) {
 		out[sess.ID] = v.nodeInfoOf(sess)
 	}
 	api.OK(ctx, map[string]any{"sessions": out})
@@ -137,7 +137,7 @@ func (v *v1) nodeSession(ctx *fasthttp.RequestCtx) *stream.Session {
 		api.InvalidV1(ctx, fe)
 		return nil
 	}
-	sess := v.s.reg.Get("javascript", id)
+	sess := v.s.reg.Get(tenantOf(ctx), "javascript", id)
 	if sess == nil {
 		api.Fail(ctx, fasthttp.StatusNotFound, fmt.Sprintf("Node.js session %q not found", id))
 	}
@@ -211,7 +211,7 @@ func (v *v1) nodeDelete(ctx *fasthttp.RequestCtx) {
 	if sess == nil {
 		return
 	}
-	v.deleteSession(v.s.reqCtx(), "javascript", sess.ID)
+	v.deleteSession(v.s.reqCtx(), sess.Tenant, "javascript", sess.ID)
 	api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: true,
 		Message: fmt.Sprintf("session %s deleted", sess.ID), Data: map[string]any{"deleted": true}})
 }

@@ -34,7 +34,7 @@ func (v *v1) run(ctx context.Context, c v1Call) (*stream.Result, *callError) {
 // runOr runs c; when it cannot run, it has answered why. The result is
 // REST's: stream text without ANSI codes (Result.Plain).
 func (v *v1) runOr(ctx *fasthttp.RequestCtx, c v1Call) (*stream.Result, bool) {
-	c.Owner = ownerOf(ctx)
+	c.Owner, c.Tenant = ownerOf(ctx), tenantOf(ctx)
 	res, ce := v.run(v.s.reqCtx(), c)
 	if ce != nil {
 		ce.write(ctx)
@@ -81,7 +81,7 @@ func (v *v1) metaOf(sess *stream.Session) v1Meta {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for k, m := range v.meta {
-		if v.s.reg.Get(m.lang, m.id) != k {
+		if v.s.reg.Get(k.Tenant, m.lang, m.id) != k {
 			delete(v.meta, k)
 		}
 	}
@@ -91,20 +91,21 @@ func (v *v1) metaOf(sess *stream.Session) v1Meta {
 	return v1Meta{lang: sess.Language, id: sess.ID}
 }
 
-// deleteSession ends the one session (lang, id) and returns how many
+// deleteSession ends tenant's one session (lang, id) and returns how many
 // runtimes ended (0 or 1). Unlike DELETE /v2/code/sessions/{id}, a v1
 // route names one language, so same-id sessions of the other stay.
-func (v *v1) deleteSession(ctx context.Context, lang, id string) int {
-	if v.s.reg.DeleteOne(ctx, lang, id) {
+func (v *v1) deleteSession(ctx context.Context, tenant, lang, id string) int {
+	if v.s.reg.DeleteOne(ctx, tenant, lang, id) {
 		return 1
 	}
 	return 0
 }
 
-// sessionsOf lists the live sessions of lang whose backend is accepted.
-func (v *v1) sessionsOf(lang string, accept func(stream.Backend) bool) []*stream.Session {
+// sessionsOf lists tenant's live sessions of lang whose backend is
+// accepted.
+func (v *v1) sessionsOf(tenant, lang string, accept func(stream.Backend) bool) []*stream.Session {
 	var out []*stream.Session
-	for _, s := range v.s.reg.List() {
+	for _, s := range v.s.reg.List(tenant) {
 		if s.Language == lang && accept(s.Backend) {
 			out = append(out, s)
 		}

@@ -91,7 +91,7 @@ plt.savefig("` + dir + `/plot.png", dpi=120)
 
 	// 6. client.jupyter.delete_session(session_id=...)
 	d := ts.sdkOK(t, "DELETE", "v1/jupyter/sessions/"+sid, nil)
-	if d.Body["success"] != true || ts.Registry().Get("python", sid) != nil {
+	if d.Body["success"] != true || ts.Registry().Get("default", "python", sid) != nil {
 		t.Fatalf("delete_session: %s", d.Raw)
 	}
 	ts.sdkStatus(t, "DELETE", "v1/jupyter/sessions/"+sid, nil, http.StatusNotFound)

@@ -83,7 +83,7 @@ func TestIdleSessionsAreReclaimed(t *testing.T) {
 	if data["status"] != "ok" {
 		t.Fatalf("exec: %v", data)
 	}
-	pid := ts.Registry().Get("python", "idle").Runtime().Info().PID
+	pid := ts.Registry().Get("default", "python", "idle").Runtime().Info().PID
 	deadline := time.Now().Add(15 * time.Second)
 	for ts.Registry().Len() > 0 {
 		if time.Now().After(deadline) {

@@ -62,7 +62,7 @@ func BenchmarkWSStreamDelay(b *testing.B) {
 		b.Fatalf("warm-up: %v", env)
 	}
 	mux := &stampSub{}
-	ts.Registry().Get("python", "bench").Mux().Watch(mux)
+	ts.Registry().Get("default", "python", "bench").Mux().Watch(mux)
 	c := dialWS(b, ts, nil)
 	code := fmt.Sprintf("for i in range(%d):\n    print(repr(time.time()), flush=True)\n    time.sleep(0.002)", b.N)
 	b.ResetTimer()

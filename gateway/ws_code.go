@@ -34,10 +34,10 @@ import (
 
 // codeWS upgrades GET /v2/code/ws.
 func (h *liveHub) codeWS(ctx *fasthttp.RequestCtx) {
-	owner := ownerOf(ctx)
+	owner, tenant := ownerOf(ctx), tenantOf(ctx)
 	h.upgrade(ctx, nil, func(c *websocket.Conn, fw *flushWriter, done <-chan struct{}) {
 		wc := h.newConn(c, fw, wsRouteCode)
-		cs := &codeSocket{wc: wc, watches: map[*stream.Session]*watchSub{}, follows: map[*wsFollow]struct{}{}, owner: owner}
+		cs := &codeSocket{wc: wc, watches: map[*stream.Session]*watchSub{}, follows: map[*wsFollow]struct{}{}, owner: owner, tenant: tenant}
 		wc.render = cs.render
 		wc.run(done, cs.read)
 		cs.stopFollowing()
@@ -51,6 +51,7 @@ func (h *liveHub) codeWS(ctx *fasthttp.RequestCtx) {
 type codeSocket struct {
 	wc      *wsConn
 	owner   string                        // the caller key sessions it creates count against
+	tenant  string                        // whose sessions and executions it can name (tenantOf)
 	watches map[*stream.Session]*watchSub // reader goroutine only
 	seq     map[string]int                // writer goroutine only: outputs sent per watched execution without a seq
 
@@ -143,7 +144,7 @@ func (cs *codeSocket) execute(ref json.RawMessage, b []byte) {
 		return
 	}
 	ref = append(json.RawMessage(nil), ref...)
-	call.Origin, call.Owner = cs, cs.owner
+	call.Origin, call.Owner, call.Tenant = cs, cs.owner, cs.tenant
 	rec, created, ce := h.s.claim(call)
 	if ce != nil {
 		cs.failCall(ref, ce)
@@ -192,7 +193,7 @@ func (cs *codeSocket) resume(ref json.RawMessage, b []byte) {
 		}
 		after = *m.After
 	}
-	rec, err := cs.wc.hub.s.reg.Executions().Get(*m.ExecutionID)
+	rec, err := cs.wc.hub.s.reg.Executions().Get(cs.tenant, *m.ExecutionID)
 	var gone *stream.GoneError
 	switch {
 	case errors.As(err, &gone):
@@ -279,18 +280,19 @@ type wsFollow struct {
 	ended  bool // its result came (guarded by codeSocket.fmu)
 }
 
-// sessionsNamed returns the sessions with that id, of one language or all.
+// sessionsNamed returns the socket's tenant's sessions with that id, of
+// one language or all.
 func (cs *codeSocket) sessionsNamed(id string, lang *string) []*stream.Session {
 	reg := cs.wc.hub.s.reg
 	if lang != nil {
-		if s := reg.Get(*lang, id); s != nil {
+		if s := reg.Get(cs.tenant, *lang, id); s != nil {
 			return []*stream.Session{s}
 		}
 		return nil
 	}
 	var out []*stream.Session
 	for _, l := range []string{"python", "javascript"} {
-		if s := reg.Get(l, id); s != nil {
+		if s := reg.Get(cs.tenant, l, id); s != nil {
 			out = append(out, s)
 		}
 	}
@@ -500,7 +502,7 @@ func (cs *codeSocket) render(it *wsItem) (websocket.MessageType, []byte, bool) {
 func (cs *codeSocket) ask(ref json.RawMessage, b []byte, inspect bool) {
 	h := cs.wc.hub
 	c, fe := h.s.parseAsk(b, inspect, "type", "id")
-	c.Owner = cs.owner
+	c.Owner, c.Tenant = cs.owner, cs.tenant
 	if fe != nil {
 		cs.fail(ref, fasthttp.StatusUnprocessableEntity, fe.Error())
 		return

@@ -98,41 +98,41 @@ func TestSessionCaps(t *testing.T) {
 		_ = reg.Close(ctx)
 	})
 	b := fs.backend()
-	if _, _, err := reg.OpenFor("alice", "python", "a1", b); err != nil {
+	if _, _, err := reg.OpenFor("alice", "alice", "python", "a1", b); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := reg.OpenFor("alice", "python", "a2", b); err != nil {
+	if _, _, err := reg.OpenFor("alice", "alice", "python", "a2", b); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err := reg.OpenFor("alice", "python", "a3", b)
+	_, _, err := reg.OpenFor("alice", "alice", "python", "a3", b)
 	var le *LimitError
 	if !errors.As(err, &le) || le.Status != 429 || le.Reason != RejectSessionsKey ||
 		!strings.Contains(le.Msg, "has 2 live sessions") || !strings.Contains(le.Msg, "--max-sessions-per-key 2") {
 		t.Fatalf("third for one caller: %v", err)
 	}
-	if _, created, err := reg.OpenFor("alice", "python", "a1", b); err != nil || created {
+	if _, created, err := reg.OpenFor("alice", "alice", "python", "a1", b); err != nil || created {
 		t.Fatalf("reusing a session: created=%v %v", created, err)
 	}
-	tmp, err := reg.TempFor("bob", b)
+	tmp, err := reg.TempFor("bob", "bob", b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = reg.OpenFor("carol", "python", "c1", b)
+	_, _, err = reg.OpenFor("carol", "carol", "python", "c1", b)
 	if !errors.As(err, &le) || le.Reason != RejectSessions || !strings.Contains(le.Msg, "3 sessions are live") ||
 		!strings.Contains(le.Msg, "--max-sessions 3") || le.RetrySeconds() > 2 {
 		t.Fatalf("over the cap with a one-shot in flight: %v (retry %d s)", err, le.RetrySeconds())
 	}
-	if _, err := reg.TempFor("carol", b); !errors.As(err, &le) {
+	if _, err := reg.TempFor("carol", "carol", b); !errors.As(err, &le) {
 		t.Fatalf("a one-shot over the cap: %v", err)
 	}
 	reg.Release(tmp)
-	if _, _, err := reg.OpenFor("carol", "python", "c1", b); err != nil {
+	if _, _, err := reg.OpenFor("carol", "carol", "python", "c1", b); err != nil {
 		t.Fatalf("after a release: %v", err)
 	}
-	if !reg.DeleteOne(context.Background(), "python", "a1") {
+	if !reg.DeleteOne(context.Background(), "alice", "python", "a1") {
 		t.Fatal("delete a1")
 	}
-	if _, _, err := reg.OpenFor("alice", "python", "a3", b); err != nil {
+	if _, _, err := reg.OpenFor("alice", "alice", "python", "a3", b); err != nil {
 		t.Fatalf("after a delete: %v", err)
 	}
 	if st := reg.AdmissionStats(); st.Live != 3 {
@@ -149,7 +149,7 @@ func TestSessionCaps(t *testing.T) {
 func TestErrorKinds(t *testing.T) {
 	fs := &fakes{}
 	reg := fakeRegistry(t, fs)
-	sess, _, _ := reg.Open("python", "k", fs.backend())
+	sess, _, _ := reg.Open("", "python", "k", fs.backend())
 	fs.setScript(func(f *fakeRuntime, req jupyter.ExecuteRequest) {
 		f.status(req, jupyter.StateBusy)
 		f.publish(req, jupyter.IOPub, jupyter.MsgError, map[string]any{"ename": "ValueError", "evalue": "x", "traceback": []string{}})
@@ -165,7 +165,7 @@ func TestErrorKinds(t *testing.T) {
 		f.end(&jupyter.DeadError{Runtime: "kernel", Cause: "killed by signal SIGKILL", ExitCode: -1, Signal: "SIGKILL",
 			Kind: jupyter.DeathOutOfMemory, Limit: "512 MiB (--runtime-memory-limit)"})
 	}}
-	s2, _, _ := reg.Open("python", "oom", oom.backend())
+	s2, _, _ := reg.Open("", "python", "oom", oom.backend())
 	res, _ = s2.Execute(context.Background(), ExecRequest{Code: "x = bytearray(2 << 30)", Timeout: 5 * time.Second})
 	if res.ErrorKind != KindOutOfMemory || !strings.Contains(res.Message(), "killed by its memory limit (512 MiB (--runtime-memory-limit))") ||
 		!strings.Contains(res.Message(), "state was lost") {
@@ -177,7 +177,7 @@ func TestErrorKinds(t *testing.T) {
 		t.Fatalf("after oom: fresh=%v kind %q %q", res.Fresh, res.ErrorKind, res.Message())
 	}
 	fs.setScript(hangs)
-	s3, _, _ := reg.Open("python", "t", fs.backend())
+	s3, _, _ := reg.Open("", "python", "t", fs.backend())
 	res, _ = s3.Execute(context.Background(), ExecRequest{Code: "loop", Timeout: 100 * time.Millisecond})
 	if res.Status != StatusTimeout || res.ErrorKind != KindTimeout {
 		t.Errorf("timeout: %s kind %q", res.Status, res.ErrorKind)
@@ -203,7 +203,7 @@ func TestErrorKinds(t *testing.T) {
 func TestIgnoredClientInterruptRestarts(t *testing.T) {
 	fs := &fakes{script: hangs, interrupt: func(*fakeRuntime) error { return nil }}
 	reg := fakeRegistry(t, fs)
-	sess, _, _ := reg.Open("javascript", "deaf", fs.backend())
+	sess, _, _ := reg.Open("", "javascript", "deaf", fs.backend())
 	done := make(chan *Result, 1)
 	go func() {
 		r, _ := sess.Execute(context.Background(), ExecRequest{Code: "while (true) {}", Timeout: time.Minute})

@@ -13,9 +13,10 @@ const (
 	endedTTL = time.Hour
 )
 
-// endedLog remembers recently ended named sessions by (language, id), the
-// oldest first, bounded by endedMax entries and endedTTL. Not safe for
-// concurrent use: the registry's mu guards it.
+// endedLog remembers recently ended named sessions by (tenant, language,
+// id), the oldest first, bounded by endedMax entries and endedTTL: a
+// tenant is told only of its own ids. Not safe for concurrent use: the
+// registry's mu guards it.
 type endedLog struct {
 	max   int
 	ttl   time.Duration

@@ -14,21 +14,21 @@ func TestEndedLogIsBounded(t *testing.T) {
 	now := time.Now()
 	l := newEndedLog(3, time.Hour)
 	for i := 0; i < 5; i++ {
-		l.add(sessionKey{"python", fmt.Sprint(i)}, "gone", now)
+		l.add(sessionKey{"t", "python", fmt.Sprint(i)}, "gone", now)
 	}
 	if l.Len() != 3 {
 		t.Fatalf("%d remembered, want the bound 3", l.Len())
 	}
-	if _, _, ok := l.take(sessionKey{"python", "1"}, now); ok {
+	if _, _, ok := l.take(sessionKey{"t", "python", "1"}, now); ok {
 		t.Fatal("an entry past the bound was kept")
 	}
-	if why, _, ok := l.take(sessionKey{"python", "4"}, now); !ok || why != "gone" {
+	if why, _, ok := l.take(sessionKey{"t", "python", "4"}, now); !ok || why != "gone" {
 		t.Fatal("the newest entry was forgotten")
 	}
-	if _, _, ok := l.take(sessionKey{"python", "4"}, now); ok {
+	if _, _, ok := l.take(sessionKey{"t", "python", "4"}, now); ok {
 		t.Fatal("an entry was told twice")
 	}
-	if _, _, ok := l.take(sessionKey{"python", "3"}, now.Add(2*time.Hour)); ok {
+	if _, _, ok := l.take(sessionKey{"t", "python", "3"}, now.Add(2*time.Hour)); ok {
 		t.Fatal("an entry outlived the TTL")
 	}
 	if l.Len() != 0 {
@@ -70,7 +70,7 @@ func TestDecodePayloads(t *testing.T) {
 func TestFakeInterruptNamesWho(t *testing.T) {
 	fs := &fakes{script: hangs}
 	reg := fakeRegistry(t, fs)
-	sess, _, _ := reg.Open("python", "i", fs.backend())
+	sess, _, _ := reg.Open("", "python", "i", fs.backend())
 	done := make(chan *Result, 1)
 	go func() {
 		res, _ := sess.Execute(context.Background(), ExecRequest{Code: "loop", Timeout: 10 * time.Second})

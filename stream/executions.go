@@ -68,16 +68,23 @@ type ExecConfig struct {
 // finished execution is kept for Retention, within RetentionBytes in all
 // (oldest evicted first); an evicted one leaves a tombstone (bounded) so
 // that its id answers "gone" rather than "unknown".
+//
+// Execution ids belong to a tenant (guard.Caller.Tenant), as session ids
+// do: two tenants may use the same id for two executions, and one tenant's
+// ids, held or evicted, are unknown to another.
 type Executions struct {
 	cfg ExecConfig
 
 	mu        sync.Mutex
-	byID      map[string]*Record
+	byID      map[execKey]*Record
 	finished  []*Record // in the order they finished: eviction order
 	bytes     int       // held by finished records
-	tombs     map[string]*GoneError
-	tombOrder []string
+	tombs     map[execKey]*GoneError
+	tombOrder []execKey
 }
+
+// execKey names an execution: its tenant's id.
+type execKey struct{ tenant, id string }
 
 // NewExecutions returns an empty store.
 func NewExecutions(cfg ExecConfig) *Executions {
@@ -90,50 +97,52 @@ func NewExecutions(cfg ExecConfig) *Executions {
 	if cfg.LogBytes <= 0 {
 		cfg.LogBytes = DefaultBudget
 	}
-	return &Executions{cfg: cfg, byID: map[string]*Record{}, tombs: map[string]*GoneError{}}
+	return &Executions{cfg: cfg, byID: map[execKey]*Record{}, tombs: map[execKey]*GoneError{}}
 }
 
 // Key is what must match for a retry to attach to an execution: the same
 // code, language and session ("" for one-shot).
 type Key struct{ Language, SessionID, Code string }
 
-// Claim returns the execution id (a new one when id is ""). created is true
-// when this call made it and must run it; otherwise rec is the execution
-// the id names, queued, running or done, and the call must not run it
-// again. A known id with another key is ErrExecutionConflict; an evicted
-// one is a *GoneError.
-func (x *Executions) Claim(id string, k Key) (rec *Record, created bool, err error) {
+// Claim returns tenant's execution id (a new one when id is ""). created
+// is true when this call made it and must run it; otherwise rec is the
+// execution the id names, queued, running or done, and the call must not
+// run it again. A known id with another key is ErrExecutionConflict; an
+// evicted one is a *GoneError. Only tenant's own ids are looked at.
+func (x *Executions) Claim(tenant, id string, k Key) (rec *Record, created bool, err error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.sweepLocked(time.Now())
 	if id == "" {
 		id = jupyter.NewID()
 	}
-	if r := x.byID[id]; r != nil {
+	ek := execKey{tenant, id}
+	if r := x.byID[ek]; r != nil {
 		if r.key != k {
 			return nil, false, ErrExecutionConflict
 		}
 		return r, false, nil
 	}
-	if g := x.tombs[id]; g != nil {
+	if g := x.tombs[ek]; g != nil {
 		return nil, false, g
 	}
-	r := &Record{ID: id, key: k, Created: time.Now(), x: x, state: ExecQueued,
+	r := &Record{ID: id, Tenant: tenant, key: k, Created: time.Now(), x: x, state: ExecQueued,
 		done: make(chan struct{}), cancel: make(chan struct{}), sinks: map[*follower]struct{}{}, firstSeq: 1}
-	x.byID[id] = r
+	x.byID[ek] = r
 	return r, true, nil
 }
 
-// Get returns the execution id names: ErrNoExecution when unknown, a
-// *GoneError when evicted.
-func (x *Executions) Get(id string) (*Record, error) {
+// Get returns tenant's execution id names: ErrNoExecution when unknown
+// (another tenant's ids included), a *GoneError when evicted.
+func (x *Executions) Get(tenant, id string) (*Record, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.sweepLocked(time.Now())
-	if r := x.byID[id]; r != nil {
+	ek := execKey{tenant, id}
+	if r := x.byID[ek]; r != nil {
 		return r, nil
 	}
-	if g := x.tombs[id]; g != nil {
+	if g := x.tombs[ek]; g != nil {
 		return nil, g
 	}
 	return nil, ErrNoExecution
@@ -200,9 +209,10 @@ func (x *Executions) sweepLocked(now time.Time) {
 func (x *Executions) evictLocked(r *Record, why string) {
 	x.finished = x.finished[1:]
 	x.bytes -= r.heldBytes()
-	delete(x.byID, r.ID)
-	x.tombs[r.ID] = &GoneError{ID: r.ID, At: time.Now(), Why: why}
-	x.tombOrder = append(x.tombOrder, r.ID)
+	ek := execKey{r.Tenant, r.ID}
+	delete(x.byID, ek)
+	x.tombs[ek] = &GoneError{ID: r.ID, At: time.Now(), Why: why}
+	x.tombOrder = append(x.tombOrder, ek)
 	if len(x.tombOrder) > maxTombstones {
 		delete(x.tombs, x.tombOrder[0])
 		x.tombOrder = x.tombOrder[1:]
@@ -238,6 +248,7 @@ type RunError struct {
 // Record is one execution of the store.
 type Record struct {
 	ID      string
+	Tenant  string // whose id it is
 	Created time.Time
 	key     Key
 	x       *Executions

@@ -26,31 +26,63 @@ func finishRecord(r *Record, text string) {
 func TestExecutionsClaim(t *testing.T) {
 	x := NewExecutions(ExecConfig{RetentionBytes: 4096, LogBytes: 1 << 20})
 	k := Key{Language: "python", SessionID: "s", Code: "print(1)"}
-	r, created, err := x.Claim("e1", k)
+	r, created, err := x.Claim("t", "e1", k)
 	if err != nil || !created || r.ID != "e1" {
 		t.Fatalf("first claim: %v %v %v", r, created, err)
 	}
-	if again, created, err := x.Claim("e1", k); err != nil || created || again != r {
+	if again, created, err := x.Claim("t", "e1", k); err != nil || created || again != r {
 		t.Fatalf("second claim: %v %v %v", again, created, err)
 	}
 	for _, other := range []Key{{"python", "s", "print(2)"}, {"python", "t", "print(1)"}, {"javascript", "s", "print(1)"}} {
-		if _, _, err := x.Claim("e1", other); !errors.Is(err, ErrExecutionConflict) {
+		if _, _, err := x.Claim("t", "e1", other); !errors.Is(err, ErrExecutionConflict) {
 			t.Errorf("claim with %+v: %v, want a conflict", other, err)
 		}
 	}
-	if fresh, created, _ := x.Claim("", k); !created || fresh.ID == "" || fresh.ID == "e1" {
+	if fresh, created, _ := x.Claim("t", "", k); !created || fresh.ID == "" || fresh.ID == "e1" {
 		t.Errorf("claim without an id: %v %v", fresh.ID, created)
 	}
-	if _, err := x.Get("nope"); !errors.Is(err, ErrNoExecution) {
+	if _, err := x.Get("t", "nope"); !errors.Is(err, ErrNoExecution) {
 		t.Errorf("unknown id: %v", err)
 	}
 	finishRecord(r, strings.Repeat("x", 8192)) // over the whole bound: evicted at once
 	var gone *GoneError
-	if _, err := x.Get("e1"); !errors.As(err, &gone) || gone.At.IsZero() || !strings.Contains(gone.Why, "--execution-retention-bytes") {
+	if _, err := x.Get("t", "e1"); !errors.As(err, &gone) || gone.At.IsZero() || !strings.Contains(gone.Why, "--execution-retention-bytes") {
 		t.Fatalf("evicted id: %v", err)
 	}
-	if _, _, err := x.Claim("e1", k); !errors.As(err, &gone) {
+	if _, _, err := x.Claim("t", "e1", k); !errors.As(err, &gone) {
 		t.Errorf("a retry of an evicted execution must not run it again: %v", err)
+	}
+}
+
+// Execution ids are per tenant: the same id names two executions, and
+// another tenant's id, held or evicted, is unknown (never a conflict, never
+// gone).
+func TestExecutionsPerTenant(t *testing.T) {
+	x := NewExecutions(ExecConfig{RetentionBytes: 4096, LogBytes: 1 << 20})
+	a, created, err := x.Claim("alice", "same", Key{Language: "python", SessionID: "s", Code: "x = 1"})
+	if err != nil || !created || a.Tenant != "alice" {
+		t.Fatalf("alice's claim: %v %v %v", a, created, err)
+	}
+	if _, err := x.Get("bob", "same"); !errors.Is(err, ErrNoExecution) {
+		t.Fatalf("bob's get of alice's id: %v, want unknown", err)
+	}
+	b, created, err := x.Claim("bob", "same", Key{Language: "python", SessionID: "s", Code: "print(x)"})
+	if err != nil || !created || b == a || b.Tenant != "bob" {
+		t.Fatalf("bob's claim of the same id with other code: %v %v %v, want an execution of his own", b, created, err)
+	}
+	if got, _ := x.Get("alice", "same"); got != a {
+		t.Fatal("alice's id names bob's execution")
+	}
+	finishRecord(a, strings.Repeat("x", 8192)) // evicted at once
+	var gone *GoneError
+	if _, err := x.Get("alice", "same"); !errors.As(err, &gone) {
+		t.Fatalf("alice's evicted id: %v", err)
+	}
+	if got, err := x.Get("bob", "same"); err != nil || got != b {
+		t.Fatalf("bob's id after alice's was evicted: %v %v", got, err)
+	}
+	if _, err := x.Get("carol", "same"); !errors.Is(err, ErrNoExecution) {
+		t.Fatalf("carol's get of an id evicted for alice: %v, want unknown", err)
 	}
 }
 
@@ -60,7 +92,7 @@ func TestExecutionsEviction(t *testing.T) {
 	x := NewExecutions(ExecConfig{Retention: time.Hour, RetentionBytes: 10000, LogBytes: 1 << 20})
 	var recs []*Record
 	for i := range 5 {
-		r, _, _ := x.Claim(string(rune('a'+i)), Key{Code: string(rune('a' + i))})
+		r, _, _ := x.Claim("t", string(rune('a'+i)), Key{Code: string(rune('a' + i))})
 		recs = append(recs, r)
 	}
 	for _, r := range recs[:4] {
@@ -70,15 +102,15 @@ func TestExecutionsEviction(t *testing.T) {
 		t.Fatalf("after four finished: %+v", st)
 	}
 	for i, want := range []bool{false, false, true, true, true} {
-		if _, err := x.Get(recs[i].ID); (err == nil) != want {
+		if _, err := x.Get("t", recs[i].ID); (err == nil) != want {
 			t.Errorf("record %d held=%v, want %v", i, err == nil, want)
 		}
 	}
 	x.Sweep(time.Now().Add(2 * time.Hour))
-	if _, err := x.Get("d"); err == nil {
+	if _, err := x.Get("t", "d"); err == nil {
 		t.Error("a record past the retention time was kept")
 	}
-	if _, err := x.Get("e"); err != nil {
+	if _, err := x.Get("t", "e"); err != nil {
 		t.Errorf("the running record was evicted: %v", err)
 	}
 }
@@ -87,7 +119,7 @@ func TestExecutionsEviction(t *testing.T) {
 // where it starts.
 func TestRecordFollow(t *testing.T) {
 	x := NewExecutions(ExecConfig{LogBytes: 3 * (outEvent(1, "line").Size() + entryOverhead)})
-	r, _, _ := x.Claim("f", Key{})
+	r, _, _ := x.Claim("t", "f", Key{})
 	for i := 1; i <= 2; i++ {
 		r.Deliver(outEvent(i, "line"))
 	}

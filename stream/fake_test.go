@@ -191,7 +191,7 @@ func hangs(f *fakeRuntime, req jupyter.ExecuteRequest) { f.status(req, jupyter.S
 func TestFakeTimeoutInterruptsAndKeepsState(t *testing.T) {
 	fs := &fakes{script: hangs}
 	reg := fakeRegistry(t, fs)
-	sess, _, _ := reg.Open("python", "t", fs.backend())
+	sess, _, _ := reg.Open("", "python", "t", fs.backend())
 	res, err := sess.Execute(context.Background(), ExecRequest{Code: "loop", Timeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -209,7 +209,7 @@ func TestFakeTimeoutInterruptsAndKeepsState(t *testing.T) {
 func TestFakeFailedInterruptRestarts(t *testing.T) {
 	fs := &fakes{script: hangs, interrupt: func(*fakeRuntime) error { return errors.New("no control channel") }}
 	reg := fakeRegistry(t, fs)
-	sess, _, _ := reg.Open("python", "t", fs.backend())
+	sess, _, _ := reg.Open("", "python", "t", fs.backend())
 	res, _ := sess.Execute(context.Background(), ExecRequest{Code: "loop", Timeout: 100 * time.Millisecond})
 	if res.Status != StatusTimeout || !strings.Contains(res.Message(), "the interrupt failed (no control channel), so the kernel was restarted: session state was lost") {
 		t.Fatalf("timeout: %s %q", res.Status, res.Message())
@@ -241,7 +241,7 @@ func TestFakeRuntimeDeath(t *testing.T) {
 		f.die("killed by signal SIGKILL")
 	}}
 	reg := fakeRegistry(t, fs)
-	sess, _, _ := reg.Open("python", "d", fs.backend())
+	sess, _, _ := reg.Open("", "python", "d", fs.backend())
 	res, _ := sess.Execute(context.Background(), ExecRequest{Code: "crash", Timeout: 5 * time.Second})
 	if res.Status != StatusError || !strings.Contains(res.Message(), "the kernel died during execution: kernel died: killed by signal SIGKILL; the next call on this session starts a fresh one") {
 		t.Fatalf("death: %s %q", res.Status, res.Message())
@@ -271,7 +271,7 @@ func TestFakeLostIdle(t *testing.T) {
 		f.reply(req, "ok")
 	}}
 	reg := fakeRegistry(t, fs)
-	sess, _, _ := reg.Open("python", "l", fs.backend())
+	sess, _, _ := reg.Open("", "python", "l", fs.backend())
 	start := time.Now()
 	res, _ := sess.Execute(context.Background(), ExecRequest{Code: "x", Timeout: 10 * time.Second})
 	if res.Status != StatusOK || res.Text("stdout") != "out\n" || !strings.Contains(res.Message(), "closing status message was lost") {
@@ -287,7 +287,7 @@ func TestFakeLostIdle(t *testing.T) {
 func TestFakeShutdownEndsOneShotInFlight(t *testing.T) {
 	fs := &fakes{script: hangs}
 	reg := NewRegistry(Config{})
-	sess, err := reg.Temp(fs.backend())
+	sess, err := reg.Temp("", fs.backend())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func TestFakeShutdownEndsOneShotInFlight(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the call in flight did not end when the registry closed")
 	}
-	if _, err := reg.Temp(fs.backend()); !errors.Is(err, ErrShuttingDown) {
+	if _, err := reg.Temp("", fs.backend()); !errors.Is(err, ErrShuttingDown) {
 		t.Errorf("Temp after Close: %v, want ErrShuttingDown", err)
 	}
 	for _, f := range fs.all() {
@@ -327,7 +327,7 @@ func TestFakeShutdownEndsOneShotInFlight(t *testing.T) {
 func TestFakeCancelledCallInterrupts(t *testing.T) {
 	fs := &fakes{script: hangs}
 	reg := fakeRegistry(t, fs)
-	sess, _, _ := reg.Open("python", "c", fs.backend())
+	sess, _, _ := reg.Open("", "python", "c", fs.backend())
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(100*time.Millisecond, cancel)
 	res, err := sess.Execute(ctx, ExecRequest{Code: "loop", Timeout: time.Minute})
@@ -350,7 +350,7 @@ func TestFakeResultAfterIdleWithOrigin(t *testing.T) {
 		f.status(req, jupyter.StateIdle)
 	}}
 	reg := fakeRegistry(t, fs)
-	sess, _, _ := reg.Open("python", "o", fs.backend())
+	sess, _, _ := reg.Open("", "python", "o", fs.backend())
 	w := newRecorder()
 	sess.Mux().Watch(w)
 	origin := &struct{ name string }{"socket"}

@@ -57,7 +57,7 @@ func drain(t testing.TB, q *recorder, execID string) []string {
 // messages, in the same order, as the collector that builds the answer.
 func TestSecondSubscriberSeesSameMessages(t *testing.T) {
 	reg := newTestRegistry(t)
-	sess, _, err := reg.Open("python", "two", kernelBackend(t))
+	sess, _, err := reg.Open("", "python", "two", kernelBackend(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestSecondSubscriberSeesSameMessages(t *testing.T) {
 // counts from its arrival.
 func TestSessionQueueIsFIFOWithArrivalTimeouts(t *testing.T) {
 	reg := newTestRegistry(t)
-	sess, _, _ := reg.Open("python", "fifo", kernelBackend(t))
+	sess, _, _ := reg.Open("", "python", "fifo", kernelBackend(t))
 	if _, err := sess.Execute(context.Background(), ExecRequest{Code: "order = []", Timeout: time.Minute}); err != nil {
 		t.Fatal(err)
 	}

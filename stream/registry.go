@@ -33,11 +33,18 @@ type Config struct {
 	Logger          *slog.Logger
 }
 
-type sessionKey struct{ lang, id string }
+// sessionKey names a named session: its tenant's, in one language.
+type sessionKey struct{ tenant, lang, id string }
 
 // Registry owns every session, named and temporary: it creates named ones
 // on first use, reclaims idle ones, closes temporary runtimes after one-shot
 // calls, and on Close shuts everything down and waits for it.
+//
+// Every name belongs to a tenant (the caller, see guard.Caller.Tenant):
+// sessions are keyed by (tenant, language, id), and every method that finds
+// sessions by name takes the tenant, so that one tenant's names are unknown
+// to another. Kernel ids are unique across tenants, but Kernel finds only
+// the asking tenant's.
 type Registry struct {
 	cfg      Config
 	counters *Counters
@@ -48,7 +55,7 @@ type Registry struct {
 
 	mu       sync.Mutex
 	sessions map[sessionKey]*Session
-	kernels  map[string]*Session   // by KernelID
+	kernels  map[string]*Session   // by KernelID, every tenant's (ids are unique)
 	temps    map[*Session]struct{} // temporary sessions not released yet
 	ended    *endedLog             // recently ended named sessions, for the next call's message
 	live     int                   // sessions counted against the caps: named ones, and temporary ones not released
@@ -102,13 +109,13 @@ func (r *Registry) Counters() *Counters { return r.counters }
 // Executions is the store of every execution the registry's sessions run.
 func (r *Registry) Executions() *Executions { return r.execs }
 
-func (r *Registry) newSession(id string, b Backend) *Session {
+func (r *Registry) newSession(tenant, id string, b Backend) *Session {
 	mux := NewMux(r.counters)
 	mux.onLarge = r.pokeTrim
 	mux.outBytes = r.counters.Cell(OutputBytes, b.Language)
 	now := time.Now()
 	return &Session{
-		ID: id, Language: b.Language, Backend: b, Created: now,
+		ID: id, Tenant: tenant, Language: b.Language, Backend: b, Created: now,
 		reg: r, mux: mux, turn: make(chan struct{}, 1), closed: make(chan struct{}),
 		last: now, idle: b.Idle, cwd: b.Cwd,
 	}
@@ -170,30 +177,30 @@ func (r *Registry) trimmer() {
 
 var uuidRE = regexp.MustCompile(`^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
-// Open returns the session (lang, id), creating it with backend b when it
-// does not exist. created is true when it was made by this call.
-func (r *Registry) Open(lang, id string, b Backend) (s *Session, created bool, err error) {
-	return r.OpenFor("", lang, id, b)
+// Open returns tenant's session (lang, id), creating it with backend b
+// when it does not exist. created is true when it was made by this call.
+func (r *Registry) Open(tenant, lang, id string, b Backend) (s *Session, created bool, err error) {
+	return r.OpenFor("", tenant, lang, id, b)
 }
 
 // OpenFor is Open for the caller owner (a caller key; "" for none): a
 // session it creates counts against the session caps, and the error is a
-// *LimitError when a cap is reached. Using a session that exists is never
-// refused.
-func (r *Registry) OpenFor(owner, lang, id string, b Backend) (s *Session, created bool, err error) {
+// *LimitError when a cap is reached. Using a session of tenant that exists
+// is never refused.
+func (r *Registry) OpenFor(owner, tenant, lang, id string, b Backend) (s *Session, created bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closing {
 		return nil, false, ErrShuttingDown
 	}
-	k := sessionKey{lang, id}
+	k := sessionKey{tenant, lang, id}
 	if s := r.sessions[k]; s != nil {
 		return s, false, nil
 	}
 	if err := r.admit(owner); err != nil {
 		return nil, false, err
 	}
-	s = r.newSession(id, b)
+	s = r.newSession(tenant, id, b)
 	r.count(s, owner)
 	s.KernelID = strings.ToLower(id)
 	if !uuidRE.MatchString(id) || r.kernels[s.KernelID] != nil {
@@ -206,55 +213,74 @@ func (r *Registry) OpenFor(owner, lang, id string, b Backend) (s *Session, creat
 	}
 	r.sessions[k] = s
 	r.kernels[s.KernelID] = s
-	r.cfg.Logger.Info("session created", "session", id, "language", lang, "backend", b.Name)
+	r.cfg.Logger.Info("session created", "session", id, "tenant", tenant, "language", lang, "backend", b.Name)
 	return s, true, nil
 }
 
-// Get returns the session (lang, id), or nil.
-func (r *Registry) Get(lang, id string) *Session {
+// Get returns tenant's session (lang, id), or nil.
+func (r *Registry) Get(tenant, lang, id string) *Session {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.sessions[sessionKey{lang, id}]
+	return r.sessions[sessionKey{tenant, lang, id}]
 }
 
-// Kernel returns the session whose KernelID is id (any case), or nil.
-func (r *Registry) Kernel(id string) *Session {
+// Kernel returns tenant's session whose KernelID is id (any case), or nil:
+// another tenant's kernel is unknown.
+func (r *Registry) Kernel(tenant, id string) *Session {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.kernels[strings.ToLower(id)]
+	if s := r.kernels[strings.ToLower(id)]; s != nil && s.Tenant == tenant {
+		return s
+	}
+	return nil
 }
 
-// List returns every named session, sorted by id then language.
-func (r *Registry) List() []*Session {
+// List returns tenant's named sessions, sorted by id then language.
+func (r *Registry) List(tenant string) []*Session {
+	return r.list(func(s *Session) bool { return s.Tenant == tenant })
+}
+
+// ListAll returns the named sessions of every tenant, sorted by id, then
+// language, then tenant: for totals (metrics), never for an answer to a
+// caller.
+func (r *Registry) ListAll() []*Session {
+	return r.list(func(*Session) bool { return true })
+}
+
+func (r *Registry) list(match func(*Session) bool) []*Session {
 	r.mu.Lock()
 	out := make([]*Session, 0, len(r.sessions))
 	for _, s := range r.sessions {
-		out = append(out, s)
+		if match(s) {
+			out = append(out, s)
+		}
 	}
 	r.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool {
-		if out[i].ID != out[j].ID {
-			return out[i].ID < out[j].ID
+		a, b := out[i], out[j]
+		if a.ID != b.ID {
+			return a.ID < b.ID
 		}
-		return out[i].Language < out[j].Language
+		if a.Language != b.Language {
+			return a.Language < b.Language
+		}
+		return a.Tenant < b.Tenant
 	})
 	return out
 }
 
-// Delete ends every session named id, of any language, and returns how
-// many there were. Runtimes are closed before it returns.
-func (r *Registry) Delete(ctx context.Context, id string) int {
-	return r.remove(ctx, func(s *Session) bool { return s.ID == id }, ClosedDeleted)
+// Delete ends every session of tenant named id, of any language, and
+// returns how many there were. Runtimes are closed before it returns.
+func (r *Registry) Delete(ctx context.Context, tenant, id string) int {
+	return r.remove(ctx, func(s *Session) bool { return s.Tenant == tenant && s.ID == id }, ClosedDeleted)
 }
 
-// DeleteOne ends the one session (lang, id) and reports whether it existed.
-func (r *Registry) DeleteOne(ctx context.Context, lang, id string) bool {
-	return r.remove(ctx, func(s *Session) bool { return s.Language == lang && s.ID == id }, ClosedDeleted) > 0
-}
-
-// DeleteLanguage ends every session of one language.
-func (r *Registry) DeleteLanguage(ctx context.Context, lang string) int {
-	return r.remove(ctx, func(s *Session) bool { return s.Language == lang }, ClosedDeleted)
+// DeleteOne ends tenant's one session (lang, id) and reports whether it
+// existed.
+func (r *Registry) DeleteOne(ctx context.Context, tenant, lang, id string) bool {
+	return r.remove(ctx, func(s *Session) bool {
+		return s.Tenant == tenant && s.Language == lang && s.ID == id
+	}, ClosedDeleted) > 0
 }
 
 // DeleteSession ends one session (not the others sharing its id in other
@@ -307,15 +333,15 @@ func (r *Registry) closeAll(ctx context.Context, ss []*Session, why string, reas
 	wg.Wait()
 }
 
-// Temp returns a temporary session for one call, registered so that Close
-// ends it; pass it to Release after the call. It fails with
+// Temp returns a temporary session of tenant for one call, registered so
+// that Close ends it; pass it to Release after the call. It fails with
 // ErrShuttingDown once Close has begun.
-func (r *Registry) Temp(b Backend) (*Session, error) { return r.TempFor("", b) }
+func (r *Registry) Temp(tenant string, b Backend) (*Session, error) { return r.TempFor("", tenant, b) }
 
 // TempFor is Temp for the caller owner: the session counts against the
 // session caps until it is released, and the error is a *LimitError when a
 // cap is reached.
-func (r *Registry) TempFor(owner string, b Backend) (*Session, error) {
+func (r *Registry) TempFor(owner, tenant string, b Backend) (*Session, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closing {
@@ -324,7 +350,7 @@ func (r *Registry) TempFor(owner string, b Backend) (*Session, error) {
 	if err := r.admit(owner); err != nil {
 		return nil, err
 	}
-	s := r.newSession("", b)
+	s := r.newSession(tenant, "", b)
 	r.count(s, owner)
 	r.temps[s] = struct{}{}
 	return s, nil

@@ -58,11 +58,13 @@ const (
 	ClosedRefused  = "refused"  // a new session whose first start an admission limit refused
 )
 
-// Session is one named runtime, keyed by (language, id), or a temporary one
-// for a one-shot call. Calls run one at a time in arrival order; the runtime
-// is started on first use and again, fresh, after it died or was restarted.
+// Session is one named runtime, keyed by (tenant, language, id), or a
+// temporary one for a one-shot call. Calls run one at a time in arrival
+// order; the runtime is started on first use and again, fresh, after it
+// died or was restarted.
 type Session struct {
 	ID       string // "" for a temporary session
+	Tenant   string // whose session it is (guard.Caller.Tenant); its executions are the tenant's too
 	Language string
 	Backend  Backend
 	Created  time.Time
@@ -304,7 +306,7 @@ func (s *Session) Execute(ctx context.Context, req ExecRequest) (res *Result, er
 	arrival := time.Now()
 	rec := req.Record
 	if rec == nil {
-		if rec, _, err = s.reg.execs.Claim("", Key{s.Language, s.ID, req.Code}); err != nil {
+		if rec, _, err = s.reg.execs.Claim(s.Tenant, "", Key{s.Language, s.ID, req.Code}); err != nil {
 			return nil, err
 		}
 		defer func() {

@@ -474,6 +474,21 @@ func (c Caller) Key() string {
 	return "anonymous"
 }
 
+// Tenant names whom the caller's names belong to: its sessions, execution
+// ids, kernel ids and tickets. "jwt:SUB" for a JWT, "token" for the API
+// token, "default" when no credentials are required (Method "none", or ""
+// for a request that did not go through the guard). A ticket belongs to
+// the tenant it was issued to.
+func (c Caller) Tenant() string {
+	switch c.Method {
+	case "jwt":
+		return "jwt:" + c.Subject
+	case "token":
+		return "token"
+	}
+	return "default"
+}
+
 type callerKey struct{}
 
 // CallerOf returns the caller the guard recorded on ctx (Method "" when
