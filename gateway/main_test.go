@@ -33,6 +33,12 @@ func startServer(t testing.TB, cfg Config) *testServer {
 	if cfg.KernelStartTimeout == 0 {
 		cfg.KernelStartTimeout = 120 * time.Second
 	}
+	if cfg.Isolation.StateDir == "" {
+		// The daemon's default: tenant isolation where the machine allows
+		// it (it needs a state directory); a test asks for "none" to run
+		// on the shared host.
+		cfg.Isolation.StateDir = t.TempDir()
+	}
 	srv, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -1,6 +1,8 @@
 package gateway
 
 import (
+	"os"
+
 	"github.com/aiod/aiod/gateway/fsplane"
 	"github.com/aiod/aiod/stream/backend"
 	"github.com/valyala/fasthttp"
@@ -29,4 +31,13 @@ func (s *Server) viewOf(tenant string) (fsplane.FS, error) {
 		return s.hostFS, nil
 	}
 	return f, nil
+}
+
+// tempDir is the temporary folder runtimes see: the tenant's /tmp under
+// tenant isolation, else aiod's own.
+func (s *Server) tempDir() string {
+	if s.rt.Tenanted() {
+		return "/tmp"
+	}
+	return os.TempDir()
 }

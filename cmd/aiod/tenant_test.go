@@ -304,3 +304,29 @@ func kernelConnectionFile(t *testing.T, pid int) []byte {
 	}
 	return b
 }
+
+// TestIsolationNoneSharesTheHost keeps today's behaviour under --isolation
+// none: names are still the tenant's (bob's a1 is his own), but both run
+// as aiod's user on one file system, so bob reads alice's /tmp file, sees
+// her kernel in /proc and can signal it; /v2/code/info says so.
+func TestIsolationNoneSharesTheHost(t *testing.T) {
+	priv, pub := tenantKey(t)
+	d := startDaemonEnv(t, []string{"AIO_JWT_PUBLIC_KEY=" + pub}, "--code-backend", "kernel", "--isolation", "none")
+	alice := &caller{t: t, d: d, name: "alice", token: tenantJWT(t, priv, "alice")}
+	bob := &caller{t: t, d: d, name: "bob", token: tenantJWT(t, priv, "bob")}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	name := filepath.Join(t.TempDir(), "alice.txt")
+	info := alice.run(ctx, "python", "a1", fmt.Sprintf("import os; x = 1; open(%q, 'w').write('alice'); print(os.getpid(), os.getuid())", name))
+	var pid, uid int
+	fmt.Sscan(info, &pid, &uid)
+	got := bob.run(ctx, "python", "a1", fmt.Sprintf("import os\nprint('x' in globals(), open(%q).read(), str(%d) in os.listdir('/proc'), os.getuid())\nos.kill(%d, 0)", name, pid, pid))
+	if got != fmt.Sprintf("False alice True %d\n", uid) {
+		t.Errorf("bob under --isolation none: %q; want his own session, alice's file and kernel reachable", got)
+	}
+	_, env := bob.call(ctx, http.MethodGet, "/v2/code/info", nil)
+	iso, _ := env["data"].(map[string]any)["isolation"].(map[string]any)
+	if iso["mode"] != "none" || iso["why"] != "--isolation none" {
+		t.Errorf("info isolation: %v", iso)
+	}
+}

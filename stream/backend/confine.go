@@ -88,3 +88,6 @@ func tenantKey(tenant string) string {
 	}
 	return tenant
 }
+
+// Tenanted reports whether tenant isolation is on.
+func (r *Runtimes) Tenanted() bool { return r.iso.Tenants() != nil }
