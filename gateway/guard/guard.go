@@ -411,12 +411,11 @@ func (g *Guard) check(v []byte) (Caller, string) {
 		return Caller{}, "wrong API token"
 	}
 	sub, err := g.jwt.verify(string(v))
+	var cte *claimTypeError
 	switch {
 	case err == nil:
-	case errors.Is(err, jwt.ErrTokenMalformed) && len(g.token) > 0:
+	case errors.Is(err, jwt.ErrTokenMalformed) && !errors.As(err, &cte) && len(g.token) > 0:
 		return Caller{}, "wrong API token (and not a well-formed JWT)"
-	case errors.Is(err, jwt.ErrTokenMalformed):
-		return Caller{}, "the bearer value is not a well-formed JWT"
 	default:
 		return Caller{}, jwtReason(err, g.jwt.methods)
 	}
