@@ -34,6 +34,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -45,15 +46,16 @@ import (
 
 // Config is the guard's settings; zero values take the documented defaults.
 type Config struct {
-	AllowedHosts   []string      // --allowed-hosts entries; "*" turns the Host check off
-	AllowedOrigins []string      // --allowed-origins entries; "*" allows every origin
-	Token          string        // --token; "" for none
-	JWTPublicKey   string        // --jwt-public-key: PEM or its base64; "" for none
-	TicketTTL      time.Duration // lifetime of a ticket; DefaultTicketTTL
-	MaxTickets     int           // unused tickets kept at once; DefaultMaxTickets
-	OpenPaths      []string      // paths that need no credentials (the Host check still applies)
-	Logger         *slog.Logger
-	Now            func() time.Time // the clock, for tests; time.Now
+	AllowedHosts        []string      // --allowed-hosts entries; "*" turns the Host check off
+	AllowedOrigins      []string      // --allowed-origins entries; "*" allows every origin
+	Token               string        // the API token (AIO_TOKEN, --token-file); "" for none
+	JWTPublicKey        string        // --jwt-public-key: PEM or its base64; "" for none
+	TicketTTL           time.Duration // lifetime of a ticket; DefaultTicketTTL
+	MaxTickets          int           // unused tickets kept at once; DefaultMaxTickets
+	MaxTicketsPerCaller int           // unused tickets one caller holds at once; DefaultMaxTicketsPerCaller
+	OpenPaths           []string      // paths that need no credentials (the Host check still applies)
+	Logger              *slog.Logger
+	Now                 func() time.Time // the clock, for tests; time.Now
 }
 
 // Guard applies the rules. Build it with New; it is safe for concurrent use.
@@ -104,7 +106,7 @@ func New(cfg Config) (*Guard, error) {
 	for _, p := range cfg.OpenPaths {
 		g.open[p] = true
 	}
-	g.tickets = newTicketStore(cfg.TicketTTL, cfg.MaxTickets, cfg.Now)
+	g.tickets = newTicketStore(cfg.TicketTTL, cfg.MaxTickets, cfg.MaxTicketsPerCaller, cfg.Now)
 	g.own.Store(&[]Host{})
 	return g, nil
 }
@@ -437,9 +439,11 @@ const TicketsPath = "/tickets"
 // carries that caller's identity.
 func (g *Guard) ServeTickets(ctx *fasthttp.RequestCtx) {
 	t, err := g.tickets.issue(CallerOf(ctx))
-	if err == errTicketsFull {
+	var full *ticketsFull
+	if errors.As(err, &full) {
+		ctx.Response.Header.Set("Retry-After", strconv.Itoa(full.retrySeconds()))
 		api.Fail(ctx, fasthttp.StatusTooManyRequests, fmt.Sprintf(
-			"%d unused tickets are waiting, the limit: use them or let them expire (after %s, --ticket-ttl)", g.tickets.max, g.tickets.ttl))
+			"%v: use them, or retry after %d s, when the oldest expires (tickets live %s, --ticket-ttl)", full, full.retrySeconds(), g.tickets.ttl))
 		return
 	}
 	if err != nil {
