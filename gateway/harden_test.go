@@ -287,6 +287,15 @@ func TestNoLargeBodyBeforeAuthentication(t *testing.T) {
 func TestMaxConnsPerIP(t *testing.T) {
 	ts := startServer(t, Config{MaxConnsPerIP: 4})
 	addr := strings.TrimPrefix(ts.URL, "http://")
+	_, info := ts.call(t, "GET", "/v2/code/info", nil)
+	lim, _ := info["data"].(map[string]any)["limits"].(map[string]any)
+	for k, want := range map[string]float64{"max_conns_per_ip": 4, "unauthenticated_body_bytes": UnauthBodyLimit,
+		"max_header_bytes": 4096, "max_tickets_per_caller": 1000, "max_tickets": 10000} {
+		if lim[k] != want {
+			t.Errorf("/v2/code/info limits.%s: %v, want %v", k, lim[k], want)
+		}
+	}
+	ts.client.CloseIdleConnections() // the four below are the only ones
 	var held []net.Conn
 	defer func() {
 		for _, c := range held {

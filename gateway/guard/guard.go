@@ -128,6 +128,9 @@ func (g *Guard) AuthRequired() bool { return len(g.token) > 0 || g.jwt != nil }
 // TicketTTL is how long a ticket lives.
 func (g *Guard) TicketTTL() time.Duration { return g.tickets.ttl }
 
+// TicketLimits are the unused tickets one caller, and all callers, may hold.
+func (g *Guard) TicketLimits() (perCaller, all int) { return g.tickets.perCaller, g.tickets.max }
+
 // Listening tells the guard an address aiod serves on, so that Host may
 // name it. On a non-loopback address the machine's host name and the
 // addresses of its interfaces are allowed too. It returns a warning to
