@@ -138,17 +138,21 @@ func TestEveryAnswerHasSecureHeaders(t *testing.T) {
 		}
 	}
 	for what, req := range map[string]string{
-		"404":          "GET /no/such/route HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer s3cret\r\nConnection: close\r\n\r\n",
-		"405":          "PUT /healthz HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer s3cret\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-		"403 Host":     "GET /healthz HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n",
-		"403 Fetch":    "GET /v2/fs/download?path=/etc/hostname HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer s3cret\r\nSec-Fetch-Site: same-site\r\nSec-Fetch-Mode: no-cors\r\nConnection: close\r\n\r\n",
-		"413":          "POST /v2/fs/write HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer s3cret\r\nContent-Length: 2000000\r\n\r\n{",
-		"401 body":     "POST /v2/fs/write HTTP/1.1\r\nHost: " + host + "\r\nContent-Length: 2000000\r\n\r\n{",
-		"431":          "GET /healthz HTTP/1.1\r\nHost: " + host + "\r\nX-Big: " + strings.Repeat("a", 5000) + "\r\n\r\n",
-		"400":          "POST /v2/fs/write HTTP/1.1\r\nHost: " + host + "\r\nContent-Length: x1\r\n\r\n",
-		"400 chunked":  "POST /v2/fs/write HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer s3cret\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
-		"413 Expect":   "POST /v2/fs/write HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer s3cret\r\nExpect: 100-continue\r\nContent-Length: 2000000\r\n\r\n",
-		"401 Expect":   "POST /v2/fs/write HTTP/1.1\r\nHost: " + host + "\r\nExpect: 100-continue\r\nContent-Length: 2000000\r\n\r\n",
+		"404":         "GET /no/such/route HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer s3cret\r\nConnection: close\r\n\r\n",
+		"405":         "PUT /healthz HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer s3cret\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+		"403 Host":    "GET /healthz HTTP/1.1\r\nHost: evil.example\r\nConnection: close\r\n\r\n",
+		"403 Fetch":   "GET /v2/fs/download?path=/etc/hostname HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer s3cret\r\nSec-Fetch-Site: same-site\r\nSec-Fetch-Mode: no-cors\r\nConnection: close\r\n\r\n",
+		"413":         "POST /v2/fs/write HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer s3cret\r\nContent-Length: 2000000\r\n\r\n{",
+		"401 body":    "POST /v2/fs/write HTTP/1.1\r\nHost: " + host + "\r\nContent-Length: 2000000\r\n\r\n{",
+		"431":         "GET /healthz HTTP/1.1\r\nHost: " + host + "\r\nX-Big: " + strings.Repeat("a", 5000) + "\r\n\r\n",
+		"400":         "POST /v2/fs/write HTTP/1.1\r\nHost: " + host + "\r\nContent-Length: x1\r\n\r\n",
+		"400 chunked": "POST /v2/fs/write HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer s3cret\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+		"413 Expect":  "POST /v2/fs/write HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer s3cret\r\nExpect: 100-continue\r\nContent-Length: 2000000\r\n\r\n",
+		"401 Expect":  "POST /v2/fs/write HTTP/1.1\r\nHost: " + host + "\r\nExpect: 100-continue\r\nContent-Length: 2000000\r\n\r\n",
+		"101 WebSocket": "GET /v2/code/ws HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer s3cret\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n" +
+			"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
+		"WebSocket handshake refused": "GET /v2/code/ws HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer s3cret\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n" +
+			"Sec-WebSocket-Version: 8\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n",
 		"400 no Host":  "GET /healthz HTTP/1.1\r\n\r\n",
 		"400 bad line": "GET\r\n\r\n",
 	} {
