@@ -4,8 +4,9 @@ Aio(base_url, token=None).post/get/delete return the envelope's ``data`` and
 raise RuntimeError when ``success`` is false; ``.http`` is the underlying
 httpx client for raw requests (downloads, status codes).
 
-With a daemon started with ``--token T`` (or ``--jwt-public-key``), pass
-``token="T"`` (a token or a JWT), or set ``AIO_TOKEN``: it is sent as
+With a daemon started with a token T (``AIO_TOKEN=T aiod``, or ``--token-file``)
+or ``--jwt-public-key``, pass ``token="T"`` (a token or a JWT), or set
+``AIO_TOKEN``: it is sent as
 ``Authorization: Bearer T`` on every request.
 """
 import os

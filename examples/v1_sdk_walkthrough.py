@@ -23,7 +23,7 @@ DIR = sys.argv[2] if len(sys.argv) > 2 else "/tmp/analysis"
 class V1:
     def __init__(self, base_url, token=None, timeout=120.0):
         self.base_url = base_url
-        # With --token T, the SDK is given headers={"Authorization": "Bearer T"}.
+        # With a token T (AIO_TOKEN=T aiod), the SDK is given headers={"Authorization": "Bearer T"}.
         token = token if token is not None else os.environ.get("AIO_TOKEN")
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.http = httpx.Client(timeout=timeout, follow_redirects=True, headers=headers)

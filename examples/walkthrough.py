@@ -3,7 +3,7 @@
 Usage: python3 examples/walkthrough.py [BASE_URL] [OUT_DIR]
 Prints what the page prints; a test runs it and checks the output. It
 writes the downloaded chart as margin.png into OUT_DIR (default: the
-current folder). With a daemon started with --token T, set AIO_TOKEN=T.
+current folder). With a daemon started with a token (AIO_TOKEN=T aiod), set AIO_TOKEN=T here too.
 """
 import os
 import sys

@@ -53,11 +53,16 @@ type limits struct {
 	WSQueueBytes              int     `json:"ws_queue_bytes"`
 	ExecutionRetentionSeconds float64 `json:"execution_retention_seconds"`
 	ExecutionRetentionBytes   int     `json:"execution_retention_bytes"`
+	UnauthBodyBytes           int     `json:"unauthenticated_body_bytes"` // body without valid credentials, when they are required
+	MaxHeaderBytes            int     `json:"max_header_bytes"`
+	MaxConnsPerIP             int     `json:"max_conns_per_ip"` // 0: none
+	MaxTicketsPerCaller       int     `json:"max_tickets_per_caller"`
+	MaxTickets                int     `json:"max_tickets"`
 }
 
 func (s *Server) limits() limits {
 	a, lim := s.reg.AdmissionStats(), s.live.limits.Load()
-	return limits{
+	l := limits{
 		DefaultTimeout: s.cfg.DefaultTimeout.Seconds(), MaxTimeout: s.cfg.MaxTimeout.Seconds(),
 		KernelIdleSeconds: s.cfg.KernelIdle.Seconds(), NativeIdleSeconds: s.cfg.NativeIdle.Seconds(),
 		OutputBudgetBytes: s.cfg.OutputBudget, MaxBodyBytes: s.cfg.MaxBody,
@@ -66,7 +71,10 @@ func (s *Server) limits() limits {
 		StartQueueTimeoutSeconds: a.Limit.StartQueueWait.Seconds(), Starting: a.Gate.Starting, StartsQueued: a.Gate.Queued,
 		WSMaxInFlight: lim.MaxInFlight, WSQueueBytes: lim.QueueBytes,
 		ExecutionRetentionSeconds: s.cfg.ExecutionRetention.Seconds(), ExecutionRetentionBytes: s.cfg.ExecutionRetentionBytes,
+		UnauthBodyBytes: UnauthBodyLimit, MaxHeaderBytes: headerLimit, MaxConnsPerIP: s.cfg.MaxConnsPerIP,
 	}
+	l.MaxTicketsPerCaller, l.MaxTickets = s.guard.TicketLimits()
+	return l
 }
 
 func (s *Server) codeInterpreter(tenant string) codeInterpreter {

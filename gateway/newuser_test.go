@@ -587,7 +587,7 @@ func TestRuntimeStartBlamesMissingWorkdir(t *testing.T) {
 	}
 }
 
-// Item 10: the walkthroughs run under --token with AIO_TOKEN set, and the
+// Item 10: the walkthroughs run under a token with AIO_TOKEN set, and the
 // v2 one writes margin.png into the current folder, as the README says.
 func TestWalkthroughsWithToken(t *testing.T) {
 	const token = "walk-t0ken"
@@ -599,7 +599,7 @@ func TestWalkthroughsWithToken(t *testing.T) {
 	cmd.Dir = cwd
 	cmd.Env = append(os.Environ(), "AIO_TOKEN="+token)
 	if b, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(b), "\n404\n") {
-		t.Fatalf("walkthrough under --token with AIO_TOKEN: %v\n%s", err, b)
+		t.Fatalf("walkthrough under a token with AIO_TOKEN: %v\n%s", err, b)
 	}
 	if png, err := os.ReadFile(filepath.Join(cwd, "margin.png")); err != nil || !strings.HasPrefix(string(png), "\x89PNG") {
 		t.Fatalf("margin.png not written into the current folder (%v)", err)
@@ -607,7 +607,7 @@ func TestWalkthroughsWithToken(t *testing.T) {
 	v1 := exec.Command("/usr/bin/python3", "../examples/v1_sdk_walkthrough.py", ts.URL, t.TempDir())
 	v1.Env = append(os.Environ(), "AIO_TOKEN="+token)
 	if b, err := v1.CombinedOutput(); err != nil || !strings.Contains(string(b), "done\n") {
-		t.Fatalf("v1 walkthrough under --token with AIO_TOKEN: %v\n%s", err, b)
+		t.Fatalf("v1 walkthrough under a token with AIO_TOKEN: %v\n%s", err, b)
 	}
 	// Without the token the guard still refuses: the test is not vacuous.
 	bare := exec.Command("/usr/bin/python3", script, ts.URL, t.TempDir())

@@ -6,6 +6,8 @@ import (
 	"context"
 	"fmt"
 	"html"
+	"image"
+	"image/png"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -272,4 +274,128 @@ func runCSRF(t *testing.T, root string, cfg any) map[string]json.RawMessage {
 		t.Errorf("node web/e2e/csrf.js: %v", err)
 	}
 	return seen
+}
+
+// readsPage is a page that tries to read aiod's answers by embedding them,
+// which a browser does without CORS: a <script> whose code sets
+// window.__pwned, an <img>, and a probe that tells an existing file from a
+// missing one by whether a <script> loads. base is aiod's URL ("" for the
+// page's own origin); js, png and missing are paths on aiod's machine.
+// The link #dl navigates to the download of js.
+func readsPage(base, js, png, missing string) string {
+	q := func(route, p string) string { return base + route + "?path=" + url.QueryEscape(p) }
+	jsq := func(v any) string { b, _ := json.Marshal(v); return string(b) }
+	return fmt.Sprintf(`<!doctype html><meta charset="utf-8"><title>not aiod</title>
+<a id="dl" href="%s">download</a>
+<script>
+'use strict';
+window.__pwned = false;
+const R = window.__results = {};
+const all = [];
+const settle = (name, p) => all.push(p.then((v) => { R[name] = v; }));
+const script = (src) => new Promise((res) => {
+  const s = document.createElement('script');
+  s.onload = () => res('load');
+  s.onerror = () => res('error');
+  s.src = src;
+  document.head.appendChild(s);
+  setTimeout(() => res('timeout'), 30000);
+});
+const img = (src) => new Promise((res) => {
+  const i = new Image();
+  i.onload = () => res('load ' + i.naturalWidth);
+  i.onerror = () => res('error ' + i.naturalWidth);
+  i.src = src;
+  setTimeout(() => res('timeout'), 30000);
+});
+settle('script-v2', script(%s));
+settle('script-v1', script(%s));
+settle('img-v2', img(%s));
+settle('img-v1', img(%s));
+settle('probe-existing', script(%s));
+settle('probe-missing', script(%s));
+Promise.all(all).then(() => { R.pwned = String(window.__pwned); window.__done = true; });
+</script>`, html.EscapeString(q("/v2/fs/download", js)),
+		jsq(q("/v2/fs/download", js)), jsq(q("/v1/file/download", js)),
+		jsq(q("/v2/fs/download", png)), jsq(q("/v1/file/download", png)),
+		jsq(q("/v2/fs/download", js)), jsq(q("/v2/fs/download", missing)))
+}
+
+// TestBrowserCannotReadAiod runs, in headless Chromium, a page on another
+// port of 127.0.0.1 (same-site, another origin) that embeds files from a
+// gateway with default flags: a <script> from the download routes must not
+// run, an <img> must not load, and the existence probe must answer the
+// same for an existing and a missing file. Following a link to a download
+// still works. The control is the same page served from aiod's own origin
+// (a proxy in front of the gateway serves it and passes everything else
+// on): there the script runs, the image loads and the probe tells the
+// files apart, which shows the attempts are real.
+func TestBrowserCannotReadAiod(t *testing.T) {
+	root := e2eSetup(t)
+	def := startServer(t, Config{})
+	dir := t.TempDir()
+	js, pngFile, missing := filepath.Join(dir, "secret.js"), filepath.Join(dir, "secret.png"), filepath.Join(dir, "missing.js")
+	const jsText = "window.__pwned = true;\n"
+	if err := os.WriteFile(js, []byte(jsText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var pngBuf bytes.Buffer
+	im := image.NewRGBA(image.Rect(0, 0, 4, 3))
+	for i := range im.Pix {
+		im.Pix[i] = 0xff
+	}
+	if err := png.Encode(&pngBuf, im); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(pngFile, pngBuf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// The attacker's page, on another port.
+	other := serveHTTP(t, "127.0.0.1:0", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, readsPage(def.URL, js, pngFile, missing))
+	}))
+	// The control: the page from aiod's own origin, through a proxy.
+	target, _ := url.Parse(def.URL)
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	px := httputil.NewSingleHostReverseProxy(target)
+	px.Transport = tr
+	mux := http.NewServeMux()
+	mux.HandleFunc("/reads", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		fmt.Fprint(w, readsPage("", js, pngFile, missing))
+	})
+	mux.Handle("/", px)
+	same := serveHTTP(t, "127.0.0.1:0", mux)
+
+	seen := runCSRF(t, root, map[string]any{"scenarios": []map[string]string{
+		{"name": "other-origin", "kind": "reads", "page": other + "/reads"},
+		{"name": "same-origin", "kind": "reads", "page": same + "/reads"},
+	}})
+	results := func(name string) map[string]string {
+		var r map[string]string
+		if err := json.Unmarshal(seen[name], &r); err != nil {
+			t.Fatalf("%s: no results (%v)", name, err)
+		}
+		return r
+	}
+	o, s := results("other-origin"), results("same-origin")
+	t.Logf("another origin saw %v; aiod's own origin saw %v", o, s)
+	for k, want := range map[string]string{"script-v2": "load", "script-v1": "load", "img-v2": "load 4", "img-v1": "load 4",
+		"probe-existing": "load", "probe-missing": "error", "pwned": "true", "download": jsText} {
+		if s[k] != want {
+			t.Errorf("control, same origin, %s: %q, want %q (the attempt does not work even where it should)", k, s[k], want)
+		}
+	}
+	for k, want := range map[string]string{"script-v2": "error", "script-v1": "error", "img-v2": "error 0", "img-v1": "error 0",
+		"pwned": "false", "download": jsText} {
+		if o[k] != want {
+			t.Errorf("another origin, %s: %q, want %q", k, o[k], want)
+		}
+	}
+	if o["probe-existing"] != o["probe-missing"] {
+		t.Errorf("another origin tells an existing file (%s) from a missing one (%s)", o["probe-existing"], o["probe-missing"])
+	}
 }

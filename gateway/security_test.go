@@ -410,7 +410,7 @@ func signJWT(t testing.TB, m jwt.SigningMethod, key any, claims jwt.MapClaims) s
 
 // TestJWTAndTickets runs code with a JWT (RS256, the key given as base64
 // PEM as the AIO sandbox does), refuses the bad ones with
-// WWW-Authenticate, keeps --token working beside it, and uses tickets on
+// WWW-Authenticate, keeps the token working beside it, and uses tickets on
 // the WebSocket: once, within their TTL.
 func TestJWTAndTickets(t *testing.T) {
 	key := testRSAKey()
@@ -559,7 +559,7 @@ func TestNonLoopbackListen(t *testing.T) {
 	if st, _, _ := ts.secReq(t, "GET", "/healthz", "", nil, map[string]string{"Host": "evil.example"}); st != 403 {
 		t.Errorf("Host evil.example: %d", st)
 	}
-	if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "--token") || !strings.Contains(l, "--jwt-public-key") {
+	if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "AIO_TOKEN") || !strings.Contains(l, "--jwt-public-key") {
 		t.Errorf("no warning about listening beyond loopback without credentials:\n%s", l)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/aiod/aiod/gateway/api"
@@ -59,6 +60,8 @@ type Config struct {
 	AllowedHosts            []string          // Host names allowed besides loopback and the daemon's own addresses; "*" turns the check off
 	JWTPublicKey            string            // PEM public key (or its base64) verifying bearer JWTs; "" for none
 	TicketTTL               time.Duration     // lifetime of a ticket from POST /tickets; 30 s
+	MaxTicketsPerCaller     int               // unused tickets one caller may hold; 1000
+	MaxConnsPerIP           int               // connections at once from one client address; 0 for no limit (the daemon's default is 256)
 	Isolation               backend.Isolation // per-runtime limits, runtime user and environment allow list of local runtimes
 	Logger                  *slog.Logger
 }
@@ -110,6 +113,12 @@ type Server struct {
 	metrics *metrics // metrics.go: the Prometheus registry behind /metrics
 	mcp     *mcpServer
 	hostFS  *fsplane.HostFS // the file plane's view without tenants or a runtime user
+
+	// unauthBody holds the *fasthttp.RequestHeader of each request that was
+	// given the small body limit (headerReceived), until it is answered:
+	// fasthttp resets a request whose chunked body broke the limit before
+	// the ErrorHandler sees it, so the header cannot be checked again then.
+	unauthBody sync.Map
 }
 
 // New discovers the interpreters and builds the routes.
@@ -118,7 +127,7 @@ func New(cfg Config) (*Server, error) {
 	g, err := guard.New(guard.Config{
 		AllowedHosts: cfg.AllowedHosts, AllowedOrigins: cfg.AllowedOrigins,
 		Token: cfg.Token, JWTPublicKey: cfg.JWTPublicKey, TicketTTL: cfg.TicketTTL,
-		OpenPaths: openPaths(cfg), Logger: cfg.Logger,
+		MaxTicketsPerCaller: cfg.MaxTicketsPerCaller, OpenPaths: openPaths(cfg), Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, err
@@ -157,20 +166,68 @@ func New(cfg Config) (*Server, error) {
 	if !cfg.NoAccessLog {
 		handler = accessLog(cfg.Logger, handler)
 	}
+	served := handler
+	handler = func(ctx *fasthttp.RequestCtx) {
+		s.unauthBody.Delete(&ctx.Request.Header) // the guard answers it, body read or not
+		served(ctx)
+	}
 	s.http = &fasthttp.Server{
-		Handler:              handler,
-		Name:                 "aiod",
-		MaxRequestBodySize:   cfg.MaxBody,
-		ReadTimeout:          60 * time.Second,
-		IdleTimeout:          120 * time.Second,
-		ErrorHandler:         s.transportError,
-		NoDefaultContentType: true,
-		CloseOnShutdown:      true,
-		TCPKeepalive:         true,
-		Logger:               fasthttpLogger{cfg.Logger},
-		ExpectHandler:        s.expect,
+		Handler:               handler,
+		Name:                  "aiod",
+		MaxRequestBodySize:    cfg.MaxBody,
+		ReadBufferSize:        headerLimit,
+		ReadTimeout:           60 * time.Second,
+		IdleTimeout:           120 * time.Second,
+		HeaderReceived:        s.headerReceived,
+		ErrorHandler:          s.transportError,
+		MaxConnsPerIP:         cfg.MaxConnsPerIP,
+		NoDefaultContentType:  true,
+		CloseOnShutdown:       true,
+		TCPKeepalive:          true,
+		SecureErrorLogMessage: true, // fasthttp's messages never quote the request (credentials travel in it)
+		Logger:                fasthttpLogger{cfg.Logger},
+		ExpectHandler:         s.expect,
 	}
 	return s, nil
+}
+
+// headerLimit is the largest request header aiod reads (fasthttp's read
+// buffer); a larger one is answered 431.
+const headerLimit = 4096
+
+// UnauthBodyLimit is the body a request may send when credentials are
+// required and its header carries none that pass (a chunked body is
+// counted the same): nothing large is read before authentication.
+const UnauthBodyLimit = 8 << 10
+
+// headerReceived runs once a request's header is read, before its body:
+// when credentials are required and the header carries none that pass
+// (the guard's check, a ticket looked at but not used up), the body limit
+// is UnauthBodyLimit instead of --max-body.
+func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
+	if n := h.ContentLength(); n == -2 || (n >= 0 && n <= UnauthBodyLimit) {
+		return fasthttp.RequestConfig{} // no body (-2), or one below the limit
+	}
+	if s.guard.HeaderAuthorized(h) {
+		s.unauthBody.Delete(h)
+		return fasthttp.RequestConfig{}
+	}
+	s.unauthBody.Store(h, true)
+	return fasthttp.RequestConfig{MaxRequestBodySize: UnauthBodyLimit}
+}
+
+// tookUnauthBody reports, once, whether ctx's request was given the small
+// body limit.
+func (s *Server) tookUnauthBody(ctx *fasthttp.RequestCtx) bool {
+	_, ok := s.unauthBody.LoadAndDelete(&ctx.Request.Header)
+	return ok
+}
+
+// refuseUnauthBody answers a request without valid credentials whose body
+// is larger than UnauthBodyLimit: 401, as the guard would have.
+func (s *Server) refuseUnauthBody(ctx *fasthttp.RequestCtx) {
+	s.guard.Unauthorized(ctx, fmt.Sprintf(
+		"no valid credentials, and a request without them may send at most %d bytes of body", UnauthBodyLimit))
 }
 
 // reqCtx is the context for a request's work. A *fasthttp.RequestCtx is a
@@ -238,25 +295,72 @@ func openPaths(cfg Config) []string {
 	return p
 }
 
-// transportError answers requests fasthttp could not read.
+// transportError answers requests fasthttp could not read. Its answers are
+// fixed texts: fasthttp's errors can quote the request, and credentials
+// (Authorization, ?token=) travel in it.
 func (s *Server) transportError(ctx *fasthttp.RequestCtx, err error) {
-	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+	guard.SecureHeaders(ctx)
+	var (
+		small  *fasthttp.ErrSmallBuffer
+		broken fasthttp.ErrBrokenChunk
+		te     interface{ Timeout() bool }
+	)
+	unauth := s.tookUnauthBody(ctx)
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge) && unauth:
+		s.refuseUnauthBody(ctx)
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
 		api.Fail(ctx, fasthttp.StatusRequestEntityTooLarge,
 			fmt.Sprintf("request body is larger than the %d-byte limit (--max-body)", s.cfg.MaxBody))
-		return
-	}
-	var te interface{ Timeout() bool }
-	if errors.As(err, &te) && te.Timeout() {
+	case errors.As(err, &small):
+		api.Fail(ctx, fasthttp.StatusRequestHeaderFieldsTooLarge,
+			fmt.Sprintf("request headers are larger than %d bytes: send fewer or shorter headers (a long URL counts too)", headerLimit))
+	case errors.As(err, &te) && te.Timeout():
 		api.Fail(ctx, fasthttp.StatusRequestTimeout, "request was not read in time")
-		return
+	case errors.As(err, &broken):
+		api.Fail(ctx, fasthttp.StatusBadRequest, "cannot read request: the chunked body is malformed")
+	default:
+		api.Fail(ctx, fasthttp.StatusBadRequest, "cannot read request: "+transportReason(err))
 	}
-	api.Fail(ctx, fasthttp.StatusBadRequest, "cannot read request: "+err.Error())
+}
+
+// transportReason says in fixed words what was wrong with a request
+// fasthttp could not read.
+func transportReason(err error) string {
+	for _, r := range []struct {
+		err error
+		why string
+	}{
+		{fasthttp.ErrDuplicateContentLength, "Content-Length is given twice"},
+		{fasthttp.ErrNonNumericChars, "Content-Length is not a number"},
+		{fasthttp.ErrUnsupportedTransferEncoding, "the Transfer-Encoding is not supported (only chunked is)"},
+		{fasthttp.ErrMissingRequestMethod, "the request line has no method"},
+		{fasthttp.ErrUnsupportedRequestMethod, "the request method is not supported"},
+		{fasthttp.ErrEmptyRequestURI, "the request line has no URI"},
+		{fasthttp.ErrorInvalidURI, "the request URI is not valid"},
+		{fasthttp.ErrBadTrailer, "the chunked body's trailer is not allowed"},
+	} {
+		if errors.Is(err, r.err) {
+			return r.why
+		}
+	}
+	return "it is not a valid HTTP/1.1 request"
 }
 
 // expect refuses an "Expect: 100-continue" upload larger than the body
-// limit before the client sends it (curl asks for bodies over 1 MiB).
+// limit before the client sends it (curl asks for bodies over 1 MiB): 401
+// when it has no valid credentials (and was given the small limit), 413
+// when it is larger than --max-body.
 func (s *Server) expect(ctx *fasthttp.RequestCtx) int {
+	if s.tookUnauthBody(ctx) {
+		guard.SecureHeaders(ctx)
+		s.refuseUnauthBody(ctx)
+		return fasthttp.StatusUnauthorized
+	}
 	if n := ctx.Request.Header.ContentLength(); n > s.cfg.MaxBody {
+		guard.SecureHeaders(ctx)
+		api.Fail(ctx, fasthttp.StatusRequestEntityTooLarge,
+			fmt.Sprintf("request body is larger than the %d-byte limit (--max-body)", s.cfg.MaxBody))
 		return fasthttp.StatusRequestEntityTooLarge
 	}
 	return fasthttp.StatusContinue

@@ -190,8 +190,9 @@ func (v *v1) nodeExecute(ctx *fasthttp.RequestCtx) {
 		exit int
 	)
 	if c.hasStdin() {
-		// A node process of its own, whose standard input is the text.
-		res, exit = v.s.rt.RunNode(v.s.reqCtx(), c.Code, *c.Stdin, c.Cwd, c.Timeout, v.s.cfg.OutputBudget, c.Tenant)
+		if res, exit, ok = v.runNode(ctx, c); !ok {
+			return
+		}
 	} else {
 		if res, ok = v.runOr(ctx, c.v1Call); !ok {
 			return
@@ -203,6 +204,22 @@ func (v *v1) nodeExecute(ctx *fasthttp.RequestCtx) {
 		msg += "; " + c.Note
 	}
 	v1Answer(ctx, res, msg, v1NodeData(res, exit))
+}
+
+// runNode runs a call with stdin in a node process of its own, whose
+// standard input is the text. The process is admitted like every runtime
+// start (Registry.AdmitProcess): it counts against --max-sessions until the
+// call answers and waits its turn at the start gate; a refusal is answered
+// as every route answers one.
+func (v *v1) runNode(ctx *fasthttp.RequestCtx, c v1NodeCall) (*stream.Result, int, bool) {
+	started, done, err := v.s.reg.AdmitProcess(v.s.reqCtx(), ownerOf(ctx))
+	if err != nil {
+		runError(err, c.execCall).write(ctx)
+		return nil, 0, false
+	}
+	defer done()
+	res, exit := v.s.rt.RunNode(v.s.reqCtx(), c.Code, *c.Stdin, c.Cwd, c.Timeout, v.s.cfg.OutputBudget, started, c.Tenant)
+	return res, exit, true
 }
 
 func (c *v1NodeCall) hasStdin() bool { return c.Stdin != nil && *c.Stdin != "" }

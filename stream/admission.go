@@ -184,6 +184,56 @@ func (r *Registry) admit(owner string) error {
 	return nil
 }
 
+// AdmitProcess admits a runtime that serves one call outside any session
+// (the one-shot node process of /v1/nodejs/execute with stdin), for the
+// caller owner: it counts against the session caps like a one-shot
+// session, and its start waits its turn at the start gate, with the same
+// refusals (a *LimitError; ErrShuttingDown once Close has begun). Call
+// started once the process runs, to give the start slot back, and done
+// when the call has answered, to free its session slot (and the start
+// slot, if started was not called). Both may be called more than once.
+func (r *Registry) AdmitProcess(ctx context.Context, owner string) (started, done func(), err error) {
+	r.mu.Lock()
+	if r.closing {
+		r.mu.Unlock()
+		return nil, nil, ErrShuttingDown
+	}
+	if err := r.admit(owner); err != nil {
+		r.mu.Unlock()
+		return nil, nil, err
+	}
+	r.live++
+	r.owners[owner]++
+	r.procs++
+	r.mu.Unlock()
+	var once sync.Once
+	free := func() {
+		once.Do(func() {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.live--
+			r.procs--
+			if r.owners[owner]--; r.owners[owner] <= 0 {
+				delete(r.owners, owner)
+			}
+		})
+	}
+	gctx, cancel := context.WithCancel(r.ctx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, cancel)
+	defer stop()
+	release, err := r.gate.acquire(gctx)
+	if err != nil {
+		free()
+		if le, ok := err.(*LimitError); ok {
+			r.counters.Count(AdmissionRejects, le.Reason, 1)
+			return nil, nil, le
+		}
+		return nil, nil, &StartError{Err: err}
+	}
+	return release, func() { release(); free() }, nil
+}
+
 // count and uncount keep the session caps' tally of s; r.mu is held.
 // uncount is idempotent.
 func (r *Registry) count(s *Session, owner string) {
@@ -209,7 +259,7 @@ func (r *Registry) uncount(s *Session) {
 func (r *Registry) slotETA(now time.Time) time.Duration {
 	const soon, most = 2 * time.Second, time.Minute
 	eta := most
-	if len(r.temps) > 0 {
+	if len(r.temps) > 0 || r.procs > 0 {
 		eta = soon
 	}
 	for _, s := range r.sessions {

@@ -143,6 +143,64 @@ func TestSessionCaps(t *testing.T) {
 	}
 }
 
+// A process admitted outside any session (AdmitProcess) counts against the
+// caps like a one-shot session until done, per caller too, and waits its
+// turn at the start gate until started.
+func TestAdmitProcess(t *testing.T) {
+	fs := &fakes{}
+	reg := NewRegistry(Config{Admission: Admission{MaxSessions: 2, MaxSessionsPerKey: 1, MaxStarts: 1, StartQueue: 0, StartQueueWait: time.Second}})
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = reg.Close(ctx)
+	})
+	started, done, err := reg.AdmitProcess(context.Background(), "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := reg.AdmissionStats(); st.Live != 1 || st.Gate.Starting != 1 {
+		t.Fatalf("one admitted, not started: %+v", st)
+	}
+	var le *LimitError
+	if _, _, err := reg.AdmitProcess(context.Background(), "alice"); !errors.As(err, &le) || le.Reason != RejectSessionsKey {
+		t.Fatalf("alice's second: %v", err)
+	}
+	if _, _, err := reg.AdmitProcess(context.Background(), "bob"); !errors.As(err, &le) || le.Status != 503 || le.Reason != RejectQueueFull {
+		t.Fatalf("bob's while alice's start holds the only slot: %v", err)
+	}
+	if st := reg.AdmissionStats(); st.Live != 1 {
+		t.Fatalf("a refused start kept its slot: %+v", st)
+	}
+	started()
+	started() // idempotent
+	bobStarted, bobDone, err := reg.AdmitProcess(context.Background(), "bob")
+	if err != nil {
+		t.Fatalf("bob's after alice's started: %v", err)
+	}
+	bobStarted()
+	_, _, err = reg.OpenFor("carol", "carol", "javascript", "c1", fs.backend())
+	if !errors.As(err, &le) || le.Reason != RejectSessions || !strings.Contains(le.Msg, "2 sessions are live") || le.RetrySeconds() > 2 {
+		t.Fatalf("a session over the cap with two processes in flight: %v", err)
+	}
+	done()
+	done() // idempotent
+	bobDone()
+	if st := reg.AdmissionStats(); st.Live != 0 || st.Gate.Starting != 0 {
+		t.Fatalf("after both are done: %+v", st)
+	}
+	if _, _, err := reg.OpenFor("carol", "carol", "javascript", "c1", fs.backend()); err != nil {
+		t.Fatalf("after they are done: %v", err)
+	}
+	_, d, err := reg.AdmitProcess(context.Background(), "dave")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d() // done without started gives the start slot back too
+	if st := reg.AdmissionStats(); st.Gate.Starting != 0 || st.Live != 1 {
+		t.Fatalf("done before started: %+v", st)
+	}
+}
+
 // Error kinds: a raised exception, a timeout, an interrupt and a death by
 // the memory limit are told apart; the next call after the memory death
 // runs fresh and says why.

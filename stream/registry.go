@@ -58,8 +58,9 @@ type Registry struct {
 	kernels  map[string]*Session   // by KernelID, every tenant's (ids are unique)
 	temps    map[*Session]struct{} // temporary sessions not released yet
 	ended    *endedLog             // recently ended named sessions, for the next call's message
-	live     int                   // sessions counted against the caps: named ones, and temporary ones not released
+	live     int                   // sessions counted against the caps: named ones, temporary ones not released, and admitted processes
 	owners   map[string]int        // live sessions by caller key
+	procs    int                   // processes admitted by AdmitProcess and not done
 	closing  bool
 	closed   bool // Close has waited for the background work
 

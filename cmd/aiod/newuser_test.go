@@ -109,7 +109,7 @@ func TestAccessLogAndLossLogs(t *testing.T) {
 	const token = "acc3ss-t0ken"
 	// Four kernels start one after another: on a loaded machine one can take
 	// more than the default minute.
-	d := startDaemon(t, "--code-backend", "kernel", "--token", token, "--kernel-idle", "4", "--kernel-start-timeout", "180")
+	d := startDaemonEnv(t, []string{"AIO_TOKEN=" + token}, "--code-backend", "kernel", "--kernel-idle", "4", "--kernel-start-timeout", "180")
 	d.token = token
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -40,11 +40,15 @@ type options struct {
 	shutdownTimeout    time.Duration
 	logLevel           slog.Level
 	logFormat          string
-	token              string
+	token              string // AIO_TOKEN, or read from tokenFile
+	tokenFile          string
 	allowedOrigins     string
 	allowedHosts       string
 	jwtPublicKey       string
+	jwtPublicKeyFile   string
 	ticketTTL          time.Duration
+	maxTicketsPerCall  int
+	maxConnsPerIP      int
 	memoryLimit        int
 	kernelPrewarm      int
 	codePrewarm        int
@@ -52,7 +56,8 @@ type options struct {
 	kernelStart        string
 	kernelTransport    string
 	jupyterEndpoint    string
-	jupyterToken       string
+	jupyterToken       string // AIO_JUPYTER_TOKEN, or read from jupyterTokenFile
+	jupyterTokenFile   string
 	jupyterKernel      string
 	jupyterStart       time.Duration
 	jupyterProbe       time.Duration
@@ -95,6 +100,7 @@ var kinds = map[string]string{
 	"addr": "host:port", "code-backend": "auto|native|kernel", "kernel-name": "kernelspec",
 	"workdir": "folder", "jupyter-endpoint": "url", "jupyter-token": "token", "jupyter-kernel": "kernelspec",
 	"token": "token", "jwt-public-key": "pem", "allowed-hosts": "list", "allowed-origins": "list",
+	"token-file": "file", "jupyter-token-file": "file", "jwt-public-key-file": "file",
 	"log-format": "text|json", "runtime-user": "name|uid[:gid]", "runtime-env-allow": "list",
 	"isolation": "auto|tenant|none", "state-dir": "folder", "runtime-network": "none|host",
 }
@@ -128,6 +134,7 @@ func (o *options) settings() []setting {
 		{"kernel-transport", "AIO_KERNEL_TRANSPORT", "auto", "sockets of local kernels: auto (ipc for ipykernel kernelspecs, tcp for others), ipc (Unix sockets in the kernel's 0700 folder) or tcp (loopback ports)", strSetter(&o.kernelTransport)},
 		{"jupyter-endpoint", "AIO_JUPYTER_ENDPOINT", "", "http(s)://host:port[/base] of a Jupyter server (Jupyter Server, Kernel or Enterprise Gateway) to run Python kernels on while it answers", strSetter(&o.jupyterEndpoint)},
 		{"jupyter-token", "AIO_JUPYTER_TOKEN", "", "token for that server, sent as Authorization: token T", strSetter(&o.jupyterToken)},
+		{"jupyter-token-file", "AIO_JUPYTER_TOKEN_FILE", "", "file holding that token (a trailing newline is dropped); instead of AIO_JUPYTER_TOKEN", strSetter(&o.jupyterTokenFile)},
 		{"jupyter-kernel", "AIO_JUPYTER_KERNEL", "", "kernelspec to start on that server (default: its default)", strSetter(&o.jupyterKernel)},
 		{"jupyter-start-timeout", "AIO_JUPYTER_START_TIMEOUT", "120", "seconds a remote kernel may take to start (minutes on a cluster)", secSetter(&o.jupyterStart)},
 		{"jupyter-probe-interval", "AIO_JUPYTER_PROBE_INTERVAL", "30", "seconds between reachability probes of that server", secSetter(&o.jupyterProbe)},
@@ -140,8 +147,12 @@ func (o *options) settings() []setting {
 		{"start-queue", "AIO_START_QUEUE", "512", "runtime starts that may wait for a start slot; past it a start is refused at once with 503 and Retry-After", limitSetter(&o.startQueue, false)},
 		{"start-queue-timeout", "AIO_START_QUEUE_TIMEOUT", "60", "seconds a runtime start may wait for a start slot before the call gets 503 and Retry-After", secSetter(&o.startQueueWait)},
 		{"token", "AIO_TOKEN", "", "API token required on every route but /healthz (Authorization: Bearer, or ?token=)", strSetter(&o.token)},
-		{"jwt-public-key", "AIO_JWT_PUBLIC_KEY", "", "PEM public key, or its base64, verifying Authorization: Bearer JWTs (RS*, PS*, ES*, EdDSA; exp required); also read from JWT_PUBLIC_KEY", strSetter(&o.jwtPublicKey)},
+		{"token-file", "AIO_TOKEN_FILE", "", "file holding the API token (a trailing newline is dropped); instead of AIO_TOKEN", strSetter(&o.tokenFile)},
+		{"jwt-public-key", "AIO_JWT_PUBLIC_KEY", "", "PEM public key, or its base64, verifying Authorization: Bearer JWTs (RS*, PS*, ES*, EdDSA; sub and exp required); also read from JWT_PUBLIC_KEY", strSetter(&o.jwtPublicKey)},
+		{"jwt-public-key-file", "AIO_JWT_PUBLIC_KEY_FILE", "", "file holding that public key (PEM, or its base64); instead of --jwt-public-key", strSetter(&o.jwtPublicKeyFile)},
 		{"ticket-ttl", "AIO_TICKET_TTL_SECONDS", "30", "seconds a single-use ticket from POST /tickets lives; also read from TICKET_TTL_SECONDS", secSetter(&o.ticketTTL)},
+		{"max-tickets-per-caller", "AIO_MAX_TICKETS_PER_CALLER", "1000", "unused tickets one caller (the JWT sub, or the token) may hold; past it POST /tickets gets 429 and Retry-After", rangeSetter(&o.maxTicketsPerCall, 1, 10000)},
+		{"max-conns-per-ip", "AIO_MAX_CONNS_PER_IP", "256", "connections at once from one client address (WebSockets included); past it a new one is answered 429 and closed; 0 means no limit", rangeSetter(&o.maxConnsPerIP, 0, 1_000_000)},
 		{"allowed-hosts", "AIO_ALLOWED_HOSTS", "", "comma-separated Host names accepted besides loopback and the daemon's own addresses (*.example.com for subdomains); * turns the Host check off", strSetter(&o.allowedHosts)},
 		{"allowed-origins", "AIO_ALLOWED_ORIGINS", "", "comma-separated origins allowed on state-changing requests, CORS and WebSockets besides the request's own; * allows any", strSetter(&o.allowedOrigins)},
 		{"metrics-public", "AIO_METRICS_PUBLIC", "false", "serve /metrics without credentials (for a scraper that cannot send a token)", boolSetter(&o.metricsPublic)},
@@ -207,6 +218,18 @@ func limitSetter(p *int, auto bool) setter {
 				return fmt.Errorf("want auto or an integer from 0 to 1000000, got %q", v)
 			}
 			return fmt.Errorf("want an integer from 0 to 1000000, got %q", v)
+		}
+		*p = n
+		return nil
+	}}
+}
+
+// rangeSetter reads a count from lo to hi.
+func rangeSetter(p *int, lo, hi int) setter {
+	return setter{"count", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < lo || n > hi {
+			return fmt.Errorf("want an integer from %d to %d, got %q", lo, hi, v)
 		}
 		*p = n
 		return nil
@@ -350,6 +373,11 @@ func (s setting) kind() string {
 	return s.set.kind
 }
 
+// secretFlags are the settings that hold a secret, with the flag that
+// reads it from a file. They are set by their variable or that file, never
+// on the command line: /proc/PID/cmdline is readable by every local user.
+var secretFlags = map[string]string{"token": "token-file", "jupyter-token": "jupyter-token-file"}
+
 // envAliases are variables read when a setting's AIO_* variable is unset:
 // the AIO sandbox's names, so its deployments configure aiod unchanged.
 var envAliases = map[string]string{
@@ -367,6 +395,7 @@ func parseOptions(args []string, lookup func(string) (string, bool), out io.Writ
 	fs.SetOutput(io.Discard) // errors are reported once, by main
 	sets := o.settings()
 	from := map[string]string{} // flag -> where its value came from: "--flag" or the variable
+	var onCmdline []setting     // secret settings given as flags
 	for _, s := range sets {
 		v, src := s.def, s.env
 		if e, ok := lookup(s.env); ok && e != "" {
@@ -385,6 +414,15 @@ func parseOptions(args []string, lookup func(string) (string, bool), out io.Writ
 		}
 		fn := s.set.fn
 		name := s.flag
+		if secretFlags[name] != "" {
+			// Registered so that it is recognised and refused below; the
+			// value is dropped unread, and never quoted in an error.
+			fs.Func(name, s.help, func(string) error {
+				onCmdline = append(onCmdline, s)
+				return nil
+			})
+			continue
+		}
 		fs.Func(s.flag, s.help, func(v string) error {
 			from[name] = "--" + name
 			return fn(v)
@@ -405,15 +443,65 @@ func parseOptions(args []string, lookup func(string) (string, bool), out io.Writ
 	if fs.NArg() > 0 {
 		return nil, &usageError{fmt.Sprintf("unexpected arguments: %s (aiod takes flags only; see aiod --help)", strings.Join(fs.Args(), " "))}
 	}
-	if err := o.check(func(flag string) string {
+	if len(onCmdline) > 0 {
+		s := onCmdline[0]
+		return nil, &usageError{fmt.Sprintf("--%s: a secret on the command line can be read by every local user (/proc/PID/cmdline); set %s, or put it in a file and give --%s FILE",
+			s.flag, s.env, secretFlags[s.flag])}
+	}
+	name := func(flag string) string {
 		if f := from[flag]; f != "" {
 			return f
 		}
 		return "--" + flag
-	}); err != nil {
+	}
+	if err := o.readFiles(name); err != nil {
+		return nil, err
+	}
+	if err := o.check(name); err != nil {
 		return nil, err
 	}
 	return o, nil
+}
+
+// readFiles reads the settings given as files: the API token, the Jupyter
+// server's token and the JWT public key. A file that cannot be read, or is
+// empty, is refused by name; so is a setting given both ways.
+func (o *options) readFiles(name func(flag string) string) error {
+	for _, f := range []struct {
+		file, flag, path string
+		dst              *string
+	}{
+		{"token-file", "token", o.tokenFile, &o.token},
+		{"jupyter-token-file", "jupyter-token", o.jupyterTokenFile, &o.jupyterToken},
+		{"jwt-public-key-file", "jwt-public-key", o.jwtPublicKeyFile, &o.jwtPublicKey},
+	} {
+		path := f.path
+		if path == "" {
+			continue
+		}
+		if *f.dst != "" {
+			return &usageError{fmt.Sprintf("%s and %s are both set: give one", name(f.file), name(f.flag))}
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return &usageError{fmt.Sprintf("%s %q: %v; give a file aiod can read", name(f.file), path, unwrapPath(err))}
+		}
+		v := strings.TrimRight(string(b), "\r\n")
+		if strings.TrimSpace(v) == "" {
+			return &usageError{fmt.Sprintf("%s %q: the file is empty; write the value in it", name(f.file), path)}
+		}
+		*f.dst = v
+	}
+	return nil
+}
+
+// unwrapPath drops the path an *os.PathError repeats.
+func unwrapPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
 }
 
 // check refuses settings that cannot work, before anything starts; name
@@ -494,6 +582,10 @@ func printUsage(out io.Writer, sets []setting) {
 		if def == "" {
 			def = "none"
 		}
+		if file := secretFlags[s.flag]; file != "" {
+			fmt.Fprintf(out, "  %s %s\n    \t%s\n    \t(a variable, or --%s: never on the command line, which every local user can read)\n", s.env, s.kind(), s.help, file)
+			continue
+		}
 		fmt.Fprintf(out, "  --%s %s\n    \t%s\n    \t(env %s, default %s)\n", s.flag, s.kind(), s.help, s.env, def)
 	}
 	fmt.Fprint(out, "\nEnvironment read besides the AIO_* variables:\n"+
@@ -512,6 +604,7 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 		KernelStartTimeout: o.kernelStartTimeout, Workdir: o.workdir, Logger: log,
 		Token: o.token, AllowedOrigins: splitList(o.allowedOrigins),
 		AllowedHosts: splitList(o.allowedHosts), JWTPublicKey: o.jwtPublicKey, TicketTTL: o.ticketTTL,
+		MaxTicketsPerCaller: o.maxTicketsPerCall, MaxConnsPerIP: o.maxConnsPerIP,
 		KernelPrewarm: o.kernelPrewarm, CodePrewarm: o.codePrewarm, NoKernelWarmup: !o.kernelWarmup,
 		KernelStart: o.kernelStart, KernelTransport: strings.TrimPrefix(o.kernelTransport, "auto"),
 		JupyterEndpoint: o.jupyterEndpoint, JupyterToken: o.jupyterToken, JupyterKernel: o.jupyterKernel,

@@ -10,15 +10,26 @@
 //  2. CORS preflights (OPTIONS with Access-Control-Request-Method) are
 //     answered here: allowed origins get the Access-Control-Allow-* headers,
 //     others a 403 without them.
-//  3. Origin: a state-changing request (any method but GET, HEAD and
+//  3. Fetch Metadata: a request a browser sends for a page of another site
+//     (Sec-Fetch-Site cross-site, or same-site: another port on the same
+//     host) that is not a navigation is refused, unless its Origin is
+//     allowed. This keeps <script>, <img> and similar tags on other pages
+//     from loading aiod's answers (and from probing what exists).
+//  4. Origin: a state-changing request (any method but GET, HEAD and
 //     OPTIONS, and every request with an Upgrade header, such as a WebSocket
 //     handshake) that carries an Origin must be same-origin with the request
 //     (scheme, host, port) or match --allowed-origins. This defeats the
 //     "simple" cross-origin POSTs (text/plain, forms) that browsers send
 //     without a preflight. Requests without Origin (SDKs, curl) pass.
-//  4. Credentials, when --token or --jwt-public-key is set: the API token or
+//  5. Credentials, when a token (AIO_TOKEN) or --jwt-public-key is set: the API token or
 //     a JWT as "Authorization: Bearer", the token as ?token=, or a
-//     single-use ticket from POST /tickets as ?ticket=.
+//     single-use ticket from POST /tickets as ?ticket=. Open paths are
+//     judged on the raw path, the one fasthttp/router dispatches on, so an
+//     encoded "%2F.." cannot make a route look like /healthz.
+//
+// Every answer that passes through the guard carries
+// "X-Content-Type-Options: nosniff" and "Cross-Origin-Resource-Policy:
+// same-origin" (SecureHeaders), refusals included.
 //
 // Every refusal is logged at info with the route, the reason and the remote
 // address, never the credential, and its answer names the flag to change.
@@ -34,6 +45,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -45,15 +57,16 @@ import (
 
 // Config is the guard's settings; zero values take the documented defaults.
 type Config struct {
-	AllowedHosts   []string      // --allowed-hosts entries; "*" turns the Host check off
-	AllowedOrigins []string      // --allowed-origins entries; "*" allows every origin
-	Token          string        // --token; "" for none
-	JWTPublicKey   string        // --jwt-public-key: PEM or its base64; "" for none
-	TicketTTL      time.Duration // lifetime of a ticket; DefaultTicketTTL
-	MaxTickets     int           // unused tickets kept at once; DefaultMaxTickets
-	OpenPaths      []string      // paths that need no credentials (the Host check still applies)
-	Logger         *slog.Logger
-	Now            func() time.Time // the clock, for tests; time.Now
+	AllowedHosts        []string      // --allowed-hosts entries; "*" turns the Host check off
+	AllowedOrigins      []string      // --allowed-origins entries; "*" allows every origin
+	Token               string        // the API token (AIO_TOKEN, --token-file); "" for none
+	JWTPublicKey        string        // --jwt-public-key: PEM or its base64; "" for none
+	TicketTTL           time.Duration // lifetime of a ticket; DefaultTicketTTL
+	MaxTickets          int           // unused tickets kept at once; DefaultMaxTickets
+	MaxTicketsPerCaller int           // unused tickets one caller holds at once; DefaultMaxTicketsPerCaller
+	OpenPaths           []string      // paths that need no credentials (the Host check still applies)
+	Logger              *slog.Logger
+	Now                 func() time.Time // the clock, for tests; time.Now
 }
 
 // Guard applies the rules. Build it with New; it is safe for concurrent use.
@@ -104,7 +117,7 @@ func New(cfg Config) (*Guard, error) {
 	for _, p := range cfg.OpenPaths {
 		g.open[p] = true
 	}
-	g.tickets = newTicketStore(cfg.TicketTTL, cfg.MaxTickets, cfg.Now)
+	g.tickets = newTicketStore(cfg.TicketTTL, cfg.MaxTickets, cfg.MaxTicketsPerCaller, cfg.Now)
 	g.own.Store(&[]Host{})
 	return g, nil
 }
@@ -114,6 +127,9 @@ func (g *Guard) AuthRequired() bool { return len(g.token) > 0 || g.jwt != nil }
 
 // TicketTTL is how long a ticket lives.
 func (g *Guard) TicketTTL() time.Duration { return g.tickets.ttl }
+
+// TicketLimits are the unused tickets one caller, and all callers, may hold.
+func (g *Guard) TicketLimits() (perCaller, all int) { return g.tickets.perCaller, g.tickets.max }
 
 // Listening tells the guard an address aiod serves on, so that Host may
 // name it. On a non-loopback address the machine's host name and the
@@ -151,7 +167,7 @@ func (g *Guard) Listening(addr net.Addr) string {
 		return ""
 	}
 	return fmt.Sprintf("aiod listens on %s, which other machines may reach, and requires no credentials: "+
-		"anyone who can connect can run code as this user. Set --token (AIO_TOKEN) or --jwt-public-key (AIO_JWT_PUBLIC_KEY), "+
+		"anyone who can connect can run code as this user. Set a token (AIO_TOKEN, or --token-file) or --jwt-public-key (AIO_JWT_PUBLIC_KEY), "+
 		"or listen on 127.0.0.1 with --addr", addr)
 }
 
@@ -168,6 +184,7 @@ func (g *Guard) addOwn(add []Host) {
 // Wrap puts the guard in front of next.
 func (g *Guard) Wrap(next fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
+		SecureHeaders(ctx)
 		host, ok := g.checkHost(ctx)
 		if !ok {
 			return
@@ -177,8 +194,17 @@ func (g *Guard) Wrap(next fasthttp.RequestHandler) fasthttp.RequestHandler {
 			g.preflight(ctx, host, string(origin))
 			return
 		}
+		same, allowed, why := false, false, ""
 		if len(origin) > 0 {
-			same, allowed, why := g.judgeOrigin(ctx, host, string(origin))
+			same, allowed, why = g.judgeOrigin(ctx, host, string(origin))
+		}
+		if site := otherSite(ctx); site != "" && !allowed {
+			g.refuse(ctx, fasthttp.StatusForbidden, fmt.Sprintf("a %s request (Sec-Fetch-Site: %s, Sec-Fetch-Mode: %s) is refused: a page on another site may not load aiod's answers",
+				site, site, ctx.Request.Header.Peek("Sec-Fetch-Mode")),
+				"open aiod's URL directly, or fetch it with CORS from an origin listed in --allowed-origins (AIO_ALLOWED_ORIGINS)")
+			return
+		}
+		if len(origin) > 0 {
 			switch {
 			case !allowed && stateChanging(ctx):
 				g.refuse(ctx, fasthttp.StatusForbidden, why,
@@ -196,6 +222,33 @@ func (g *Guard) Wrap(next fasthttp.RequestHandler) fasthttp.RequestHandler {
 		}
 		next(ctx)
 	}
+}
+
+// SecureHeaders sets the headers every answer carries: nosniff, so a
+// browser never runs or renders an answer as something its Content-Type
+// does not say, and a same-origin resource policy, so a page on another
+// origin cannot embed one (<script>, <img>, ...).
+func SecureHeaders(ctx *fasthttp.RequestCtx) {
+	h := &ctx.Response.Header
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cross-Origin-Resource-Policy", "same-origin")
+}
+
+// otherSite returns "cross-site" or "same-site" when a browser sends the
+// request for a page of another site, or of the same site on another
+// origin (another port on localhost is same-site), and the request is not
+// a navigation (following a link, submitting a form: the Origin rule
+// judges those that change state). It returns "" for same-origin
+// requests, navigations, and requests without Fetch Metadata (SDKs, curl).
+func otherSite(ctx *fasthttp.RequestCtx) string {
+	site := string(ctx.Request.Header.Peek("Sec-Fetch-Site"))
+	if site != "cross-site" && site != "same-site" {
+		return ""
+	}
+	if string(ctx.Request.Header.Peek("Sec-Fetch-Mode")) == "navigate" {
+		return ""
+	}
+	return site
 }
 
 // stateChanging reports whether a request may change state: any method
@@ -344,33 +397,85 @@ func (g *Guard) preflight(ctx *fasthttp.RequestCtx, host Host, origin string) {
 }
 
 // authorize applies the credentials rule and records the caller on ctx.
+// Open paths are looked up by the raw path (RoutePath), the one the router
+// dispatches on.
 func (g *Guard) authorize(ctx *fasthttp.RequestCtx) bool {
-	if !g.AuthRequired() || g.open[string(ctx.Path())] {
+	path := RoutePath(ctx)
+	if !g.AuthRequired() || g.open[string(path)] {
 		ctx.SetUserValue(callerKey{}, Caller{Method: "none"})
 		return true
 	}
-	minting := ctx.IsPost() && string(ctx.Path()) == TicketsPath
-	c, why := g.credential(ctx, !minting)
+	c, why := g.credential(presented{
+		auth:    ctx.Request.Header.Peek("Authorization"),
+		token:   ctx.QueryArgs().Peek("token"),
+		ticket:  ctx.QueryArgs().Peek("ticket"),
+		minting: ctx.IsPost() && string(path) == TicketsPath,
+	}, true)
 	if why != "" {
-		ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="aiod"`)
-		g.refuse(ctx, fasthttp.StatusUnauthorized, why,
-			"send Authorization: Bearer <token or JWT> (--token, --jwt-public-key), or ?ticket=<ticket> from POST /tickets")
+		g.Unauthorized(ctx, why)
 		return false
 	}
 	ctx.SetUserValue(callerKey{}, c)
 	return true
 }
 
+// Unauthorized answers 401 with WWW-Authenticate, saying why and how to
+// send credentials, and logs the refusal.
+func (g *Guard) Unauthorized(ctx *fasthttp.RequestCtx, why string) {
+	ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="aiod"`)
+	g.refuse(ctx, fasthttp.StatusUnauthorized, why,
+		"send Authorization: Bearer <token or JWT> (AIO_TOKEN or --token-file, --jwt-public-key), or ?ticket=<ticket> from POST /tickets")
+}
+
+// RoutePath is the path requests are routed by: the raw path of the
+// request line, before percent-decoding and dot-segment removal, which is
+// what fasthttp/router matches. The guard judges the same bytes, so a
+// path that decodes to an open one (/api/kernels/X%2F..%2F..%2Fhealthz)
+// is not open.
+func RoutePath(ctx *fasthttp.RequestCtx) []byte { return ctx.Request.URI().PathOriginal() }
+
+// HeaderAuthorized reports whether a request's header carries credentials
+// that pass (or none are required), before its body is read: the
+// Authorization header, ?token=, or a ?ticket= that is valid now (looked
+// at, not used up). The server gives a request that fails it a small body
+// limit, so that nothing large is read before authentication.
+func (g *Guard) HeaderAuthorized(h *fasthttp.RequestHeader) bool {
+	if !g.AuthRequired() {
+		return true
+	}
+	u := fasthttp.AcquireURI()
+	defer fasthttp.ReleaseURI(u)
+	if err := u.Parse(nil, h.RequestURI()); err != nil {
+		return false
+	}
+	args := u.QueryArgs()
+	_, why := g.credential(presented{
+		auth:    h.Peek("Authorization"),
+		token:   args.Peek("token"),
+		ticket:  args.Peek("ticket"),
+		minting: h.IsPost() && string(u.PathOriginal()) == TicketsPath,
+	}, false)
+	return why == ""
+}
+
+// presented is the credentials a request carries. minting is true on POST
+// /tickets, where a ticket does not count.
+type presented struct {
+	auth, token, ticket []byte
+	minting             bool
+}
+
 // credential finds a valid credential: the Authorization header, then
 // ?token=, then (unless the request is for a ticket) ?ticket=, which is
-// used up. why is the first failure, or "" when one was valid.
-func (g *Guard) credential(ctx *fasthttp.RequestCtx, ticketOK bool) (c Caller, why string) {
+// used up when redeem is set and only looked at otherwise. why is the
+// first failure, or "" when one was valid.
+func (g *Guard) credential(p presented, redeem bool) (c Caller, why string) {
 	fail := func(r string) {
 		if why == "" {
 			why = r
 		}
 	}
-	if a := ctx.Request.Header.Peek("Authorization"); len(a) > 0 {
+	if a := p.auth; len(a) > 0 {
 		scheme, val, _ := bytes.Cut(bytes.TrimSpace(a), []byte(" "))
 		if bytes.EqualFold(scheme, []byte("Bearer")) || bytes.EqualFold(scheme, []byte("token")) {
 			if c, err := g.check(bytes.TrimSpace(val)); err == "" {
@@ -382,17 +487,21 @@ func (g *Guard) credential(ctx *fasthttp.RequestCtx, ticketOK bool) (c Caller, w
 			fail(fmt.Sprintf("the Authorization scheme %q is not accepted: use Bearer", scheme))
 		}
 	}
-	if q := ctx.QueryArgs().Peek("token"); len(q) > 0 {
+	if q := p.token; len(q) > 0 {
 		if c, err := g.check(q); err == "" {
 			return c, ""
 		} else {
 			fail("?token=: " + err)
 		}
 	}
-	if t := ctx.QueryArgs().Peek("ticket"); len(t) > 0 {
-		if !ticketOK {
+	if t := p.ticket; len(t) > 0 {
+		use := g.tickets.peek
+		if redeem {
+			use = g.tickets.redeem
+		}
+		if p.minting {
 			fail("a ticket cannot be used to ask for a ticket: send the token or a JWT in Authorization")
-		} else if c, ok := g.tickets.redeem(string(t)); ok {
+		} else if c, ok := use(string(t)); ok {
 			return c, ""
 		} else {
 			fail(fmt.Sprintf("the ticket is unknown, already used or expired (a ticket works once, within %s: --ticket-ttl)", g.tickets.ttl))
@@ -411,12 +520,11 @@ func (g *Guard) check(v []byte) (Caller, string) {
 		return Caller{}, "wrong API token"
 	}
 	sub, err := g.jwt.verify(string(v))
+	var cte *claimTypeError
 	switch {
 	case err == nil:
-	case errors.Is(err, jwt.ErrTokenMalformed) && len(g.token) > 0:
+	case errors.Is(err, jwt.ErrTokenMalformed) && !errors.As(err, &cte) && len(g.token) > 0:
 		return Caller{}, "wrong API token (and not a well-formed JWT)"
-	case errors.Is(err, jwt.ErrTokenMalformed):
-		return Caller{}, "the bearer value is not a well-formed JWT"
 	default:
 		return Caller{}, jwtReason(err, g.jwt.methods)
 	}
@@ -438,9 +546,11 @@ const TicketsPath = "/tickets"
 // carries that caller's identity.
 func (g *Guard) ServeTickets(ctx *fasthttp.RequestCtx) {
 	t, err := g.tickets.issue(CallerOf(ctx))
-	if err == errTicketsFull {
+	var full *ticketsFull
+	if errors.As(err, &full) {
+		ctx.Response.Header.Set("Retry-After", strconv.Itoa(full.retrySeconds()))
 		api.Fail(ctx, fasthttp.StatusTooManyRequests, fmt.Sprintf(
-			"%d unused tickets are waiting, the limit: use them or let them expire (after %s, --ticket-ttl)", g.tickets.max, g.tickets.ttl))
+			"%v: use them, or retry after %d s, when the oldest expires (tickets live %s, --ticket-ttl)", full, full.retrySeconds(), g.tickets.ttl))
 		return
 	}
 	if err != nil {

@@ -215,7 +215,7 @@ func TestGuardListeningNonLoopback(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := g.Listening(&net.TCPAddr{IP: net.IPv4zero, Port: 18091})
-	if !strings.Contains(w, "--token") || !strings.Contains(w, "--jwt-public-key") || !strings.Contains(w, "0.0.0.0:18091") {
+	if !strings.Contains(w, "AIO_TOKEN") || !strings.Contains(w, "--jwt-public-key") || !strings.Contains(w, "0.0.0.0:18091") {
 		t.Fatalf("warning: %q", w)
 	}
 	name, _ := os.Hostname()
@@ -451,5 +451,143 @@ func TestGuardConfigErrors(t *testing.T) {
 		if _, err := New(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.flag) {
 			t.Errorf("%+v: %v, want an error naming %s", tc.cfg, err, tc.flag)
 		}
+	}
+}
+
+// TestGuardFetchMetadata: a browser's request for a page of another site
+// (or of the same site on another port) that is not a navigation is
+// refused before the handler, unless its Origin is allowed; same-origin
+// requests, navigations and requests without Fetch Metadata pass.
+func TestGuardFetchMetadata(t *testing.T) {
+	gs := startGuarded(t, Config{AllowedOrigins: []string{"https://good.example"}})
+	for _, tc := range []struct {
+		method, site, mode, origin string
+		want                       int
+	}{
+		{"GET", "", "", "", 200}, // curl, SDKs
+		{"GET", "same-origin", "no-cors", "", 200},
+		{"GET", "same-origin", "cors", gs.url, 200},
+		{"GET", "none", "navigate", "", 200}, // typed in the address bar
+		{"GET", "cross-site", "navigate", "", 200},
+		{"GET", "same-site", "navigate", "", 200},
+		{"GET", "cross-site", "no-cors", "", 403}, // <script src>, <img src>
+		{"GET", "same-site", "no-cors", "", 403},  // the same from another port on localhost
+		{"GET", "cross-site", "cors", "http://evil.example", 403},
+		{"GET", "cross-site", "cors", "https://good.example", 200}, // an allowed front end's fetch
+		{"GET", "cross-site", "no-cors", "https://good.example", 200},
+		{"GET", "same-site", "websocket", "http://127.0.0.1:1", 403},
+		{"POST", "cross-site", "no-cors", "http://evil.example", 403},
+		{"POST", "cross-site", "navigate", "http://evil.example", 403}, // a form: the Origin rule refuses it
+	} {
+		hdr := map[string]string{}
+		if tc.site != "" {
+			hdr["Sec-Fetch-Site"] = tc.site
+		}
+		if tc.mode != "" {
+			hdr["Sec-Fetch-Mode"] = tc.mode
+		}
+		if tc.origin != "" {
+			hdr["Origin"] = tc.origin
+		}
+		before := gs.reached.Load()
+		r := gs.do(t, tc.method, "/v2/fs/download?path=/x.js", "", hdr)
+		if r.status != tc.want || (gs.reached.Load() != before) != (tc.want == 200) {
+			t.Errorf("%s site %q mode %q origin %q: %d %s, want %d", tc.method, tc.site, tc.mode, tc.origin, r.status, r.body, tc.want)
+		}
+		if tc.want == 403 && !strings.Contains(r.body, "--allowed-origins") {
+			t.Errorf("site %q mode %q: the refusal does not name the flag: %s", tc.site, tc.mode, r.body)
+		}
+	}
+}
+
+// TestGuardSecureHeaders: every answer through the guard, refusals
+// included, carries nosniff and a same-origin resource policy.
+func TestGuardSecureHeaders(t *testing.T) {
+	gs := startGuarded(t, Config{Token: "s3cret", AllowedOrigins: []string{"https://good.example"}})
+	for _, tc := range []struct {
+		name, method, path string
+		hdr                map[string]string
+		want               int
+	}{
+		{"served", "GET", "/x", map[string]string{"Authorization": "Bearer s3cret"}, 200},
+		{"open path", "GET", "/healthz", nil, 200},
+		{"401", "GET", "/x", nil, 401},
+		{"403 Host", "GET", "/x", map[string]string{"Host": "evil.example"}, 403},
+		{"403 Origin", "POST", "/x", map[string]string{"Origin": "http://evil.example"}, 403},
+		{"403 Fetch Metadata", "GET", "/x", map[string]string{"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors"}, 403},
+		{"preflight", "OPTIONS", "/x", map[string]string{"Origin": "https://good.example", "Access-Control-Request-Method": "POST"}, 204},
+	} {
+		r := gs.do(t, tc.method, tc.path, "", tc.hdr)
+		if r.status != tc.want || r.h.Get("X-Content-Type-Options") != "nosniff" || r.h.Get("Cross-Origin-Resource-Policy") != "same-origin" {
+			t.Errorf("%s: %d, X-Content-Type-Options %q, Cross-Origin-Resource-Policy %q; want %d, nosniff, same-origin",
+				tc.name, r.status, r.h.Get("X-Content-Type-Options"), r.h.Get("Cross-Origin-Resource-Policy"), tc.want)
+		}
+	}
+}
+
+// TestGuardOpenPathsAreRaw: an open path is open only as the raw path the
+// router dispatches on; a path that decodes or normalises to one is not.
+func TestGuardOpenPathsAreRaw(t *testing.T) {
+	gs := startGuarded(t, Config{Token: "s3cret"})
+	if r := gs.raw(t, "GET", "/healthz", map[string]string{"Host": gs.host}); r.status != 200 {
+		t.Fatalf("/healthz: %d %s", r.status, r.body)
+	}
+	for _, p := range []string{
+		"/api/kernels/X%2F..%2F..%2F..%2Fhealthz", "/api/kernels/X/../../healthz", "/x/%2e%2e/healthz",
+		"/./healthz", "//healthz", "/heal%74hz", "/healthz/", "/HEALTHZ", "/healthz%00",
+	} {
+		before := gs.reached.Load()
+		r := gs.raw(t, "GET", p, map[string]string{"Host": gs.host})
+		if r.status != 401 || gs.reached.Load() != before {
+			t.Errorf("GET %s without credentials: %d %s, want 401 before the handler", p, r.status, r.body)
+		}
+	}
+}
+
+// TestGuardHeaderAuthorized is the check made on a request's header before
+// its body is read: it looks at a ticket without using it up.
+func TestGuardHeaderAuthorized(t *testing.T) {
+	now := time.Now()
+	gs := startGuarded(t, Config{Token: "s3cret", JWTPublicKey: pemPublic(t, testKeys.rsa)})
+	jwtOK := sign(t, jwt.SigningMethodRS256, testKeys.rsa, jwt.MapClaims{"sub": "a", "exp": now.Add(time.Hour).Unix()})
+	r := gs.do(t, "POST", "/tickets", "", map[string]string{"Authorization": "Bearer s3cret"})
+	var tk struct{ Ticket string }
+	if err := json.Unmarshal([]byte(r.body), &tk); err != nil || tk.Ticket == "" {
+		t.Fatalf("POST /tickets: %d %s", r.status, r.body)
+	}
+	header := func(method, uri, auth string) *fasthttp.RequestHeader {
+		var h fasthttp.RequestHeader
+		h.SetMethod(method)
+		h.SetRequestURI(uri)
+		if auth != "" {
+			h.Set("Authorization", auth)
+		}
+		return &h
+	}
+	for _, tc := range []struct {
+		name string
+		h    *fasthttp.RequestHeader
+		want bool
+	}{
+		{"none", header("POST", "/v2/fs/upload", ""), false},
+		{"token", header("POST", "/v2/fs/upload", "Bearer s3cret"), true},
+		{"wrong token", header("POST", "/v2/fs/upload", "Bearer nope"), false},
+		{"?token=", header("POST", "/v2/fs/upload?a=1&token=s3cret", ""), true},
+		{"JWT", header("POST", "/v2/fs/upload", "Bearer "+jwtOK), true},
+		{"ticket", header("POST", "/v2/fs/upload?ticket="+tk.Ticket, ""), true},
+		{"ticket again (not used up)", header("POST", "/v2/fs/upload?ticket="+tk.Ticket, ""), true},
+		{"ticket for a ticket", header("POST", "/tickets?ticket="+tk.Ticket, ""), false},
+		{"unknown ticket", header("POST", "/v2/fs/upload?ticket=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", ""), false},
+	} {
+		if got := gs.g.HeaderAuthorized(tc.h); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if r := gs.do(t, "GET", "/x?ticket="+tk.Ticket, "", nil); r.status != 200 {
+		t.Errorf("the ticket after the header checks: %d %s, want it still unused", r.status, r.body)
+	}
+	open, _ := New(Config{})
+	if !open.HeaderAuthorized(header("POST", "/x", "")) {
+		t.Error("without configured credentials every header passes")
 	}
 }

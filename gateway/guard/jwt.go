@@ -8,6 +8,7 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -23,7 +24,9 @@ const JWTLeeway = 30 * time.Second
 // jwtVerifier checks bearer JWTs against one public key, with
 // github.com/golang-jwt/jwt/v5: the signature, an algorithm that fits the
 // key (never "none", never HMAC, so a public key cannot be used as an HMAC
-// secret), exp required, nbf and iat honoured, JWTLeeway of skew.
+// secret), exp required, nbf and iat honoured, JWTLeeway of skew. On top
+// of the library's checks (jwtClaims, keyFor): sub is required, exp, nbf
+// and iat must be JSON numbers, and a header with "crit" is refused.
 type jwtVerifier struct {
 	key     crypto.PublicKey
 	methods []string
@@ -76,20 +79,85 @@ func newJWTVerifier(spec string, now func() time.Time) (*jwtVerifier, error) {
 
 // verify checks a compact JWT and returns its subject.
 func (v *jwtVerifier) verify(tok string) (string, error) {
-	var claims jwt.RegisteredClaims
-	_, err := v.parser.ParseWithClaims(tok, &claims, func(t *jwt.Token) (any, error) {
-		return v.key, nil // the algorithm was checked against v.methods already
-	})
+	var claims jwtClaims
+	_, err := v.parser.ParseWithClaims(tok, &claims, v.keyFor)
 	if err != nil {
 		return "", err
 	}
 	return claims.Subject, nil
 }
 
+// errCrit refuses a token whose header has "crit": it lists extensions the
+// recipient must understand, and aiod understands none (RFC 7515 §4.1.11).
+var errCrit = errors.New(`the JWT's header has "crit", naming extensions aiod does not implement`)
+
+// keyFor is the parser's key function: the algorithm was checked against
+// v.methods already; the header's parameters are checked here.
+func (v *jwtVerifier) keyFor(t *jwt.Token) (any, error) {
+	if _, ok := t.Header["crit"]; ok {
+		return nil, errCrit
+	}
+	return v.key, nil
+}
+
+// errNoSub refuses a token without a subject: the subject is the caller
+// (Caller.Key), which per-caller limits count against.
+var errNoSub = errors.New("the JWT has no sub claim: sub (a non-empty string) is required")
+
+// claimTypeError is a time claim that is not a JSON number (RFC 7519
+// NumericDate); golang-jwt would read "123" as well.
+type claimTypeError struct{ name string }
+
+func (e *claimTypeError) Error() string {
+	return fmt.Sprintf("the JWT's %s claim is not a JSON number (seconds since 1970, RFC 7519 NumericDate)", e.name)
+}
+
+// jwtClaims are golang-jwt's registered claims with stricter types: exp,
+// nbf and iat must be JSON numbers when present, and sub a non-empty
+// string (Validate; a sub of another type fails decoding).
+type jwtClaims struct {
+	jwt.RegisteredClaims
+}
+
+func (c *jwtClaims) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	for _, name := range []string{"exp", "nbf", "iat"} {
+		v, ok := raw[name]
+		if !ok {
+			continue
+		}
+		var x any
+		if err := json.Unmarshal(v, &x); err != nil {
+			return err
+		}
+		if _, isNum := x.(float64); !isNum {
+			return &claimTypeError{name}
+		}
+	}
+	return json.Unmarshal(b, &c.RegisteredClaims)
+}
+
+// Validate is golang-jwt's hook for claims of one's own, called after the
+// time checks.
+func (c *jwtClaims) Validate() error {
+	if c.Subject == "" {
+		return errNoSub
+	}
+	return nil
+}
+
 // jwtReason turns a verification error into a refusal reason that says
 // what was wrong without echoing the token.
 func jwtReason(err error, methods []string) string {
+	var cte *claimTypeError
 	switch {
+	case errors.As(err, &cte):
+		return cte.Error()
+	case errors.Is(err, errCrit):
+		return errCrit.Error() + " (RFC 7515 §4.1.11)"
 	case errors.Is(err, jwt.ErrTokenMalformed):
 		return "the bearer value is not a well-formed JWT"
 	case errors.Is(err, jwt.ErrTokenSignatureInvalid):
@@ -105,6 +173,8 @@ func jwtReason(err error, methods []string) string {
 		return "the JWT is not valid yet (nbf)"
 	case errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
 		return "the JWT was issued in the future (iat)"
+	case errors.Is(err, errNoSub):
+		return errNoSub.Error()
 	case errors.Is(err, jwt.ErrTokenUnverifiable):
 		return "the JWT cannot be verified: " + err.Error()
 	}

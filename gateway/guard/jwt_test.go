@@ -11,6 +11,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/base64"
 	"encoding/pem"
+	"fmt"
 	"math/big"
 	"strings"
 	"testing"
@@ -62,6 +63,23 @@ func sign(t testing.TB, m jwt.SigningMethod, key any, claims jwt.MapClaims) stri
 	return s
 }
 
+// signHeader signs claims with RS256 and extra header parameters.
+func signHeader(t testing.TB, hdr map[string]any, claims jwt.MapClaims) string {
+	t.Helper()
+	tok := jwt.NewWithClaims(jwt.SigningMethodRS256, claims)
+	for k, v := range hdr {
+		tok.Header[k] = v
+	}
+	s, err := tok.SignedString(testKeys.rsa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestJWTVerify: what golang-jwt checks (signature, algorithm, exp, nbf,
+// iat) and what aiod adds on top: sub required, time claims that are JSON
+// numbers, no "crit" header parameter.
 func TestJWTVerify(t *testing.T) {
 	now := time.Now()
 	clock := func() time.Time { return now }
@@ -95,11 +113,11 @@ func TestJWTVerify(t *testing.T) {
 		{"RS512", rsaV, sign(t, jwt.SigningMethodRS512, testKeys.rsa, good), ""},
 		{"PS256", rsaV, sign(t, jwt.SigningMethodPS256, testKeys.rsa, good), ""},
 		{"ES256", ecV, sign(t, jwt.SigningMethodES256, testKeys.ec, good), ""},
-		{"expired within the leeway", rsaV, sign(t, jwt.SigningMethodRS256, testKeys.rsa, jwt.MapClaims{"exp": at(-10 * time.Second)}), ""},
+		{"expired within the leeway", rsaV, sign(t, jwt.SigningMethodRS256, testKeys.rsa, jwt.MapClaims{"sub": "x", "exp": at(-10 * time.Second)}), ""},
 		{"expired", rsaV, sign(t, jwt.SigningMethodRS256, testKeys.rsa, jwt.MapClaims{"sub": "x", "exp": at(-time.Minute)}), "expired"},
 		{"no exp", rsaV, sign(t, jwt.SigningMethodRS256, testKeys.rsa, jwt.MapClaims{"sub": "x"}), "no exp"},
 		{"nbf in the future", rsaV, sign(t, jwt.SigningMethodRS256, testKeys.rsa, jwt.MapClaims{"exp": exp, "nbf": at(time.Minute)}), "not valid yet"},
-		{"nbf within the leeway", rsaV, sign(t, jwt.SigningMethodRS256, testKeys.rsa, jwt.MapClaims{"exp": exp, "nbf": at(10 * time.Second)}), ""},
+		{"nbf within the leeway", rsaV, sign(t, jwt.SigningMethodRS256, testKeys.rsa, jwt.MapClaims{"sub": "x", "exp": exp, "nbf": at(10 * time.Second)}), ""},
 		{"iat in the future", rsaV, sign(t, jwt.SigningMethodRS256, testKeys.rsa, jwt.MapClaims{"exp": exp, "iat": at(time.Hour)}), "issued in the future"},
 		{"alg none", rsaV, none, "alg"},
 		{"HS256 keyed with the public key", rsaV, confused, "alg"},
@@ -109,6 +127,16 @@ func TestJWTVerify(t *testing.T) {
 		{"RS256 token on an EC key", ecV, valid, "alg"},
 		{"unsigned", rsaV, parts[0] + "." + parts[1] + ".", "signature"},
 		{"not a JWT", rsaV, "s3cret", "not a well-formed JWT"},
+		{"no sub", rsaV, sign(t, jwt.SigningMethodRS256, testKeys.rsa, jwt.MapClaims{"exp": exp}), "no sub"},
+		{"empty sub", rsaV, sign(t, jwt.SigningMethodRS256, testKeys.rsa, jwt.MapClaims{"sub": "", "exp": exp}), "no sub"},
+		{"sub a number", rsaV, sign(t, jwt.SigningMethodRS256, testKeys.rsa, jwt.MapClaims{"sub": 7, "exp": exp}), "not a well-formed JWT"},
+		{"exp a string", rsaV, sign(t, jwt.SigningMethodRS256, testKeys.rsa, jwt.MapClaims{"sub": "x", "exp": fmt.Sprint(exp)}), "exp claim is not a JSON number"},
+		{"exp null", rsaV, sign(t, jwt.SigningMethodRS256, testKeys.rsa, jwt.MapClaims{"sub": "x", "exp": nil}), "exp claim is not a JSON number"},
+		{"nbf a string", rsaV, sign(t, jwt.SigningMethodRS256, testKeys.rsa, jwt.MapClaims{"sub": "x", "exp": exp, "nbf": "0"}), "nbf claim is not a JSON number"},
+		{"iat a string", rsaV, sign(t, jwt.SigningMethodRS256, testKeys.rsa, jwt.MapClaims{"sub": "x", "exp": exp, "iat": "0"}), "iat claim is not a JSON number"},
+		{"crit header", rsaV, signHeader(t, map[string]any{"crit": []string{"exp"}}, good), `"crit"`},
+		{"empty crit header", rsaV, signHeader(t, map[string]any{"crit": []string{}}, good), `"crit"`},
+		{"another header parameter", rsaV, signHeader(t, map[string]any{"kid": "k1"}, good), ""},
 		{"unknown alg", rsaV, base64.RawURLEncoding.EncodeToString([]byte(`{"alg":"XX256","typ":"JWT"}`)) + "." + parts[1] + "." + parts[2], "cannot be verified"},
 	} {
 		sub, err := tc.v.verify(tc.tok)

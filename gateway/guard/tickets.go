@@ -4,8 +4,8 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
-	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 )
@@ -16,8 +16,27 @@ const DefaultTicketTTL = 30 * time.Second
 // DefaultMaxTickets bounds the unused tickets kept at once.
 const DefaultMaxTickets = 10000
 
-// errTicketsFull is returned by issue when MaxTickets unused tickets wait.
-var errTicketsFull = errors.New("too many unused tickets")
+// DefaultMaxTicketsPerCaller bounds the unused tickets one caller holds.
+const DefaultMaxTicketsPerCaller = 1000
+
+// ticketsFull is issue's refusal: a limit is reached, and Retry is when the
+// oldest ticket that counts against it expires.
+type ticketsFull struct {
+	caller string // the caller key when the per-caller limit was reached; "" for the global one
+	held   int
+	limit  int
+	retry  time.Duration
+}
+
+func (e *ticketsFull) Error() string {
+	if e.caller != "" {
+		return fmt.Sprintf("this caller (%s) holds %d unused tickets, the limit per caller (--max-tickets-per-caller %d)", e.caller, e.held, e.limit)
+	}
+	return fmt.Sprintf("%d unused tickets are waiting, the limit for all callers", e.held)
+}
+
+// retrySeconds is when a ticket slot frees, in whole seconds, at least 1.
+func (e *ticketsFull) retrySeconds() int { return max(1, int(math.Ceil(e.retry.Seconds()))) }
 
 // ticketStore holds short-lived, single-use tickets: for what cannot send
 // a header (a browser's WebSocket, a link, an <img>), so that a long-lived
@@ -26,12 +45,14 @@ var errTicketsFull = errors.New("too many unused tickets")
 // for it and its expiry. It starts no goroutine: expired tickets are swept
 // when new ones are issued. Safe for concurrent use.
 type ticketStore struct {
-	ttl time.Duration
-	max int
-	now func() time.Time
+	ttl       time.Duration
+	max       int // unused tickets held at once
+	perCaller int // unused tickets one caller (Caller.Key) holds at once
+	now       func() time.Time
 
 	mu        sync.Mutex // guards below
 	m         map[[32]byte]ticketEntry
+	held      map[string]int // tickets in m by caller key
 	lastSweep time.Time
 }
 
@@ -40,38 +61,47 @@ type ticketEntry struct {
 	caller  Caller
 }
 
-func newTicketStore(ttl time.Duration, max int, now func() time.Time) *ticketStore {
+func newTicketStore(ttl time.Duration, max, perCaller int, now func() time.Time) *ticketStore {
 	if ttl <= 0 {
 		ttl = DefaultTicketTTL
 	}
 	if max <= 0 {
 		max = DefaultMaxTickets
 	}
+	if perCaller <= 0 {
+		perCaller = DefaultMaxTicketsPerCaller
+	}
 	if now == nil {
 		now = time.Now
 	}
-	return &ticketStore{ttl: ttl, max: max, now: now, m: map[[32]byte]ticketEntry{}}
+	return &ticketStore{ttl: ttl, max: max, perCaller: perCaller, now: now,
+		m: map[[32]byte]ticketEntry{}, held: map[string]int{}}
 }
 
-// issue makes a ticket for c. It fails with errTicketsFull when max unused
-// tickets are still alive.
+// issue makes a ticket for c. It fails with a *ticketsFull when c holds
+// perCaller unused tickets, or when max are alive in all.
 func (s *ticketStore) issue(c Caller) (string, error) {
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {
 		return "", fmt.Errorf("make a ticket: %w", err)
 	}
 	t := base64.RawURLEncoding.EncodeToString(raw[:])
+	key := c.Key()
 	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.m) >= s.max || now.Sub(s.lastSweep) >= s.ttl {
+	if len(s.m) >= s.max || s.held[key] >= s.perCaller || now.Sub(s.lastSweep) >= s.ttl {
 		s.sweepLocked(now)
 	}
+	if n := s.held[key]; n >= s.perCaller {
+		return "", &ticketsFull{caller: key, held: n, limit: s.perCaller, retry: s.oldestLocked(key, now)}
+	}
 	if len(s.m) >= s.max {
-		return "", errTicketsFull
+		return "", &ticketsFull{held: len(s.m), limit: s.max, retry: s.oldestLocked("", now)}
 	}
 	c.Ticket = true
 	s.m[sha256.Sum256([]byte(t))] = ticketEntry{expires: now.Add(s.ttl), caller: c}
+	s.held[key]++
 	return t, nil
 }
 
@@ -85,12 +115,50 @@ func (s *ticketStore) redeem(t string) (Caller, bool) {
 	now := s.now()
 	s.mu.Lock()
 	e, ok := s.m[k]
-	delete(s.m, k)
+	if ok {
+		s.forgetLocked(k, e)
+	}
 	s.mu.Unlock()
 	if !ok || !now.Before(e.expires) {
 		return Caller{}, false
 	}
 	return e.caller, true
+}
+
+// peek is redeem without using the ticket up.
+func (s *ticketStore) peek(t string) (Caller, bool) {
+	if len(t) != 43 {
+		return Caller{}, false
+	}
+	k := sha256.Sum256([]byte(t))
+	now := s.now()
+	s.mu.Lock()
+	e, ok := s.m[k]
+	s.mu.Unlock()
+	if !ok || !now.Before(e.expires) {
+		return Caller{}, false
+	}
+	return e.caller, true
+}
+
+func (s *ticketStore) forgetLocked(k [32]byte, e ticketEntry) {
+	delete(s.m, k)
+	key := e.caller.Key()
+	if s.held[key]--; s.held[key] <= 0 {
+		delete(s.held, key)
+	}
+}
+
+// oldestLocked is how long until the first of key's tickets (of anyone's,
+// for "") expires; s.mu is held.
+func (s *ticketStore) oldestLocked(key string, now time.Time) time.Duration {
+	first := now.Add(s.ttl)
+	for _, e := range s.m {
+		if (key == "" || e.caller.Key() == key) && e.expires.Before(first) {
+			first = e.expires
+		}
+	}
+	return first.Sub(now)
 }
 
 // len is the number of tickets held, expired ones included until swept.
@@ -103,7 +171,7 @@ func (s *ticketStore) len() int {
 func (s *ticketStore) sweepLocked(now time.Time) {
 	for k, e := range s.m {
 		if !now.Before(e.expires) {
-			delete(s.m, k)
+			s.forgetLocked(k, e)
 		}
 	}
 	s.lastSweep = now

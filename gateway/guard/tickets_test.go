@@ -1,10 +1,15 @@
 package guard
 
 import (
+	"errors"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/golang-jwt/jwt/v5"
 )
 
 // fakeClock is a clock the test moves by hand.
@@ -27,7 +32,7 @@ func (c *fakeClock) add(d time.Duration) {
 
 func TestTicketsOnceAndTTL(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(1_800_000_000, 0)}
-	s := newTicketStore(30*time.Second, 0, clk.now)
+	s := newTicketStore(30*time.Second, 0, 0, clk.now)
 	who := Caller{Method: "jwt", Subject: "agent-7"}
 	a, err := s.issue(who)
 	if err != nil {
@@ -64,14 +69,15 @@ func TestTicketsOnceAndTTL(t *testing.T) {
 // ones are swept to make room.
 func TestTicketsBounded(t *testing.T) {
 	clk := &fakeClock{t: time.Unix(1_800_000_000, 0)}
-	s := newTicketStore(10*time.Second, 100, clk.now)
+	s := newTicketStore(10*time.Second, 100, 1000, clk.now)
 	for i := 0; i < 100; i++ {
 		if _, err := s.issue(Caller{}); err != nil {
 			t.Fatalf("ticket %d: %v", i, err)
 		}
 	}
-	if _, err := s.issue(Caller{}); err != errTicketsFull {
-		t.Fatalf("ticket 101: %v, want errTicketsFull", err)
+	var full *ticketsFull
+	if _, err := s.issue(Caller{}); !errors.As(err, &full) || full.caller != "" || full.retrySeconds() != 10 {
+		t.Fatalf("ticket 101: %v, want the global limit with 10 s to wait", err)
 	}
 	clk.add(10 * time.Second)
 	if _, err := s.issue(Caller{}); err != nil {
@@ -84,7 +90,7 @@ func TestTicketsBounded(t *testing.T) {
 
 // Many goroutines racing to use one ticket: exactly one wins.
 func TestTicketsRace(t *testing.T) {
-	s := newTicketStore(time.Minute, 0, nil)
+	s := newTicketStore(time.Minute, 0, 0, nil)
 	for round := 0; round < 50; round++ {
 		tk, err := s.issue(Caller{Method: "token"})
 		if err != nil {
@@ -106,5 +112,69 @@ func TestTicketsRace(t *testing.T) {
 		if wins.Load() != 1 {
 			t.Fatalf("round %d: %d goroutines used the ticket", round, wins.Load())
 		}
+	}
+}
+
+// The per-caller limit: a caller at its limit is refused with the time
+// until its oldest ticket expires; using a ticket, or its expiry, frees a
+// place; other callers are not held up.
+func TestTicketsPerCaller(t *testing.T) {
+	clk := &fakeClock{t: time.Unix(1_800_000_000, 0)}
+	s := newTicketStore(30*time.Second, 100, 2, clk.now)
+	alice, bob := Caller{Method: "jwt", Subject: "alice"}, Caller{Method: "jwt", Subject: "bob"}
+	first, _ := s.issue(alice)
+	clk.add(10 * time.Second)
+	if _, err := s.issue(alice); err != nil {
+		t.Fatal(err)
+	}
+	var full *ticketsFull
+	if _, err := s.issue(alice); !errors.As(err, &full) || full.caller != "jwt:alice" || full.retrySeconds() != 20 {
+		t.Fatalf("alice's third ticket: %v, want her limit with 20 s to wait", err)
+	}
+	if _, err := s.issue(bob); err != nil {
+		t.Fatalf("bob while alice is at her limit: %v", err)
+	}
+	if _, ok := s.redeem(first); !ok {
+		t.Fatal("redeem")
+	}
+	if _, err := s.issue(alice); err != nil {
+		t.Fatalf("alice after using one: %v", err)
+	}
+	clk.add(30 * time.Second) // all of alice's have expired
+	for range 2 {
+		if _, err := s.issue(alice); err != nil {
+			t.Fatalf("alice after hers expired: %v", err)
+		}
+	}
+}
+
+// TestGuardTicketsPerCaller: one caller that holds its limit of unused
+// tickets gets 429 with Retry-After and a message naming the flag; another
+// caller still gets tickets; the global limit answers Retry-After too.
+func TestGuardTicketsPerCaller(t *testing.T) {
+	now := time.Now()
+	gs := startGuarded(t, Config{JWTPublicKey: pemPublic(t, testKeys.rsa), MaxTicketsPerCaller: 3, MaxTickets: 5, TicketTTL: 20 * time.Second})
+	bearer := func(sub string) map[string]string {
+		return map[string]string{"Authorization": "Bearer " + sign(t, jwt.SigningMethodRS256, testKeys.rsa, jwt.MapClaims{"sub": sub, "exp": now.Add(time.Hour).Unix()})}
+	}
+	for i := range 3 {
+		if r := gs.do(t, "POST", "/tickets", "", bearer("alice")); r.status != 200 {
+			t.Fatalf("alice's ticket %d: %d %s", i, r.status, r.body)
+		}
+	}
+	r := gs.do(t, "POST", "/tickets", "", bearer("alice"))
+	ra, _ := strconv.Atoi(r.h.Get("Retry-After"))
+	if r.status != 429 || ra < 1 || ra > 20 || !strings.Contains(r.body, "--max-tickets-per-caller 3") || !strings.Contains(r.body, "jwt:alice") {
+		t.Errorf("alice's fourth ticket: %d Retry-After %q %s", r.status, r.h.Get("Retry-After"), r.body)
+	}
+	for i := range 2 {
+		if r := gs.do(t, "POST", "/tickets", "", bearer("bob")); r.status != 200 {
+			t.Fatalf("bob's ticket %d while alice is at her limit: %d %s", i, r.status, r.body)
+		}
+	}
+	r = gs.do(t, "POST", "/tickets", "", bearer("carol"))
+	ra, _ = strconv.Atoi(r.h.Get("Retry-After"))
+	if r.status != 429 || ra < 1 || ra > 20 || !strings.Contains(r.body, "5 unused tickets") {
+		t.Errorf("over the global limit: %d Retry-After %q %s", r.status, r.h.Get("Retry-After"), r.body)
 	}
 }

@@ -15,11 +15,12 @@ import (
 // standard input: the one-shot path for calls that send stdin (a REPL
 // session's standard input is /dev/null). budget is the output budget; each
 // stream keeps half of it. The result holds a stdout and a stderr stream
-// output; exit is the process's, 124 on timeout.
-//
-// tenant is the caller's: under tenant isolation the process runs in its
-// sandbox, and dir is a folder of its view.
-func (r *Runtimes) RunNode(ctx context.Context, code, stdin, dir string, timeout time.Duration, budget int, tenant string) (res *stream.Result, exit int) {
+// output; exit is the process's, 124 on timeout. started, when set, is
+// called once the process runs under its limits (the caller's start slot,
+// Registry.AdmitProcess, can go back then). tenant is the caller's: under
+// tenant isolation the process runs in its sandbox, and dir is a folder of
+// its view.
+func (r *Runtimes) RunNode(ctx context.Context, code, stdin, dir string, timeout time.Duration, budget int, started func(), tenant string) (res *stream.Result, exit int) {
 	one := 1
 	res = &stream.Result{ID: jupyter.NewID(), Code: code, Language: JS, ExecutionCount: &one}
 	if r.env.Node.Error != "" {
@@ -34,6 +35,9 @@ func (r *Runtimes) RunNode(ctx context.Context, code, stdin, dir string, timeout
 		Node: r.env.Node.Path, Code: code, Stdin: stdin, Dir: dir, Timeout: timeout, Limit: max(budget/2, 1024),
 		Environ: r.base, Credential: r.iso.Credential(), Wrap: wrapIn(t), Started: func(pid int) (err error) {
 			l, err = r.iso.Apply(pid)
+			if err == nil && started != nil {
+				started()
+			}
 			return err
 		},
 	})

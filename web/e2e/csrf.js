@@ -11,7 +11,12 @@
 //   {"name", "kind": "attack", "page": URL}
 //       open URL (the attacking page) and wait for its attempts to settle;
 //   {"name", "kind": "notebook", "page": URL}
-//       open aiod's notebook page and run one cell.
+//       open aiod's notebook page and run one cell;
+//   {"name", "kind": "reads", "page": URL}
+//       open URL (a page that embeds aiod's answers: <script>, <img>),
+//       wait for its attempts to settle, then click its link #dl, which
+//       navigates to a download from aiod, and add what was downloaded
+//       (as text) to what the page saw, under "download".
 // "resolve" maps HOST to IP in Chromium's resolver (--host-resolver-rules),
 // which is how the Go test emulates DNS rebinding: the attacker's name
 // resolves to a loopback address where its server hands everything but
@@ -37,6 +42,21 @@ async function attack(ctx, sc) {
     await page.goto(sc.page);
     await page.waitForFunction(() => window.__done === true, null, { timeout: 120000 });
     return await page.evaluate(() => window.__results);
+  } finally {
+    await page.close();
+  }
+}
+
+async function reads(ctx, sc) {
+  const page = await ctx.newPage();
+  try {
+    await page.goto(sc.page);
+    await page.waitForFunction(() => window.__done === true, null, { timeout: 120000 });
+    const seen = await page.evaluate(() => window.__results);
+    const [dl] = await Promise.all([page.waitForEvent('download', { timeout: 30000 }), page.click('#dl')]);
+    const file = await dl.path();
+    seen.download = file ? fs.readFileSync(file, 'utf8') : 'failed: ' + (await dl.failure());
+    return seen;
   } finally {
     await page.close();
   }
@@ -69,10 +89,11 @@ async function main() {
   let ctx;
   let failed = 0;
   try {
-    ctx = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args });
+    ctx = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, acceptDownloads: true, args });
     for (const sc of cfg.scenarios || []) {
       try {
-        const seen = sc.kind === 'notebook' ? await notebook(ctx, sc) : await attack(ctx, sc);
+        const run = { notebook, reads, attack }[sc.kind] || attack;
+        const seen = await run(ctx, sc);
         console.log('ok ' + sc.name + ' ' + JSON.stringify(seen));
       } catch (e) {
         failed++;
