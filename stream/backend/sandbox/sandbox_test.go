@@ -236,3 +236,25 @@ func TestFilesActInTheTenantsView(t *testing.T) {
 		t.Errorf("helper pid %d still runs after Close", pid)
 	}
 }
+
+// TestNetnsLeavesAiodInItsOwn makes many tenants' network namespaces and
+// checks that aiod itself stays in its own: the main thread (what /proc/net
+// shows) and every thread.
+func TestNetnsLeavesAiodInItsOwn(t *testing.T) {
+	before, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, _ := newTenants(t, NetworkNone)
+	for i := 0; i < 20; i++ {
+		if _, err := ts.Get("jwt:t" + strconv.Itoa(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tasks, _ := filepath.Glob("/proc/self/task/*/ns/net")
+	for _, task := range tasks {
+		if ns, err := os.Readlink(task); err == nil && ns != before {
+			t.Errorf("%s is %s, not aiod's %s", task, ns, before)
+		}
+	}
+}

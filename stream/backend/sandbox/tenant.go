@@ -334,9 +334,12 @@ func accounts(dir string, uid uint32) (passwd, group string, err error) {
 }
 
 // newNetns makes a network namespace with its loopback up and returns a
-// descriptor of it. The work is done on a thread of its own, which ends
-// with the goroutine (it is never unlocked), so no other goroutine ever
-// runs in the new namespace.
+// descriptor of it. The work is done on a thread locked to this goroutine,
+// which goes back to aiod's own namespace before it is unlocked; if it
+// cannot, it stays locked, and Go ends (or, the main thread, parks) it
+// with the goroutine, so no other goroutine ever runs in the new
+// namespace. (A thread left there would also change what /proc/net shows
+// aiod when it is the main thread.)
 func newNetns() (*os.File, error) {
 	type result struct {
 		f   *os.File
@@ -345,7 +348,14 @@ func newNetns() (*os.File, error) {
 	ch := make(chan result, 1)
 	go func() {
 		runtime.LockOSThread()
+		own, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			ch <- result{nil, fmt.Errorf("open aiod's network namespace: %w", err)}
+			return
+		}
+		defer own.Close()
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
 			ch <- result{nil, fmt.Errorf("make a network namespace: %w", err)}
 			return
 		}
@@ -355,6 +365,9 @@ func newNetns() (*os.File, error) {
 				f.Close()
 				f = nil
 			}
+		}
+		if unix.Setns(int(own.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
 		}
 		ch <- result{f, err}
 	}()
