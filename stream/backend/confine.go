@@ -91,3 +91,9 @@ func tenantKey(tenant string) string {
 
 // Tenanted reports whether tenant isolation is on.
 func (r *Runtimes) Tenanted() bool { return r.iso.Tenants() != nil }
+
+// TenantSandbox is tenant's sandbox (its folders, uid and view); nil
+// without tenant isolation.
+func (r *Runtimes) TenantSandbox(tenant string) (*sandbox.Tenant, error) {
+	return r.iso.Tenant(tenant)
+}
