@@ -430,7 +430,7 @@ func TestUploadsLandInWorkdirAndDoNotOverwrite(t *testing.T) {
 	if st, env := ts.upload(t, "/v2/fs/upload", "data.csv", []byte("new\n"), map[string]string{"overwrite": "true"}); st != 200 {
 		t.Fatalf("upload with overwrite=true: %d %v", st, env)
 	}
-	if b, _ := os.ReadFile(filepath.Join(wd, "data.csv")); string(b) != "new\n" {
+	if b, _ := os.ReadFile(ts.hostPath(t, "default", filepath.Join(wd, "data.csv"))); string(b) != "new\n" {
 		t.Fatalf("overwrite=true did not replace the file: %q", b)
 	}
 	// v1 (the SDK) lands in the same folder and replaces, as it did.
