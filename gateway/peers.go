@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 
 	"github.com/valyala/fasthttp"
 	"github.com/vishvananda/netlink"
@@ -23,18 +24,25 @@ import (
 // (the guard already insists), so a runtime uses the API only with a token
 // it was given.
 
-// peerListener marks the connections of runtime peers.
+// peerListener notes the connections of runtime peers in peers, by their
+// remote address, for as long as they are open (fasthttp may wrap the
+// connections it accepts, so a handler finds them by address).
 type peerListener struct {
 	net.Listener
 	isRuntime func(uid uint32) bool
+	peers     *sync.Map // remote address -> uid
 }
 
-// peerConn is an accepted connection; runtime says its client socket is
-// owned by one of aiod's runtimes.
+// peerConn is a runtime's accepted connection; closing it forgets it.
 type peerConn struct {
 	net.Conn
-	runtime bool
-	uid     uint32
+	peers *sync.Map
+	once  sync.Once
+}
+
+func (c *peerConn) Close() error {
+	c.once.Do(func() { c.peers.Delete(c.RemoteAddr().String()) })
+	return c.Conn.Close()
 }
 
 func (l *peerListener) Accept() (net.Conn, error) {
@@ -42,8 +50,11 @@ func (l *peerListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return c, err
 	}
-	uid, local := peerUID(c)
-	return &peerConn{Conn: c, runtime: local && l.isRuntime(uid), uid: uid}, nil
+	if uid, local := peerUID(c); local && l.isRuntime(uid) {
+		l.peers.Store(c.RemoteAddr().String(), uid)
+		return &peerConn{Conn: c, peers: l.peers}, nil
+	}
+	return c, nil
 }
 
 // peerUID looks up the uid owning the client end of c, when the client is
@@ -68,10 +79,10 @@ func peerUID(c net.Conn) (uid uint32, local bool) {
 }
 
 // runtimePeer reports whether the request came over a runtime's
-// connection.
-func runtimePeer(ctx *fasthttp.RequestCtx) (bool, uint32) {
-	if pc, ok := ctx.Conn().(*peerConn); ok {
-		return pc.runtime, pc.uid
+// connection, and its uid.
+func (s *Server) runtimePeer(ctx *fasthttp.RequestCtx) (bool, uint32) {
+	if uid, ok := s.peers.Load(ctx.RemoteAddr().String()); ok {
+		return true, uid.(uint32)
 	}
 	return false, 0
 }
@@ -81,7 +92,7 @@ func runtimePeer(ctx *fasthttp.RequestCtx) (bool, uint32) {
 // one as for any caller).
 func (s *Server) refuseRuntimePeers(next fasthttp.RequestHandler) fasthttp.RequestHandler {
 	return func(ctx *fasthttp.RequestCtx) {
-		if rt, uid := runtimePeer(ctx); rt && !s.guard.AuthRequired() {
+		if rt, uid := s.runtimePeer(ctx); rt && !s.guard.AuthRequired() {
 			s.log.Info("request refused", "status", 403, "method", string(ctx.Method()), "reason", "from a runtime", "uid", uid)
 			api.Fail(ctx, fasthttp.StatusForbidden, fmt.Sprintf(
 				"this request comes from one of aiod's runtimes (uid %d): runtimes may not drive aiod's API with aiod's rights; "+

@@ -113,6 +113,7 @@ type Server struct {
 	metrics *metrics // metrics.go: the Prometheus registry behind /metrics
 	mcp     *mcpServer
 	hostFS  *fsplane.HostFS // the file plane's view without tenants or a runtime user
+	peers   sync.Map        // runtimes' open connections: remote address -> uid (peers.go)
 
 	// unauthBody holds the *fasthttp.RequestHeader of each request that was
 	// given the small body limit (headerReceived), until it is answered:
@@ -373,7 +374,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.log.Warn(w)
 	}
 	if s.rt.RuntimesReachAPI() {
-		ln = &peerListener{Listener: ln, isRuntime: s.rt.IsRuntimeUID}
+		ln = &peerListener{Listener: ln, isRuntime: s.rt.IsRuntimeUID, peers: &s.peers}
 	}
 	return s.http.Serve(ln)
 }

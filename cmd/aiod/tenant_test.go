@@ -330,3 +330,97 @@ func TestIsolationNoneSharesTheHost(t *testing.T) {
 		t.Errorf("info isolation: %v", iso)
 	}
 }
+
+// TestRuntimesCannotUseAiodsRights: where runtimes can reach aiod's port
+// (the host's network under tenant isolation, or --runtime-user without
+// it), a request from a runtime is refused without credentials configured
+// (so it cannot read a root-only file through the plane), and needs the
+// token like anyone else when one is.
+func TestRuntimesCannotUseAiodsRights(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "root-only")
+	if err := os.WriteFile(secret, []byte("root's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	probe := func(url, token string) string {
+		return fmt.Sprintf(`import urllib.request, urllib.error
+req = urllib.request.Request(%q)
+if %q:
+    req.add_header("Authorization", "Bearer " + %q)
+try:
+    print(urllib.request.urlopen(req, timeout=10).status)
+except urllib.error.HTTPError as e:
+    print(e.code)`, url, token, token)
+	}
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"tenant, host network", []string{"--runtime-network", "host"}},
+		{"none, runtime user", []string{"--isolation", "none", "--runtime-user", "nobody"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := startDaemon(t, append([]string{"--code-backend", "kernel"}, c.args...)...)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			read := d.url + "/v2/fs/read?path=" + secret
+			if got := d.execute(ctx, "", probe(read, ""), 30).Stdout; got != "403\n" {
+				t.Errorf("a runtime reading %s through aiod: %q, want 403", secret, got)
+			}
+			if got := d.execute(ctx, "", probe(d.url+"/v2/code/info", ""), 30).Stdout; got != "403\n" {
+				t.Errorf("a runtime calling aiod: %q, want 403", got)
+			}
+			// The caller itself, from outside, is served.
+			if got := d.execute(ctx, "", "print(1)", 30).Stdout; got != "1\n" {
+				t.Errorf("the caller: %q", got)
+			}
+		})
+	}
+	t.Run("with a token", func(t *testing.T) {
+		d := startDaemonEnv(t, []string{"AIO_TOKEN=tok-runtime"}, "--code-backend", "kernel", "--runtime-network", "host")
+		d.token = "tok-runtime"
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if got := d.execute(ctx, "", probe(d.url+"/v2/code/info", ""), 30).Stdout; got != "401\n" {
+			t.Errorf("a runtime without the token: %q, want 401", got)
+		}
+		if got := d.execute(ctx, "", probe(d.url+"/v2/code/info", "tok-runtime"), 30).Stdout; got != "200\n" {
+			t.Errorf("a runtime given the token: %q, want 200", got)
+		}
+	})
+}
+
+// TestTemplateCannotBeTraced: every later kernel starts from the kernel
+// template's memory, so no session may PTRACE_ATTACH it: under tenant
+// isolation (another uid, ptrace denied), and without it as the runtime
+// user the template runs as (it is not dumpable).
+func TestTemplateCannotBeTraced(t *testing.T) {
+	for _, args := range [][]string{{}, {"--isolation", "none", "--runtime-user", "nobody"}} {
+		t.Run(strings.Join(append([]string{"isolation"}, args...), " "), func(t *testing.T) {
+			d := startDaemon(t, append([]string{"--code-backend", "kernel"}, args...)...)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			var info envelope[struct {
+				KernelStart struct {
+					Templates []struct {
+						PID int `json:"pid"`
+					} `json:"templates"`
+				} `json:"kernel_start"`
+			}]
+			d.execute(ctx, "", "1", 30) // the template is ready once a kernel ran
+			d.do(ctx, http.MethodGet, "/v2/code/info", nil, &info)
+			if len(info.Data.KernelStart.Templates) == 0 || info.Data.KernelStart.Templates[0].PID == 0 {
+				t.Fatalf("no template: %+v", info.Data)
+			}
+			pid := info.Data.KernelStart.Templates[0].PID
+			code := fmt.Sprintf(`import ctypes, errno
+libc = ctypes.CDLL(None, use_errno=True)
+r = libc.ptrace(16, %d, None, None)  # PTRACE_ATTACH
+print(r, errno.errorcode.get(ctypes.get_errno()))
+if r == 0:
+    libc.ptrace(17, %d, None, None)  # PTRACE_DETACH`, pid, pid)
+			if got := d.execute(ctx, "", code, 30).Stdout; got != "-1 EPERM\n" {
+				t.Errorf("PTRACE_ATTACH of the template (pid %d): %q, want -1 EPERM", pid, got)
+			}
+		})
+	}
+}
