@@ -733,11 +733,20 @@ func (r *Result) deriveStart() {
 	burst := func(m string) *float64 {
 		return val(func() (float64, bool) {
 			b := sr.Burst[m]
-			return b.AllSeconds, b != nil && b.Err == "" && b.Answered == b.Sessions
+			if b == nil {
+				return 0, false
+			}
+			return b.AllSeconds, b.Err == "" && b.Answered == b.Sessions
 		})
 	}
 	pss := func(m string) *float64 {
-		return val(func() (float64, bool) { p := sr.PSS[m]; return p.PerSessionMB, p != nil && p.Err == "" })
+		return val(func() (float64, bool) {
+			p := sr.PSS[m]
+			if p == nil {
+				return 0, false
+			}
+			return p.PerSessionMB, p.Err == ""
+		})
 	}
 	div := func(a, b *float64) *float64 {
 		if a == nil || b == nil || *b == 0 {
@@ -819,6 +828,9 @@ func (r *Result) writeStartTable(w io.Writer) {
 	fmt.Fprintf(w, "isolation of the fork and spawn daemons: %s\n\n", sr.Isolation)
 	fe := func(m string, q int) string {
 		s := sr.FirstExec[m]
+		if !s.ok() {
+			return "FAILED"
+		}
 		if q == 99 {
 			return f(s.P99, s.ok(), "%.1f ms")
 		}
@@ -826,7 +838,10 @@ func (r *Result) writeStartTable(w io.Writer) {
 	}
 	bu := func(m string) string {
 		b := sr.Burst[m]
-		return f(b.AllSeconds, b != nil && b.Err == "", "%.2f s")
+		if b == nil {
+			return "FAILED"
+		}
+		return f(b.AllSeconds, b.Err == "", "%.2f s")
 	}
 	ps := func(m string, kernel bool) string {
 		p := sr.PSS[m]

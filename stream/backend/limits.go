@@ -82,8 +82,7 @@ type limited struct {
 	totalLimit   string
 	totalLimited bool // all runtimes together have a memory limit
 
-	base     atomic.Uint64 // the group's OOM kills when the last execution began
-	hitsBase atomic.Uint64 // the group's hits of its own memory limit then
+	base atomic.Uint64 // the group's OOM kills when the last execution began
 
 	once sync.Once
 	err  error // Err once Done is closed
@@ -94,7 +93,6 @@ type limited struct {
 // during it.
 func (w *limited) Execute(ctx context.Context, req jupyter.ExecuteRequest) error {
 	w.base.Store(w.l.OOMKills())
-	w.hitsBase.Store(w.l.MemoryLimitHits())
 	return w.Runtime.Execute(ctx, req)
 }
 
@@ -141,7 +139,7 @@ func (w *limited) Err() error {
 		oom := *de
 		oom.Kind, oom.Limit = jupyter.DeathOutOfMemory, w.memLimit
 		oom.Cause = "killed by its memory limit of " + w.memLimit + " (" + de.Cause + ")"
-		if w.totalLimited && w.l.MemoryLimitHits() <= w.hitsBase.Load() {
+		if w.totalLimited && !w.l.ReachedOwnLimit() {
 			oom.Limit = w.totalLimit
 			oom.Cause = "killed when all runtimes together reached their memory limit of " + w.totalLimit + " (" + de.Cause + ")"
 		}

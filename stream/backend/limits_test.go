@@ -24,7 +24,9 @@ func TestMain(m *testing.M) { os.Exit(kerneltest.Run(m)) }
 func TestMemoryLimitDeathIsOutOfMemory(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	r, err := New(ctx, Config{CodeBackend: Kernel, Isolation: Isolation{MemoryBytes: 256 << 20, Pids: 256}})
+	// A total for all runtimes too, as the daemon has by default: the death
+	// is still the runtime's own limit's.
+	r, err := New(ctx, Config{CodeBackend: Kernel, Isolation: Isolation{MemoryBytes: 256 << 20, Pids: 256, TotalMemoryBytes: 8 << 30}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,7 +25,6 @@ import (
 	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/cgroups/fs"
 	"github.com/opencontainers/cgroups/fs2"
-	"github.com/opencontainers/cgroups/fscommon"
 	"golang.org/x/sys/unix"
 )
 
@@ -430,7 +429,7 @@ type Limits struct {
 	dir  string          // a folder of the group that lists its processes
 	once sync.Once
 	oom  atomic.Uint64 // oom kills counted before the group was removed
-	hits atomic.Uint64 // MemoryLimitHits counted before the group was removed
+	full atomic.Bool   // ReachedOwnLimit seen before the group was removed
 	err  error
 }
 
@@ -526,24 +525,23 @@ func (l *Limits) OOMKills() uint64 {
 	return l.oom.Load()
 }
 
-// MemoryLimitHits is how often the runtime's group reached its own memory
-// limit (memory.failcnt in v1, the "max" event in v2); 0 with rlimits.
-// A kill by the limit of all runtimes together does not count here.
-func (l *Limits) MemoryLimitHits() uint64 {
+// ReachedOwnLimit reports whether the runtime's group used its own memory
+// limit up (its peak usage, memory.max_usage_in_bytes in v1, memory.peak
+// in v2, within a little of the limit): the sign that a kill by the OOM
+// killer was its own limit's, not the limit of all runtimes together,
+// under which a group never gets that far. The answer is kept once the
+// group is gone.
+func (l *Limits) ReachedOwnLimit() bool {
 	if l == nil || l.mgr == nil || l.is.cfg.MemoryBytes == 0 {
-		return 0
+		return false
 	}
-	var n uint64
-	var err error
-	if l.is.mechanism == CgroupV2 {
-		n, err = fscommon.GetValueByKey(l.mgr.Path(""), "memory.events", "max")
-	} else {
-		n, err = fscommon.GetCgroupParamUint(l.mgr.Path("memory"), "memory.failcnt")
+	if st, err := l.mgr.GetStats(); err == nil {
+		const slack = 4 << 20 // charges fail a few pages short of the limit
+		if int64(st.MemoryStats.Usage.MaxUsage) >= l.is.cfg.MemoryBytes-slack {
+			l.full.Store(true)
+		}
 	}
-	if err == nil && n > l.hits.Load() {
-		l.hits.Store(n)
-	}
-	return l.hits.Load()
+	return l.full.Load()
 }
 
 // Close kills whatever is left in the runtime's group (children it left in
@@ -555,7 +553,7 @@ func (l *Limits) Close() error {
 	}
 	l.once.Do(func() {
 		l.OOMKills() // keep the counts: the group goes
-		l.MemoryLimitHits()
+		l.ReachedOwnLimit()
 		l.err = l.killAll()
 		if err := l.mgr.Destroy(); err != nil {
 			l.err = errors.Join(l.err, err)
