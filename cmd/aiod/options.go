@@ -16,6 +16,7 @@ import (
 	"github.com/aiod/aiod/stream"
 	"github.com/aiod/aiod/stream/backend"
 	"github.com/aiod/aiod/stream/backend/isolate"
+	"github.com/aiod/aiod/stream/backend/sandbox"
 )
 
 var (
@@ -81,6 +82,7 @@ type options struct {
 	stateDir           string
 	tenantUIDs         [2]uint32
 	runtimeNetwork     string
+	egressAllow        string
 }
 
 // setting is one flag with its variable, for parsing and for --help.
@@ -102,7 +104,7 @@ var kinds = map[string]string{
 	"token": "token", "jwt-public-key": "pem", "allowed-hosts": "list", "allowed-origins": "list",
 	"token-file": "file", "jupyter-token-file": "file", "jwt-public-key-file": "file",
 	"log-format": "text|json", "runtime-user": "name|uid[:gid]", "runtime-env-allow": "list",
-	"isolation": "auto|tenant|none", "state-dir": "folder", "runtime-network": "none|host",
+	"isolation": "auto|tenant|none", "state-dir": "folder", "runtime-network": "none|allow|host", "egress-allow": "list",
 }
 
 // defaultEnvAllow is --runtime-env-allow's default (isolate.DefaultEnvAllow).
@@ -168,7 +170,8 @@ func (o *options) settings() []setting {
 		{"isolation", "AIO_ISOLATION", "auto", "tenant: every caller's runtimes (and file plane) in a sandbox of their own (namespaces, a read-only host, the tenant's folders, its own uid, seccomp); none: one shared host, as aiod's user or --runtime-user; auto: tenant where the machine allows it (root, namespaces), else none with the reason logged", strSetter(&o.isolation)},
 		{"state-dir", "AIO_STATE_DIR", defaultStateDir(), "aiod's state directory, created 0700 and locked: tenants' folders and uids live there", strSetter(&o.stateDir)},
 		{"tenant-uids", "AIO_TENANT_UIDS", "2000000000-2000999999", "FIRST-LAST: the uids (and gids) tenants get under --isolation tenant, one each, kept across restarts; nothing else on the machine may use them", uidRangeSetter(&o.tenantUIDs)},
-		{"runtime-network", "AIO_RUNTIME_NETWORK", "none", "network of tenant runtimes under --isolation tenant: none (a network namespace per tenant with its own loopback only) or host", strSetter(&o.runtimeNetwork)},
+		{"runtime-network", "AIO_RUNTIME_NETWORK", "none", "network of tenant runtimes under --isolation tenant: none (a network namespace per tenant with its own loopback only), allow (that, and an HTTP proxy in it letting through only --egress-allow) or host", strSetter(&o.runtimeNetwork)},
+		{"egress-allow", "AIO_EGRESS_ALLOW", "", "with --runtime-network allow: comma-separated HOST:PORT destinations runtimes may reach through aiod's proxy (a name, *.name for its subdomains, or an address), e.g. pypi.org:443,files.pythonhosted.org:443", strSetter(&o.egressAllow)},
 		{"access-log", "AIO_ACCESS_LOG", "true", "log one line per request at info: method, route pattern, status, duration, bytes (never bodies, queries or credentials)", boolSetter(&o.accessLog)},
 	}
 }
@@ -542,8 +545,17 @@ func (o *options) check(name func(flag string) string) error {
 	default:
 		return &usageError{fmt.Sprintf("%s %q: want auto, tenant or none", name("isolation"), o.isolation)}
 	}
-	if o.runtimeNetwork != "none" && o.runtimeNetwork != "host" {
-		return &usageError{fmt.Sprintf("%s %q: want none or host", name("runtime-network"), o.runtimeNetwork)}
+	switch o.runtimeNetwork {
+	case "none", "host", "allow":
+	default:
+		return &usageError{fmt.Sprintf("%s %q: want none, allow or host", name("runtime-network"), o.runtimeNetwork)}
+	}
+	if _, err := sandbox.ParseEgress(splitList(o.egressAllow)); err != nil {
+		return &usageError{fmt.Sprintf("%v (%s)", err, name("egress-allow"))}
+	}
+	if o.egressAllow != "" && o.runtimeNetwork != "allow" {
+		return &usageError{fmt.Sprintf("%s is set, but %s is %s: the list applies with %s allow",
+			name("egress-allow"), name("runtime-network"), o.runtimeNetwork, name("runtime-network"))}
 	}
 	if o.isolation == "tenant" && o.runtimeUser != "" {
 		return &usageError{fmt.Sprintf("%s %q and %s tenant: under tenant isolation every tenant runs as a uid of its own (%s); drop %s",
@@ -618,6 +630,7 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 	c.Isolation.User, c.Isolation.EnvAllow = o.runtimeUser, splitList(o.runtimeEnvAllow)
 	c.Isolation.Isolation, c.Isolation.StateDir, c.Isolation.Network = o.isolation, o.stateDir, o.runtimeNetwork
 	c.Isolation.FirstUID, c.Isolation.LastUID = o.tenantUIDs[0], o.tenantUIDs[1]
+	c.Isolation.Egress, _ = sandbox.ParseEgress(splitList(o.egressAllow)) // checked by check
 	if o.kernelTransport == "tcp" && o.isolation == "auto" {
 		c.Isolation.Isolation = "none"
 		c.Isolation.NoneBecause = "--kernel-transport tcp: a tenant's kernels listen in its own network namespace, out of aiod's reach over TCP"

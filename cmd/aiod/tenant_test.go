@@ -10,7 +10,9 @@ import (
 	"encoding/pem"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -422,5 +424,80 @@ if r == 0:
 				t.Errorf("PTRACE_ATTACH of the template (pid %d): %q, want -1 EPERM", pid, got)
 			}
 		})
+	}
+}
+
+// TestEgressAllowList runs tenants with --runtime-network allow: their one
+// way out is aiod's proxy, which lets through the listed destination
+// (plain HTTP and a CONNECT tunnel) and refuses another port of the same
+// host; a direct connection has no route.
+func TestEgressAllowList(t *testing.T) {
+	hostIP := ""
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil && p.Addr().Is4() && !p.Addr().IsLoopback() {
+			hostIP = p.Addr().String()
+			break
+		}
+	}
+	if hostIP == "" {
+		t.Fatal("no non-loopback IPv4 address on this machine to serve the destination on")
+	}
+	serve := func(body string) int {
+		ln, err := net.Listen("tcp", hostIP+":0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, body) })}
+		go srv.Serve(ln)
+		t.Cleanup(func() { srv.Close() })
+		return ln.Addr().(*net.TCPAddr).Port
+	}
+	allowed, other := serve("allowed"), serve("other")
+	d := startDaemon(t, "--code-backend", "kernel", "--runtime-network", "allow",
+		"--egress-allow", fmt.Sprintf("%s:%d,*.example.com:443", hostIP, allowed))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	code := fmt.Sprintf(`import os, socket, urllib.request, urllib.error
+def get(url):
+    try:
+        return urllib.request.urlopen(url, timeout=10).read().decode()
+    except urllib.error.HTTPError as e:
+        return str(e.code)
+def direct():
+    try:
+        socket.create_connection((%q, %d), timeout=3); return "connected"
+    except OSError as e:
+        return type(e).__name__
+def tunnel():
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=10)
+    s.sendall(b"CONNECT %s:%d HTTP/1.1\r\nHost: %s:%d\r\n\r\n")
+    head = s.recv(4096).split(b"\r\n")[0].decode()
+    s.sendall(b"GET / HTTP/1.0\r\nHost: x\r\n\r\n")
+    data = b""
+    while True:
+        b = s.recv(4096)
+        if not b:
+            break
+        data += b
+    return head + "|" + data.decode().split("\r\n\r\n", 1)[-1]
+print(os.environ.get("HTTPS_PROXY"))
+print(get("http://%s:%d/"), get("http://%s:%d/"), direct())
+print(tunnel())`, hostIP, allowed, hostIP, allowed, hostIP, allowed, hostIP, allowed, hostIP, other)
+	got := d.execute(ctx, "", code, 60).Stdout
+	t.Logf("a session's egress:\n%s", got)
+	want := fmt.Sprintf("http://127.0.0.1:3128\nallowed 403 OSError\nHTTP/1.1 200 Connection established|allowed\n")
+	if !strings.HasPrefix(got, "http://127.0.0.1:3128\nallowed 403 ") || !strings.HasSuffix(got, "HTTP/1.1 200 Connection established|allowed\n") || strings.Contains(got, "connected") {
+		t.Errorf("egress from a session:\n%s\nwant like\n%s", got, want)
+	}
+	var info envelope[struct {
+		Isolation struct {
+			Network    string   `json:"network"`
+			Namespaces []string `json:"namespaces"`
+		} `json:"isolation"`
+	}]
+	d.do(ctx, http.MethodGet, "/v2/code/info", nil, &info)
+	if info.Data.Isolation.Network != "allow" || !strings.Contains(strings.Join(info.Data.Isolation.Namespaces, " "), "1 refused") {
+		t.Errorf("info: %+v", info.Data.Isolation)
 	}
 }

@@ -97,3 +97,14 @@ func (r *Runtimes) Tenanted() bool { return r.iso.Tenants() != nil }
 func (r *Runtimes) TenantSandbox(tenant string) (*sandbox.Tenant, error) {
 	return r.iso.Tenant(tenant)
 }
+
+// Egress counts the egress proxies' decisions; ok is false without them
+// (--runtime-network other than allow).
+func (r *Runtimes) Egress() (allowed, refused uint64, ok bool) {
+	ts := r.iso.Tenants()
+	if ts == nil || ts.Network() != sandbox.NetworkAllow {
+		return 0, 0, false
+	}
+	allowed, refused = ts.Egress()
+	return allowed, refused, true
+}

@@ -64,6 +64,7 @@ type Config struct {
 	Workdir           string
 	FirstUID, LastUID uint32
 	Network           string
+	Egress            []sandbox.EgressRule // what runtimes may reach with Network "allow"
 	Logger            *slog.Logger
 }
 
@@ -206,7 +207,7 @@ func (is *Isolator) Environ(env []string) []string {
 	}
 	out := FilterEnv(env, allow)
 	if is != nil && is.tenants != nil {
-		return tenantEnviron(out)
+		return tenantEnviron(out, is.tenants.Network() == sandbox.NetworkAllow)
 	}
 	if is != nil && is.cred != nil {
 		out = append(out, "HOME="+is.home, "USER="+is.userName, "LOGNAME="+is.userName,

@@ -48,7 +48,7 @@ func (is *Isolator) setUpTenants() error {
 	why := is.tenantsImpossible()
 	if why == "" {
 		ts, err := sandbox.NewTenants(sandbox.Config{StateDir: c.StateDir, FirstUID: c.FirstUID, LastUID: c.LastUID,
-			Workdir: c.Workdir, Network: c.Network, Logger: is.log})
+			Workdir: c.Workdir, Network: c.Network, Egress: c.Egress, Logger: is.log})
 		if err == nil {
 			is.tenants, is.mode = ts, ModeTenant
 			return nil
@@ -112,18 +112,27 @@ func (is *Isolator) Tenants() *sandbox.Tenants {
 }
 
 // tenantEnviron is what a tenant runtime's environment changes: its HOME
-// and account, and no TMPDIR of aiod's (the view has its own /tmp).
-func tenantEnviron(env []string) []string {
+// and account, no TMPDIR of aiod's (the view has its own /tmp), and with
+// the egress proxy, the proxy variables.
+func tenantEnviron(env []string, proxy bool) []string {
 	out := env[:0:0]
 	for _, kv := range env {
 		name, _, _ := strings.Cut(kv, "=")
-		switch name {
-		case "HOME", "USER", "LOGNAME", "TMPDIR", "IPYTHONDIR", "MPLCONFIGDIR":
+		switch strings.ToUpper(name) {
+		case "HOME", "USER", "LOGNAME", "TMPDIR", "IPYTHONDIR", "MPLCONFIGDIR",
+			"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY":
 			continue
 		}
 		out = append(out, kv)
 	}
-	return append(out, "HOME="+sandbox.HomePath, "USER="+sandbox.UserName, "LOGNAME="+sandbox.UserName)
+	out = append(out, "HOME="+sandbox.HomePath, "USER="+sandbox.UserName, "LOGNAME="+sandbox.UserName)
+	if proxy {
+		for _, v := range []string{"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"} {
+			out = append(out, v+"="+sandbox.ProxyURL)
+		}
+		out = append(out, "NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1")
+	}
+	return out
 }
 
 // TenantReport is discovery's view of tenant isolation.
@@ -155,8 +164,13 @@ func (is *Isolator) TenantReport(tenant string) TenantReport {
 	}
 	first, last := is.tenants.UIDRange()
 	net := "its tenant's network namespace: its own loopback only, no route out (--runtime-network none)"
-	if is.tenants.Network() == sandbox.NetworkHost {
+	switch is.tenants.Network() {
+	case sandbox.NetworkHost:
 		net = "the host's network (--runtime-network host)"
+	case sandbox.NetworkAllow:
+		allowed, refused := is.tenants.Egress()
+		net = fmt.Sprintf("its tenant's network namespace, whose one way out is aiod's HTTP proxy at %s (HTTP_PROXY, HTTPS_PROXY), letting through only %s (--egress-allow); %d connections let through, %d refused so far",
+			sandbox.ProxyURL, egressList(is.tenants.EgressRules()), allowed, refused)
 	}
 	return TenantReport{
 		Mode: ModeTenant, Tenant: tenant, Network: is.tenants.Network(),
@@ -178,4 +192,15 @@ func (is *Isolator) TenantReport(tenant string) TenantReport {
 			"kernel templates: every forked kernel starts from the same warm template process (root, not dumpable, invisible)",
 		},
 	}
+}
+
+func egressList(rules []sandbox.EgressRule) string {
+	if len(rules) == 0 {
+		return "nothing"
+	}
+	out := make([]string, len(rules))
+	for i, r := range rules {
+		out[i] = fmt.Sprintf("%s:%d", r.Host, r.Port)
+	}
+	return strings.Join(out, ", ")
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -34,9 +35,11 @@ type Config struct {
 	FirstUID, LastUID uint32
 	// Workdir is the working folder as runtimes see it (--workdir).
 	Workdir string
-	// Network is NetworkNone or NetworkHost.
+	// Network is NetworkNone, NetworkAllow or NetworkHost.
 	Network string
-	Logger  *slog.Logger
+	// Egress is what the egress proxy lets through (NetworkAllow).
+	Egress []EgressRule
+	Logger *slog.Logger
 }
 
 // UserName is the tenant's account name in its view's /etc/passwd, and
@@ -54,6 +57,8 @@ type Tenants struct {
 	dir     string // StateDir/tenants
 	seccomp []byte
 
+	egress EgressStats // the egress proxies' decisions
+
 	mu     sync.Mutex
 	byKey  map[string]*Tenant // guarded by mu
 	used   map[uint32]string  // guarded by mu: uid -> folder
@@ -67,8 +72,9 @@ type Tenant struct {
 	Dir      string // its folder in the state directory
 	UID, GID uint32
 	view     View
-	net      *os.File // its network namespace; nil with the host's network
-	files    *Files   // its file helper's client, made on first use; guarded by Tenants.mu
+	net      *os.File     // its network namespace; nil with the host's network
+	proxy    *egressProxy // its egress proxy (NetworkAllow)
+	files    *Files       // its file helper's client, made on first use; guarded by Tenants.mu
 }
 
 // NewTenants makes the state directory and reads the tenants it already
@@ -80,8 +86,8 @@ func NewTenants(cfg Config) (*Tenants, error) {
 	if cfg.Network == "" {
 		cfg.Network = NetworkNone
 	}
-	if cfg.Network != NetworkNone && cfg.Network != NetworkHost {
-		return nil, fmt.Errorf("runtime network %q: want none or host", cfg.Network)
+	if cfg.Network != NetworkNone && cfg.Network != NetworkHost && cfg.Network != NetworkAllow {
+		return nil, fmt.Errorf("runtime network %q: want none, allow or host", cfg.Network)
 	}
 	if cfg.FirstUID == 0 || cfg.LastUID < cfg.FirstUID {
 		return nil, fmt.Errorf("tenant uids %d-%d: want FIRST-LAST above 0", cfg.FirstUID, cfg.LastUID)
@@ -124,6 +130,14 @@ func NewTenants(cfg Config) (*Tenants, error) {
 	}
 	return ts, nil
 }
+
+// Egress counts the egress proxies' decisions (NetworkAllow).
+func (ts *Tenants) Egress() (allowed, refused uint64) {
+	return ts.egress.Allowed.Load(), ts.egress.Refused.Load()
+}
+
+// EgressRules is what the egress proxies let through.
+func (ts *Tenants) EgressRules() []EgressRule { return ts.cfg.Egress }
 
 // StateDir is the state directory, absolute.
 func (ts *Tenants) StateDir() string { return ts.cfg.StateDir }
@@ -217,11 +231,15 @@ func (ts *Tenants) make(key string) (*Tenant, error) {
 	if v.Passwd, v.Group, err = accounts(dir, uid); err != nil {
 		return nil, err
 	}
-	if ts.cfg.Network == NetworkNone {
-		if t.net, err = newNetns(); err != nil {
+	if ts.cfg.Network != NetworkHost {
+		var ln net.Listener
+		if t.net, ln, err = newNetns(ts.cfg.Network == NetworkAllow); err != nil {
 			return nil, err
 		}
 		v.Net = 0
+		if ln != nil {
+			t.proxy = newEgressProxy(key, ln, ts.cfg.Egress, &ts.egress, ts.log)
+		}
 	}
 	t.view = v
 	return t, nil
@@ -340,9 +358,13 @@ func accounts(dir string, uid uint32) (passwd, group string, err error) {
 // with the goroutine, so no other goroutine ever runs in the new
 // namespace. (A thread left there would also change what /proc/net shows
 // aiod when it is the main thread.)
-func newNetns() (*os.File, error) {
+//
+// With proxy, a listening socket at ProxyPort on the namespace's loopback
+// is made there too, for the egress proxy.
+func newNetns(proxy bool) (*os.File, net.Listener, error) {
 	type result struct {
 		f   *os.File
+		ln  net.Listener
 		err error
 	}
 	ch := make(chan result, 1)
@@ -350,29 +372,36 @@ func newNetns() (*os.File, error) {
 		runtime.LockOSThread()
 		own, err := os.Open("/proc/thread-self/ns/net")
 		if err != nil {
-			ch <- result{nil, fmt.Errorf("open aiod's network namespace: %w", err)}
+			ch <- result{nil, nil, fmt.Errorf("open aiod's network namespace: %w", err)}
 			return
 		}
 		defer own.Close()
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
 			runtime.UnlockOSThread()
-			ch <- result{nil, fmt.Errorf("make a network namespace: %w", err)}
+			ch <- result{nil, nil, fmt.Errorf("make a network namespace: %w", err)}
 			return
 		}
+		var ln net.Listener
 		f, err := os.Open("/proc/thread-self/ns/net")
 		if err == nil {
-			if err = loUp(); err != nil {
-				f.Close()
-				f = nil
-			}
+			err = loUp()
+		}
+		if err == nil && proxy {
+			// The socket is made by this thread, so in the namespace; it
+			// stays there when aiod accepts on it from its own.
+			ln, err = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(ProxyPort))
+		}
+		if err != nil && f != nil {
+			f.Close()
+			f = nil
 		}
 		if unix.Setns(int(own.Fd()), unix.CLONE_NEWNET) == nil {
 			runtime.UnlockOSThread()
 		}
-		ch <- result{f, err}
+		ch <- result{f, ln, err}
 	}()
 	r := <-ch
-	return r.f, r.err
+	return r.f, r.ln, r.err
 }
 
 // View is what the tenant's runtimes see.
@@ -397,6 +426,7 @@ func (ts *Tenants) Close() error {
 	defer ts.mu.Unlock()
 	ts.closed = true
 	var all []*Files
+	var proxies []*egressProxy
 	for _, t := range ts.byKey {
 		if t.net != nil {
 			t.net.Close()
@@ -404,11 +434,17 @@ func (ts *Tenants) Close() error {
 		if t.files != nil {
 			all = append(all, t.files)
 		}
+		if t.proxy != nil {
+			proxies = append(proxies, t.proxy)
+		}
 	}
 	ts.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, f := range all {
 		wg.Go(f.Close)
+	}
+	for _, p := range proxies {
+		wg.Go(p.close)
 	}
 	wg.Wait()
 	ts.mu.Lock()
