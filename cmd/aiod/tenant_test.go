@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -54,8 +55,8 @@ type caller struct {
 	token string
 }
 
-// call sends a request (body JSON, or raw bytes) and returns the status
-// and the decoded envelope.
+// call sends a request (body JSON) with the caller's token, if it has
+// one, and returns the status and the decoded envelope.
 func (c *caller) call(ctx context.Context, method, path string, body any) (int, map[string]any) {
 	c.t.Helper()
 	var rd io.Reader
@@ -68,7 +69,9 @@ func (c *caller) call(ctx context.Context, method, path string, body any) (int, 
 		c.t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
 	resp, err := c.d.client.Do(req)
 	if err != nil {
 		c.t.Fatalf("%s: %s %s: %v", c.name, method, path, err)
@@ -499,5 +502,46 @@ print(tunnel())`, hostIP, allowed, hostIP, allowed, hostIP, allowed, hostIP, all
 	d.do(ctx, http.MethodGet, "/v2/code/info", nil, &info)
 	if info.Data.Isolation.Network != "allow" || !strings.Contains(strings.Join(info.Data.Isolation.Namespaces, " "), "1 refused") {
 		t.Errorf("info: %+v", info.Data.Isolation)
+	}
+}
+
+// TestPlaneHasTheRuntimeUsersRights: with --runtime-user nobody (and no
+// tenant isolation) the file plane acts as nobody too: a root-only file,
+// or a link a runtime planted to it, is 403; what the plane writes is
+// nobody's.
+func TestPlaneHasTheRuntimeUsersRights(t *testing.T) {
+	work, err := os.MkdirTemp("", "aiod-plane-user-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(work) })
+	if err := os.Chmod(work, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	secret := filepath.Join(work, "root-only")
+	if err := os.WriteFile(secret, []byte("root's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startDaemon(t, "--isolation", "none", "--runtime-user", "nobody", "--workdir", work)
+	c := &caller{t: t, d: d, name: "caller"}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if st, env := c.call(ctx, http.MethodGet, "/v2/fs/read?path="+secret, nil); st != 403 {
+		t.Errorf("read a root-only file through the plane: %d %v", st, env)
+	}
+	c.run(ctx, "python", "", fmt.Sprintf("import os; os.symlink(%q, %q)", "/etc/shadow", filepath.Join(work, "link")))
+	if st, env := c.call(ctx, http.MethodGet, "/v2/fs/download?path="+filepath.Join(work, "link"), nil); st != 403 {
+		t.Errorf("download through a link to /etc/shadow: %d %v", st, env)
+	}
+	if st, env := c.call(ctx, http.MethodPost, "/v2/fs/write", map[string]any{"path": filepath.Join(work, "new.txt"), "content": "x"}); st != 200 {
+		t.Fatalf("write: %d %v", st, env)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(work, "new.txt"), &st); err != nil || st.Uid != 65534 {
+		t.Errorf("the plane's file: %v, owner %d; want nobody's", err, st.Uid)
+	}
+	if st, _ := c.call(ctx, http.MethodPost, "/v2/fs/write", map[string]any{"path": "/etc/aiod-plane-x", "content": "x"}); st != 403 {
+		t.Errorf("write in /etc as nobody: %d", st)
+		os.Remove("/etc/aiod-plane-x")
 	}
 }
