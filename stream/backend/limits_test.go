@@ -62,18 +62,7 @@ func TestMemoryLimitDeathIsOutOfMemory(t *testing.T) {
 				t.Fatalf("runtime pid %d is not in an aiod cgroup:\n%s", rt.Info().PID, cg)
 			}
 			start := time.Now()
-			if err := rt.Execute(ctx, jupyter.ExecuteRequest{MsgID: jupyter.NewID(), Code: c.code}); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case <-rt.Done():
-			case <-time.After(30 * time.Second):
-				t.Fatal("the runtime outlived its memory limit for 30 s")
-			}
-			var de *jupyter.DeadError
-			if !errors.As(rt.Err(), &de) || de.Kind != jupyter.DeathOutOfMemory || de.Limit != "256 MiB (--runtime-memory-limit)" {
-				t.Fatalf("Err = %#v, want a DeadError of kind out_of_memory naming the limit", rt.Err())
-			}
+			de := killedBy(ctx, t, rt, c.code, "256 MiB (--runtime-memory-limit)", 30*time.Second)
 			t.Logf("%s died of its memory limit %v after the execute: %v", c.lang, time.Since(start).Round(time.Millisecond), de)
 			if err := rt.Close(ctx); err != nil {
 				t.Fatal(err)
@@ -222,33 +211,25 @@ func startLimitedKernel(ctx context.Context, t *testing.T, iso Isolation) (jupyt
 func TestTotalMemoryLimitBoundsAllRuntimes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	r, err := New(ctx, Config{CodeBackend: Kernel, Isolation: Isolation{TotalMemoryBytes: 320 << 20}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close(context.Background())
-	if rep := r.Isolation(""); rep.TotalMemoryBytes != 320<<20 || !strings.Contains(strings.Join(rep.Enforced, "\n"), "total memory") {
-		t.Fatalf("report %+v", rep)
-	}
-	b, err := r.For(Want{Language: Python})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := b.Start(ctx, func(*jupyter.Message) {})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rt.Close(context.Background())
-	if err := rt.Execute(ctx, jupyter.ExecuteRequest{MsgID: jupyter.NewID(), Code: "x = bytearray(512 << 20)"}); err != nil {
+	rt, _ := startLimitedKernel(ctx, t, Isolation{TotalMemoryBytes: 320 << 20})
+	killedBy(ctx, t, rt, "x = bytearray(512 << 20)", "320 MiB (--runtimes-memory-total)", 60*time.Second)
+}
+
+// killedBy runs code in rt and waits (at most wait) for the death by the
+// memory limit it must cause, named limit.
+func killedBy(ctx context.Context, t *testing.T, rt jupyter.Runtime, code, limit string, wait time.Duration) *jupyter.DeadError {
+	t.Helper()
+	if err := rt.Execute(ctx, jupyter.ExecuteRequest{MsgID: jupyter.NewID(), Code: code}); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case <-rt.Done():
-	case <-time.After(60 * time.Second):
-		t.Fatal("the kernel outlived the total limit for 60 s")
+	case <-time.After(wait):
+		t.Fatalf("the runtime outlived its memory limit (%s) for %s", limit, wait)
 	}
 	var de *jupyter.DeadError
-	if !errors.As(rt.Err(), &de) || de.Kind != jupyter.DeathOutOfMemory || de.Limit != "320 MiB (--runtimes-memory-total)" {
-		t.Fatalf("Err = %#v, want out_of_memory naming the total limit", rt.Err())
+	if !errors.As(rt.Err(), &de) || de.Kind != jupyter.DeathOutOfMemory || de.Limit != limit {
+		t.Fatalf("Err = %#v, want a DeadError of kind out_of_memory naming %s", rt.Err(), limit)
 	}
+	return de
 }
