@@ -77,7 +77,7 @@ func (s *Server) limits() limits {
 	return l
 }
 
-func (s *Server) codeInterpreter() codeInterpreter {
+func (s *Server) codeInterpreter(tenant string) codeInterpreter {
 	env := s.env
 	ci := codeInterpreter{
 		Backend:       s.pythonBackend(),
@@ -86,9 +86,9 @@ func (s *Server) codeInterpreter() codeInterpreter {
 		PythonKernels: []backend.KernelInfo{},
 		Interpreters:  map[string]backend.Interpreter{"python": env.Python, "javascript": env.Node},
 		Limits:        s.limits(),
-		Pools:         s.rt.PoolStats(),
+		Pools:         s.rt.PoolStats(tenant),
 		KernelStart:   s.rt.KernelStart(),
-		Isolation:     s.rt.Isolation(),
+		Isolation:     s.rt.Isolation(tenant),
 		Remote:        s.rt.Remote(),
 	}
 	for _, k := range env.Kernels {
@@ -116,7 +116,7 @@ func (s *Server) v2Sandbox(ctx *fasthttp.RequestCtx) {
 		"uptime_seconds": int(time.Since(s.started).Seconds()),
 		"sessions":       s.reg.Len(),
 		"capabilities": map[string]any{
-			"code_interpreter": s.codeInterpreter(),
+			"code_interpreter": s.codeInterpreter(tenantOf(ctx)),
 			"file_system":      map[string]any{"available": true, "routes": []string{"/v2/fs/*", "/v1/file/*"}},
 			"streaming":        map[string]any{"available": true, "websocket": "/v2/code/ws"},
 			"jupyter_api":      map[string]any{"available": true, "base": "/api"},
@@ -126,7 +126,7 @@ func (s *Server) v2Sandbox(ctx *fasthttp.RequestCtx) {
 }
 
 func (s *Server) v1Capabilities(ctx *fasthttp.RequestCtx) {
-	api.OK(ctx, map[string]any{"code_interpreter": s.codeInterpreter()})
+	api.OK(ctx, map[string]any{"code_interpreter": s.codeInterpreter(tenantOf(ctx))})
 }
 
 // languageInfo is one entry of /v2/code/info's languages.
@@ -164,9 +164,9 @@ func (s *Server) v2CodeInfo(ctx *fasthttp.RequestCtx) {
 	l := s.limits()
 	api.OK(ctx, map[string]any{
 		"backend":             s.pythonBackend(),
-		"remote":              s.codeInterpreter().Remote,
+		"remote":              s.codeInterpreter(tenantOf(ctx)).Remote,
 		"languages":           s.languages(),
-		"python_kernels":      s.codeInterpreter().PythonKernels,
+		"python_kernels":      s.codeInterpreter(tenantOf(ctx)).PythonKernels,
 		"default_timeout":     l.DefaultTimeout,
 		"max_timeout":         l.MaxTimeout,
 		"kernel_idle_seconds": l.KernelIdleSeconds,
@@ -174,9 +174,9 @@ func (s *Server) v2CodeInfo(ctx *fasthttp.RequestCtx) {
 		"output_budget_bytes": l.OutputBudgetBytes,
 		"max_body_bytes":      l.MaxBodyBytes,
 		"limits":              l,
-		"pools":               s.rt.PoolStats(),
+		"pools":               s.rt.PoolStats(tenantOf(ctx)),
 		"kernel_start":        s.rt.KernelStart(),
-		"isolation":           s.rt.Isolation(),
+		"isolation":           s.rt.Isolation(tenantOf(ctx)),
 		"executions":          s.executionStats(),
 		"warnings":            append([]string{}, s.env.Warnings...),
 	})

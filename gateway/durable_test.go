@@ -78,7 +78,7 @@ func TestDurableResultFetchedAfterClientTimeout(t *testing.T) {
 // runs the code twice: a counter in a file proves it.
 func TestDurableRetryNeverRunsTwice(t *testing.T) {
 	ts := startServer(t, Config{})
-	counter := filepath.Join(t.TempDir(), "runs")
+	counter := filepath.Join(ts.viewDir(t, "default"), "runs")
 	code := fmt.Sprintf("import time\nwith open(%q, 'a') as f: f.write('x')\ntime.sleep(2)\nprint('ran')", counter)
 	call := map[string]any{"language": "python", "code": code, "session_id": "idem", "execution_id": "once"}
 	var wg sync.WaitGroup
@@ -101,7 +101,7 @@ func TestDurableRetryNeverRunsTwice(t *testing.T) {
 	if again["stdout"] != "ran\n" || again["replayed"] != true {
 		t.Fatalf("retry after the run: %v (want the stored answer, replayed)", again)
 	}
-	if b, _ := os.ReadFile(counter); string(b) != "x" {
+	if b, _ := os.ReadFile(ts.hostPath(t, "default", counter)); string(b) != "x" {
 		t.Fatalf("the code ran %d times, want once", len(b))
 	}
 	for _, other := range []map[string]any{

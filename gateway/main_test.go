@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -32,6 +33,12 @@ func startServer(t testing.TB, cfg Config) *testServer {
 	t.Helper()
 	if cfg.KernelStartTimeout == 0 {
 		cfg.KernelStartTimeout = 120 * time.Second
+	}
+	if cfg.Isolation.StateDir == "" {
+		// The daemon's default: tenant isolation where the machine allows
+		// it (it needs a state directory); a test asks for "none" to run
+		// on the shared host.
+		cfg.Isolation.StateDir = t.TempDir()
 	}
 	srv, err := New(cfg)
 	if err != nil {
@@ -124,4 +131,50 @@ func (ts *testServer) callRaw(t testing.TB, method, path string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	checkAnswer(t, req, resp, b)
 	return resp.StatusCode, string(b)
+}
+
+// viewDir makes a fresh folder that the tenant's runtimes and file plane
+// see (under tenant isolation, in its /tmp) and returns its path as they
+// see it; without isolation, a temporary folder of the test.
+func (ts *testServer) viewDir(t testing.TB, tenant string) string {
+	t.Helper()
+	if !ts.rt.Tenanted() {
+		return t.TempDir()
+	}
+	name := strings.NewReplacer("/", "-", " ", "_").Replace(t.Name())
+	p := fmt.Sprintf("/tmp/%s-%d", name, time.Now().UnixNano())
+	view, err := ts.viewOf(tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := view.MkdirAll(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// hostPath is where a path of the tenant's view lies on the host: its
+// /tmp, /var/tmp, HOME and working folder are folders of the state
+// directory; anything else is the host's own (read-only to the tenant).
+func (ts *testServer) hostPath(t testing.TB, tenant, p string) string {
+	t.Helper()
+	if !ts.rt.Tenanted() {
+		return p
+	}
+	tn, err := ts.rt.TenantSandbox(tenant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := tn.View()
+	for _, m := range []struct{ at, backing string }{
+		{v.WorkPath, v.Work}, {v.HomePath, v.Home}, {"/tmp", v.Tmp}, {"/var/tmp", v.VarTmp}, {"/dev/shm", v.Shm},
+	} {
+		if m.backing == "" {
+			continue
+		}
+		if p == m.at || strings.HasPrefix(p, m.at+"/") {
+			return m.backing + strings.TrimPrefix(p, m.at)
+		}
+	}
+	return p
 }

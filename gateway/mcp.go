@@ -49,6 +49,62 @@ type mcpServer struct {
 
 	streams     context.Context // parent of GET streams; ends when shutdown begins
 	stopStreams context.CancelFunc
+
+	owners mcpOwners // MCP session id -> the tenant that made it
+}
+
+// mcpOwners remembers which tenant made each MCP session, for as long as
+// the SDK keeps such a session (mcpSessionIdle after its last request).
+type mcpOwners struct {
+	mu sync.Mutex
+	m  map[string]*mcpOwner
+}
+
+type mcpOwner struct {
+	tenant string
+	seen   time.Time
+}
+
+// check reports whether tenant may use session id (unknown ids pass: the
+// SDK answers them) and notes its use.
+func (o *mcpOwners) check(id, tenant string, now time.Time) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	w := o.m[id]
+	if w == nil {
+		return true
+	}
+	if w.tenant != tenant {
+		return false
+	}
+	w.seen = now
+	return true
+}
+
+// add records a new session's maker, dropping sessions the SDK has let go.
+func (o *mcpOwners) add(id, tenant string, now time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.m == nil {
+		o.m = map[string]*mcpOwner{}
+	}
+	if _, ok := o.m[id]; ok {
+		return
+	}
+	if len(o.m)%256 == 255 {
+		for k, w := range o.m {
+			if now.Sub(w.seen) > mcpSessionIdle {
+				delete(o.m, k)
+			}
+		}
+	}
+	o.m[id] = &mcpOwner{tenant: tenant, seen: now}
+}
+
+func (o *mcpOwners) forget(id string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	delete(o.m, id)
 }
 
 func newMCP(s *Server) *mcpServer {
@@ -86,14 +142,32 @@ func (s *Server) registerMCP(r *router.Router) {
 	}))
 	// The caller the guard found, and its tenant, ride to the tool calls
 	// in headers of aiod's own; ones a client sent are dropped first.
+	// An MCP session (its id, its notification stream) is its maker's:
+	// another tenant presenting the id is answered as for an unknown one.
 	stamped := func(ctx *fasthttp.RequestCtx) {
+		tenant := tenantOf(ctx)
+		id := string(ctx.Request.Header.Peek(mcpSessionHeader))
+		if id != "" {
+			if !m.owners.check(id, tenant, time.Now()) {
+				ctx.SetStatusCode(fasthttp.StatusNotFound)
+				ctx.SetContentType("text/plain; charset=utf-8")
+				ctx.SetBodyString("session not found\n")
+				return
+			}
+		}
 		ctx.Request.Header.Del(mcpCallerHeader)
 		ctx.Request.Header.Del(mcpTenantHeader)
 		if owner := ownerOf(ctx); owner != "" {
 			ctx.Request.Header.Set(mcpCallerHeader, owner)
 		}
-		ctx.Request.Header.Set(mcpTenantHeader, tenantOf(ctx))
+		ctx.Request.Header.Set(mcpTenantHeader, tenant)
 		h(ctx)
+		switch made := string(ctx.Response.Header.Peek(mcpSessionHeader)); {
+		case ctx.IsDelete() && id != "":
+			m.owners.forget(id)
+		case made != "" && made != id:
+			m.owners.add(made, tenant, time.Now())
+		}
 	}
 	r.POST(MCPPath, stamped)
 	r.GET(MCPPath, stamped)
@@ -220,6 +294,8 @@ func args(req *mcp.CallToolRequest) (*api.Fields, *mcp.CallToolResult) {
 const (
 	mcpCallerHeader = "X-Aiod-Caller"
 	mcpTenantHeader = "X-Aiod-Tenant"
+	// mcpSessionHeader names an MCP session (the streamable transport's).
+	mcpSessionHeader = "Mcp-Session-Id"
 )
 
 // mcpCaller is the caller key and the tenant of a tool call, as stamped on
@@ -364,6 +440,19 @@ func fileResult(data map[string]any, err error, text string, extra ...mcp.Conten
 	return &mcp.CallToolResult{Content: append([]mcp.Content{&mcp.TextContent{Text: text}}, extra...), StructuredContent: sc}, nil
 }
 
+// filesOf is the file plane in the tool call's caller's view.
+func (m *mcpServer) filesOf(req *mcp.CallToolRequest) (*fsplane.Files, *mcp.CallToolResult) {
+	_, tenant := mcpCaller(req)
+	if tenant == "" {
+		return nil, toolError("this call carries no caller")
+	}
+	view, err := m.s.viewOf(tenant)
+	if err != nil {
+		return nil, toolError("the caller's file system is not available: " + err.Error())
+	}
+	return m.files.For(view), nil
+}
+
 func (m *mcpServer) readFile(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	f, bad := args(req)
 	if bad != nil {
@@ -373,7 +462,11 @@ func (m *mcpServer) readFile(ctx context.Context, req *mcp.CallToolRequest) (*mc
 	if fe := f.Err(); fe != nil {
 		return toolError("invalid arguments: " + fe.Error()), nil
 	}
-	data, err := m.files.Read(p)
+	files, bad := m.filesOf(req)
+	if bad != nil {
+		return bad, nil
+	}
+	data, err := files.Read(p)
 	if err != nil {
 		return fileResult(nil, err, "")
 	}
@@ -398,7 +491,11 @@ func (m *mcpServer) writeFile(ctx context.Context, req *mcp.CallToolRequest) (*m
 	if fe := f.Err(); fe != nil {
 		return toolError("invalid arguments: " + fe.Error()), nil
 	}
-	data, err := m.files.Write(p, content, enc, appendMode)
+	files, bad := m.filesOf(req)
+	if bad != nil {
+		return bad, nil
+	}
+	data, err := files.Write(p, content, enc, appendMode)
 	if err != nil {
 		return fileResult(nil, err, "")
 	}
@@ -414,7 +511,11 @@ func (m *mcpServer) listFiles(ctx context.Context, req *mcp.CallToolRequest) (*m
 	if fe := f.Err(); fe != nil {
 		return toolError("invalid arguments: " + fe.Error()), nil
 	}
-	data, err := m.files.List(p)
+	files, bad := m.filesOf(req)
+	if bad != nil {
+		return bad, nil
+	}
+	data, err := files.List(p)
 	return fileResult(data, err, "")
 }
 

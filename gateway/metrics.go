@@ -124,6 +124,7 @@ var (
 	wsConnsDesc  = prometheus.NewDesc("aiod_ws_connections", "WebSockets open, by route.", []string{"route"}, nil)
 	poolReady    = prometheus.NewDesc("aiod_pool_ready", "Runtimes waiting in a prewarm pool.", []string{"pool"}, nil)
 	buildDesc    = prometheus.NewDesc("aiod_build_info", "Always 1; the labels say which aiod this is.", []string{"version", "goversion", "commit"}, nil)
+	egressDesc   = prometheus.NewDesc("aiod_egress_total", "Connections tenant runtimes asked the egress proxy for (--runtime-network allow), by result: allowed or refused.", []string{"result"}, nil)
 )
 
 // liveCollector serves the gauges, read from the server's state at each
@@ -135,6 +136,7 @@ func (lc *liveCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- wsConnsDesc
 	ch <- poolReady
 	ch <- buildDesc
+	ch <- egressDesc
 }
 
 func (lc *liveCollector) Collect(ch chan<- prometheus.Metric) {
@@ -157,11 +159,15 @@ func (lc *liveCollector) Collect(ch chan<- prometheus.Metric) {
 	for route, n := range conns {
 		ch <- prometheus.MustNewConstMetric(wsConnsDesc, prometheus.GaugeValue, float64(n), route)
 	}
-	for name, ps := range s.rt.PoolStats() {
+	for name, ps := range s.rt.PoolStats("") {
 		ch <- prometheus.MustNewConstMetric(poolReady, prometheus.GaugeValue, float64(ps.Ready), name)
 	}
 	b := Build()
 	ch <- prometheus.MustNewConstMetric(buildDesc, prometheus.GaugeValue, 1, b.Version, b.GoVersion, b.Commit)
+	if allowed, refused, ok := s.rt.Egress(); ok {
+		ch <- prometheus.MustNewConstMetric(egressDesc, prometheus.CounterValue, float64(allowed), "allowed")
+		ch <- prometheus.MustNewConstMetric(egressDesc, prometheus.CounterValue, float64(refused), "refused")
+	}
 }
 
 // serveMetrics answers GET /metrics in the Prometheus text format (0.0.4).

@@ -23,6 +23,7 @@ import (
 	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/kernel/kerneltest"
 	"github.com/aiod/aiod/stream"
+	"github.com/aiod/aiod/stream/backend"
 )
 
 // kernelOf is the kernel id of the REST session sid.
@@ -322,9 +323,9 @@ func TestRESTStripsANSIFromStreams(t *testing.T) {
 // 413 for a file past the read limit points at it truthfully.
 func TestV2ReadLineRanges(t *testing.T) {
 	ts := startServer(t, Config{})
-	dir := t.TempDir()
+	dir := ts.viewDir(t, "default")
 	small := filepath.Join(dir, "five.txt")
-	if err := os.WriteFile(small, []byte("one\ntwo\nthree\nfour\nfive"), 0o644); err != nil {
+	if err := os.WriteFile(ts.hostPath(t, "default", small), []byte("one\ntwo\nthree\nfour\nfive"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	read := func(q string) (int, map[string]any) {
@@ -359,7 +360,7 @@ func TestV2ReadLineRanges(t *testing.T) {
 	// Past the 64 MiB read limit: the 413 suggests a range, and the range works.
 	big := filepath.Join(dir, "big.txt")
 	line := strings.Repeat("x", 1023) + "\n"
-	if err := os.WriteFile(big, []byte("first\nsecond\n"+strings.Repeat(line, 65*1024)), 0o644); err != nil {
+	if err := os.WriteFile(ts.hostPath(t, "default", big), []byte("first\nsecond\n"+strings.Repeat(line, 65*1024)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	st, env = ts.call(t, "GET", "/v2/fs/read?path="+big, nil)
@@ -423,13 +424,13 @@ func TestUploadsLandInWorkdirAndDoNotOverwrite(t *testing.T) {
 	if msg, _ := env["message"].(string); st != 409 || !strings.Contains(msg, "overwrite=true") {
 		t.Fatalf("second upload: %d %v", st, env)
 	}
-	if b, _ := os.ReadFile(filepath.Join(wd, "data.csv")); string(b) != "a,b\n1,2\n" {
+	if b, _ := os.ReadFile(ts.hostPath(t, "default", filepath.Join(wd, "data.csv"))); string(b) != "a,b\n1,2\n" {
 		t.Fatalf("the refused upload changed the file: %q", b)
 	}
 	if st, env := ts.upload(t, "/v2/fs/upload", "data.csv", []byte("new\n"), map[string]string{"overwrite": "true"}); st != 200 {
 		t.Fatalf("upload with overwrite=true: %d %v", st, env)
 	}
-	if b, _ := os.ReadFile(filepath.Join(wd, "data.csv")); string(b) != "new\n" {
+	if b, _ := os.ReadFile(ts.hostPath(t, "default", filepath.Join(wd, "data.csv"))); string(b) != "new\n" {
 		t.Fatalf("overwrite=true did not replace the file: %q", b)
 	}
 	// v1 (the SDK) lands in the same folder and replaces, as it did.
@@ -576,7 +577,9 @@ func TestRuntimeStartBlamesMissingWorkdir(t *testing.T) {
 	if err := os.Mkdir(wd, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ts := startServer(t, Config{Workdir: wd})
+	// Without tenant isolation: a tenant's working folder is its own, in
+	// the state directory, whatever becomes of --workdir on the host.
+	ts := startServer(t, Config{Workdir: wd, Isolation: backend.Isolation{Isolation: "none"}})
 	if err := os.Remove(wd); err != nil {
 		t.Fatal(err)
 	}

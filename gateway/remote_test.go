@@ -9,7 +9,14 @@ import (
 
 	"github.com/aiod/aiod/kernel/kerneltest"
 	"github.com/aiod/aiod/kernel/remote/remotetest"
+	"github.com/aiod/aiod/stream/backend"
 )
+
+// remoteIsolation runs these gateways without tenant isolation: their
+// Python runs on a Jupyter server, on that server's file system, and the
+// walkthrough's files must meet its kernels there; a tenant's view is
+// aiod's own local runtimes'.
+var remoteIsolation = backend.Isolation{Isolation: "none"}
 
 func remoteInfo(t *testing.T, ts *testServer) map[string]any {
 	t.Helper()
@@ -27,7 +34,7 @@ func remoteInfo(t *testing.T, ts *testServer) map[string]any {
 // the walkthrough, rich outputs and timeouts behave as on local kernels.
 func TestRemoteJupyterBackend(t *testing.T) {
 	js := remotetest.Start(t)
-	ts := startServer(t, Config{JupyterEndpoint: js.URL, JupyterToken: js.Token, JupyterProbeInterval: 200 * time.Millisecond})
+	ts := startServer(t, Config{JupyterEndpoint: js.URL, JupyterToken: js.Token, JupyterProbeInterval: 200 * time.Millisecond, Isolation: remoteIsolation})
 	ri := remoteInfo(t, ts)
 	if ri["backend"] != "jupyter" || ri["reachable"] != true || ri["version"] == "" {
 		t.Fatalf("remote info: %v", ri)
@@ -68,7 +75,7 @@ func TestRemoteJupyterBackend(t *testing.T) {
 // then new calls fall back to the embedded kernel.
 func TestRemoteKernelLossAndServerDeath(t *testing.T) {
 	js := remotetest.Start(t)
-	ts := startServer(t, Config{JupyterEndpoint: js.URL, JupyterToken: js.Token, JupyterProbeInterval: 200 * time.Millisecond})
+	ts := startServer(t, Config{JupyterEndpoint: js.URL, JupyterToken: js.Token, JupyterProbeInterval: 200 * time.Millisecond, Isolation: remoteIsolation})
 	ts.exec(t, map[string]any{"language": "python", "session_id": "c", "code": "x = 1"})
 	// Cull every kernel on the server.
 	req := func(method, path string) {
@@ -131,7 +138,7 @@ for k in httpx.get("%s/api/kernels", headers=h).json():
 // three lines arrive as separate outputs, spread over time, before result.
 func TestRemoteStreamingOverWebSocket(t *testing.T) {
 	js := remotetest.Start(t)
-	ts := startServer(t, Config{JupyterEndpoint: js.URL, JupyterToken: js.Token})
+	ts := startServer(t, Config{JupyterEndpoint: js.URL, JupyterToken: js.Token, Isolation: remoteIsolation})
 	c := dialWS(t, ts, nil)
 	defer c.CloseNow()
 	sendJSON(t, c, map[string]any{"type": "execute", "id": "r1", "language": "python", "code": threeLines, "session_id": "rs"})
@@ -157,8 +164,8 @@ func TestRemoteStreamingOverWebSocket(t *testing.T) {
 // aiod → aiod: one aiod serves the Jupyter kernels API, another uses it as
 // its AIO_JUPYTER_ENDPOINT; the walkthrough runs through both.
 func TestAiodAsRemoteOfAiod(t *testing.T) {
-	back := startServer(t, Config{Token: "backtoken"})
-	front := startServer(t, Config{JupyterEndpoint: back.URL, JupyterToken: "backtoken", JupyterProbeInterval: time.Second})
+	back := startServer(t, Config{Token: "backtoken", Isolation: remoteIsolation})
+	front := startServer(t, Config{JupyterEndpoint: back.URL, JupyterToken: "backtoken", JupyterProbeInterval: time.Second, Isolation: remoteIsolation})
 	if ri := remoteInfo(t, front); ri["backend"] != "jupyter" || ri["reachable"] != true {
 		t.Fatalf("front does not see back: %v", ri)
 	}

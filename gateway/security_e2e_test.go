@@ -109,18 +109,17 @@ func TestBrowserCannotDriveAiod(t *testing.T) {
 	root := e2eSetup(t)
 	def := startServer(t, Config{})
 	open := startServer(t, Config{AllowedOrigins: []string{"*"}, AllowedHosts: []string{"*"}})
-	dir := t.TempDir()
+	dirs := map[string]string{}     // each scenario's marker folder, in its gateway's view
+	gws := map[string]*testServer{} // each scenario's gateway
 	serveAttack := func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		fmt.Fprint(w, attackPage(q.Get("aiod"), q.Get("dir"), q.Get("mode")))
 	}
 	atkURL := serveHTTP(t, "127.0.0.1:0", http.HandlerFunc(serveAttack))
-	page := func(site, aiod, sub, mode string) string {
-		d := filepath.Join(dir, sub)
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
+	page := func(gw *testServer, site, aiod, sub, mode string) string {
+		d := gw.viewDir(t, "default")
+		dirs[sub], gws[sub] = d, gw
 		return site + "/attack?" + url.Values{"aiod": {aiod}, "dir": {d}, "mode": {mode}}.Encode()
 	}
 	// rebound is the attacker's server on 127.0.0.2 at ts's port.
@@ -139,10 +138,10 @@ func TestBrowserCannotDriveAiod(t *testing.T) {
 
 	kernelsBefore, openBefore := def.kernelCount(t), open.kernelCount(t)
 	seen := runCSRF(t, root, map[string]any{"resolve": "evil.test 127.0.0.2", "scenarios": []map[string]string{
-		{"name": "cross-origin", "kind": "attack", "page": page(atkURL, def.URL, "cross-origin", "no-cors")},
-		{"name": "cross-origin-control", "kind": "attack", "page": page(atkURL, open.URL, "cross-origin-control", "no-cors")},
-		{"name": "rebinding", "kind": "attack", "page": page(rebound(def), "", "rebinding", "same-origin")},
-		{"name": "rebinding-control", "kind": "attack", "page": page(rebound(open), "", "rebinding-control", "same-origin")},
+		{"name": "cross-origin", "kind": "attack", "page": page(def, atkURL, def.URL, "cross-origin", "no-cors")},
+		{"name": "cross-origin-control", "kind": "attack", "page": page(open, atkURL, open.URL, "cross-origin-control", "no-cors")},
+		{"name": "rebinding", "kind": "attack", "page": page(def, rebound(def), "", "rebinding", "same-origin")},
+		{"name": "rebinding-control", "kind": "attack", "page": page(open, rebound(open), "", "rebinding-control", "same-origin")},
 	}})
 	results := func(name string) map[string]string {
 		var r map[string]string
@@ -153,7 +152,7 @@ func TestBrowserCannotDriveAiod(t *testing.T) {
 	}
 	markers := func(sub string) (have, missing []string) {
 		for _, m := range attackMarkers {
-			if _, err := os.Stat(filepath.Join(dir, sub, m)); err == nil {
+			if _, err := os.Stat(gws[sub].hostPath(t, "default", filepath.Join(dirs[sub], m))); err == nil {
 				have = append(have, m)
 			} else {
 				missing = append(missing, m)
@@ -333,10 +332,10 @@ Promise.all(all).then(() => { R.pwned = String(window.__pwned); window.__done = 
 func TestBrowserCannotReadAiod(t *testing.T) {
 	root := e2eSetup(t)
 	def := startServer(t, Config{})
-	dir := t.TempDir()
+	dir := def.viewDir(t, "default")
 	js, pngFile, missing := filepath.Join(dir, "secret.js"), filepath.Join(dir, "secret.png"), filepath.Join(dir, "missing.js")
 	const jsText = "window.__pwned = true;\n"
-	if err := os.WriteFile(js, []byte(jsText), 0o644); err != nil {
+	if err := os.WriteFile(def.hostPath(t, "default", js), []byte(jsText), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	var pngBuf bytes.Buffer
@@ -347,7 +346,7 @@ func TestBrowserCannotReadAiod(t *testing.T) {
 	if err := png.Encode(&pngBuf, im); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(pngFile, pngBuf.Bytes(), 0o644); err != nil {
+	if err := os.WriteFile(def.hostPath(t, "default", pngFile), pngBuf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 

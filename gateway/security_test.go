@@ -134,7 +134,8 @@ func (ts *testServer) kernelCount(t testing.TB) int {
 // origin, and without any Origin, does its work: the check can see it.
 func TestCrossOriginWritesRefused(t *testing.T) {
 	ts := startServer(t, Config{})
-	dir := t.TempDir()
+	dir := ts.viewDir(t, "default") // the caller's view: runtimes and the plane write there
+	host := func(p string) string { return ts.hostPath(t, "default", p) }
 	self := map[string]string{"Origin": ts.URL}
 	foreign := []string{"http://evil.example", "null", "http://127.0.0.1:1", "http://localhost" + ts.URL[strings.LastIndexByte(ts.URL, ':'):]}
 
@@ -146,9 +147,9 @@ func TestCrossOriginWritesRefused(t *testing.T) {
 		undo               func()
 	}
 	exists := func(p string) func(string) bool {
-		return func(string) bool { _, err := os.Stat(p); return err == nil }
+		return func(string) bool { _, err := os.Stat(host(p)); return err == nil }
 	}
-	remove := func(p string) func() { return func() { os.Remove(p) } }
+	remove := func(p string) func() { return func() { os.Remove(host(p)) } }
 	mark := func(name string) string { return filepath.Join(dir, name) }
 	pyWrite := func(p string) string { return fmt.Sprintf("open(%q, 'w').write('ran')", p) }
 	kernels := ts.kernelCount(t)
@@ -219,16 +220,16 @@ func TestCrossOriginWritesRefused(t *testing.T) {
 
 	// DELETE from another origin leaves the file in place.
 	victim := mark("keep-me")
-	if err := os.WriteFile(victim, []byte("x"), 0o644); err != nil {
+	if err := os.WriteFile(host(victim), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	st, _, body := ts.secReq(t, "DELETE", "/v2/fs/delete?path="+url.QueryEscape(victim), "", nil, map[string]string{"Origin": "http://evil.example"})
-	if _, err := os.Stat(victim); st != 403 || err != nil {
+	if _, err := os.Stat(host(victim)); st != 403 || err != nil {
 		t.Errorf("cross-origin DELETE: %d %s; the file: %v", st, body, err)
 	}
 	// Nothing the cross-origin requests carried left a file: the marker
 	// folder holds only the file put there above.
-	ents, _ := os.ReadDir(dir)
+	ents, _ := os.ReadDir(host(dir))
 	if len(ents) != 1 || ents[0].Name() != "keep-me" {
 		var names []string
 		for _, e := range ents {

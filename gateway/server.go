@@ -112,6 +112,8 @@ type Server struct {
 	http    *fasthttp.Server
 	metrics *metrics // metrics.go: the Prometheus registry behind /metrics
 	mcp     *mcpServer
+	hostFS  *fsplane.HostFS // the file plane's view without tenants or a runtime user
+	peers   sync.Map        // runtimes' open connections: remote address -> uid (peers.go)
 
 	// unauthBody holds the *fasthttp.RequestHeader of each request that was
 	// given the small body limit (headerReceived), until it is answered:
@@ -146,6 +148,14 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), rt: rt, env: rt.Env(), guard: g}
+	s.hostFS = fsplane.NewHostFS(s.workspace())
+	if !g.AuthRequired() {
+		// Every caller is the one default tenant: its pools fill now, as
+		// they would without tenant isolation.
+		if err := rt.PrewarmTenant("default"); err != nil {
+			s.log.Warn("prewarm the default tenant", "err", err)
+		}
+	}
 	s.base, s.stop = context.WithCancel(context.Background())
 	s.live = newLiveHub(s, LiveLimits{QueueBytes: cfg.WSQueueBytes}, counters)
 	s.reg = stream.NewRegistry(stream.Config{Budget: cfg.OutputBudget, ReapInterval: cfg.ReapInterval, Logger: cfg.Logger, Counters: counters,
@@ -153,7 +163,7 @@ func New(cfg Config) (*Server, error) {
 		Admission:  cfg.Admission})
 	s.metrics = newMetrics(s, counters)
 	s.mcp = newMCP(s)
-	handler := s.countRequests(g.Wrap(s.routes().Handler))
+	handler := s.countRequests(g.Wrap(s.refuseRuntimePeers(s.routes().Handler)))
 	if !cfg.NoAccessLog {
 		handler = accessLog(cfg.Logger, handler)
 	}
@@ -267,7 +277,7 @@ func (s *Server) routes() *router.Router {
 	r.GET("/v1/capabilities", s.v1Capabilities)
 	r.GET("/healthz", func(ctx *fasthttp.RequestCtx) { api.OK(ctx, map[string]any{"status": "ok"}) })
 	r.POST(guard.TicketsPath, s.guard.ServeTickets)
-	fsplane.Register(r, fsplane.Config{MaxBody: int64(s.cfg.MaxBody), Logger: s.log, Workspace: s.workspace()})
+	fsplane.Register(r, fsplane.Config{MaxBody: int64(s.cfg.MaxBody), Logger: s.log, Workspace: s.workspace(), View: s.fsView})
 	s.registerV1(r)   // v1.go: the agent_sandbox SDK's code, jupyter, nodejs and sandbox routes
 	s.registerLive(r) // live.go: WebSocket streaming and the Jupyter kernels API
 	s.registerWeb(r)  // web.go: the browser notebook page at /
@@ -362,6 +372,9 @@ func (s *Server) Serve(ln net.Listener) error {
 	s.log.Info("serving", "addr", ln.Addr().String(), "python_backend", s.env.PythonBackend)
 	if w := s.guard.Listening(ln.Addr()); w != "" {
 		s.log.Warn(w)
+	}
+	if s.rt.RuntimesReachAPI() {
+		ln = &peerListener{Listener: ln, isRuntime: s.rt.IsRuntimeUID, peers: &s.peers}
 	}
 	return s.http.Serve(ln)
 }

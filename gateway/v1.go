@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -118,9 +117,10 @@ func v1SessionID(f *api.Fields, name string) (string, *api.FieldError) {
 	return *p, validSessionID(name, *p)
 }
 
-// cwd reads an optional working directory. It must exist and be a folder;
-// a relative path is taken from the runtimes' working directory.
-func (v *v1) cwd(f *api.Fields) (string, *api.FieldError) {
+// cwd reads an optional working directory. It must exist and be a folder
+// in the caller's view (its tenant's, under tenant isolation); a relative
+// path is taken from the runtimes' working directory.
+func (v *v1) cwd(ctx *fasthttp.RequestCtx, f *api.Fields) (string, *api.FieldError) {
 	p := f.OptStr("cwd")
 	if err := f.Err(); err != nil {
 		return "", err
@@ -133,7 +133,11 @@ func (v *v1) cwd(f *api.Fields) (string, *api.FieldError) {
 		dir = filepath.Join(v.defaultCwd(), dir)
 	}
 	dir = filepath.Clean(dir)
-	st, err := os.Stat(dir)
+	view, err := v.s.fsView(ctx)
+	if err != nil {
+		return "", v1BodyErr("cwd", "value_error", "cannot check %q: %v", *p, err)
+	}
+	st, err := view.Stat(dir)
 	switch {
 	case err != nil:
 		return "", v1BodyErr("cwd", "value_error", "cannot use %q as the working directory: %v", *p, err)
@@ -149,14 +153,11 @@ func (v *v1) defaultCwd() string { return v.s.workspace() }
 // workspace is where runtimes start (--workdir, else the daemon's folder),
 // as an absolute path; uploads without a path land there too.
 func (s *Server) workspace() string {
-	if s.cfg.Workdir != "" {
-		if abs, err := filepath.Abs(s.cfg.Workdir); err == nil {
+	if w := s.rt.Workdir(); w != "" {
+		if abs, err := filepath.Abs(w); err == nil {
 			return abs
 		}
-		return s.cfg.Workdir
-	}
-	if wd, err := os.Getwd(); err == nil {
-		return wd
+		return w
 	}
 	return "/"
 }

@@ -11,7 +11,7 @@ import (
 
 // parseCodeExecute validates POST /v1/code/execute (CodeExecuteRequest).
 // A non-empty session_id means stateful; stateful without one gets a new id.
-func (v *v1) parseCodeExecute(f *api.Fields) (v1Call, *api.FieldError) {
+func (v *v1) parseCodeExecute(ctx *fasthttp.RequestCtx, f *api.Fields) (v1Call, *api.FieldError) {
 	c := v1Call{}
 	c.Language = f.Str("language", true)
 	c.Code = f.Str("code", true)
@@ -32,7 +32,7 @@ func (v *v1) parseCodeExecute(f *api.Fields) (v1Call, *api.FieldError) {
 	if c.Timeout, fe = v.timeout(f); fe != nil {
 		return c, fe
 	}
-	c.Cwd, fe = v.cwd(f)
+	c.Cwd, fe = v.cwd(ctx, f)
 	return c, fe
 }
 
@@ -54,7 +54,7 @@ type v1CodeExecuteData struct {
 }
 
 func (v *v1) codeExecute(ctx *fasthttp.RequestCtx) {
-	c, ok := v1Parse(ctx, v.parseCodeExecute)
+	c, ok := v1Parse(ctx, func(f *api.Fields) (v1Call, *api.FieldError) { return v.parseCodeExecute(ctx, f) })
 	if !ok {
 		return
 	}

@@ -58,7 +58,7 @@ func TestV1CodeExecute(t *testing.T) {
 	}
 
 	// cwd: one-shot and session, both languages.
-	dir := t.TempDir()
+	dir := ts.viewDir(t, "default")
 	r = exec(map[string]any{"language": "python", "code": "import os; print(os.getcwd())", "cwd": dir})
 	if r.data()["stdout"] != dir+"\n" || r.data()["execution_count"] != 1.0 {
 		t.Fatalf("python cwd: %s", r.Raw)
@@ -71,7 +71,7 @@ func TestV1CodeExecute(t *testing.T) {
 	if r.data()["stdout"] != dir+"\n" || r.data()["execution_count"] != 1.0 {
 		t.Fatalf("python session cwd: %s", r.Raw)
 	}
-	other := t.TempDir()
+	other := ts.viewDir(t, "default")
 	r = exec(map[string]any{"language": "python", "code": "print(os.getcwd())", "cwd": other, "session_id": "cw"})
 	if r.data()["stdout"] != other+"\n" {
 		t.Fatalf("python session, new cwd: %s", r.Raw)
@@ -170,7 +170,7 @@ func TestV1Jupyter(t *testing.T) {
 		t.Fatalf("one-shot: %s", r.Raw)
 	}
 	// cwd
-	dir := t.TempDir()
+	dir := ts.viewDir(t, "default")
 	r = exec(map[string]any{"code": "import os; print(os.getcwd())", "cwd": dir, "session_id": "cwd"})
 	if v1Outs(r.data())[0]["text"] != dir+"\n" || r.data()["execution_count"] != 1.0 {
 		t.Fatalf("cwd: %s", r.Raw)

@@ -74,7 +74,7 @@ func (v *v1) kernelNames() []string {
 }
 
 // parseJupyterExecute validates POST /v1/jupyter/execute (JupyterExecuteRequest).
-func (v *v1) parseJupyterExecute(f *api.Fields) (v1Call, *api.FieldError) {
+func (v *v1) parseJupyterExecute(ctx *fasthttp.RequestCtx, f *api.Fields) (v1Call, *api.FieldError) {
 	c := v1Call{}
 	c.Language, c.Kernel = "python", true
 	c.Code = f.Str("code", true)
@@ -91,7 +91,7 @@ func (v *v1) parseJupyterExecute(f *api.Fields) (v1Call, *api.FieldError) {
 	if c.Timeout, fe = v.timeout(f); fe != nil {
 		return c, fe
 	}
-	c.Cwd, fe = v.cwd(f)
+	c.Cwd, fe = v.cwd(ctx, f)
 	return c, fe
 }
 
@@ -109,7 +109,7 @@ type v1JupyterExecuteData struct {
 }
 
 func (v *v1) jupyterExecute(ctx *fasthttp.RequestCtx) {
-	c, ok := v1Parse(ctx, v.parseJupyterExecute)
+	c, ok := v1Parse(ctx, func(f *api.Fields) (v1Call, *api.FieldError) { return v.parseJupyterExecute(ctx, f) })
 	if !ok {
 		return
 	}
@@ -229,7 +229,7 @@ func (v *v1) jupyterCreate(ctx *fasthttp.RequestCtx) {
 	var fe *api.FieldError
 	if c.SessionID, fe = v1SessionID(f, "session_id"); fe == nil {
 		if c.KernelName, c.KernelSpec, fe = v.kernelFor(f); fe == nil {
-			c.Cwd, fe = v.cwd(f)
+			c.Cwd, fe = v.cwd(ctx, f)
 		}
 	}
 	if fe != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/gateway/fsplane"
 	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/stream"
 )
@@ -53,7 +54,7 @@ type v1NodeCall struct {
 	Note  string
 }
 
-func (v *v1) parseNodeExecute(f *api.Fields) (v1NodeCall, *api.FieldError) {
+func (v *v1) parseNodeExecute(ctx *fasthttp.RequestCtx, f *api.Fields) (v1NodeCall, *api.FieldError) {
 	c := v1NodeCall{}
 	c.Language = "javascript"
 	c.Code = f.Str("code", true)
@@ -79,7 +80,7 @@ func (v *v1) parseNodeExecute(f *api.Fields) (v1NodeCall, *api.FieldError) {
 	if c.Timeout, fe = v.timeout(f); fe != nil {
 		return c, fe
 	}
-	if c.Cwd, fe = v.cwd(f); fe != nil {
+	if c.Cwd, fe = v.cwd(ctx, f); fe != nil {
 		return c, fe
 	}
 	for name := range c.Files {
@@ -103,14 +104,22 @@ func v1CheckFileName(name string) *api.FieldError {
 	return nil
 }
 
-// writeFiles writes files into dir, creating sub-folders.
-func v1WriteFiles(dir string, files map[string]string) error {
+// v1WriteFiles writes files into dir, creating sub-folders, in view (the
+// caller's file system).
+func v1WriteFiles(view fsplane.FS, dir string, files map[string]string) error {
 	for name, content := range files {
 		p := filepath.Join(dir, filepath.Clean(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		if err := view.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return fmt.Errorf("write file %q: %w", name, err)
 		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		f, err := view.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err == nil {
+			_, err = f.WriteString(content)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
 			return fmt.Errorf("write file %q: %w", name, err)
 		}
 	}
@@ -161,7 +170,7 @@ func v1NodeData(res *stream.Result, exitCode int) v1NodeExecuteData {
 }
 
 func (v *v1) nodeExecute(ctx *fasthttp.RequestCtx) {
-	c, ok := v1Parse(ctx, v.parseNodeExecute)
+	c, ok := v1Parse(ctx, func(f *api.Fields) (v1NodeCall, *api.FieldError) { return v.parseNodeExecute(ctx, f) })
 	if !ok {
 		return
 	}
@@ -170,7 +179,7 @@ func (v *v1) nodeExecute(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	c.Owner, c.Tenant = ownerOf(ctx), tenantOf(ctx)
-	cleanup, err := v.prepareDir(&c)
+	cleanup, err := v.prepareDir(ctx, &c)
 	if err != nil {
 		api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: false, Message: err.Error()})
 		return
@@ -209,7 +218,7 @@ func (v *v1) runNode(ctx *fasthttp.RequestCtx, c v1NodeCall) (*stream.Result, in
 		return nil, 0, false
 	}
 	defer done()
-	res, exit := v.s.rt.RunNode(v.s.reqCtx(), c.Code, *c.Stdin, c.Cwd, c.Timeout, v.s.cfg.OutputBudget, started)
+	res, exit := v.s.rt.RunNode(v.s.reqCtx(), c.Code, *c.Stdin, c.Cwd, c.Timeout, v.s.cfg.OutputBudget, started, c.Tenant)
 	return res, exit, true
 }
 
@@ -217,15 +226,20 @@ func (c *v1NodeCall) hasStdin() bool { return c.Stdin != nil && *c.Stdin != "" }
 
 // prepareDir gives a one-shot call with files or stdin and no cwd a fresh
 // temporary folder to run in (cleanup removes it), then writes the files
-// into the folder the call runs in: its cwd, else its session's.
-func (v *v1) prepareDir(c *v1NodeCall) (cleanup func(), err error) {
+// into the folder the call runs in: its cwd, else its session's. All of it
+// happens in the caller's view, with its rights.
+func (v *v1) prepareDir(ctx *fasthttp.RequestCtx, c *v1NodeCall) (cleanup func(), err error) {
 	cleanup = func() {}
+	view, err := v.s.fsView(ctx)
+	if err != nil {
+		return cleanup, fmt.Errorf("the caller's file system is not available: %w", err)
+	}
 	if c.SessionID == "" && c.Cwd == "" && (len(c.Files) > 0 || c.hasStdin()) {
-		dir, err := os.MkdirTemp("", "aiod-node-")
-		if err != nil {
+		dir := filepath.Join(v.s.tempDir(), "aiod-node-"+jupyter.NewID())
+		if err := view.MkdirAll(dir, 0o700); err != nil {
 			return cleanup, fmt.Errorf("create the execution folder: %w", err)
 		}
-		cleanup = func() { os.RemoveAll(dir) }
+		cleanup = func() { _ = view.RemoveAll(dir) }
 		c.Cwd = dir
 	}
 	if len(c.Files) == 0 {
@@ -235,7 +249,7 @@ func (v *v1) prepareDir(c *v1NodeCall) (cleanup func(), err error) {
 	if dir == "" {
 		dir = v.sessionCwd(c.Tenant, "javascript", c.SessionID)
 	}
-	if err := v1WriteFiles(dir, c.Files); err != nil {
+	if err := v1WriteFiles(view, dir, c.Files); err != nil {
 		cleanup()
 		return func() {}, err
 	}

@@ -90,12 +90,12 @@ func TestV1NodeExecute(t *testing.T) {
 	if r.data()["stdout"] != "in 42\n" {
 		t.Fatalf("files with stdin: %s", r.Raw)
 	}
-	dir := t.TempDir()
+	dir := ts.viewDir(t, "default")
 	r = exec(map[string]any{"code": "console.log(require('fs').readFileSync('data.txt', 'utf8'))", "files": files, "session_id": "f", "cwd": dir})
 	if r.data()["stdout"] != "content\n" {
 		t.Fatalf("files, session: %s", r.Raw)
 	}
-	if b, _ := os.ReadFile(filepath.Join(dir, "lib/m.js")); string(b) != "module.exports = 40" {
+	if b, _ := os.ReadFile(ts.hostPath(t, "default", filepath.Join(dir, "lib/m.js"))); string(b) != "module.exports = 40" {
 		t.Fatalf("files were not written into cwd")
 	}
 	// version: accepted; another major runs on the one Node.js, and says so.
@@ -134,7 +134,7 @@ func TestV1NodeSessions(t *testing.T) {
 		t.Fatalf("created_at %v is not epoch milliseconds", ms)
 	}
 	// With a body (and the query version), then the same id again.
-	dir := t.TempDir()
+	dir := ts.viewDir(t, "default")
 	c = ts.sdkOK(t, "POST", "v1/nodejs/sessions?version=node20", map[string]any{"session_id": "ns", "cwd": dir, "max_idle_time": 120})
 	s = c.data()["session"].(map[string]any)
 	if c.data()["created"] != true || s["cwd"] != dir || s["max_idle_time"] != 120000.0 {
@@ -188,7 +188,7 @@ func TestV1NodeSessions(t *testing.T) {
 	if u.data()["updated"] != false {
 		t.Fatalf("empty patch: %s", u.Raw)
 	}
-	other := t.TempDir()
+	other := ts.viewDir(t, "default")
 	u = ts.sdkOK(t, "PATCH", "v1/nodejs/sessions/ns", map[string]any{"cwd": other, "max_idle_time": 60})
 	us := u.data()["session"].(map[string]any)
 	if u.data()["updated"] != true || us["cwd"] != other || us["max_idle_time"] != 60000.0 {

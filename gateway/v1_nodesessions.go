@@ -83,7 +83,7 @@ func (v *v1) nodeCreate(ctx *fasthttp.RequestCtx) {
 	var idleNote string
 	if fe == nil {
 		if c.SessionID, fe = v1SessionID(f, "session_id"); fe == nil {
-			if c.Cwd, fe = v.cwd(f); fe == nil {
+			if c.Cwd, fe = v.cwd(ctx, f); fe == nil {
 				c.Idle, idleNote, fe = v.maxIdle(f)
 			}
 		}
@@ -161,7 +161,7 @@ func (v *v1) nodeUpdate(ctx *fasthttp.RequestCtx) {
 	idle, idleNote, fe := v.maxIdle(f)
 	var cwd string
 	if fe == nil {
-		cwd, fe = v.cwd(f)
+		cwd, fe = v.cwd(ctx, f)
 	}
 	if fe != nil {
 		api.InvalidV1(ctx, fe)

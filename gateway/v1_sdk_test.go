@@ -84,7 +84,7 @@ plt.savefig("` + dir + `/plot.png", dpi=120)
 	}
 	png, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	disk, _ := os.ReadFile(dir + "/plot.png")
+	disk, _ := os.ReadFile(ts.hostPath(t, "default", dir+"/plot.png"))
 	if resp.StatusCode != 200 || !strings.HasPrefix(string(png), "\x89PNG") || string(png) != string(disk) {
 		t.Fatalf("download_file: status %d, %d bytes (file has %d)", resp.StatusCode, len(png), len(disk))
 	}

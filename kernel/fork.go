@@ -77,8 +77,8 @@ func startForked(ctx context.Context, opts Options, t *Template) (k *Kernel, spa
 // would give a spawned one: the spec's command line, the environment of
 // environ, the working directory, a pipe for its stdout and stderr.
 func (k *Kernel) launchForked(ctx context.Context, p *templateProc) error {
-	argv := k.spec.command(k.connDir + "/kernel.json")
-	cwd, err := forkCwd(k.opts.Cwd)
+	argv := k.spec.command(k.viewDir + "/kernel.json")
+	cwd, err := forkCwd(k.opts.Cwd, k.conf != nil)
 	if err != nil {
 		return fmt.Errorf("launch %s: %w", argv[0], &cwdError{err})
 	}
@@ -86,7 +86,9 @@ func (k *Kernel) launchForked(ctx context.Context, p *templateProc) error {
 	if err != nil {
 		return fmt.Errorf("launch %s: make output pipe: %w", argv[0], err)
 	}
-	c, err := p.fork(ctx, argv[3:], envMap(k.environ()), cwd, w)
+	env := envMap(k.environ())
+	delete(env, "JPY_PARENT_PID") // it dies with its template instead
+	c, err := p.fork(ctx, argv[3:], env, cwd, w, k.conf)
 	w.Close()
 	if err != nil {
 		r.Close()
@@ -106,14 +108,15 @@ func (k *Kernel) launchForked(ctx context.Context, p *templateProc) error {
 
 // forkCwd is the forked kernel's working directory as an absolute path
 // (the template runs in /): dir, or aiod's own when empty. It fails as
-// exec would for a folder that is not there.
-func forkCwd(dir string) (string, error) {
+// exec would for a folder that is not there; a confined kernel's folder is
+// in its view, checked there.
+func forkCwd(dir string, confined bool) (string, error) {
 	if dir == "" {
 		return os.Getwd()
 	}
 	abs, err := filepath.Abs(dir)
-	if err != nil {
-		return "", err
+	if err != nil || confined {
+		return abs, err
 	}
 	st, err := os.Stat(abs)
 	if err != nil {

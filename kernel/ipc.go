@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"os"
 	"path/filepath"
 )
 
@@ -72,21 +71,20 @@ func newIPCConnectionInfo(kernelName, dir string) (*connectionInfo, error) {
 	}, nil
 }
 
-// newConnection makes a kernel's private folder and writes its connection
-// file there, for the transport asked (see transportFor).
-func newConnection(kernelName, asked string, spec *Spec) (conn *connectionInfo, dir, path string, err error) {
-	dir, err = makeConnectionDir()
-	if err != nil {
-		return nil, "", "", err
-	}
-	defer func() {
-		if err != nil {
-			os.RemoveAll(dir)
-		}
-	}()
+// newConnection writes a kernel's connection file in its private folder
+// dir, for the transport asked (see transportFor). view is where the kernel
+// sees dir (the file names view; the info returned names dir, which aiod
+// dials); confined kernels must use ipc.
+func newConnection(kernelName, asked string, spec *Spec, dir, view string, confined bool) (conn *connectionInfo, path string, err error) {
 	t, err := transportFor(asked, spec, dir)
 	if err != nil {
-		return nil, "", "", err
+		return nil, "", err
+	}
+	if t == TransportIPC && len(ipcPrefix(view))+len("-5") > maxSocketPath {
+		t = TransportTCP
+	}
+	if t == TransportTCP && confined {
+		return nil, "", errConfinedTCP
 	}
 	if t == TransportIPC {
 		conn, err = newIPCConnectionInfo(kernelName, dir)
@@ -94,8 +92,12 @@ func newConnection(kernelName, asked string, spec *Spec) (conn *connectionInfo, 
 		conn, err = newConnectionInfo(kernelName)
 	}
 	if err != nil {
-		return nil, "", "", err
+		return nil, "", err
 	}
-	path, err = writeConnectionFileIn(dir, conn)
-	return conn, dir, path, err
+	written := *conn
+	if t == TransportIPC {
+		written.IP = ipcPrefix(view)
+	}
+	path, err = writeConnectionFileIn(dir, &written)
+	return conn, path, err
 }

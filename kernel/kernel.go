@@ -71,6 +71,11 @@ type Options struct {
 	// connection folder and file are handed to it. Forked kernels run as
 	// their template's user (TemplateConfig.Credential).
 	Credential *syscall.Credential
+	// Confine, when set, confines the kernel: it is called with the
+	// kernel's private folder once that exists, and its answer says how
+	// (see Confinement). A confined kernel uses the ipc transport; a forked
+	// one needs a template with TemplateConfig.Confine.
+	Confine func(dir string) (*Confinement, error)
 }
 
 func (o *Options) setDefaults() {
@@ -115,6 +120,8 @@ type Kernel struct {
 	conn        *connectionInfo
 	key         []byte
 	connDir     string
+	viewDir     string                    // connDir as the kernel sees it
+	conf        *Confinement              // nil: not confined
 	waitExit    func() *jupyter.DeadError // blocks until the process has exited
 	mode        string                    // StartSpawn or StartFork
 	pid         int

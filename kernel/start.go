@@ -34,11 +34,30 @@ const (
 
 // newKernel writes the connection file and makes the (undialed) sockets.
 func newKernel(opts Options) (*Kernel, error) {
-	conn, dir, file, err := newConnection(opts.Spec.Name, opts.Transport, opts.Spec)
+	dir, err := makeConnectionDir()
 	if err != nil {
 		return nil, err
 	}
-	if c := opts.Credential; c != nil {
+	var conf *Confinement
+	if opts.Confine != nil {
+		if conf, err = opts.Confine(dir); err != nil {
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("confine: %w", err)
+		}
+	}
+	view, owner := dir, opts.Credential
+	if conf != nil && conf.View != "" {
+		view = conf.View
+	}
+	if conf != nil && conf.Owner != nil {
+		owner = conf.Owner
+	}
+	conn, file, err := newConnection(opts.Spec.Name, opts.Transport, opts.Spec, dir, view, conf != nil)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	if c := owner; c != nil {
 		// The kernel reads its connection file and binds its ipc sockets
 		// in the folder: both become its user's.
 		for _, p := range []string{dir, file} {
@@ -57,6 +76,8 @@ func newKernel(opts Options) (*Kernel, error) {
 		conn:      conn,
 		key:       []byte(conn.Key),
 		connDir:   dir,
+		viewDir:   view,
+		conf:      conf,
 		iopubSeen: make(chan struct{}),
 		started:   make(chan struct{}),
 		stop:      make(chan struct{}),
@@ -103,11 +124,14 @@ func (k *Kernel) makeChannels() {
 // launch starts the kernel process in its own process group, and the
 // goroutines that wait for it and supervise the kernel's end.
 func (k *Kernel) launch() error {
-	argv := k.spec.command(k.connDir + "/kernel.json")
+	argv := k.spec.command(k.viewDir + "/kernel.json")
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = k.opts.Cwd
 	cmd.Env = k.environ()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: k.opts.Credential}
+	if k.conf != nil && k.conf.Wrap != nil {
+		k.conf.Wrap(cmd)
+	}
 	// Our own pipe rather than exec's: exec's Wait would also wait for
 	// every process still holding the pipe (the kernel's children), and
 	// those are only killed once the kernel's exit is known.

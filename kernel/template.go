@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/goccy/go-json"
 )
 
 // Start modes (TemplateConfig.Mode).
@@ -69,6 +71,13 @@ type TemplateConfig struct {
 	// Credential, when set, runs templates, and so every kernel forked
 	// from them, as that user.
 	Credential *syscall.Credential
+	// Confine, when set, is the Python source of aiod's sandbox applier
+	// (a module defining confine(plan, fds)): the template (root) applies
+	// Setup to itself before it imports anything, and each fork request
+	// that carries a plan (Options.Confine) is applied in the child before
+	// the kernel app exists.
+	Confine string
+	Setup   json.RawMessage
 }
 
 // Templates keeps one template process per forkable kernelspec, started on

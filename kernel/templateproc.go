@@ -10,7 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"strconv"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -59,6 +59,9 @@ type forkRequest struct {
 	Args []string          `json:"args"` // the kernel app's command line after the launcher
 	Env  map[string]string `json:"env"`
 	Cwd  string            `json:"cwd"`
+	// Confine is the child's confinement plan (Confinement.Plan); its
+	// descriptors follow the output pipe's.
+	Confine json.RawMessage `json:"confine,omitempty"`
 }
 
 // forkedChild is a kernel process forked by a template. The template reaps
@@ -101,9 +104,11 @@ type templateProc struct {
 }
 
 // templateEnv is the template's environment: what a spawned kernel of spec
-// gets, less Options.Env, which each fork request brings.
+// gets, less Options.Env, which each fork request brings, and less
+// JPY_PARENT_PID: a forked kernel dies with its template (its parent-death
+// signal), and nothing in it needs aiod's pid.
 func templateEnv(spec *Spec, base []string) []string {
-	env := append(baseEnviron(base), "JPY_PARENT_PID="+strconv.Itoa(os.Getpid()))
+	env := baseEnviron(base)
 	return append(env, spec.environ(env)...)
 }
 
@@ -139,8 +144,12 @@ func launchTemplate(ctx context.Context, spec *Spec, cfg TemplateConfig, log *sl
 		return nil, fmt.Errorf("make template socket: %w", err)
 	}
 	conn := fc.(*net.UnixConn)
-	arg, _ := json.Marshal(map[string]any{"parent": os.Getpid(), "preload": preload, "module": spec.Argv[2],
-		"args": templateArgs(spec)})
+	cfgArg := map[string]any{"parent": os.Getpid(), "preload": preload, "module": spec.Argv[2],
+		"args": templateArgs(spec)}
+	if cfg.Confine != "" {
+		cfgArg["confine"], cfgArg["setup"] = cfg.Confine, cfg.Setup
+	}
+	arg, _ := json.Marshal(cfgArg)
 	cmd := exec.Command(spec.Argv[0], "-c", templateDriver, string(arg))
 	cmd.Dir = "/"
 	cmd.Env = templateEnv(spec, cfg.Environ)
@@ -301,9 +310,9 @@ func (p *templateProc) endChildren() {
 }
 
 // fork asks the template for a kernel process running the kernel app with
-// args, in cwd with env, writing its output to out. It returns the child
-// once the template has forked it.
-func (p *templateProc) fork(ctx context.Context, args []string, env map[string]string, cwd string, out *os.File) (*forkedChild, error) {
+// args, in cwd with env, writing its output to out, confined by conf when
+// it is not nil. It returns the child once the template has forked it.
+func (p *templateProc) fork(ctx context.Context, args []string, env map[string]string, cwd string, out *os.File, conf *Confinement) (*forkedChild, error) {
 	reply := make(chan forkResult, 1)
 	p.mu.Lock()
 	if p.ended {
@@ -319,7 +328,13 @@ func (p *templateProc) fork(ctx context.Context, args []string, env map[string]s
 		delete(p.pending, id)
 		p.mu.Unlock()
 	}
-	data, err := json.Marshal(forkRequest{Op: "fork", ID: id, Args: args, Env: env, Cwd: cwd})
+	req := forkRequest{Op: "fork", ID: id, Args: args, Env: env, Cwd: cwd}
+	files := []*os.File{out}
+	if conf != nil {
+		req.Confine = conf.Plan
+		files = append(files, conf.Files...)
+	}
+	data, err := json.Marshal(req)
 	if err != nil {
 		forget()
 		return nil, fmt.Errorf("encode fork request: %w", err)
@@ -327,7 +342,7 @@ func (p *templateProc) fork(ctx context.Context, args []string, env map[string]s
 	ctx, cancel := context.WithTimeoutCause(ctx, forkReplyTimeout,
 		fmt.Errorf("the kernel template did not answer within %s", forkReplyTimeout))
 	defer cancel()
-	if err := p.send(ctx, data, out); err != nil {
+	if err := p.send(ctx, data, files); err != nil {
 		forget()
 		return nil, err
 	}
@@ -352,22 +367,19 @@ func killOrphan(c *forkedChild) {
 	syscall.Kill(-c.pid, syscall.SIGKILL) //nolint:errcheck // gone is fine
 }
 
-// send writes one request with out's descriptor attached.
-func (p *templateProc) send(ctx context.Context, data []byte, out *os.File) error {
+// send writes one request with files' descriptors attached.
+func (p *templateProc) send(ctx context.Context, data []byte, files []*os.File) error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	deadline, _ := ctx.Deadline()
 	p.conn.SetWriteDeadline(deadline) //nolint:errcheck // a closed conn fails the write below
-	rc, err := out.SyscallConn()
-	if err != nil {
-		return fmt.Errorf("send fork request: %w", err)
+	fds := make([]int, len(files))
+	for i, f := range files {
+		fds[i] = int(f.Fd())
 	}
-	var werr error
-	err = rc.Control(func(fd uintptr) {
-		_, _, werr = p.conn.WriteMsgUnix(data, syscall.UnixRights(int(fd)), nil)
-	})
-	if err == nil {
-		err = werr
+	_, _, err := p.conn.WriteMsgUnix(data, syscall.UnixRights(fds...), nil)
+	for _, f := range files {
+		runtime.KeepAlive(f)
 	}
 	if err != nil {
 		return fmt.Errorf("send fork request: %w", err)

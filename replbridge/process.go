@@ -6,19 +6,21 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
-// nodeLoader runs the code in AIOD_CODE_FILE as a CommonJS module whose
-// folder is the working directory, as `node -e` would: require('./x')
+// nodeLoader runs the code it reads from descriptor 3 as a CommonJS module
+// whose folder is the working directory, as `node -e` would: require('./x')
 // resolves there, and fs.readFileSync(0) or process.stdin read the input.
+// The code travels in a memory file, so it needs no folder the process can
+// see (a confined one sees its tenant's view only).
 const nodeLoader = `const fs = require('fs'), path = require('path'), Module = require('module');
-const file = process.env.AIOD_CODE_FILE;
-delete process.env.AIOD_CODE_FILE;
-const code = fs.readFileSync(file, 'utf8');
+const code = fs.readFileSync(3, 'utf8');
+fs.closeSync(3);
 const name = path.join(process.cwd(), '[eval]');
 const m = new Module(name, null);
 m.filename = name;
@@ -38,9 +40,10 @@ type NodeRun struct {
 	Limit   int           // bytes kept of stdout and of stderr each
 	// Environ is the process's base environment; nil is aiod's own.
 	Environ []string
-	// Credential runs node as that user (its code file is handed to it);
-	// nil is aiod's user.
+	// Credential runs node as that user; nil is aiod's user.
 	Credential *syscall.Credential
+	// Wrap confines node's command (tenant isolation); nil none.
+	Wrap func(*exec.Cmd)
 	// Started, when set, is called with node's pid right after it starts
 	// (to put it under limits): node takes tens of milliseconds to boot
 	// before it runs the code. An error kills it and is returned.
@@ -62,22 +65,11 @@ type NodeOutcome struct {
 // could not be started.
 func RunNode(ctx context.Context, r NodeRun) (NodeOutcome, error) {
 	var out NodeOutcome
-	tmp, err := os.MkdirTemp("", "aiod-code-")
+	code, err := memFile("aiod-code", r.Code)
 	if err != nil {
-		return out, fmt.Errorf("create a folder for the code: %w", err)
+		return out, fmt.Errorf("hand over the code: %w", err)
 	}
-	defer os.RemoveAll(tmp)
-	codeFile := filepath.Join(tmp, "code.js")
-	if err := os.WriteFile(codeFile, []byte(r.Code), 0o600); err != nil {
-		return out, fmt.Errorf("write the code: %w", err)
-	}
-	if c := r.Credential; c != nil {
-		for _, p := range []string{tmp, codeFile} {
-			if err := os.Chown(p, int(c.Uid), int(c.Gid)); err != nil {
-				return out, fmt.Errorf("hand the code to uid %d: %w", c.Uid, err)
-			}
-		}
-	}
+	defer code.Close()
 	stdout, stderr := &capBuffer{max: r.Limit}, &capBuffer{max: r.Limit}
 	cmd := exec.Command(r.Node, "-e", nodeLoader)
 	cmd.Dir = r.Dir
@@ -85,10 +77,14 @@ func RunNode(ctx context.Context, r NodeRun) (NodeOutcome, error) {
 	if env == nil {
 		env = os.Environ()
 	}
-	cmd.Env = append(append([]string(nil), env...), "AIOD_CODE_FILE="+codeFile)
+	cmd.Env = append([]string(nil), env...)
 	cmd.Stdin = strings.NewReader(r.Stdin)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
+	cmd.ExtraFiles = []*os.File{code} // descriptor 3
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: r.Credential}
+	if r.Wrap != nil {
+		r.Wrap(cmd)
+	}
 	cmd.WaitDelay = 2 * time.Second
 	if err := cmd.Start(); err != nil {
 		return out, fmt.Errorf("start node: %w", err)
@@ -129,6 +125,24 @@ func RunNode(ctx context.Context, r NodeRun) (NodeOutcome, error) {
 		}
 	}
 	return out, nil
+}
+
+// memFile is a memory file holding text, read from its start.
+func memFile(name, text string) (*os.File, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	if _, err := f.WriteString(text); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if _, err := f.Seek(0, 0); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // capBuffer keeps the first max bytes written and counts the rest.

@@ -50,6 +50,7 @@ type Options struct {
 	Env          []string            // extra KEY=VALUE, appended to Environ
 	Environ      []string            // base environment; nil is the gateway's own (os.Environ())
 	Credential   *syscall.Credential // runs the interpreter as that user; nil is the gateway's
+	Wrap         func(*exec.Cmd)     // confines the interpreter's command (tenant isolation); nil none
 	StartTimeout time.Duration       // until the driver is ready; 0 means 10 s
 	Logger       *slog.Logger        // nil means slog.Default()
 }
@@ -167,6 +168,9 @@ func (r *REPL) launch(opts Options, args []string) error {
 	cmd.Stdout, cmd.Stderr = p[2][1], p[3][1]
 	cmd.ExtraFiles = []*os.File{p[0][0], p[1][1]}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: opts.Credential}
+	if opts.Wrap != nil {
+		opts.Wrap(cmd)
+	}
 	if err := cmd.Start(); err != nil {
 		closeAll(p[:])
 		return fmt.Errorf("run %s: %w", r.path, err)

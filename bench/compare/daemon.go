@@ -83,7 +83,8 @@ func startDaemon(ctx context.Context, name, bin, dir, run string, env ...string)
 		client: &http.Client{Timeout: 5 * time.Minute}, exited: make(chan struct{})}
 	d.cmd = exec.Command(bin, "--addr", fmt.Sprintf("127.0.0.1:%d", port))
 	d.cmd.Dir = work
-	d.cmd.Env = append(cleanEnv(), append([]string{markerEnv + "=" + run, "AIO_WORKDIR=" + work}, env...)...)
+	d.cmd.Env = append(cleanEnv(), append([]string{markerEnv + "=" + run, "AIO_WORKDIR=" + work,
+		"AIO_STATE_DIR=" + filepath.Join(dir, "state-"+name)}, env...)...)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := d.cmd.Start(); err != nil {

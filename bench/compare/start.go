@@ -26,6 +26,10 @@ const (
 	// ModeForkPrewarm is fork with AIO_KERNEL_PREWARM=2, the pool full
 	// before each call: first executes only.
 	ModeForkPrewarm = "fork_prewarm"
+	// ModeForkPlain is fork without tenant isolation (AIO_ISOLATION=none):
+	// the figures isolation is measured against. Every other mode runs
+	// with the default isolation (tenant, where the machine allows it).
+	ModeForkPlain = "fork_plain"
 )
 
 // pandasCode is what every session of the burst, the memory and the
@@ -51,6 +55,9 @@ type StartResult struct {
 	// Live is the largest number of live pandas sessions each answering.
 	Live   map[string]*LiveResult `json:"live_sessions"`
 	Ratios map[string]*float64    `json:"ratios"`
+	// Isolation is the isolation the default daemons ran with (their
+	// /v2/code/info isolation mode, and why it was off if it was).
+	Isolation string `json:"isolation"`
 }
 
 // StartSettings are the sizes of the start benchmark.
@@ -144,7 +151,7 @@ func (r *runner) start(ctx context.Context) error {
 			FirstExecRounds: p.rounds, FirstExecCode: passCode + "\nprint('<token>')",
 			BurstSessions: p.burst, PSSSessions: p.pss, LiveStep: p.step, LiveMax: p.max,
 			LiveMinFreeMiB: minAvailable >> 20, SessionCode: pandasCode + "\nprint('<token>')",
-			Daemons: "two daemons, AIO_CODE_BACKEND=kernel, no pools, AIO_KERNEL_START=fork and =spawn (the default warm-up imports in the template), AIO_MAX_SESSIONS=0",
+			Daemons: "four daemons, AIO_CODE_BACKEND=kernel, AIO_MAX_SESSIONS=0: AIO_KERNEL_START=fork and =spawn with the default isolation (tenant where the machine allows it), fork with AIO_ISOLATION=none (fork_plain), and fork with AIO_KERNEL_PREWARM=2 (fork_prewarm); no pools otherwise; the template's default warm-up imports",
 		},
 	}
 	r.res.Start = sr
@@ -158,13 +165,16 @@ func (r *runner) start(ctx context.Context) error {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	var startErr error
-	for _, mode := range []string{ModeFork, ModeSpawn, ModeForkPrewarm} {
+	for _, mode := range []string{ModeFork, ModeSpawn, ModeForkPrewarm, ModeForkPlain} {
 		wg.Go(func() {
 			env := []string{"AIO_CODE_BACKEND=kernel", "AIO_KERNEL_PREWARM=0", "AIO_CODE_PREWARM=0", "AIO_KERNEL_IDLE=7200",
 				"AIO_KERNEL_START_TIMEOUT=900", "AIO_KERNEL_START=" + mode,
 				"AIO_MAX_SESSIONS=0"} // the live-sessions step measures the machine's capacity, past the default cap
-			if mode == ModeForkPrewarm {
+			switch mode {
+			case ModeForkPrewarm:
 				env = append(env, "AIO_KERNEL_PREWARM=2", "AIO_KERNEL_START=fork")
+			case ModeForkPlain:
+				env = append(env, "AIO_KERNEL_START=fork", "AIO_ISOLATION=none")
 			}
 			d, err := startDaemon(ctx, "start-"+mode, r.bin, r.dir, r.run, append(r.env, env...)...)
 			mu.Lock()
@@ -185,29 +195,54 @@ func (r *runner) start(ctx context.Context) error {
 	if startErr != nil {
 		return startErr
 	}
-	if err := ds[ModeFork].waitTemplate(ctx); err != nil {
-		return err
+	for _, m := range []string{ModeFork, ModeForkPlain} {
+		if err := ds[m].waitTemplate(ctx); err != nil {
+			return err
+		}
 	}
+	sr.Isolation = ds[ModeFork].isolation(ctx)
 	r.logf("start: first execute of a new session, %d rounds per mode", p.rounds)
 	r.firstExec(ctx, ds, p.rounds, sr)
 	ds[ModeForkPrewarm].stop()
 	delete(ds, ModeForkPrewarm)
-	for _, mode := range []string{ModeFork, ModeSpawn} {
+	for _, mode := range []string{ModeFork, ModeForkPlain, ModeSpawn} {
 		r.logf("start %s: burst of %d new pandas sessions", mode, p.burst)
 		sr.Burst[mode] = r.burst(ctx, ds[mode], mode, p.burst)
 		r.logf("start %s: burst: %d of %d answered, the last after %.2f s", mode, sr.Burst[mode].Answered, p.burst, sr.Burst[mode].AllSeconds)
 	}
-	for _, mode := range []string{ModeFork, ModeSpawn} {
+	for _, mode := range []string{ModeFork, ModeForkPlain, ModeSpawn} {
 		sr.PSS[mode] = r.pss(ctx, ds[mode], mode, p.pss)
 		r.logf("start %s: PSS of %d idle pandas sessions: kernel median %.1f MB, per session %.1f MB (template %.1f MB)",
 			mode, p.pss, sr.PSS[mode].KernelMedianMB, sr.PSS[mode].PerSessionMB, sr.PSS[mode].TemplateMB)
 	}
+	ds[ModeForkPlain].stop()
+	delete(ds, ModeForkPlain)
 	for _, mode := range []string{ModeFork, ModeSpawn} {
 		sr.Live[mode] = r.live(ctx, ds[mode], mode, p.step, p.max)
 		r.logf("start %s: %d live pandas sessions answered (aiod RSS %.1f MiB); stopped by %s",
 			mode, sr.Live[mode].MaxAnswering, sr.Live[mode].AiodRSSMiB, sr.Live[mode].StoppedBy)
 	}
 	return nil
+}
+
+// isolation is the daemon's tenant isolation as /v2/code/info says it:
+// the mode, and why it is off when it is.
+func (d *daemon) isolation(ctx context.Context) string {
+	var info struct {
+		Data struct {
+			Isolation struct {
+				Mode string `json:"mode"`
+				Why  string `json:"why"`
+			} `json:"isolation"`
+		} `json:"data"`
+	}
+	if err := d.getJSON(ctx, "/v2/code/info", &info); err != nil {
+		return "unknown: " + err.Error()
+	}
+	if i := info.Data.Isolation; i.Why != "" {
+		return i.Mode + " (" + i.Why + ")"
+	}
+	return info.Data.Isolation.Mode
 }
 
 // waitTemplate waits until the daemon's first kernel template is ready.
@@ -331,7 +366,7 @@ func (d *daemon) deleteAll(ctx context.Context) error {
 // firstExec times the first call of new sessions, alternating the modes
 // call by call; each session is deleted after its call, untimed.
 func (r *runner) firstExec(ctx context.Context, ds map[string]*daemon, rounds int, sr *StartResult) {
-	modes := []string{ModeFork, ModeSpawn, ModeForkPrewarm}
+	modes := []string{ModeFork, ModeSpawn, ModeForkPrewarm, ModeForkPlain}
 	clients := map[string]*load.Client{}
 	for _, m := range modes {
 		c, err := load.NewClient(ctx, load.Config{URL: ds[m].url, Mode: "rest", Code: passCode, Timeout: 300})
@@ -698,11 +733,20 @@ func (r *Result) deriveStart() {
 	burst := func(m string) *float64 {
 		return val(func() (float64, bool) {
 			b := sr.Burst[m]
-			return b.AllSeconds, b != nil && b.Err == "" && b.Answered == b.Sessions
+			if b == nil {
+				return 0, false
+			}
+			return b.AllSeconds, b.Err == "" && b.Answered == b.Sessions
 		})
 	}
 	pss := func(m string) *float64 {
-		return val(func() (float64, bool) { p := sr.PSS[m]; return p.PerSessionMB, p != nil && p.Err == "" })
+		return val(func() (float64, bool) {
+			p := sr.PSS[m]
+			if p == nil {
+				return 0, false
+			}
+			return p.PerSessionMB, p.Err == ""
+		})
 	}
 	div := func(a, b *float64) *float64 {
 		if a == nil || b == nil || *b == 0 {
@@ -710,10 +754,19 @@ func (r *Result) deriveStart() {
 		}
 		return num(*a / *b)
 	}
+	sub := func(a, b *float64) *float64 {
+		if a == nil || b == nil {
+			return nil
+		}
+		return num(*a - *b)
+	}
 	sr.Ratios = map[string]*float64{
-		"first_execute_p50_spawn_over_fork": div(first(ModeSpawn, 50), first(ModeFork, 50)),
-		"burst_spawn_over_fork":             div(burst(ModeSpawn), burst(ModeFork)),
-		"pss_spawn_over_fork":               div(pss(ModeSpawn), pss(ModeFork)),
+		"first_execute_p50_spawn_over_fork":     div(first(ModeSpawn, 50), first(ModeFork, 50)),
+		"burst_spawn_over_fork":                 div(burst(ModeSpawn), burst(ModeFork)),
+		"pss_spawn_over_fork":                   div(pss(ModeSpawn), pss(ModeFork)),
+		"first_execute_p50_isolated_over_plain": div(first(ModeFork, 50), first(ModeForkPlain, 50)),
+		"burst_isolated_over_plain":             div(burst(ModeFork), burst(ModeForkPlain)),
+		"pss_isolated_minus_plain_mb":           sub(pss(ModeFork), pss(ModeForkPlain)),
 	}
 	goal := func(name string, v *float64, op string, target float64) Goal {
 		g := Goal{Name: name, Value: v, Op: op, Target: target}
@@ -732,6 +785,9 @@ func (r *Result) deriveStart() {
 		goal("start.pss.fork.per_session_mb", pss(ModeFork), "<=", 25),
 		goal("start.live_sessions.fork.max_answering", live, ">=", 1000),
 		goal("start.live_sessions.fork.aiod_rss_mib_at_max", liveRSS, "<", 200),
+		goal("start.ratios.first_execute_p50_isolated_over_plain", sr.Ratios["first_execute_p50_isolated_over_plain"], "<=", 1.3),
+		goal("start.ratios.burst_isolated_over_plain", sr.Ratios["burst_isolated_over_plain"], "<=", 1.3),
+		goal("start.ratios.pss_isolated_minus_plain_mb", sr.Ratios["pss_isolated_minus_plain_mb"], "<=", 2),
 	)
 }
 
@@ -769,8 +825,12 @@ func (r *Result) writeStartTable(w io.Writer) {
 		return label + " FAILED"
 	}
 	rows := [][]string{{"measurement", "fork", "spawn", "ratio", "goal"}}
+	fmt.Fprintf(w, "isolation of the fork and spawn daemons: %s\n\n", sr.Isolation)
 	fe := func(m string, q int) string {
 		s := sr.FirstExec[m]
+		if !s.ok() {
+			return "FAILED"
+		}
 		if q == 99 {
 			return f(s.P99, s.ok(), "%.1f ms")
 		}
@@ -778,7 +838,10 @@ func (r *Result) writeStartTable(w io.Writer) {
 	}
 	bu := func(m string) string {
 		b := sr.Burst[m]
-		return f(b.AllSeconds, b != nil && b.Err == "", "%.2f s")
+		if b == nil {
+			return "FAILED"
+		}
+		return f(b.AllSeconds, b.Err == "", "%.2f s")
 	}
 	ps := func(m string, kernel bool) string {
 		p := sr.PSS[m]
@@ -816,8 +879,11 @@ func (r *Result) writeStartTable(w io.Writer) {
 		[]string{"first execute of a new session, p50", fe(ModeFork, 50), fe(ModeSpawn, 50), ratio("first_execute_p50_spawn_over_fork", "spawn/fork"), goalCell("start.first_execute.fork.p50_ms")},
 		[]string{"first execute of a new session, p99", fe(ModeFork, 99), fe(ModeSpawn, 99), "", ""},
 		[]string{"  same, fork + AIO_KERNEL_PREWARM=2 (pool full), p50 / p99", fe(ModeForkPrewarm, 50) + " / " + fe(ModeForkPrewarm, 99), "", "", ""},
+		[]string{"  same, fork without isolation (AIO_ISOLATION=none), p50", fe(ModeForkPlain, 50), "", ratio("first_execute_p50_isolated_over_plain", "isolated/plain"), goalCell("start.ratios.first_execute_p50_isolated_over_plain")},
 		[]string{fmt.Sprintf("burst of %d pandas sessions, all answered", s.BurstSessions), bu(ModeFork), bu(ModeSpawn), ratio("burst_spawn_over_fork", "spawn/fork"), goalCell("start.ratios.burst_spawn_over_fork")},
+		[]string{"  same, fork without isolation", bu(ModeForkPlain), "", ratio("burst_isolated_over_plain", "isolated/plain"), goalCell("start.ratios.burst_isolated_over_plain")},
 		[]string{"PSS per idle pandas session (template included)", ps(ModeFork, false), ps(ModeSpawn, false), ratio("pss_spawn_over_fork", "spawn/fork"), goalCell("start.pss.fork.per_session_mb")},
+		[]string{"  same, fork without isolation", ps(ModeForkPlain, false), "", ratio("pss_isolated_minus_plain_mb", "isolated-plain MB"), goalCell("start.ratios.pss_isolated_minus_plain_mb")},
 		[]string{"PSS of one kernel, median", ps(ModeFork, true), ps(ModeSpawn, true), "", ""},
 		[]string{"live pandas sessions, each answering", lv(ModeFork, "n"), lv(ModeSpawn, "n"), "", goalCell("start.live_sessions.fork.max_answering")},
 		[]string{"aiod RSS with that many", lv(ModeFork, "rss"), lv(ModeSpawn, "rss"), "", goalCell("start.live_sessions.fork.aiod_rss_mib_at_max")},

@@ -51,6 +51,11 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- string) error {
 		// heap double after a burst (kernels are separate processes).
 		debug.SetMemoryLimit(int64(o.memoryLimit))
 	}
+	unlock, err := lockStateDir(o.stateDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	srv, err := gateway.New(o.gatewayConfig(log))
 	if err != nil {
 		return err
@@ -61,9 +66,11 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- string) error {
 		return fmt.Errorf("listen on %s: %w", o.addr, err)
 	}
 	env := srv.Environment()
+	iso := srv.TenantIsolation("")
 	log.Info("aiod started", "addr", ln.Addr().String(), "version", gateway.Version,
 		"python_backend", env.PythonBackend, "python_problem", env.BackendError,
-		"node", env.Node.Version, "node_problem", env.Node.Error)
+		"node", env.Node.Version, "node_problem", env.Node.Error,
+		"isolation", iso.Mode, "isolation_off_because", iso.Why, "runtime_network", iso.Network, "state_dir", o.stateDir)
 	for _, w := range env.Warnings {
 		log.Warn("discovery", "warning", w)
 	}

@@ -123,6 +123,17 @@ func startDaemonEnv(t testing.TB, env []string, args ...string) *daemon {
 	return nil
 }
 
+// hasStateDir says whether a test gave the daemon a state directory; each
+// daemon a test starts gets its own otherwise (they are locked).
+func hasStateDir(args, env []string) bool {
+	for _, a := range append(append([]string{}, args...), env...) {
+		if strings.HasPrefix(a, "--state-dir") || strings.HasPrefix(a, "AIO_STATE_DIR=") {
+			return true
+		}
+	}
+	return false
+}
+
 func tryStartDaemon(t testing.TB, args []string, env ...string) (*daemon, error) {
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	d := &daemon{
@@ -135,6 +146,9 @@ func tryStartDaemon(t testing.TB, args []string, env ...string) (*daemon, error)
 	}
 	d.cmd = exec.Command(daemonBin, append([]string{"--addr", addr}, args...)...)
 	d.cmd.Env = append(cleanEnv(), env...)
+	if !hasStateDir(args, env) {
+		d.cmd.Env = append(d.cmd.Env, "AIO_STATE_DIR="+t.TempDir())
+	}
 	d.cmd.Stdout, d.cmd.Stderr = d.stderr, d.stderr
 	if err := d.cmd.Start(); err != nil {
 		return nil, err

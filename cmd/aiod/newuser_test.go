@@ -26,6 +26,9 @@ func runBinary(t *testing.T, env []string, args ...string) (int, string) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, daemonBin, args...)
 	cmd.Env = append(cleanEnv(), env...)
+	if !hasStateDir(args, env) {
+		cmd.Env = append(cmd.Env, "AIO_STATE_DIR="+t.TempDir())
+	}
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	switch {

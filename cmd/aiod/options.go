@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/aiod/aiod/stream"
 	"github.com/aiod/aiod/stream/backend"
 	"github.com/aiod/aiod/stream/backend/isolate"
+	"github.com/aiod/aiod/stream/backend/sandbox"
 )
 
 var (
@@ -66,6 +68,7 @@ type options struct {
 	accessLog          bool
 	metricsPublic      bool
 	runtimeMemory      int64   // bytes per runtime; 0 none
+	runtimesMemory     int64   // bytes for all runtimes together; 0 none
 	runtimePids        int64   // processes per runtime; 0 none
 	runtimeCPU         float64 // cores per runtime; 0 none
 	runtimeUser        string
@@ -75,6 +78,11 @@ type options struct {
 	maxStarts          int // -1: auto
 	startQueue         int
 	startQueueWait     time.Duration
+	isolation          string
+	stateDir           string
+	tenantUIDs         [2]uint32
+	runtimeNetwork     string
+	egressAllow        string
 }
 
 // setting is one flag with its variable, for parsing and for --help.
@@ -96,6 +104,7 @@ var kinds = map[string]string{
 	"token": "token", "jwt-public-key": "pem", "allowed-hosts": "list", "allowed-origins": "list",
 	"token-file": "file", "jupyter-token-file": "file", "jwt-public-key-file": "file",
 	"log-format": "text|json", "runtime-user": "name|uid[:gid]", "runtime-env-allow": "list",
+	"isolation": "auto|tenant|none", "state-dir": "folder", "runtime-network": "none|allow|host", "egress-allow": "list",
 }
 
 // defaultEnvAllow is --runtime-env-allow's default (isolate.DefaultEnvAllow).
@@ -153,10 +162,16 @@ func (o *options) settings() []setting {
 		{"log-level", "AIO_LOG_LEVEL", "info", "debug, info, warn or error", levelSetter(&o.logLevel)},
 		{"log-format", "AIO_LOG_FORMAT", "text", "text or json", strSetter(&o.logFormat)},
 		{"runtime-memory-limit", "AIO_RUNTIME_MEMORY_LIMIT", "25%", "memory per local runtime (kernel, REPL, node process, with its children): bytes, with K, M, G or T (binary), or a percentage of the machine's memory; 0 for none", memSetter(&o.runtimeMemory)},
+		{"runtimes-memory-total", "AIO_RUNTIMES_MEMORY_TOTAL", "85%", "memory of all local runtimes together (their cgroups' parent): bytes, with K, M, G or T, or a percentage of the machine's memory; 0 for none", memSetter(&o.runtimesMemory)},
 		{"runtime-pids-limit", "AIO_RUNTIME_PIDS_LIMIT", "1024", "processes and threads per local runtime; 0 for none", pidsSetter(&o.runtimePids)},
 		{"runtime-cpu-limit", "AIO_RUNTIME_CPU_LIMIT", "0", "CPU cores per local runtime, as a quota (1.5 is one and a half cores); 0 for none", cpuSetter(&o.runtimeCPU)},
 		{"runtime-user", "AIO_RUNTIME_USER", "", "run every local runtime as this user (a name, or uid[:gid]) when aiod runs as root", strSetter(&o.runtimeUser)},
 		{"runtime-env-allow", "AIO_RUNTIME_ENV_ALLOW", defaultEnvAllow, "comma-separated variables of aiod's environment that runtimes get: names, or prefixes ending in * (AIO_* and JWT_PUBLIC_KEY never pass)", strSetter(&o.runtimeEnvAllow)},
+		{"isolation", "AIO_ISOLATION", "auto", "tenant: every caller's runtimes (and file plane) in a sandbox of their own (namespaces, a read-only host, the tenant's folders, its own uid, seccomp); none: one shared host, as aiod's user or --runtime-user; auto: tenant where the machine allows it (root, namespaces), else none with the reason logged", strSetter(&o.isolation)},
+		{"state-dir", "AIO_STATE_DIR", defaultStateDir(), "aiod's state directory, created 0700 and locked: tenants' folders and uids live there", strSetter(&o.stateDir)},
+		{"tenant-uids", "AIO_TENANT_UIDS", "2000000000-2000999999", "FIRST-LAST: the uids (and gids) tenants get under --isolation tenant, one each, kept across restarts; nothing else on the machine may use them", uidRangeSetter(&o.tenantUIDs)},
+		{"runtime-network", "AIO_RUNTIME_NETWORK", "none", "network of tenant runtimes under --isolation tenant: none (a network namespace per tenant with its own loopback only), allow (that, and an HTTP proxy in it letting through only --egress-allow) or host", strSetter(&o.runtimeNetwork)},
+		{"egress-allow", "AIO_EGRESS_ALLOW", "", "with --runtime-network allow: comma-separated HOST:PORT destinations runtimes may reach through aiod's proxy (a name, *.name for its subdomains, or an address), e.g. pypi.org:443,files.pythonhosted.org:443", strSetter(&o.egressAllow)},
 		{"access-log", "AIO_ACCESS_LOG", "true", "log one line per request at info: method, route pattern, status, duration, bytes (never bodies, queries or credentials)", boolSetter(&o.accessLog)},
 	}
 }
@@ -525,6 +540,34 @@ func (o *options) check(name func(flag string) string) error {
 				name("runtime-user"), o.runtimeUser, os.Geteuid(), name("runtime-user"))}
 		}
 	}
+	switch o.isolation {
+	case "auto", "tenant", "none":
+	default:
+		return &usageError{fmt.Sprintf("%s %q: want auto, tenant or none", name("isolation"), o.isolation)}
+	}
+	switch o.runtimeNetwork {
+	case "none", "host", "allow":
+	default:
+		return &usageError{fmt.Sprintf("%s %q: want none, allow or host", name("runtime-network"), o.runtimeNetwork)}
+	}
+	if _, err := sandbox.ParseEgress(splitList(o.egressAllow)); err != nil {
+		return &usageError{fmt.Sprintf("%v (%s)", err, name("egress-allow"))}
+	}
+	if o.egressAllow != "" && o.runtimeNetwork != "allow" {
+		return &usageError{fmt.Sprintf("%s is set, but %s is %s: the list applies with %s allow",
+			name("egress-allow"), name("runtime-network"), o.runtimeNetwork, name("runtime-network"))}
+	}
+	if o.isolation == "tenant" && o.runtimeUser != "" {
+		return &usageError{fmt.Sprintf("%s %q and %s tenant: under tenant isolation every tenant runs as a uid of its own (%s); drop %s",
+			name("runtime-user"), o.runtimeUser, name("isolation"), name("tenant-uids"), name("runtime-user"))}
+	}
+	if o.isolation == "tenant" && o.kernelTransport == "tcp" {
+		return &usageError{fmt.Sprintf("%s tcp and %s tenant: a tenant's kernels listen in its own network namespace, out of aiod's reach over TCP; use ipc (the default)",
+			name("kernel-transport"), name("isolation"))}
+	}
+	if o.stateDir == "" {
+		return &usageError{fmt.Sprintf("%s is empty: give a folder for aiod's state", name("state-dir"))}
+	}
 	if o.maxStarts == 0 {
 		return &usageError{fmt.Sprintf("%s 0: no runtime could ever start; set it to auto or 1 or more", name("max-concurrent-starts"))}
 	}
@@ -583,7 +626,15 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 		Admission: o.admission(),
 	}
 	c.Isolation.MemoryBytes, c.Isolation.Pids, c.Isolation.CPU = o.runtimeMemory, o.runtimePids, o.runtimeCPU
+	c.Isolation.TotalMemoryBytes = o.runtimesMemory
 	c.Isolation.User, c.Isolation.EnvAllow = o.runtimeUser, splitList(o.runtimeEnvAllow)
+	c.Isolation.Isolation, c.Isolation.StateDir, c.Isolation.Network = o.isolation, o.stateDir, o.runtimeNetwork
+	c.Isolation.FirstUID, c.Isolation.LastUID = o.tenantUIDs[0], o.tenantUIDs[1]
+	c.Isolation.Egress, _ = sandbox.ParseEgress(splitList(o.egressAllow)) // checked by check
+	if o.kernelTransport == "tcp" && o.isolation == "auto" {
+		c.Isolation.Isolation = "none"
+		c.Isolation.NoneBecause = "--kernel-transport tcp: a tenant's kernels listen in its own network namespace, out of aiod's reach over TCP"
+	}
 	if c.Isolation.EnvAllow == nil {
 		c.Isolation.EnvAllow = []string{} // given empty: nothing passes
 	}
@@ -601,6 +652,34 @@ func (o *options) admission() stream.Admission {
 		a.MaxStarts = backend.DefaultMaxStarts()
 	}
 	return a
+}
+
+// defaultStateDir is /var/lib/aiod for root, else the user's state folder.
+func defaultStateDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/aiod"
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "aiod")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "state", "aiod")
+	}
+	return filepath.Join(os.TempDir(), "aiod-state")
+}
+
+// uidRangeSetter reads FIRST-LAST uids (both above 0, at most 2^31-1).
+func uidRangeSetter(p *[2]uint32) setter {
+	return setter{"first-last", func(v string) error {
+		a, b, ok := strings.Cut(v, "-")
+		first, err1 := strconv.ParseUint(strings.TrimSpace(a), 10, 31)
+		last, err2 := strconv.ParseUint(strings.TrimSpace(b), 10, 31)
+		if !ok || err1 != nil || err2 != nil || first == 0 || last < first {
+			return fmt.Errorf("want FIRST-LAST uids, 1 <= FIRST <= LAST < 2147483648, got %q", v)
+		}
+		p[0], p[1] = uint32(first), uint32(last)
+		return nil
+	}}
 }
 
 func splitList(s string) []string {

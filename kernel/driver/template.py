@@ -8,9 +8,10 @@
 # message):
 #   template -> aiod  {"op": "ready", "pid", "python", "ipykernel", "seconds",
 #                      "failed": {module: error}, "threads"}
-#   aiod -> template  {"op": "fork", "id", "args", "env", "cwd"}
-#                      with one descriptor attached (SCM_RIGHTS): the write end
-#                      of the kernel's own stdout/stderr pipe
+#   aiod -> template  {"op": "fork", "id", "args", "env", "cwd", "confine"}
+#                      with descriptors attached (SCM_RIGHTS): first the write
+#                      end of the kernel's own stdout/stderr pipe, then those
+#                      the confinement plan refers to (a network namespace)
 #   template -> aiod  {"op": "forked", "id", "pid"} or {"op": "forked", "id",
 #                      "error"}
 #   template -> aiod  {"op": "exit", "pid", "code"} or {"op": "exit", "pid",
@@ -21,7 +22,18 @@
 #
 # The config JSON: {"parent": aiod's pid, "preload": [module, ...],
 # "module": the launcher module of the kernelspec's "-m", e.g.
-# "ipykernel_launcher", "args": the kernel app's arguments but -f}.
+# "ipykernel_launcher", "args": the kernel app's arguments but -f,
+# "confine": the source of aiod's sandbox applier or null, "setup": the
+# template's own confinement plan or null}.
+#
+# Under tenant isolation (a "confine" source), the template is root: it first
+# applies "setup" to itself (a mount namespace of its own), and each child
+# applies its fork request's "confine" plan (its namespaces, the tenant's
+# view, uid, no_new_privs, seccomp) before anything of the kernel runs.
+#
+# The template is not dumpable (PR_SET_DUMPABLE 0): no process of the same
+# user can ptrace it or read its memory. Its children are made dumpable
+# again, each being its own kernel.
 #
 # The template also runs the kernel app's first step once: the command line
 # and the config files (BaseIPythonApplication.initialize, about a fifth of
@@ -58,8 +70,10 @@ TEMPLATE_ENV = {}  # the template's environment when it configured APP
 CONFIG_ENV = ("IPYTHONDIR", "HOME", "XDG_CONFIG_HOME", "JUPYTER_CONFIG_DIR", "JUPYTER_CONFIG_PATH",
               "JUPYTER_PLATFORM_DIRS", "IPYTHON_SUPPRESS_CONFIG_ERRORS")
 
-# PR_SET_PDEATHSIG from <sys/prctl.h>.
+# PR_SET_PDEATHSIG and PR_SET_DUMPABLE from <sys/prctl.h>.
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+CONFINE = None  # confine(plan, fds) from aiod's sandbox applier, when one was given
 
 # The modules IPKernelApp.initialize imports on its own: importing them here
 # moves their cost out of every kernel start.
@@ -191,9 +205,23 @@ def import_all(names, failed):
             failed[name] = "%s: %s" % (type(e).__name__, e)
 
 
+def set_up_confinement():
+    """Load aiod's sandbox applier and apply the template's own plan."""
+    global CONFINE
+    source = CONFIG.get("confine")
+    if not source:
+        return
+    ns = {"__name__": "aiod_confine"}
+    exec(compile(source, "aiod-confine.py", "exec"), ns)
+    CONFINE = ns["confine"]
+    if CONFIG.get("setup"):
+        CONFINE(CONFIG["setup"], [])
+
+
 def main():
     if os.getppid() != PARENT:
         os._exit(1)  # aiod went away before we started
+    set_up_confinement()
     # A kernel's sys.path starts with its working directory, as
     # "python -m ipykernel_launcher" has it; ours starts with "" (-c).
     if sys.path and sys.path[0] == "":
@@ -214,6 +242,8 @@ def main():
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
+    # No ptrace of the template, whose memory every later kernel starts from.
+    libc.prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
     import ipykernel
 
     global LAUNCHER
@@ -262,7 +292,7 @@ def serve(ctl, wake_r, children, state):
             continue
         fds = array.array("i")
         try:
-            data, anc, _, _ = ctl.recvmsg(1 << 20, socket.CMSG_LEN(4 * fds.itemsize))
+            data, anc, _, _ = ctl.recvmsg(1 << 20, socket.CMSG_LEN(8 * fds.itemsize))
         except ConnectionResetError:
             return
         for level, kind, payload in anc:
@@ -273,27 +303,29 @@ def serve(ctl, wake_r, children, state):
                 os.close(fd)
             return  # aiod closed its end
         req = json.loads(data)
-        if req.get("op") != "fork" or len(fds) != 1:
+        if req.get("op") != "fork" or len(fds) < 1 or (req.get("confine") and CONFINE is None):
             for fd in fds:
                 os.close(fd)
-            send(ctl, {"op": "forked", "id": req.get("id"), "error": "bad request: want op fork with one descriptor"})
+            send(ctl, {"op": "forked", "id": req.get("id"), "error": "bad request: want op fork with its descriptors (and a template that confines)"})
             continue
-        fork(ctl, req, fds[0], children, state)
+        fork(ctl, req, list(fds), children, state)
 
 
-def fork(ctl, req, out_fd, children, state):
+def fork(ctl, req, fds, children, state):
     sys.stdout.flush()
     sys.stderr.flush()
     gc.freeze()
     try:
         pid = os.fork()
     except OSError as e:
-        os.close(out_fd)
+        for fd in fds:
+            os.close(fd)
         send(ctl, {"op": "forked", "id": req["id"], "error": "fork: %s" % e})
         return
     if pid == 0:
-        child(req, out_fd, state)  # never returns
-    os.close(out_fd)
+        child(req, fds, state)  # never returns
+    for fd in fds:
+        os.close(fd)
     children.add(pid)
     send(ctl, {"op": "forked", "id": req["id"], "pid": pid})
 
@@ -337,10 +369,12 @@ def stop_children(children):
         children.discard(pid)
 
 
-def child(req, out_fd, state):
-    """Become the kernel: own session, own descriptors, own environment."""
+def child(req, fds, state):
+    """Become the kernel: own session, own descriptors, own environment,
+    and, when the request says so, its tenant's sandbox."""
     code = 1
     try:
+        out_fd = fds[0]
         os.dup2(out_fd, 1)
         os.dup2(out_fd, 2)
         os.close(out_fd)
@@ -355,6 +389,12 @@ def child(req, out_fd, state):
             signal.signal(s, h)
         for s in ("ctl", "wake_r", "wake_w"):
             state.pop(s).close()
+        if req.get("confine"):
+            CONFINE(req["confine"], fds[1:])
+            if os.getppid() != template:
+                os._exit(1)  # the template died while the sandbox was made
+        else:
+            state["libc"].prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)  # the template is not; the kernel is
         os.closerange(3, os.sysconf("SC_OPEN_MAX"))
         os.chdir(req["cwd"])
         os.environ.clear()
@@ -368,6 +408,8 @@ def child(req, out_fd, state):
             if dict.__getitem__(mpl.rcParams, "backend") != backend:
                 mpl.rcParams["backend"] = backend
         gc.enable()
+        if req.get("confine") and APP is not None:
+            own_profile(APP)
         del state, req
         app = kernel_app(sys.argv[1:], os.environ)
         app.start()
@@ -389,6 +431,17 @@ def child(req, out_fd, state):
             sys.stderr.flush()
         finally:
             os._exit(code)
+
+
+def own_profile(app):
+    """The template read IPython's configuration in a HOME of its own; the
+    tenant's HOME is mounted over it, so make the profile's folders there
+    (the kernel's startup scripts are read from it)."""
+    try:
+        os.makedirs(app.profile_dir.location, exist_ok=True)
+        app.profile_dir.check_dirs()
+    except Exception:  # a kernel without its profile folders still runs
+        pass
 
 
 def reseed():

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/aiod/aiod/kernel"
@@ -13,6 +14,7 @@ import (
 	"github.com/aiod/aiod/replbridge"
 	"github.com/aiod/aiod/stream"
 	"github.com/aiod/aiod/stream/backend/isolate"
+	"github.com/aiod/aiod/stream/backend/sandbox"
 )
 
 // Backend names, as stream.Backend.Name and jupyter.RuntimeInfo.Backend
@@ -60,6 +62,9 @@ type Runtimes struct {
 	pools  pools
 	iso    *isolate.Isolator
 	base   []string // the base environment of local runtimes
+
+	userFiles userFiles    // the file helper of --runtime-user
+	tpools    *tenantPools // each tenant's prewarm pools, under tenant isolation; nil without pools
 }
 
 // New discovers the interpreters, starts probing the remote server when
@@ -85,9 +90,22 @@ func New(ctx context.Context, cfg Config) (*Runtimes, error) {
 	if cfg.Isolation.Logger == nil {
 		cfg.Isolation.Logger = cfg.Logger
 	}
+	if cfg.Isolation.Workdir == "" {
+		// A tenant works in --workdir (its own folder shown there), or
+		// in its HOME when none is given.
+		cfg.Isolation.Workdir = sandbox.HomePath
+		if cfg.Workdir != "" {
+			if abs, err := filepath.Abs(cfg.Workdir); err == nil {
+				cfg.Isolation.Workdir = abs
+			}
+		}
+	}
 	iso, err := isolate.New(cfg.Isolation)
 	if err != nil {
 		return nil, err
+	}
+	if iso.Mode() == isolate.ModeTenant {
+		cfg.Workdir = cfg.Isolation.Workdir // as runtimes see it
 	}
 	r := &Runtimes{cfg: cfg, log: cfg.Logger, iso: iso, base: iso.Environ(os.Environ()),
 		env: Discover(ctx, cfg.CodeBackend, cfg.KernelName)}
@@ -106,11 +124,26 @@ func New(ctx context.Context, cfg Config) (*Runtimes, error) {
 // Env is what discovery found.
 func (r *Runtimes) Env() *Environment { return r.env }
 
+// Workdir is the working folder of runtimes as they see it: --workdir,
+// aiod's own folder when none is given, or under tenant isolation the
+// tenant's (at --workdir, else its HOME).
+func (r *Runtimes) Workdir() string {
+	if r.cfg.Workdir == "" {
+		wd, _ := os.Getwd()
+		return wd
+	}
+	return r.cfg.Workdir
+}
+
 // Close stops the pools (closing their runtimes) and the remote probe.
 func (r *Runtimes) Close(ctx context.Context) error {
-	err := r.pools.close(ctx)
+	err := errors.Join(r.tpools.close(ctx), r.pools.close(ctx))
 	if r.remote != nil {
 		r.remote.close()
+	}
+	r.userFiles.once.Do(func() {}) // a helper made from now on would leak: none is
+	if f := r.userFiles.f; f != nil {
+		f.Close()
 	}
 	return errors.Join(err, r.iso.Close())
 }
@@ -144,7 +177,11 @@ type Want struct {
 // For returns how a call that wants w runs. The error is an
 // *ErrNoInterpreter when nothing can run it.
 func (r *Runtimes) For(w Want) (stream.Backend, error) {
-	b, err := r.choose(w)
+	t, err := r.iso.Tenant(w.Tenant)
+	if err != nil {
+		return stream.Backend{}, &ErrNoInterpreter{err.Error()}
+	}
+	b, err := r.choose(w, t)
 	if err != nil {
 		return b, err
 	}
@@ -158,7 +195,9 @@ func (r *Runtimes) For(w Want) (stream.Backend, error) {
 	return b, nil
 }
 
-func (r *Runtimes) choose(w Want) (stream.Backend, error) {
+// choose picks the backend of w, for tenant t (nil without tenant
+// isolation).
+func (r *Runtimes) choose(w Want, t *sandbox.Tenant) (stream.Backend, error) {
 	env := r.env
 	switch {
 	case w.KernelSpec != "":
@@ -166,7 +205,7 @@ func (r *Runtimes) choose(w Want) (stream.Backend, error) {
 		if ki == nil {
 			return stream.Backend{}, &ErrNoInterpreter{fmt.Sprintf("no kernelspec %q: see GET /api/kernelspecs", w.KernelSpec)}
 		}
-		b := r.kernelBackend(ki, w.Env)
+		b := r.kernelBackend(ki, w.Env, t)
 		if w.Language != "" {
 			b.Language = w.Language
 		}
@@ -175,22 +214,22 @@ func (r *Runtimes) choose(w Want) (stream.Backend, error) {
 		if env.Node.Error != "" {
 			return stream.Backend{}, &ErrNoInterpreter{env.Node.Error}
 		}
-		return r.nativeBackend(JS, env.Node.Path), nil
+		return r.nativeBackend(JS, env.Node.Path, t), nil
 	case r.remote != nil && r.cfg.CodeBackend == "auto" && !w.Kernel && r.remote.reachable():
 		// The first choice. A session made now falls back to the local
 		// backend for later runtimes if the server goes away.
 		var fallback stream.Backend
-		if fb, err := r.localPython(w); err == nil {
+		if fb, err := r.localPython(w, t); err == nil {
 			fallback = fb
 		}
 		return r.remoteBackend(fallback), nil
 	default:
-		return r.localPython(w)
+		return r.localPython(w, t)
 	}
 }
 
 // localPython is the embedded kernel, or the native REPL.
-func (r *Runtimes) localPython(w Want) (stream.Backend, error) {
+func (r *Runtimes) localPython(w Want, t *sandbox.Tenant) (stream.Backend, error) {
 	env := r.env
 	if w.Kernel || env.PythonBackend == Kernel {
 		if env.PythonKernel == nil {
@@ -200,12 +239,12 @@ func (r *Runtimes) localPython(w Want) (stream.Backend, error) {
 			}
 			return stream.Backend{}, &ErrNoInterpreter{msg}
 		}
-		return r.kernelBackend(env.PythonKernel, w.Env), nil
+		return r.kernelBackend(env.PythonKernel, w.Env, t), nil
 	}
 	if env.BackendError != "" {
 		return stream.Backend{}, &ErrNoInterpreter{env.BackendError}
 	}
-	return r.nativeBackend(Python, env.Python.Path), nil
+	return r.nativeBackend(Python, env.Python.Path, t), nil
 }
 
 // PythonBackend is the backend new Python sessions get on the code routes
@@ -227,17 +266,26 @@ func (r *Runtimes) Remote() *RemoteInfo {
 	return &ri
 }
 
-func (r *Runtimes) kernelBackend(ki *KernelInfo, env []string) stream.Backend {
-	b := r.coldKernelBackend(ki.spec, env)
-	if p := r.pools.kernel; p != nil && len(env) == 0 && r.env.PythonKernel != nil && ki.spec == r.env.PythonKernel.spec {
+func (r *Runtimes) kernelBackend(ki *KernelInfo, env []string, t *sandbox.Tenant) stream.Backend {
+	b := r.coldKernelBackend(ki.spec, env, t)
+	if len(env) > 0 || r.env.PythonKernel == nil || ki.spec != r.env.PythonKernel.spec {
+		return b
+	}
+	if p := r.pools.kernel; p != nil && t == nil {
 		b.Start = p.Start
+	}
+	if t != nil {
+		if tp := r.tenantPool(t); tp != nil && tp.kernel != nil {
+			b.Start = tp.kernel.Start
+		}
 	}
 	return b
 }
 
-// coldKernelBackend starts kernels of spec, with extra environment env.
-// kernel.Start's errors already say "start kernel NAME: ...".
-func (r *Runtimes) coldKernelBackend(spec *kernel.Spec, env []string) stream.Backend {
+// coldKernelBackend starts kernels of spec, with extra environment env, in
+// tenant t's sandbox (nil: none). kernel.Start's errors already say "start
+// kernel NAME: ...".
+func (r *Runtimes) coldKernelBackend(spec *kernel.Spec, env []string, t *sandbox.Tenant) stream.Backend {
 	return stream.Backend{
 		Name: Kernel, Language: Python, Spec: spec.Name, Idle: r.cfg.KernelIdle,
 		Start: func(ctx context.Context, h jupyter.Handler) (jupyter.Runtime, error) {
@@ -245,7 +293,7 @@ func (r *Runtimes) coldKernelBackend(spec *kernel.Spec, env []string) stream.Bac
 				Spec: spec, Handler: h, Cwd: r.cfg.Workdir, Env: env,
 				StartTimeout: r.cfg.KernelStartTimeout, Logger: r.log, Counter: r.cfg.Counter,
 				Templates: r.pools.templates, Transport: r.cfg.KernelTransport,
-				Environ: r.base, Credential: r.iso.Credential(),
+				Environ: r.base, Credential: r.iso.Credential(), Confine: confineKernel(t),
 			})
 			if err != nil {
 				return nil, workdirProblem(r.cfg.Workdir, err)
@@ -255,23 +303,28 @@ func (r *Runtimes) coldKernelBackend(spec *kernel.Spec, env []string) stream.Bac
 	}
 }
 
-func (r *Runtimes) nativeBackend(lang, path string) stream.Backend {
-	b := r.coldNativeBackend(lang, path)
-	if p := r.pools.native[lang]; p != nil {
+func (r *Runtimes) nativeBackend(lang, path string, t *sandbox.Tenant) stream.Backend {
+	b := r.coldNativeBackend(lang, path, t)
+	if p := r.pools.native[lang]; p != nil && t == nil {
 		b.Start = p.Start
+	}
+	if t != nil {
+		if tp := r.tenantPool(t); tp != nil && tp.native[lang] != nil {
+			b.Start = tp.native[lang].Start
+		}
 	}
 	return b
 }
 
-// coldNativeBackend starts native REPLs; replbridge.Start's errors already
-// say "start LANG REPL: ...".
-func (r *Runtimes) coldNativeBackend(lang, path string) stream.Backend {
+// coldNativeBackend starts native REPLs, in tenant t's sandbox (nil:
+// none); replbridge.Start's errors already say "start LANG REPL: ...".
+func (r *Runtimes) coldNativeBackend(lang, path string, t *sandbox.Tenant) stream.Backend {
 	return stream.Backend{
 		Name: Native, Language: lang, Idle: r.cfg.NativeIdle,
 		Start: func(ctx context.Context, h jupyter.Handler) (jupyter.Runtime, error) {
 			rp, err := replbridge.Start(ctx, replbridge.Options{
 				Language: lang, Interpreter: path, Handler: h, Cwd: r.cfg.Workdir, Logger: r.log,
-				Environ: r.base, Credential: r.iso.Credential(),
+				Environ: r.base, Credential: r.iso.Credential(), Wrap: wrapIn(t),
 			})
 			if err != nil {
 				return nil, workdirProblem(r.cfg.Workdir, err)
@@ -303,8 +356,34 @@ func (r *Runtimes) KernelStart() KernelStart {
 }
 
 // PoolStats reports every pool, including those that are off (size 0).
-func (r *Runtimes) PoolStats() map[string]stream.PoolStats {
-	return r.pools.stats(r.cfg)
+// Under tenant isolation the pools are each tenant's: tenant names whose
+// to report ("" sums every tenant's).
+func (r *Runtimes) PoolStats(tenant string) map[string]stream.PoolStats {
+	out := r.pools.stats(r.cfg)
+	if r.iso.Mode() != isolate.ModeTenant {
+		return out
+	}
+	if tenant != "" {
+		tenant = tenantKey(tenant)
+	}
+	per := r.tpools.stats(tenant)
+	for name, st := range out {
+		if got, ok := per[name]; ok {
+			out[name] = got
+			continue
+		}
+		switch {
+		case name == "kernel" && r.env.PythonKernel != nil:
+			st.Size = r.cfg.KernelPrewarm
+		case name == JS && r.env.Node.Error == "", name == Python && r.env.PythonBackend == Native:
+			st.Size = r.cfg.CodePrewarm
+		}
+		if tenant == "" {
+			st.Size = 0 // no tenant has pools yet
+		}
+		out[name] = st
+	}
+	return out
 }
 
 // workdirProblem puts the working folder first when a runtime could not

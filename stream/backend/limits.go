@@ -20,11 +20,26 @@ type Isolation = isolate.Config
 // IsolationReport is discovery's view of the isolation in force.
 type IsolationReport = isolate.Report
 
-// Isolation reports the limits, user and environment runtimes get.
-func (r *Runtimes) Isolation() IsolationReport { return r.iso.Report() }
+// Isolation reports the limits, user and environment runtimes get, and
+// the tenant isolation of the caller whose tenant is tenant.
+func (r *Runtimes) Isolation(tenant string) IsolationReport {
+	rep := r.iso.Report()
+	rep.TenantReport = r.iso.TenantReport(tenant)
+	return rep
+}
 
-// MemoryFlag names the memory limit's setting in what a caller reads.
-const MemoryFlag = "--runtime-memory-limit"
+// TenantReport is discovery's view of tenant isolation.
+type TenantReport = isolate.TenantReport
+
+// TenantIsolation describes tenant isolation for tenant.
+func (r *Runtimes) TenantIsolation(tenant string) TenantReport { return r.iso.TenantReport(tenant) }
+
+// MemoryFlag and TotalMemoryFlag name the memory limits' settings in what
+// a caller reads.
+const (
+	MemoryFlag      = "--runtime-memory-limit"
+	TotalMemoryFlag = "--runtimes-memory-total"
+)
 
 // limit puts a just-started runtime under the limits, before it has run
 // any user code: its process joins its own cgroup (or gets its rlimits).
@@ -42,7 +57,9 @@ func (r *Runtimes) limit(rt jupyter.Runtime) (jupyter.Runtime, error) {
 		_ = rt.Close(ctx)
 		return nil, fmt.Errorf("limit the runtime: %w", err)
 	}
-	w := &limited{Runtime: rt, l: l, log: r.log, memLimit: fmt.Sprintf("%s (%s)", FormatBytes(r.cfg.Isolation.MemoryBytes), MemoryFlag)}
+	w := &limited{Runtime: rt, l: l, log: r.log, memLimit: fmt.Sprintf("%s (%s)", FormatBytes(r.cfg.Isolation.MemoryBytes), MemoryFlag),
+		totalLimit:   fmt.Sprintf("%s (%s)", FormatBytes(r.cfg.Isolation.TotalMemoryBytes), TotalMemoryFlag),
+		totalLimited: r.iso.TotalLimited()}
 	c, isC := rt.(jupyter.Completer)
 	s, isS := rt.(jupyter.Sender)
 	switch {
@@ -59,9 +76,11 @@ func (r *Runtimes) limit(rt jupyter.Runtime) (jupyter.Runtime, error) {
 // since the gateway and stream find them by type assertion.
 type limited struct {
 	jupyter.Runtime
-	l        *isolate.Limits
-	log      *slog.Logger
-	memLimit string
+	l            *isolate.Limits
+	log          *slog.Logger
+	memLimit     string
+	totalLimit   string
+	totalLimited bool // all runtimes together have a memory limit
 
 	base atomic.Uint64 // the group's OOM kills when the last execution began
 
@@ -108,12 +127,23 @@ func (w *limited) Err() error {
 	w.once.Do(func() {
 		w.err = w.Runtime.Err()
 		var de *jupyter.DeadError
-		if errors.As(w.err, &de) && (de.Signal == "SIGKILL" || de.Signal == "" && de.ExitCode < 0) && w.l.OOMKills() > w.base.Load() {
-			oom := *de
-			oom.Kind, oom.Limit = jupyter.DeathOutOfMemory, w.memLimit
-			oom.Cause = "killed by its memory limit of " + w.memLimit + " (" + de.Cause + ")"
-			w.err = &oom
+		if !errors.As(w.err, &de) || !(de.Signal == "SIGKILL" || de.Signal == "" && de.ExitCode < 0) {
+			return
 		}
+		if w.l.OOMKills() <= w.base.Load() {
+			return
+		}
+		// The OOM killer took it: its own limit when its group reached
+		// it, else the parent's, the limit of all runtimes together
+		// (another runtime may hold most of that).
+		oom := *de
+		oom.Kind, oom.Limit = jupyter.DeathOutOfMemory, w.memLimit
+		oom.Cause = "killed by its memory limit of " + w.memLimit + " (" + de.Cause + ")"
+		if w.totalLimited && !w.l.ReachedOwnLimit() {
+			oom.Limit = w.totalLimit
+			oom.Cause = "killed when all runtimes together reached their memory limit of " + w.totalLimit + " (" + de.Cause + ")"
+		}
+		w.err = &oom
 	})
 	return w.err
 }

@@ -24,13 +24,15 @@ func TestMain(m *testing.M) { os.Exit(kerneltest.Run(m)) }
 func TestMemoryLimitDeathIsOutOfMemory(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	r, err := New(ctx, Config{CodeBackend: Kernel, Isolation: Isolation{MemoryBytes: 256 << 20, Pids: 256}})
+	// A total for all runtimes too, as the daemon has by default: the death
+	// is still the runtime's own limit's.
+	r, err := New(ctx, Config{CodeBackend: Kernel, Isolation: Isolation{MemoryBytes: 256 << 20, Pids: 256, TotalMemoryBytes: 8 << 30}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close(context.Background())
-	if m := r.Isolation().Mechanism; m != isolate.CgroupV1 {
-		t.Fatalf("mechanism %q (%s)", m, r.Isolation().Fallback)
+	if m := r.Isolation("").Mechanism; m != isolate.CgroupV1 {
+		t.Fatalf("mechanism %q (%s)", m, r.Isolation("").Fallback)
 	}
 	for _, c := range []struct {
 		lang, code string
@@ -60,18 +62,7 @@ func TestMemoryLimitDeathIsOutOfMemory(t *testing.T) {
 				t.Fatalf("runtime pid %d is not in an aiod cgroup:\n%s", rt.Info().PID, cg)
 			}
 			start := time.Now()
-			if err := rt.Execute(ctx, jupyter.ExecuteRequest{MsgID: jupyter.NewID(), Code: c.code}); err != nil {
-				t.Fatal(err)
-			}
-			select {
-			case <-rt.Done():
-			case <-time.After(30 * time.Second):
-				t.Fatal("the runtime outlived its memory limit for 30 s")
-			}
-			var de *jupyter.DeadError
-			if !errors.As(rt.Err(), &de) || de.Kind != jupyter.DeathOutOfMemory || de.Limit != "256 MiB (--runtime-memory-limit)" {
-				t.Fatalf("Err = %#v, want a DeadError of kind out_of_memory naming the limit", rt.Err())
-			}
+			de := killedBy(ctx, t, rt, c.code, "256 MiB (--runtime-memory-limit)", 30*time.Second)
 			t.Logf("%s died of its memory limit %v after the execute: %v", c.lang, time.Since(start).Round(time.Millisecond), de)
 			if err := rt.Close(ctx); err != nil {
 				t.Fatal(err)
@@ -212,4 +203,33 @@ func startLimitedKernel(ctx context.Context, t *testing.T, iso Isolation) (jupyt
 	}
 	t.Cleanup(func() { rt.Close(context.Background()) })
 	return rt, rec
+}
+
+// TestTotalMemoryLimitBoundsAllRuntimes gives runtimes no limit of their
+// own but a total of 320 MiB: one kernel that takes 512 MiB is killed by
+// the parent's limit, and its death says so, naming --runtimes-memory-total.
+func TestTotalMemoryLimitBoundsAllRuntimes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rt, _ := startLimitedKernel(ctx, t, Isolation{TotalMemoryBytes: 320 << 20})
+	killedBy(ctx, t, rt, "x = bytearray(512 << 20)", "320 MiB (--runtimes-memory-total)", 60*time.Second)
+}
+
+// killedBy runs code in rt and waits (at most wait) for the death by the
+// memory limit it must cause, named limit.
+func killedBy(ctx context.Context, t *testing.T, rt jupyter.Runtime, code, limit string, wait time.Duration) *jupyter.DeadError {
+	t.Helper()
+	if err := rt.Execute(ctx, jupyter.ExecuteRequest{MsgID: jupyter.NewID(), Code: code}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-rt.Done():
+	case <-time.After(wait):
+		t.Fatalf("the runtime outlived its memory limit (%s) for %s", limit, wait)
+	}
+	var de *jupyter.DeadError
+	if !errors.As(rt.Err(), &de) || de.Kind != jupyter.DeathOutOfMemory || de.Limit != limit {
+		t.Fatalf("Err = %#v, want a DeadError of kind out_of_memory naming %s", rt.Err(), limit)
+	}
+	return de
 }

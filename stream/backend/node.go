@@ -17,17 +17,23 @@ import (
 // stream keeps half of it. The result holds a stdout and a stderr stream
 // output; exit is the process's, 124 on timeout. started, when set, is
 // called once the process runs under its limits (the caller's start slot,
-// Registry.AdmitProcess, can go back then).
-func (r *Runtimes) RunNode(ctx context.Context, code, stdin, dir string, timeout time.Duration, budget int, started func()) (res *stream.Result, exit int) {
+// Registry.AdmitProcess, can go back then). tenant is the caller's: under
+// tenant isolation the process runs in its sandbox, and dir is a folder of
+// its view.
+func (r *Runtimes) RunNode(ctx context.Context, code, stdin, dir string, timeout time.Duration, budget int, started func(), tenant string) (res *stream.Result, exit int) {
 	one := 1
 	res = &stream.Result{ID: jupyter.NewID(), Code: code, Language: JS, ExecutionCount: &one}
 	if r.env.Node.Error != "" {
 		return failed(res, r.env.Node.Error)
 	}
+	t, err := r.iso.Tenant(tenant)
+	if err != nil {
+		return failed(res, err.Error())
+	}
 	var l *isolate.Limits
 	out, err := replbridge.RunNode(ctx, replbridge.NodeRun{
 		Node: r.env.Node.Path, Code: code, Stdin: stdin, Dir: dir, Timeout: timeout, Limit: max(budget/2, 1024),
-		Environ: r.base, Credential: r.iso.Credential(), Started: func(pid int) (err error) {
+		Environ: r.base, Credential: r.iso.Credential(), Wrap: wrapIn(t), Started: func(pid int) (err error) {
 			l, err = r.iso.Apply(pid)
 			if err == nil && started != nil {
 				started()

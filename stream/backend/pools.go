@@ -7,6 +7,8 @@ import (
 
 	"github.com/aiod/aiod/kernel"
 	"github.com/aiod/aiod/stream"
+	"github.com/aiod/aiod/stream/backend/isolate"
+	"github.com/aiod/aiod/stream/backend/sandbox"
 )
 
 // kernelWarmup imports what the page's analyses use, without binding any
@@ -46,10 +48,18 @@ func (r *Runtimes) startPools() {
 	if r.cfg.NoKernelWarmup {
 		preload = nil
 	}
-	r.pools.templates, _ = kernel.NewTemplates(kernel.TemplateConfig{Mode: r.cfg.KernelStart, Preload: preload, Logger: r.log,
-		Environ: r.base, Credential: r.iso.Credential()})
+	tc := kernel.TemplateConfig{Mode: r.cfg.KernelStart, Preload: preload, Logger: r.log,
+		Environ: r.base, Credential: r.iso.Credential()}
+	if r.iso.Mode() == isolate.ModeTenant {
+		tc.Confine, tc.Setup = sandbox.ConfinePy, sandbox.TemplatePlan(sandbox.HomePath).JSON()
+	}
+	r.pools.templates, _ = kernel.NewTemplates(tc)
 	if env.PythonKernel != nil && env.PythonBackend == Kernel {
 		r.pools.templates.Prepare(env.PythonKernel.spec) // warm before the first session
+	}
+	if r.iso.Mode() == isolate.ModeTenant {
+		r.startTenantPools() // a pooled runtime must start in its tenant's sandbox
+		return
 	}
 	if n := r.cfg.KernelPrewarm; n > 0 && env.PythonKernel != nil {
 		warm := kernelWarmup
@@ -57,7 +67,7 @@ func (r *Runtimes) startPools() {
 			warm = ""
 		}
 		r.pools.kernel = stream.NewPool(stream.PoolConfig{
-			Name: "kernel", Size: n, Start: r.coldKernelBackend(env.PythonKernel.spec, nil).Start,
+			Name: "kernel", Size: n, Start: r.coldKernelBackend(env.PythonKernel.spec, nil, nil).Start,
 			Warmup: warm, Prime: true, Language: Python, Counter: r.cfg.Counter, Logger: r.log,
 		})
 	}
@@ -65,12 +75,12 @@ func (r *Runtimes) startPools() {
 		r.pools.native = map[string]*stream.Pool{}
 		if env.Node.Error == "" {
 			r.pools.native[JS] = stream.NewPool(stream.PoolConfig{
-				Name: JS, Size: n, Start: r.coldNativeBackend(JS, env.Node.Path).Start, Language: JS, Counter: r.cfg.Counter, Logger: r.log,
+				Name: JS, Size: n, Start: r.coldNativeBackend(JS, env.Node.Path, nil).Start, Language: JS, Counter: r.cfg.Counter, Logger: r.log,
 			})
 		}
 		if env.PythonBackend == Native && env.Python.Error == "" {
 			r.pools.native[Python] = stream.NewPool(stream.PoolConfig{
-				Name: Python, Size: n, Start: r.coldNativeBackend(Python, env.Python.Path).Start, Language: Python, Counter: r.cfg.Counter, Logger: r.log,
+				Name: Python, Size: n, Start: r.coldNativeBackend(Python, env.Python.Path, nil).Start, Language: Python, Counter: r.cfg.Counter, Logger: r.log,
 			})
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aiod/aiod/stream/backend/sandbox"
 	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/cgroups/fs"
 	"github.com/opencontainers/cgroups/fs2"
@@ -38,9 +39,12 @@ const (
 // Config says what to confine; zero values confine nothing but the
 // environment, which is always scrubbed.
 type Config struct {
-	MemoryBytes int64   // per runtime; 0 is none
-	Pids        int64   // processes and threads per runtime; 0 is none
-	CPU         float64 // cores per runtime, as a CFS quota; 0 is none
+	MemoryBytes int64 // per runtime; 0 is none
+	// TotalMemoryBytes bounds all runtimes together (the memory limit of
+	// their cgroups' parent, this daemon's folder); 0 is none.
+	TotalMemoryBytes int64
+	Pids             int64   // processes and threads per runtime; 0 is none
+	CPU              float64 // cores per runtime, as a CFS quota; 0 is none
 	// User runs runtimes as this account (a name, or uid[:gid]); "" is
 	// aiod's own. Only root may set it.
 	User string
@@ -50,7 +54,18 @@ type Config struct {
 	// Mechanism forces Rlimit (for tests of the fallback); "" picks cgroups
 	// when they work.
 	Mechanism string
-	Logger    *slog.Logger
+	// Isolation is ModeTenant, ModeNone or ModeAuto (""): see tenant.go.
+	// Tenant isolation needs StateDir, Workdir (the working folder as
+	// runtimes see it), FirstUID-LastUID (0 takes DefaultFirstUID and
+	// DefaultLastUID) and Network (sandbox.NetworkNone or NetworkHost).
+	Isolation         string
+	NoneBecause       string // why the caller set Isolation to none itself (shown in reports)
+	StateDir          string
+	Workdir           string
+	FirstUID, LastUID uint32
+	Network           string
+	Egress            []sandbox.EgressRule // what runtimes may reach with Network "allow"
+	Logger            *slog.Logger
 }
 
 // DefaultEnvAllow is what passes from aiod's environment to runtimes when
@@ -71,6 +86,10 @@ type Isolator struct {
 	parents   map[string]string // cgroup v1: controller -> this daemon's folder
 	parent2   string            // cgroup v2: this daemon's folder
 	next      atomic.Uint64
+	total     cgroups.Manager  // this daemon's folder, when all runtimes together are limited
+	mode      string           // ModeTenant or ModeNone
+	why       string           // why mode is ModeNone
+	tenants   *sandbox.Tenants // nil unless mode is ModeTenant
 }
 
 // New resolves the user, makes its home folder, removes cgroups left by
@@ -83,10 +102,16 @@ func New(cfg Config) (*Isolator, error) {
 	if cfg.EnvAllow == nil {
 		cfg.EnvAllow = DefaultEnvAllow
 	}
-	if cfg.MemoryBytes < 0 || cfg.Pids < 0 || cfg.CPU < 0 {
+	if cfg.MemoryBytes < 0 || cfg.Pids < 0 || cfg.CPU < 0 || cfg.TotalMemoryBytes < 0 {
 		return nil, errors.New("runtime limits must not be negative")
 	}
+	if cfg.FirstUID == 0 && cfg.LastUID == 0 {
+		cfg.FirstUID, cfg.LastUID = DefaultFirstUID, DefaultLastUID
+	}
 	is := &Isolator{cfg: cfg, log: cfg.Logger, mechanism: None}
+	if err := is.setUpTenants(); err != nil {
+		return nil, err
+	}
 	if cfg.User != "" {
 		u, err := LookupUser(cfg.User)
 		if err != nil {
@@ -105,7 +130,7 @@ func New(cfg Config) (*Isolator, error) {
 		}
 		is.home = home
 	}
-	if cfg.MemoryBytes == 0 && cfg.Pids == 0 && cfg.CPU == 0 {
+	if cfg.MemoryBytes == 0 && cfg.Pids == 0 && cfg.CPU == 0 && cfg.TotalMemoryBytes == 0 {
 		return is, nil
 	}
 	if cfg.Mechanism == Rlimit {
@@ -181,6 +206,9 @@ func (is *Isolator) Environ(env []string) []string {
 		allow = is.cfg.EnvAllow
 	}
 	out := FilterEnv(env, allow)
+	if is != nil && is.tenants != nil {
+		return tenantEnviron(out, is.tenants.Network() == sandbox.NetworkAllow)
+	}
 	if is != nil && is.cred != nil {
 		out = append(out, "HOME="+is.home, "USER="+is.userName, "LOGNAME="+is.userName,
 			"IPYTHONDIR="+filepath.Join(is.home, ".ipython"), "MPLCONFIGDIR="+filepath.Join(is.home, ".matplotlib"))
@@ -238,6 +266,9 @@ func (is *Isolator) Close() error {
 	if is.home != "" {
 		errs = append(errs, os.RemoveAll(is.home))
 	}
+	if is.tenants != nil {
+		errs = append(errs, is.tenants.Close())
+	}
 	return errors.Join(errs...)
 }
 
@@ -257,12 +288,19 @@ func (is *Isolator) setUpCgroups() error {
 		own = ownV2(own)
 		cleanStale(own)
 		dir := filepath.Join(own, daemonDir(os.Getpid()))
-		m, err := fs2.NewManager(&cgroups.Cgroup{Resources: &cgroups.Resources{}}, dir)
+		res := is.totalResources()
+		m, err := fs2.NewManager(&cgroups.Cgroup{Resources: res}, dir)
 		if err == nil {
 			err = m.Apply(-1)
 		}
 		if err == nil {
 			err = needControllers(dir)
+		}
+		if err == nil {
+			err = m.Set(res)
+		}
+		if is.cfg.TotalMemoryBytes > 0 {
+			is.total = m
 		}
 		if err != nil {
 			_ = cgroups.RemovePath(dir)
@@ -289,9 +327,37 @@ func (is *Isolator) setUpCgroups() error {
 		}
 		is.parents[c] = dir
 	}
+	if is.cfg.TotalMemoryBytes > 0 {
+		res := is.totalResources()
+		m, err := fs.NewManager(&cgroups.Cgroup{Resources: res}, map[string]string{"memory": is.parents["memory"]})
+		if err == nil {
+			err = m.Set(res)
+		}
+		if err != nil {
+			is.Close() //nolint:errcheck // undoing a partial set-up
+			is.parents = nil
+			return fmt.Errorf("cgroup v1: limit all runtimes to %d bytes: %w", is.cfg.TotalMemoryBytes, err)
+		}
+		is.total = m
+	}
 	is.mechanism = CgroupV1
 	return nil
 }
+
+// totalResources is the limit of all runtimes together, on their parent.
+func (is *Isolator) totalResources() *cgroups.Resources {
+	res := &cgroups.Resources{}
+	if n := is.cfg.TotalMemoryBytes; n > 0 {
+		res.Memory = n
+		if !cgroups.IsCgroup2UnifiedMode() && cgroups.PathExists(filepath.Join(is.parents["memory"], "memory.memsw.limit_in_bytes")) {
+			res.MemorySwap = n
+		}
+	}
+	return res
+}
+
+// TotalLimited reports whether all runtimes together have a memory limit.
+func (is *Isolator) TotalLimited() bool { return is != nil && is.total != nil }
 
 // ownV2 maps a cgroup v2 own path to aiod's cgroup folder (GetOwnCgroupPath
 // gives the mount point for the "" subsystem).
@@ -364,6 +430,7 @@ type Limits struct {
 	dir  string          // a folder of the group that lists its processes
 	once sync.Once
 	oom  atomic.Uint64 // oom kills counted before the group was removed
+	full atomic.Bool   // ReachedOwnLimit seen before the group was removed
 	err  error
 }
 
@@ -459,6 +526,25 @@ func (l *Limits) OOMKills() uint64 {
 	return l.oom.Load()
 }
 
+// ReachedOwnLimit reports whether the runtime's group used its own memory
+// limit up (its peak usage, memory.max_usage_in_bytes in v1, memory.peak
+// in v2, within a little of the limit): the sign that a kill by the OOM
+// killer was its own limit's, not the limit of all runtimes together,
+// under which a group never gets that far. The answer is kept once the
+// group is gone.
+func (l *Limits) ReachedOwnLimit() bool {
+	if l == nil || l.mgr == nil || l.is.cfg.MemoryBytes == 0 {
+		return false
+	}
+	if st, err := l.mgr.GetStats(); err == nil {
+		const slack = 4 << 20 // charges fail a few pages short of the limit
+		if int64(st.MemoryStats.Usage.MaxUsage) >= l.is.cfg.MemoryBytes-slack {
+			l.full.Store(true)
+		}
+	}
+	return l.full.Load()
+}
+
 // Close kills whatever is left in the runtime's group (children it left in
 // other process groups, a fork loop) and removes the group. The runtime's
 // own process should have exited. It is idempotent.
@@ -467,7 +553,8 @@ func (l *Limits) Close() error {
 		return nil
 	}
 	l.once.Do(func() {
-		l.OOMKills() // keep the count: the group goes
+		l.OOMKills() // keep the counts: the group goes
+		l.ReachedOwnLimit()
 		l.err = l.killAll()
 		if err := l.mgr.Destroy(); err != nil {
 			l.err = errors.Join(l.err, err)
@@ -512,18 +599,23 @@ func (is *Isolator) Mechanism() string { return is.mechanism }
 type Report struct {
 	// Mechanism is what enforces the limits: cgroup-v1, cgroup-v2, rlimit,
 	// or none when no limit is set.
-	Mechanism   string   `json:"mechanism"`
-	MemoryBytes int64    `json:"memory_bytes"` // per runtime; 0 none
-	Pids        int64    `json:"pids"`         // per runtime; 0 none
-	CPU         float64  `json:"cpu"`          // cores per runtime; 0 none
-	Enforced    []string `json:"enforced"`     // each limit in force, with what enforces it
-	NotEnforced []string `json:"not_enforced"` // each limit asked for that is not, and why
+	Mechanism   string `json:"mechanism"`
+	MemoryBytes int64  `json:"memory_bytes"` // per runtime; 0 none
+	// TotalMemoryBytes bounds all runtimes together; 0 none.
+	TotalMemoryBytes int64    `json:"total_memory_bytes"`
+	Pids             int64    `json:"pids"`         // per runtime; 0 none
+	CPU              float64  `json:"cpu"`          // cores per runtime; 0 none
+	Enforced         []string `json:"enforced"`     // each limit in force, with what enforces it
+	NotEnforced      []string `json:"not_enforced"` // each limit asked for that is not, and why
 	// Fallback says why cgroups are not used, when limits fell back to
 	// rlimits.
 	Fallback string `json:"fallback,omitempty"`
 	// User is who runtimes run as; nil is aiod's own user.
 	User     *UserReport `json:"user"`
 	EnvAllow []string    `json:"env_allow"` // variables passed from aiod's environment
+	// TenantReport says how tenants are kept apart (its fields sit beside
+	// these); set by the caller, per caller.
+	TenantReport
 }
 
 // UserReport names the runtime user.
@@ -537,7 +629,7 @@ type UserReport struct {
 // Report describes what is in force.
 func (is *Isolator) Report() Report {
 	c := is.cfg
-	r := Report{Mechanism: is.mechanism, MemoryBytes: c.MemoryBytes, Pids: c.Pids, CPU: c.CPU,
+	r := Report{Mechanism: is.mechanism, MemoryBytes: c.MemoryBytes, TotalMemoryBytes: c.TotalMemoryBytes, Pids: c.Pids, CPU: c.CPU,
 		Enforced: []string{}, NotEnforced: []string{}, EnvAllow: append([]string{}, c.EnvAllow...)}
 	if is.mechanism == Rlimit {
 		r.Fallback = is.problem
@@ -557,6 +649,9 @@ func (is *Isolator) Report() Report {
 		if c.MemoryBytes > 0 {
 			on("memory", v+mem+" (the kernel's OOM killer ends the runtime)")
 		}
+		if c.TotalMemoryBytes > 0 {
+			on("total memory", v+mem+" on the runtimes' parent group (past it the kernel's OOM killer ends the largest runtime)")
+		}
 		if c.Pids > 0 {
 			on("pids", v+pids+" (fork and thread creation fail past it)")
 		}
@@ -566,6 +661,9 @@ func (is *Isolator) Report() Report {
 	case Rlimit:
 		if c.MemoryBytes > 0 {
 			on("memory", "RLIMIT_DATA (allocations fail past it: Python raises MemoryError and the session lives; node aborts)")
+		}
+		if c.TotalMemoryBytes > 0 {
+			off("total memory", "no rlimit bounds several processes together")
 		}
 		switch {
 		case c.Pids > 0 && is.cred != nil:

@@ -1,0 +1,452 @@
+package sandbox
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+
+	"golang.org/x/sys/unix"
+)
+
+// Network modes of tenant runtimes (--runtime-network).
+const (
+	NetworkNone = "none" // a network namespace per tenant with its own loopback only
+	NetworkHost = "host" // the host's network
+)
+
+// Config configures Tenants.
+type Config struct {
+	// StateDir is aiod's state directory; tenants' folders live in its
+	// "tenants" folder. It is created with mode 0700.
+	StateDir string
+	// FirstUID and LastUID bound the uids (and gids) tenants get, one
+	// each, kept across restarts.
+	FirstUID, LastUID uint32
+	// Workdir is the working folder as runtimes see it (--workdir).
+	Workdir string
+	// Network is NetworkNone, NetworkAllow or NetworkHost.
+	Network string
+	// Egress is what the egress proxy lets through (NetworkAllow).
+	Egress []EgressRule
+	Logger *slog.Logger
+}
+
+// UserName is the tenant's account name in its view's /etc/passwd, and
+// HomePath its HOME.
+const (
+	UserName = "user"
+	HomePath = HomeBase + "/" + UserName
+)
+
+// Tenants keeps every tenant's folders, uid and network namespace. Create
+// it with NewTenants and release it with Close after every runtime is gone.
+type Tenants struct {
+	cfg     Config
+	log     *slog.Logger
+	dir     string // StateDir/tenants
+	seccomp []byte
+
+	egress EgressStats // the egress proxies' decisions
+
+	mu     sync.Mutex
+	byKey  map[string]*Tenant // guarded by mu
+	used   map[uint32]string  // guarded by mu: uid -> folder
+	closed bool               // guarded by mu
+}
+
+// Tenant is one tenant: a caller of aiod (a JWT subject, the API token,
+// or "default" without credentials).
+type Tenant struct {
+	Key      string // the caller's key, e.g. "jwt:alice"
+	Dir      string // its folder in the state directory
+	UID, GID uint32
+	view     View
+	net      *os.File     // its network namespace; nil with the host's network
+	proxy    *egressProxy // its egress proxy (NetworkAllow)
+	files    *Files       // its file helper's client, made on first use; guarded by Tenants.mu
+}
+
+// NewTenants makes the state directory and reads the tenants it already
+// holds (their uids are kept).
+func NewTenants(cfg Config) (*Tenants, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Network == "" {
+		cfg.Network = NetworkNone
+	}
+	if cfg.Network != NetworkNone && cfg.Network != NetworkHost && cfg.Network != NetworkAllow {
+		return nil, fmt.Errorf("runtime network %q: want none, allow or host", cfg.Network)
+	}
+	if cfg.FirstUID == 0 || cfg.LastUID < cfg.FirstUID {
+		return nil, fmt.Errorf("tenant uids %d-%d: want FIRST-LAST above 0", cfg.FirstUID, cfg.LastUID)
+	}
+	state, err := filepath.Abs(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	if under(state, HomeBase) {
+		return nil, fmt.Errorf("state directory %s is under %s, which every tenant view replaces: choose one elsewhere (e.g. /var/lib/aiod)", state, HomeBase)
+	}
+	cfg.StateDir = state
+	if err := CheckWorkdir(cfg.Workdir, state); err != nil {
+		return nil, fmt.Errorf("working folder: %w", err)
+	}
+	seccomp, err := Filter()
+	if err != nil {
+		return nil, err
+	}
+	ts := &Tenants{cfg: cfg, log: cfg.Logger, dir: filepath.Join(state, "tenants"), seccomp: seccomp,
+		byKey: map[string]*Tenant{}, used: map[uint32]string{}}
+	if err := os.MkdirAll(ts.dir, 0o700); err != nil {
+		return nil, fmt.Errorf("make the state directory: %w", err)
+	}
+	for _, d := range []string{state, ts.dir} {
+		if err := os.Chmod(d, 0o700); err != nil {
+			return nil, fmt.Errorf("make the state directory private: %w", err)
+		}
+	}
+	ents, err := os.ReadDir(ts.dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range ents {
+		if b, err := os.ReadFile(filepath.Join(ts.dir, e.Name(), "uid")); err == nil {
+			if uid, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 32); err == nil {
+				ts.used[uint32(uid)] = e.Name()
+			}
+		}
+	}
+	return ts, nil
+}
+
+// Egress counts the egress proxies' decisions (NetworkAllow).
+func (ts *Tenants) Egress() (allowed, refused uint64) {
+	return ts.egress.Allowed.Load(), ts.egress.Refused.Load()
+}
+
+// EgressRules is what the egress proxies let through.
+func (ts *Tenants) EgressRules() []EgressRule { return ts.cfg.Egress }
+
+// StateDir is the state directory, absolute.
+func (ts *Tenants) StateDir() string { return ts.cfg.StateDir }
+
+// Network is the tenants' network mode.
+func (ts *Tenants) Network() string { return ts.cfg.Network }
+
+// UIDRange is the first and last uid tenants get.
+func (ts *Tenants) UIDRange() (uint32, uint32) { return ts.cfg.FirstUID, ts.cfg.LastUID }
+
+// IsTenantUID reports whether uid is in the tenants' range.
+func (ts *Tenants) IsTenantUID(uid uint32) bool {
+	return uid >= ts.cfg.FirstUID && uid <= ts.cfg.LastUID
+}
+
+// Len is how many tenants have been used since aiod started.
+func (ts *Tenants) Len() int {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return len(ts.byKey)
+}
+
+// Get returns the tenant of key, making its folders, uid and network
+// namespace on first use.
+func (ts *Tenants) Get(key string) (*Tenant, error) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if ts.closed {
+		return nil, errors.New("aiod is shutting down")
+	}
+	if t := ts.byKey[key]; t != nil {
+		return t, nil
+	}
+	t, err := ts.make(key)
+	if err != nil {
+		return nil, fmt.Errorf("make the sandbox of tenant %q: %w", key, err)
+	}
+	ts.byKey[key] = t
+	ts.log.Info("tenant ready", "tenant", key, "uid", t.UID, "dir", t.Dir)
+	return t, nil
+}
+
+// make builds a tenant; ts.mu is held.
+func (ts *Tenants) make(key string) (*Tenant, error) {
+	name := folderName(key)
+	dir := filepath.Join(ts.dir, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	uid, err := ts.uidOf(dir, name, key)
+	if err != nil {
+		return nil, err
+	}
+	t := &Tenant{Key: key, Dir: dir, UID: uid, GID: uid}
+	v := View{
+		Home: filepath.Join(dir, "home"), Tmp: filepath.Join(dir, "tmp"), VarTmp: filepath.Join(dir, "var-tmp"),
+		Shm: filepath.Join(dir, "shm"), Work: filepath.Join(dir, "work"),
+		HomePath: HomePath, WorkPath: ts.cfg.Workdir, Hide: []string{ts.cfg.StateDir},
+		UID: uid, GID: uid, Net: -1, Seccomp: ts.seccomp,
+	}
+	if v.WorkPath == v.HomePath {
+		v.Work = "" // the tenant works in its HOME
+	}
+	for _, f := range []struct {
+		path string
+		mode os.FileMode
+	}{{v.Home, 0o700}, {v.Tmp, 0o1777}, {v.VarTmp, 0o1777}, {v.Shm, 0o1777}, {v.Work, 0o755}} {
+		if f.path == "" {
+			continue
+		}
+		if err := ownedDir(f.path, f.mode, uid); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := os.Stat("/var/tmp"); err != nil {
+		v.VarTmp = ""
+	}
+	if _, err := os.Stat("/dev/shm"); err != nil {
+		v.Shm = ""
+	}
+	// A working folder inside one of the tenant's own folders must exist
+	// there for the view to mount the work folder on it.
+	for _, m := range []struct{ at, backing string }{{"/tmp", v.Tmp}, {"/var/tmp", v.VarTmp}, {"/dev/shm", v.Shm}} {
+		if m.backing != "" && under(v.WorkPath, m.at) {
+			rel, _ := filepath.Rel(m.at, v.WorkPath)
+			if err := ownedPath(m.backing, rel, uid); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if v.Passwd, v.Group, err = accounts(dir, uid); err != nil {
+		return nil, err
+	}
+	if ts.cfg.Network != NetworkHost {
+		var ln net.Listener
+		if t.net, ln, err = newNetns(ts.cfg.Network == NetworkAllow); err != nil {
+			return nil, err
+		}
+		v.Net = 0
+		if ln != nil {
+			t.proxy = newEgressProxy(key, ln, ts.cfg.Egress, &ts.egress, ts.log)
+		}
+	}
+	t.view = v
+	return t, nil
+}
+
+// uidOf is the uid kept in dir, or the lowest free one of the range, kept
+// there from now on.
+func (ts *Tenants) uidOf(dir, name, key string) (uint32, error) {
+	if b, err := os.ReadFile(filepath.Join(dir, "uid")); err == nil {
+		uid, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 32)
+		if err == nil && uid > 0 {
+			return uint32(uid), nil
+		}
+	}
+	for uid := ts.cfg.FirstUID; ; uid++ {
+		if _, taken := ts.used[uid]; !taken {
+			if err := os.WriteFile(filepath.Join(dir, "key"), []byte(key+"\n"), 0o600); err != nil {
+				return 0, err
+			}
+			if err := os.WriteFile(filepath.Join(dir, "uid"), []byte(strconv.FormatUint(uint64(uid), 10)+"\n"), 0o600); err != nil {
+				return 0, err
+			}
+			ts.used[uid] = name
+			return uid, nil
+		}
+		if uid == ts.cfg.LastUID {
+			return 0, fmt.Errorf("every uid of --tenant-uids %d-%d is taken: widen the range", ts.cfg.FirstUID, ts.cfg.LastUID)
+		}
+	}
+}
+
+// folderName is a tenant's folder: its key made safe for a file name, and
+// a hash that keeps keys apart that read the same once made safe.
+func folderName(key string) string {
+	var b strings.Builder
+	for _, r := range key {
+		if b.Len() >= 40 {
+			break
+		}
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	sum := sha256.Sum256([]byte(key))
+	return strings.TrimLeft(b.String(), ".") + "-" + hex.EncodeToString(sum[:5])
+}
+
+// ownedDir makes dir (mode mode) owned by uid.
+func ownedDir(dir string, mode os.FileMode, uid uint32) error {
+	if err := os.Mkdir(dir, mode); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	if err := os.Chmod(dir, mode); err != nil {
+		return err
+	}
+	return os.Lchown(dir, int(uid), int(uid))
+}
+
+// ownedPath makes the folders of rel under base, owned by uid.
+func ownedPath(base, rel string, uid uint32) error {
+	p := base
+	for _, part := range strings.Split(rel, "/") {
+		p = filepath.Join(p, part)
+		fi, err := os.Lstat(p)
+		switch {
+		case err == nil && fi.IsDir():
+			continue
+		case err == nil:
+			return fmt.Errorf("%s is in the way of the working folder", p)
+		}
+		if err := ownedDir(p, 0o755, uid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// accounts writes the view's /etc/passwd and /etc/group: the host's, and
+// the tenant's account (UserName, HOME HomePath) with its uid.
+func accounts(dir string, uid uint32) (passwd, group string, err error) {
+	id := strconv.FormatUint(uint64(uid), 10)
+	passwd = filepath.Join(dir, "passwd")
+	group = filepath.Join(dir, "group")
+	for _, f := range []struct{ host, out, line string }{
+		{"/etc/passwd", passwd, UserName + ":x:" + id + ":" + id + ":aiod tenant:" + HomePath + ":/bin/bash\n"},
+		{"/etc/group", group, UserName + ":x:" + id + ":\n"},
+	} {
+		host, err := os.ReadFile(f.host)
+		if err != nil {
+			return "", "", fmt.Errorf("read %s: %w", f.host, err)
+		}
+		var out bytes.Buffer
+		sc := bufio.NewScanner(bytes.NewReader(host))
+		for sc.Scan() {
+			line := sc.Text()
+			if name, _, _ := strings.Cut(line, ":"); name == UserName {
+				continue // the tenant's account takes the name
+			}
+			out.WriteString(line + "\n")
+		}
+		out.WriteString(f.line)
+		if err := os.WriteFile(f.out, out.Bytes(), 0o644); err != nil {
+			return "", "", err
+		}
+	}
+	return passwd, group, nil
+}
+
+// newNetns makes a network namespace with its loopback up and returns a
+// descriptor of it. The work is done on a thread locked to this goroutine,
+// which goes back to aiod's own namespace before it is unlocked; if it
+// cannot, it stays locked, and Go ends (or, the main thread, parks) it
+// with the goroutine, so no other goroutine ever runs in the new
+// namespace. (A thread left there would also change what /proc/net shows
+// aiod when it is the main thread.)
+//
+// With proxy, a listening socket at ProxyPort on the namespace's loopback
+// is made there too, for the egress proxy.
+func newNetns(proxy bool) (*os.File, net.Listener, error) {
+	type result struct {
+		f   *os.File
+		ln  net.Listener
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread()
+		own, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			ch <- result{nil, nil, fmt.Errorf("open aiod's network namespace: %w", err)}
+			return
+		}
+		defer own.Close()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			runtime.UnlockOSThread()
+			ch <- result{nil, nil, fmt.Errorf("make a network namespace: %w", err)}
+			return
+		}
+		var ln net.Listener
+		f, err := os.Open("/proc/thread-self/ns/net")
+		if err == nil {
+			err = loUp()
+		}
+		if err == nil && proxy {
+			// The socket is made by this thread, so in the namespace; it
+			// stays there when aiod accepts on it from its own.
+			ln, err = net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(ProxyPort))
+		}
+		if err != nil && f != nil {
+			f.Close()
+			f = nil
+		}
+		if unix.Setns(int(own.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
+		ch <- result{f, ln, err}
+	}()
+	r := <-ch
+	return r.f, r.ln, r.err
+}
+
+// View is what the tenant's runtimes see.
+func (t *Tenant) View() *View {
+	v := t.view
+	return &v
+}
+
+// Files are the descriptors a plan of the tenant's view refers to (its
+// network namespace), in the order the plan indexes them.
+func (t *Tenant) Files() []*os.File {
+	if t.net == nil {
+		return nil
+	}
+	return []*os.File{t.net}
+}
+
+// Close releases every tenant's network namespace (runtimes still in it
+// keep it alive).
+func (ts *Tenants) Close() error {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.closed = true
+	var all []*Files
+	var proxies []*egressProxy
+	for _, t := range ts.byKey {
+		if t.net != nil {
+			t.net.Close()
+		}
+		if t.files != nil {
+			all = append(all, t.files)
+		}
+		if t.proxy != nil {
+			proxies = append(proxies, t.proxy)
+		}
+	}
+	ts.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, f := range all {
+		wg.Go(f.Close)
+	}
+	for _, p := range proxies {
+		wg.Go(p.close)
+	}
+	wg.Wait()
+	ts.mu.Lock()
+	return nil
+}
