@@ -226,11 +226,10 @@ type Files struct {
 	dir  string // its working folder
 	log  *slog.Logger
 
-	mu      sync.Mutex
-	h       *filesHelper // guarded by mu; nil while none runs
-	idle    *time.Timer  // guarded by mu
-	closed  bool         // guarded by mu
-	started int          // guarded by mu: helpers started, for tests and reports
+	mu     sync.Mutex
+	h      *filesHelper // guarded by mu; nil while none runs
+	idle   *time.Timer  // guarded by mu
+	closed bool         // guarded by mu
 }
 
 // filesHelper is one running helper process and the socket to it.
@@ -295,7 +294,6 @@ func (f *Files) helper() (*filesHelper, error) {
 		return nil, fmt.Errorf("start the file helper of %s: %w", f.name, err)
 	}
 	f.h = h
-	f.started++
 	f.touchLocked()
 	return h, nil
 }
@@ -315,13 +313,6 @@ func (f *Files) touchLocked() {
 		f.mu.Unlock()
 		h.stop()
 	})
-}
-
-// Started is how many helper processes were started so far.
-func (f *Files) Started() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.started
 }
 
 // PID is the running helper's process id, 0 when none runs.

@@ -125,9 +125,6 @@ func TemplatePlan(homePath string) *Plan {
 // folder on the host, shown at KernelDir.
 func (v *View) RuntimePlan(fromTemplate bool, kernelDir string) *Plan {
 	p := &Plan{Unshare: []string{"mnt", "ipc", "uts"}, NetFD: v.Net, UID: v.UID, GID: v.GID, Seccomp: v.Seccomp}
-	if v.Net < 0 {
-		p.NetFD = -1
-	}
 	b := &planBuilder{p: p}
 	b.step(Step{Op: "private", Path: "/"})
 	if !fromTemplate {

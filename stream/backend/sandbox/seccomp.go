@@ -3,7 +3,6 @@ package sandbox
 import (
 	"encoding/binary"
 	"fmt"
-	"runtime"
 
 	seccomp "github.com/elastic/go-seccomp-bpf"
 	"github.com/elastic/go-seccomp-bpf/arch"
@@ -83,6 +82,3 @@ func Filter() ([]byte, error) {
 	}
 	return out, nil
 }
-
-// Arch names the architecture Filter is for.
-func Arch() string { return runtime.GOARCH }

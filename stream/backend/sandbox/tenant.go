@@ -153,13 +153,6 @@ func (ts *Tenants) IsTenantUID(uid uint32) bool {
 	return uid >= ts.cfg.FirstUID && uid <= ts.cfg.LastUID
 }
 
-// Len is how many tenants have been used since aiod started.
-func (ts *Tenants) Len() int {
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	return len(ts.byKey)
-}
-
 // Get returns the tenant of key, making its folders, uid and network
 // namespace on first use.
 func (ts *Tenants) Get(key string) (*Tenant, error) {
