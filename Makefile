@@ -2,7 +2,7 @@ GO      ?= go
 ARGS    ?=
 TESTFLAGS ?= -race -count=1 -timeout 40m
 
-.PHONY: run test build deps test-deps vet vendor bench bench-quick bench-go fuzz
+.PHONY: run test test-short build deps test-deps vet vendor bench bench-quick bench-go fuzz
 
 ## run: install the daemon's Python packages when missing (and allowed), then run aiod
 run: deps
@@ -11,6 +11,10 @@ run: deps
 ## test: install what the tests need, then vet and run every test with the race detector
 test: test-deps vet
 	$(GO) test $(TESTFLAGS) ./...
+
+## test-short: the fast layer: unit tests only (no kernels, daemons, servers or browsers), well under 2 minutes
+test-short:
+	$(GO) test -short -count=1 ./...
 
 build:
 	$(GO) build -buildvcs=auto -o bin/aiod ./cmd/aiod

@@ -31,6 +31,7 @@ type testServer struct {
 // with every runtime, when the test ends.
 func startServer(t testing.TB, cfg Config) *testServer {
 	t.Helper()
+	kerneltest.SkipShort(t, "a gateway with real runtimes")
 	if cfg.KernelStartTimeout == 0 {
 		cfg.KernelStartTimeout = 120 * time.Second
 	}
@@ -39,6 +40,9 @@ func startServer(t testing.TB, cfg Config) *testServer {
 		// it (it needs a state directory); a test asks for "none" to run
 		// on the shared host.
 		cfg.Isolation.StateDir = t.TempDir()
+	}
+	if cfg.Isolation.FirstUID == 0 {
+		cfg.Isolation.FirstUID, cfg.Isolation.LastUID = kerneltest.UIDRange()
 	}
 	srv, err := New(cfg)
 	if err != nil {

@@ -87,6 +87,7 @@ var e2eNpmOnce sync.Mutex
 // repository's root.
 func e2eSetup(t *testing.T) string {
 	t.Helper()
+	kerneltest.SkipShort(t, "Chromium")
 	chromium := os.Getenv("AIOD_CHROMIUM")
 	if chromium == "" {
 		chromium = "/usr/bin/chromium"

@@ -33,6 +33,7 @@ var shared struct {
 
 func sharedTemplates(t testing.TB) *Templates {
 	t.Helper()
+	kerneltest.SkipShort(t, "a kernel template")
 	shared.once.Do(func() {
 		shared.ts, shared.err = NewTemplates(TemplateConfig{Preload: DefaultPreload, Logger: testLogger()})
 	})

@@ -23,6 +23,7 @@ func newRecorder() *recorder { return kerneltest.NewRecorder() }
 // startKernel starts the default Python kernel and closes it at cleanup.
 func startKernel(t testing.TB, mod func(*Options)) (*Kernel, *recorder) {
 	t.Helper()
+	kerneltest.SkipShort(t, "a kernel")
 	k, rec, err := tryStartKernel(t, mod)
 	if err != nil {
 		t.Fatal(err)

@@ -256,6 +256,7 @@ func TestCloseConcurrent(t *testing.T) {
 }
 
 func TestTwoKernels(t *testing.T) {
+	kerneltest.SkipShort(t, "kernels")
 	var (
 		ks   [2]*Kernel
 		recs [2]*recorder

@@ -87,6 +87,7 @@ type harness struct {
 
 func start(t testing.TB, lang string) *harness {
 	t.Helper()
+	kerneltest.SkipShort(t, "a REPL")
 	rec := newRecorder()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -84,7 +85,7 @@ func startDaemon(ctx context.Context, name, bin, dir, run string, env ...string)
 	d.cmd = exec.Command(bin, "--addr", fmt.Sprintf("127.0.0.1:%d", port))
 	d.cmd.Dir = work
 	d.cmd.Env = append(cleanEnv(), append([]string{markerEnv + "=" + run, "AIO_WORKDIR=" + work,
-		"AIO_STATE_DIR=" + filepath.Join(dir, "state-"+name)}, env...)...)
+		"AIO_STATE_DIR=" + filepath.Join(dir, "state-"+name), "AIO_TENANT_UIDS=" + tenantUIDs()}, env...)...)
 	d.cmd.Stdout, d.cmd.Stderr = logf, logf
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := d.cmd.Start(); err != nil {
@@ -246,3 +247,10 @@ func (d *Daemon) URL() string { return d.d.url }
 
 // Stop sends SIGTERM and waits (SIGKILL to its process group past 45 s).
 func (d *Daemon) Stop() { d.d.stop() }
+
+// tenantUIDs is a range of tenant uids for one daemon: the run's daemons
+// (and any other aiod on the machine) may not share one.
+func tenantUIDs() string {
+	first := 1_000_000_000 + rand.IntN(900_000)*1000
+	return fmt.Sprintf("%d-%d", first, first+999)
+}

@@ -124,10 +124,13 @@ func startDaemonEnv(t testing.TB, env []string, args ...string) *daemon {
 }
 
 // hasStateDir says whether a test gave the daemon a state directory; each
-// daemon a test starts gets its own otherwise (they are locked).
-func hasStateDir(args, env []string) bool {
+// daemon a test starts gets its own otherwise (they are locked), and its
+// own tenant uids (daemons refuse to share them).
+func hasStateDir(args, env []string) bool { return hasSetting(args, env, "--state-dir", "AIO_STATE_DIR=") }
+
+func hasSetting(args, env []string, flag, variable string) bool {
 	for _, a := range append(append([]string{}, args...), env...) {
-		if strings.HasPrefix(a, "--state-dir") || strings.HasPrefix(a, "AIO_STATE_DIR=") {
+		if strings.HasPrefix(a, flag) || strings.HasPrefix(a, variable) {
 			return true
 		}
 	}
@@ -135,6 +138,7 @@ func hasStateDir(args, env []string) bool {
 }
 
 func tryStartDaemon(t testing.TB, args []string, env ...string) (*daemon, error) {
+	kerneltest.SkipShort(t, "the daemon")
 	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	d := &daemon{
 		t:      t,
@@ -148,6 +152,9 @@ func tryStartDaemon(t testing.TB, args []string, env ...string) (*daemon, error)
 	d.cmd.Env = append(cleanEnv(), env...)
 	if !hasStateDir(args, env) {
 		d.cmd.Env = append(d.cmd.Env, "AIO_STATE_DIR="+t.TempDir())
+	}
+	if !hasSetting(args, env, "--tenant-uids", "AIO_TENANT_UIDS=") {
+		d.cmd.Env = append(d.cmd.Env, "AIO_TENANT_UIDS="+kerneltest.UIDRangeFlag())
 	}
 	d.cmd.Stdout, d.cmd.Stderr = d.stderr, d.stderr
 	if err := d.cmd.Start(); err != nil {

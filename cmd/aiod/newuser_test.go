@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/aiod/aiod/kernel/kerneltest"
 	"net/http"
 	"os"
 	"os/exec"
@@ -28,6 +29,9 @@ func runBinary(t *testing.T, env []string, args ...string) (int, string) {
 	cmd.Env = append(cleanEnv(), env...)
 	if !hasStateDir(args, env) {
 		cmd.Env = append(cmd.Env, "AIO_STATE_DIR="+t.TempDir())
+	}
+	if !hasSetting(args, env, "--tenant-uids", "AIO_TENANT_UIDS=") {
+		cmd.Env = append(cmd.Env, "AIO_TENANT_UIDS="+kerneltest.UIDRangeFlag())
 	}
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError

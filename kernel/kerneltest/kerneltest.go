@@ -7,10 +7,12 @@ package kerneltest
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -108,4 +110,27 @@ func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// SkipShort skips t in the fast layer (go test -short): it starts what (real
+// kernels, REPLs, daemons, servers or a browser), which make test runs.
+func SkipShort(t testing.TB, what string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skipf("starts %s: the fast layer (go test -short) leaves it to make test", what)
+	}
+}
+
+// UIDRange is a range of 1,000 tenant uids of the test's own: daemons
+// refuse to share a range (tenants of two daemons would share uids), and
+// tests start many at once.
+func UIDRange() (first, last uint32) {
+	first = 1_000_000_000 + uint32(rand.IntN(900_000))*1000
+	return first, first + 999
+}
+
+// UIDRangeFlag is UIDRange as --tenant-uids takes it.
+func UIDRangeFlag() string {
+	a, b := UIDRange()
+	return fmt.Sprintf("%d-%d", a, b)
 }

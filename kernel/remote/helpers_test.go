@@ -42,6 +42,7 @@ func newRecorder() *recorder { return kerneltest.NewRecorder() }
 // startKernel starts a kernel on s and closes it at cleanup.
 func startKernel(t testing.TB, s *jupyterServer, mod func(*Options)) (*Kernel, *recorder) {
 	t.Helper()
+	kerneltest.SkipShort(t, "a kernel on Jupyter Server")
 	rec := newRecorder()
 	opts := Options{
 		Client:       client(t, s),

@@ -187,6 +187,7 @@ func TestCPULimitThrottles(t *testing.T) {
 // messages; it and its Runtimes are closed when the test ends.
 func startLimitedKernel(ctx context.Context, t *testing.T, iso Isolation) (jupyter.Runtime, *kerneltest.Recorder) {
 	t.Helper()
+	kerneltest.SkipShort(t, "a kernel")
 	r, err := New(ctx, Config{CodeBackend: Kernel, Isolation: iso})
 	if err != nil {
 		t.Fatal(err)

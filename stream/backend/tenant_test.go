@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"fmt"
+	"github.com/aiod/aiod/kernel/kerneltest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +21,7 @@ import (
 // directory and a working folder of the test's own.
 func newTenantRuntimes(t *testing.T, ctx context.Context, cfg Config) (*Runtimes, string) {
 	t.Helper()
+	kerneltest.SkipShort(t, "tenant runtimes")
 	base := t.TempDir()
 	work := filepath.Join(base, "work")
 	if err := os.Mkdir(work, 0o755); err != nil {
@@ -29,6 +31,7 @@ func newTenantRuntimes(t *testing.T, ctx context.Context, cfg Config) (*Runtimes
 	cfg.Isolation.Isolation = isolate.ModeTenant
 	cfg.Isolation.StateDir = filepath.Join(base, "state")
 	cfg.Isolation.Workdir = work
+	cfg.Isolation.FirstUID, cfg.Isolation.LastUID = kerneltest.UIDRange()
 	r, err := New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -44,6 +44,9 @@ type Server struct {
 // politely at cleanup, checking that no process of its tree remains.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("starts Jupyter Server: the fast layer (go test -short) leaves it to make test")
+	}
 	for try := 1; ; try++ {
 		s, err := tryStartJupyter(t, extra...)
 		if err == nil {

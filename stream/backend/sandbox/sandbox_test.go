@@ -29,7 +29,8 @@ func newTenants(t *testing.T, network string) (*Tenants, string) {
 	if err := os.Mkdir(work, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	ts, err := NewTenants(Config{StateDir: filepath.Join(base, "state"), FirstUID: 2000000000, LastUID: 2000000099,
+	first, last := kerneltest.UIDRange()
+	ts, err := NewTenants(Config{StateDir: filepath.Join(base, "state"), FirstUID: first, LastUID: last,
 		Workdir: work, Network: network})
 	if err != nil {
 		t.Fatal(err)

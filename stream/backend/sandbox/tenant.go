@@ -59,6 +59,8 @@ type Tenants struct {
 
 	egress EgressStats // the egress proxies' decisions
 
+	release func() // gives the uid range back
+
 	mu     sync.Mutex
 	byKey  map[string]*Tenant // guarded by mu
 	used   map[uint32]string  // guarded by mu: uid -> folder
@@ -107,8 +109,18 @@ func NewTenants(cfg Config) (*Tenants, error) {
 	if err != nil {
 		return nil, err
 	}
+	release, err := lockUIDs(cfg.FirstUID, cfg.LastUID)
+	if err != nil {
+		return nil, err
+	}
 	ts := &Tenants{cfg: cfg, log: cfg.Logger, dir: filepath.Join(state, "tenants"), seccomp: seccomp,
-		byKey: map[string]*Tenant{}, used: map[uint32]string{}}
+		byKey: map[string]*Tenant{}, used: map[uint32]string{}, release: release}
+	ok := false
+	defer func() {
+		if !ok {
+			release()
+		}
+	}()
 	if err := os.MkdirAll(ts.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("make the state directory: %w", err)
 	}
@@ -128,6 +140,7 @@ func NewTenants(cfg Config) (*Tenants, error) {
 			}
 		}
 	}
+	ok = true
 	return ts, nil
 }
 
@@ -441,5 +454,9 @@ func (ts *Tenants) Close() error {
 	}
 	wg.Wait()
 	ts.mu.Lock()
+	if ts.release != nil {
+		ts.release()
+		ts.release = nil
+	}
 	return nil
 }
