@@ -1,4 +1,4 @@
-"""The page's small helper for aiod's v2 routes.
+"""The v2 contract's small helper for aiod's v2 routes.
 
 Aio(base_url, token=None).post/get/delete return the envelope's ``data`` and
 raise RuntimeError when ``success`` is false; ``.http`` is the underlying

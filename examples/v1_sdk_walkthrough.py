@@ -1,14 +1,16 @@
-"""The page's agent_sandbox SDK walkthrough and examples, over plain httpx.
+"""The agent_sandbox SDK's walkthrough and examples, over plain httpx.
 
 Usage: python3 examples/v1_sdk_walkthrough.py [BASE_URL] [DIR]
 
 The SDK is not needed: V1 below sends each call exactly as the SDK's
-generated client does (spec/v1-compat.md §1): the URL is
+generated client does (docs/v1-compat.md, What the SDK sends): the URL is
 urljoin(base_url + "/", "v1/..."), every request carries X-Fern-Language:
 Python and content-type: application/json, a body holds only the arguments
 given (None is sent as null), and a call with no arguments sends no body
 (httpx then sends Content-Length: 0). It returns the envelope's data and
-raises when the answer is not 2xx or not a JSON object.
+raises when the answer is not 2xx or not a JSON object. At the end it
+deletes the sessions it made, so a second run starts from nothing; the
+files stay in DIR.
 """
 import os
 import sys
@@ -88,6 +90,7 @@ print([(f["name"], isinstance(f["size"], int)) for f in files])
 # 5. b"".join(client.file.download_file(path=...))
 chart = client.download(f"{DIR}/plot.png")
 print(len(chart))
+os.makedirs(DIR, exist_ok=True)  # under tenant isolation DIR above is the tenant's, not this host's
 with open(os.path.join(DIR, "margin.png"), "wb") as f:
     f.write(chart)
 
@@ -108,4 +111,8 @@ client.call("POST", "v1/nodejs/execute", {"code": "globalThis.n = 41", "session_
 r = client.call("POST", "v1/nodejs/execute", {"code": "console.log(n + 1)", "session_id": "s1"})
 print(r["stdout"].strip())
 assert r["language"] == "javascript" and isinstance(r["exit_code"], int)
+
+# Leave nothing running: client.jupyter.delete_session and client.nodejs.delete_session.
+client.call("DELETE", "v1/jupyter/sessions/s1")
+client.call("DELETE", "v1/nodejs/sessions/s1")
 print("done")

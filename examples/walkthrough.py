@@ -1,9 +1,11 @@
-"""The page's analysis walkthrough, run unchanged against a live aiod.
+"""The analysis walkthrough of the v2 contract, run against a live aiod.
 
 Usage: python3 examples/walkthrough.py [BASE_URL] [OUT_DIR]
-Prints what the page prints; a test runs it and checks the output. It
-writes the downloaded chart as margin.png into OUT_DIR (default: the
-current folder). With a daemon started with a token (AIO_TOKEN=T aiod), set AIO_TOKEN=T here too.
+Prints what the contract's walkthrough prints (docs/v2-contract.md); a test
+runs it and checks the output. It writes the downloaded chart as margin.png
+into OUT_DIR (default: the current folder). With a daemon started with a
+token (AIO_TOKEN=T aiod), set AIO_TOKEN=T here too. It deletes its session
+at the end; the files it wrote stay in /tmp/analysis.
 """
 import os
 import sys

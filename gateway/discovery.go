@@ -32,7 +32,7 @@ type codeInterpreter struct {
 func (s *Server) pythonBackend() string { return s.rt.PythonBackend() }
 
 // limits is every limit a caller can run into, with the flag that sets it
-// in the README; 0 means off (unlimited) for the admission limits. Live
+// in docs/configuration.md; 0 means off (unlimited) for the admission limits. Live
 // counts sit beside the caps they are counted against.
 type limits struct {
 	DefaultTimeout            float64 `json:"default_timeout"`

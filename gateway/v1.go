@@ -13,13 +13,13 @@ import (
 )
 
 // v1 serves the agent_sandbox SDK's code, jupyter, nodejs and sandbox routes
-// (spec/v1-compat.md) on the same registry, runtimes and multiplexer as v2.
+// (docs/v1-compat.md) on the same registry, runtimes and multiplexer as v2.
 // The file routes are package fsplane's.
 //
 // Shapes follow the SDK's models: every JSON route answers an object (never
 // 204), a failed validation answers FastAPI's 422 detail list, JSON null is
 // "absent" for every optional field, and an empty body is {}. Limits are
-// aiod's (spec/v2-code-plane.md), not the original server's.
+// aiod's (docs/limits.md), not the original server's.
 type v1 struct {
 	s *Server
 

@@ -23,7 +23,7 @@ func (r v1Reply) data() map[string]any {
 	return d
 }
 
-// sdk sends a request the way the SDK's httpx client does (spec §1): the
+// sdk sends a request the way the SDK's httpx client does (docs/v1-compat.md): the
 // URL is base + "/" + a relative "v1/..." path; every request carries
 // X-Fern-Language: Python and content-type: application/json; a JSON body
 // holds only the arguments given (nil values are sent as null); no body at

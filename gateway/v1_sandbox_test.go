@@ -93,7 +93,7 @@ func v1RawRequest(t *testing.T, ts *testServer, req string) (int, []byte) {
 }
 
 // TestV1EmptyBodies: the SDK's calls without arguments send no body, with
-// Content-Length: 0 and content-type application/json (spec §1, trap 14);
+// Content-Length: 0 and content-type application/json (docs/v1-compat.md);
 // every JSON route answers a JSON object, never 204 or an empty body.
 func TestV1EmptyBodies(t *testing.T) {
 	ts := startServer(t, Config{})

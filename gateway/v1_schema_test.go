@@ -1,7 +1,7 @@
 package gateway
 
 // The v1 answers are checked against openapi.json, whose v1 schemas are
-// written from the agent_sandbox SDK's models (spec/v1-compat.md): every
+// written from the agent_sandbox SDK's models (docs/v1-compat.md): every
 // handler test's answer goes through kin-openapi's validator (checkAnswer,
 // from the shared helpers). This test checks that the document keeps the
 // strictness the SDK needs where pydantic's lax mode would hide a server
@@ -14,7 +14,7 @@ import (
 	"testing"
 )
 
-// TestV1SchemaChecker: each trap of spec §11 is rejected by the document.
+// TestV1SchemaChecker: each trap of docs/v1-compat.md is rejected by the document.
 // Each case is a minimal pair: a well-formed answer, which must pass, and
 // the same answer with one trap put in, which must not; so the rejection
 // is the trap's doing.

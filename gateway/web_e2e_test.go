@@ -36,7 +36,7 @@ var e2eShots = []string{"walkthrough.png", "streaming.png", "notebook.png", "nar
 // reconnect scenario goes through a proxy that cuts its connections. The
 // screenshots go to a temporary folder, or to $AIOD_SCREENSHOTS (relative
 // to the repository's root): AIOD_SCREENSHOTS=docs/screenshots refreshes
-// the README's.
+// the ones docs/notebook.md shows.
 func TestWebE2E(t *testing.T) {
 	root := e2eSetup(t)
 	kerneltest.LockWalkthrough(t) // the page's scenario uploads into /tmp/analysis

@@ -22,7 +22,7 @@ func goList(t *testing.T, args ...string) []string {
 	return strings.Split(strings.TrimSpace(string(out)), "\n")
 }
 
-// TestImportRules checks the package layering the README describes:
+// TestImportRules checks the package layering docs/architecture.md describes:
 //
 //	cmd -> gateway -> stream, stream/backend, kernel/jupyter
 //	stream/backend -> kernel, kernel/remote, replbridge, stream

@@ -1,6 +1,6 @@
 // Package fsplane serves aiod's file plane: the v2 routes under /v2/fs/ (the
-// envelope of spec/v2-code-plane.md) and the v1 routes under /v1/file/ (the
-// agent_sandbox SDK models of spec/v1-compat.md §8).
+// envelope of docs/v2-contract.md) and the v1 routes under /v1/file/ (the
+// agent_sandbox SDK models of docs/v1-compat.md).
 //
 // The host is the sandbox, so by default no absolute path is forbidden; what
 // a kernel writes is visible here at once because both see the same disk.

@@ -9,7 +9,7 @@ import (
 )
 
 // What one live runtime costs the machine, measured on a 2-core, 24 GiB
-// machine (README "Limits and isolation"): a kernel forked from a warm
+// machine (docs/limits.md, Admission): a kernel forked from a warm
 // template holds 22-26 MB of private memory (PSS) after importing pandas and
 // matplotlib, a spawned kernel about 82 MB, a Node.js REPL about 45 MB. The
 // costs below add headroom for the user's own data.

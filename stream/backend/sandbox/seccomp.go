@@ -11,7 +11,7 @@ import (
 )
 
 // Denied lists the system calls a tenant's runtime is refused (EPERM),
-// grouped by why no notebook needs them. The README lists the same groups.
+// grouped by why no notebook needs them. docs/isolation.md lists the same groups.
 var Denied = []struct {
 	Why   string
 	Calls []string
