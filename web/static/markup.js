@@ -7,7 +7,7 @@
 // or frames; images only from data:, blob: or the daemon itself (the page
 // loads nothing from outside; a remote image shows as a link to it); links
 // open in a new tab without a referrer. LaTeX (text/latex, and $...$ in
-// markdown) stays as source: see the README for why.
+// markdown) stays as source: see docs/notebook.md for why.
 'use strict';
 
 (function () {

@@ -158,7 +158,7 @@
 
   // renderBundle picks the richest MIME type the page can show safely:
   // HTML (sandboxed frame), markdown (sanitized), images, LaTeX (as
-  // source: no renderer is bundled, see the README), JSON, plain text.
+  // source: no renderer is bundled, see docs/notebook.md), JSON, plain text.
   function renderBundle(data) {
     data = data || {};
     const plain = data['text/plain'] !== undefined ? str(data['text/plain']) : '';
