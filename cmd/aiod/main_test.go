@@ -126,7 +126,9 @@ func startDaemonEnv(t testing.TB, env []string, args ...string) *daemon {
 // hasStateDir says whether a test gave the daemon a state directory; each
 // daemon a test starts gets its own otherwise (they are locked), and its
 // own tenant uids (daemons refuse to share them).
-func hasStateDir(args, env []string) bool { return hasSetting(args, env, "--state-dir", "AIO_STATE_DIR=") }
+func hasStateDir(args, env []string) bool {
+	return hasSetting(args, env, "--state-dir", "AIO_STATE_DIR=")
+}
 
 func hasSetting(args, env []string, flag, variable string) bool {
 	for _, a := range append(append([]string{}, args...), env...) {
