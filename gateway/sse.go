@@ -146,8 +146,13 @@ func (s *Server) streamExecution(ctx *fasthttp.RequestCtx, rec *stream.Record, a
 	q := newEntryQueue(s.live.limits.Load().QueueBytes)
 	detach, err := rec.Follow(after, q.push)
 	var gone *stream.GoneError
-	if errors.As(err, &gone) {
+	switch {
+	case errors.As(err, &gone):
 		api.Fail(ctx, fasthttp.StatusGone, gone.Error())
+		return
+	case err != nil:
+		// Not followed: nothing to stream, and no detach to call.
+		api.Fail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
 		return
 	}
 	if f == ndjsonFormat {
