@@ -64,10 +64,11 @@ type liveHub struct {
 	wg sync.WaitGroup // connections, WebSocket-started executions, the shutdown watcher
 }
 
-// newLiveHub makes the live routes' state; New calls it once.
+// newLiveHub makes the live routes' state; New calls it once, after it
+// made s.base.
 func newLiveHub(s *Server, l LiveLimits, c *stream.Counters) *liveHub {
 	h := &liveHub{s: s, conns: map[*wsConn]struct{}{}, counters: c}
-	h.ctx, h.cancel = context.WithCancel(context.Background())
+	h.ctx, h.cancel = context.WithCancel(s.base)
 	l = l.withDefaults()
 	h.limits.Store(&l)
 	return h
