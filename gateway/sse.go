@@ -143,7 +143,7 @@ func (q *entryQueue) take() ([]stream.Entry, bool) {
 // execution: a client that goes away stops only its stream. An `after`
 // whose outputs were dropped answers 410 before any byte is streamed.
 func (s *Server) streamExecution(ctx *fasthttp.RequestCtx, rec *stream.Record, after int, f streamFormat) {
-	q := newEntryQueue(s.live.limits.Load().QueueBytes)
+	q := newEntryQueue(s.live.limits.QueueBytes)
 	detach, err := rec.Follow(after, q.push)
 	var gone *stream.GoneError
 	switch {

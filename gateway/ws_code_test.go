@@ -148,8 +148,7 @@ func TestWSWatcherSeesRESTExecutionLive(t *testing.T) {
 // passes the limit; its execution goes on and a REST call queued behind it
 // on the same session completes as usual.
 func TestWSSlowConsumerIsCutWithPolicyClose(t *testing.T) {
-	ts := startServer(t, Config{})
-	ts.SetLiveLimits(LiveLimits{QueueBytes: 1 << 20, WriteTimeout: 2 * time.Minute})
+	ts := startServer(t, Config{LiveLimits: LiveLimits{QueueBytes: 1 << 20, WriteTimeout: 2 * time.Minute}})
 	c := dialWS(t, ts, nil)
 	flood := "import sys\nfor i in range(640):\n    sys.stdout.write('x' * (64 << 10) + '\\n'); sys.stdout.flush()\nprint('flood done')"
 	sendJSON(t, c, map[string]any{"type": "execute", "id": "flood", "language": "python", "code": flood, "session_id": "flood", "timeout": 300})

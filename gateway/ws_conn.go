@@ -63,7 +63,7 @@ const (
 
 func (h *liveHub) newConn(c *websocket.Conn, fw *flushWriter, route string) *wsConn {
 	return &wsConn{
-		hub: h, c: c, fw: fw, no: wsConnNo.Add(1), route: route, lim: *h.limits.Load(),
+		hub: h, c: c, fw: fw, no: wsConnNo.Add(1), route: route, lim: h.limits,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}),
 	}
 }
