@@ -102,7 +102,7 @@ func (s *Server) v2GetExecution(ctx *fasthttp.RequestCtx) {
 func (s *Server) answerExecution(ctx *fasthttp.RequestCtx, v stream.View) {
 	switch {
 	case v.Err != nil:
-		(&callError{Status: v.Err.Status, Msg: v.Err.Msg, Kind: v.Err.Kind, Retry: v.Err.Retry}).write(ctx)
+		callErrorOf(v.Err).write(ctx)
 	case v.State == stream.ExecDone && v.Result != nil:
 		d := execDone{v2ExecData: V2Data(v.Result).(v2ExecData), State: v.State}
 		api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: v.Result.Success(), Message: v.Result.Message(), Data: d})

@@ -166,7 +166,7 @@ func (cs *codeSocket) execute(ref json.RawMessage, b []byte) {
 	})
 	if !ok {
 		cs.wc.inflight.Add(-1)
-		rec.Fail(&stream.RunError{Status: fasthttp.StatusServiceUnavailable, Msg: stream.ErrShuttingDown.Error()})
+		rec.Fail(runError(stream.ErrShuttingDown, call).runError())
 	}
 }
 
@@ -226,7 +226,7 @@ func (cs *codeSocket) follow(ref json.RawMessage, rec *stream.Record, after int)
 	detach, err := rec.Follow(after, func(e stream.Entry) {
 		switch {
 		case e.Err != nil:
-			cs.failCall(ref, &callError{Status: e.Err.Status, Msg: e.Err.Msg, Kind: e.Err.Kind, Retry: e.Err.Retry})
+			cs.failCall(ref, callErrorOf(e.Err))
 		case e.Event.Result != nil || e.Event.Out != nil:
 			cs.wc.push(wsItem{ev: e.Event, ref: ref, seq: e.Seq, execID: rec.ID})
 		default:
