@@ -61,7 +61,7 @@ type limits struct {
 }
 
 func (s *Server) limits() limits {
-	a, lim := s.reg.AdmissionStats(), s.live.limits.Load()
+	a, lim := s.reg.AdmissionStats(), s.live.limits
 	l := limits{
 		DefaultTimeout: s.cfg.DefaultTimeout.Seconds(), MaxTimeout: s.cfg.MaxTimeout.Seconds(),
 		KernelIdleSeconds: s.cfg.KernelIdle.Seconds(), NativeIdleSeconds: s.cfg.NativeIdle.Seconds(),

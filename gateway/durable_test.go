@@ -473,3 +473,24 @@ func TestDurableCompleteAndInspect(t *testing.T) {
 		t.Fatalf("WebSocket complete: %v", m.m)
 	}
 }
+
+// The executions and sessions routes read their id as every route does
+// (api.PathParam): percent-decoded once, a malformed escape a 422.
+func TestExecutionAndSessionIDsArePercentDecoded(t *testing.T) {
+	ts := startServer(t, Config{})
+	if st, env, _ := ts.exec(t, map[string]any{"language": "javascript", "code": "1", "execution_id": "a@b", "session_id": "s@1"}); st != 200 || env["success"] != true {
+		t.Fatalf("setup: %d %v", st, env)
+	}
+	if st, env := ts.call(t, "GET", "/v2/code/executions/a%40b", nil); st != 200 {
+		t.Fatalf("GET the execution by its escaped id: %d %v", st, env)
+	}
+	if st, env := ts.call(t, "POST", "/v2/code/sessions/s%401/interrupt", nil); st != 200 {
+		t.Fatalf("interrupt the session by its escaped id: %d %v", st, env)
+	}
+	for _, req := range []string{"GET /v2/code/executions/bad%zz", "POST /v2/code/sessions/bad%zz/interrupt"} {
+		got := rawRequest(t, ts, req+" HTTP/1.1\r\nHost: localhost\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+		if !strings.HasPrefix(got, "HTTP/1.1 422") || !strings.Contains(got, "'id'") {
+			t.Errorf("%s: %.300q, want a 422 naming the id", req, got)
+		}
+	}
+}

@@ -185,7 +185,7 @@ func (s *Server) v2ExecuteStream(ctx *fasthttp.RequestCtx, c execCall, f streamF
 	if created {
 		run := s.live.goExec(func() { _, _ = s.runClaimed(s.live.ctx, c, rec) })
 		if !run {
-			rec.Fail(&stream.RunError{Status: fasthttp.StatusServiceUnavailable, Msg: stream.ErrShuttingDown.Error()})
+			rec.Fail(runError(stream.ErrShuttingDown, c).runError())
 		}
 	}
 	s.streamExecution(ctx, rec, 0, f)

@@ -60,7 +60,11 @@ type execDone struct {
 
 // record answers the caller's execution the path names, or 404 / 410.
 func (s *Server) record(ctx *fasthttp.RequestCtx) *stream.Record {
-	id := pathParam(ctx, "id")
+	id, fe := api.PathParam(ctx, "id")
+	if fe != nil {
+		api.Invalid(ctx, fe)
+		return nil
+	}
 	rec, err := s.reg.Executions().Get(tenantOf(ctx), id)
 	var gone *stream.GoneError
 	switch {
@@ -70,12 +74,6 @@ func (s *Server) record(ctx *fasthttp.RequestCtx) *stream.Record {
 		api.Fail(ctx, fasthttp.StatusNotFound, fmt.Sprintf("execution %q not found", id))
 	}
 	return rec
-}
-
-// pathParam is a path parameter.
-func pathParam(ctx *fasthttp.RequestCtx, name string) string {
-	v, _ := ctx.UserValue(name).(string)
-	return v
 }
 
 func (s *Server) v2GetExecution(ctx *fasthttp.RequestCtx) {
@@ -102,7 +100,7 @@ func (s *Server) v2GetExecution(ctx *fasthttp.RequestCtx) {
 func (s *Server) answerExecution(ctx *fasthttp.RequestCtx, v stream.View) {
 	switch {
 	case v.Err != nil:
-		(&callError{Status: v.Err.Status, Msg: v.Err.Msg, Kind: v.Err.Kind, Retry: v.Err.Retry}).write(ctx)
+		callErrorOf(v.Err).write(ctx)
 	case v.State == stream.ExecDone && v.Result != nil:
 		d := execDone{v2ExecData: V2Data(v.Result).(v2ExecData), State: v.State}
 		api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: v.Result.Success(), Message: v.Result.Message(), Data: d})
@@ -193,7 +191,11 @@ func (s *Server) v2InterruptExecution(ctx *fasthttp.RequestCtx) {
 // language the body or query names, or all languages; 404 when there are
 // none.
 func (s *Server) sessionsOf(ctx *fasthttp.RequestCtx) ([]*stream.Session, string, bool) {
-	id := pathParam(ctx, "id")
+	id, fe := api.PathParam(ctx, "id")
+	if fe != nil {
+		api.Invalid(ctx, fe)
+		return nil, id, false
+	}
 	lang := string(ctx.QueryArgs().Peek("language"))
 	if b := ctx.PostBody(); len(b) > 0 && lang == "" {
 		f, fe := api.Decode(b)

@@ -7,13 +7,6 @@ import "github.com/aiod/aiod/stream"
 // Registry is the session registry.
 func (s *Server) Registry() *stream.Registry { return s.reg }
 
-// SetLiveLimits changes the WebSocket limits; sockets opened afterwards use
-// them. Zero fields take their defaults.
-func (s *Server) SetLiveLimits(l LiveLimits) {
-	l = l.withDefaults()
-	s.hub().limits.Store(&l)
-}
-
 // LiveStats counts closed WebSockets, dropped messages and refused
 // upgrades by reason, e.g. "close:slow_consumer" or "drop:socket_closed":
 // a view of the registry's counters (closes summed over both routes).

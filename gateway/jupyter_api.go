@@ -221,7 +221,7 @@ func (h *liveHub) startKernel(ctx *fasthttp.RequestCtx) {
 	sctx, cancel := context.WithTimeout(h.s.reqCtx(), h.s.cfg.KernelStartTimeout)
 	defer cancel()
 	if _, err := sess.EnsureRuntime(sctx); err != nil {
-		dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		dctx, dcancel := context.WithTimeout(h.s.reqCtx(), 10*time.Second)
 		h.s.reg.DeleteSession(dctx, sess)
 		dcancel()
 		if errors.As(err, &le) {

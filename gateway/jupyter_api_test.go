@@ -270,3 +270,25 @@ func TestJupyterKernelStartedByAPIIsARESTSession(t *testing.T) {
 		t.Fatalf("sessions left: %d", ts.Registry().Len())
 	}
 }
+
+// A channels socket is told when its kernel changes: the death of a kernel
+// a restart started a moment ago is announced at once (the socket polled
+// for a new kernel every 500 ms before).
+func TestJupyterChannelsNoticeRestartAndDeathPromptly(t *testing.T) {
+	ts := startServer(t, Config{})
+	sess, started := stubSession(t, ts, "stub-kernel", newStubRuntime)
+	<-started
+	k := dialKernel(t, ts, sess.KernelID, false)
+	for i := range 3 {
+		if _, err := sess.Restart(t.Context(), "a test"); err != nil {
+			t.Fatal(err)
+		}
+		rt := <-started
+		died := time.Now()
+		rt.die()
+		k.until(5*time.Second, func(m *jupyter.Message) bool { return m.Header.MsgType == "status" && state(m) == "dead" })
+		if took := time.Since(died); took > 300*time.Millisecond {
+			t.Fatalf("restart %d: the death was announced %s after it happened, want at once", i+1, took)
+		}
+	}
+}

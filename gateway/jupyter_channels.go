@@ -137,18 +137,15 @@ func (js *jupyterSocket) send(ctx context.Context, m *jupyter.Message) error {
 
 // monitor closes the socket when the session ends, and tells the client
 // "dead" when the kernel dies (a restart or a REST call starts a new one).
+// The session tells it when its runtime changes; it does not poll.
 func (js *jupyterSocket) monitor() {
 	sess := js.sess
-	tick := time.NewTicker(500 * time.Millisecond)
-	defer tick.Stop()
-	var cur jupyter.Runtime
-	var curDone <-chan struct{}
+	var ended jupyter.Runtime // the runtime whose end was handled
 	for {
-		if rt := sess.Runtime(); rt != cur {
-			cur, curDone = rt, nil
-			if rt != nil {
-				curDone = rt.Done()
-			}
+		rt, changed := sess.RuntimeChanges()
+		var done <-chan struct{}
+		if rt != nil && rt != ended {
+			done = rt.Done()
 		}
 		select {
 		case <-js.stop:
@@ -156,13 +153,13 @@ func (js *jupyterSocket) monitor() {
 		case <-sess.Closed():
 			js.wc.closeWith(wsCloseNormal, "kernel shut down", "session_closed")
 			return
-		case <-curDone:
-			curDone = nil
+		case <-changed:
+		case <-done:
+			ended = rt
 			var dead *jupyter.DeadError
-			if errors.As(cur.Err(), &dead) {
+			if errors.As(rt.Err(), &dead) {
 				js.wc.push(wsItem{ev: stream.Event{Msg: jupyter.NewStatus(jupyter.StateDead), State: jupyter.StateDead}})
 			}
-		case <-tick.C:
 		}
 	}
 }

@@ -3,7 +3,6 @@ package gateway
 import (
 	"context"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aiod/aiod/stream"
@@ -53,8 +52,7 @@ type liveHub struct {
 	ctx      context.Context // ends at shutdown; parent of WebSocket-started executions
 	cancel   context.CancelFunc
 	counters *stream.Counters // the registry's: closes, drops, refusals
-
-	limits atomic.Pointer[LiveLimits]
+	limits   LiveLimits       // defaults filled in
 
 	mu       sync.Mutex // guards below
 	conns    map[*wsConn]struct{}
@@ -64,12 +62,11 @@ type liveHub struct {
 	wg sync.WaitGroup // connections, WebSocket-started executions, the shutdown watcher
 }
 
-// newLiveHub makes the live routes' state; New calls it once.
+// newLiveHub makes the live routes' state; New calls it once, after it
+// made s.base.
 func newLiveHub(s *Server, l LiveLimits, c *stream.Counters) *liveHub {
-	h := &liveHub{s: s, conns: map[*wsConn]struct{}{}, counters: c}
-	h.ctx, h.cancel = context.WithCancel(context.Background())
-	l = l.withDefaults()
-	h.limits.Store(&l)
+	h := &liveHub{s: s, conns: map[*wsConn]struct{}{}, counters: c, limits: l.withDefaults()}
+	h.ctx, h.cancel = context.WithCancel(s.base)
 	return h
 }
 

@@ -316,7 +316,7 @@ func (m *mcpServer) executeCode(ctx context.Context, req *mcp.CallToolRequest) (
 	c.Owner, c.Tenant = mcpCaller(req)
 	var prog *mcpProgress
 	if token := req.Params.GetProgressToken(); token != nil {
-		prog = newMCPProgress(ctx, req.Session, token)
+		prog = newMCPProgress(ctx, req.Session, token, m.s.reg.Counters())
 		c.Subs = []stream.Subscriber{prog}
 	}
 	res, ce := m.s.execute(ctx, c)
@@ -521,7 +521,7 @@ func (m *mcpServer) listFiles(ctx context.Context, req *mcp.CallToolRequest) (*m
 
 // mcpProgressBytes bounds the output waiting to be sent as progress
 // notifications for one call; past it outputs are left out of the progress
-// (the result still has them) and counted.
+// (the result still has them) and counted (MCPProgressDrops, queue_full).
 const mcpProgressBytes = 4 << 20
 
 // mcpProgressText bounds one notification's message.
@@ -531,23 +531,29 @@ const mcpProgressText = 64 << 10
 // progress: it queues each output as the runtime sends it (Deliver never
 // blocks) and a goroutine of its own sends them as notifications/progress
 // on the call's stream, in order, before the result.
+//
+// Outputs that are not sent are counted by reason: queue_full past
+// mcpProgressBytes, not_sent when the sender stopped first (the client
+// did not read, or went away).
 type mcpProgress struct {
-	ctx    context.Context
-	cancel context.CancelFunc
-	sess   *mcp.ServerSession
-	token  any
+	ctx      context.Context
+	cancel   context.CancelFunc
+	sess     *mcp.ServerSession
+	token    any
+	counters *stream.Counters
 
-	mu    sync.Mutex
-	queue []*stream.Output
-	bytes int
-	ended bool
+	mu      sync.Mutex
+	queue   []*stream.Output
+	bytes   int
+	ended   bool
+	stopped bool // the sender returned: nothing more is sent
 
 	wake chan struct{} // cap 1
 	done chan struct{} // closed when the sender returned
 }
 
-func newMCPProgress(ctx context.Context, sess *mcp.ServerSession, token any) *mcpProgress {
-	p := &mcpProgress{sess: sess, token: token, wake: make(chan struct{}, 1), done: make(chan struct{})}
+func newMCPProgress(ctx context.Context, sess *mcp.ServerSession, token any, c *stream.Counters) *mcpProgress {
+	p := &mcpProgress{sess: sess, token: token, counters: c, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	p.ctx, p.cancel = context.WithCancel(ctx)
 	go p.send()
 	return p
@@ -560,8 +566,17 @@ func (p *mcpProgress) Deliver(ev stream.Event) {
 	}
 	size := ev.Msg.Size()
 	p.mu.Lock()
-	if p.ended || p.bytes+size > mcpProgressBytes {
+	switch {
+	case p.ended:
 		p.mu.Unlock()
+		return
+	case p.stopped:
+		p.mu.Unlock()
+		p.drop("not_sent", 1)
+		return
+	case p.bytes+size > mcpProgressBytes:
+		p.mu.Unlock()
+		p.drop("queue_full", 1)
 		return
 	}
 	p.queue = append(p.queue, ev.Out)
@@ -594,8 +609,23 @@ func (p *mcpProgress) finish() {
 	<-p.done
 }
 
+// drop counts n outputs left out of the progress for why.
+func (p *mcpProgress) drop(why string, n int) {
+	if n > 0 {
+		p.counters.Count(stream.MCPProgressDrops, why, int64(n))
+	}
+}
+
 func (p *mcpProgress) send() {
 	defer close(p.done)
+	var batch []*stream.Output // taken from the queue, not all sent yet
+	defer func() {
+		p.mu.Lock()
+		left := len(batch) + len(p.queue)
+		p.queue, p.bytes, p.stopped = nil, 0, true
+		p.mu.Unlock()
+		p.drop("not_sent", left)
+	}()
 	n := 0
 	for {
 		select {
@@ -604,19 +634,21 @@ func (p *mcpProgress) send() {
 			return
 		}
 		p.mu.Lock()
-		batch, ended := p.queue, p.ended
+		var ended bool
+		batch, ended = p.queue, p.ended
 		p.queue, p.bytes = nil, 0
 		p.mu.Unlock()
-		for _, o := range batch {
+		for len(batch) > 0 {
 			n++
 			ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
 			err := p.sess.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
-				ProgressToken: p.token, Progress: float64(n), Message: progressText(o),
+				ProgressToken: p.token, Progress: float64(n), Message: progressText(batch[0]),
 			})
 			cancel()
 			if err != nil {
 				return
 			}
+			batch = batch[1:]
 		}
 		if ended {
 			p.mu.Lock()

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 
 	"github.com/goccy/go-json"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/aiod/aiod/stream"
 )
 
 // bearer adds a bearer token to every request.
@@ -327,5 +330,33 @@ func TestMCPTypeScriptSDK(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(got.Sessions, ","), "ts-sess") || !got.Deleted {
 		t.Fatalf("sessions %v, deleted %v", got.Sessions, got.Deleted)
+	}
+}
+
+// Progress past mcpProgressBytes is left out and counted: one output larger
+// than the bound is never queued.
+func TestMCPProgressDropsAreCounted(t *testing.T) {
+	ts := startServer(t, Config{})
+	var mu sync.Mutex
+	var sizes []int
+	cs := mcpClient(t, ts, "", func(p *mcp.ProgressNotificationParams) {
+		mu.Lock()
+		sizes = append(sizes, len(p.Message))
+		mu.Unlock()
+	})
+	counters := ts.Registry().Counters()
+	before := counters.Get(stream.MCPProgressDrops, "queue_full")
+	code := fmt.Sprintf("from IPython.display import display\nprint('small', flush=True)\ndisplay({'text/plain': 'x' * %d}, raw=True)", mcpProgressBytes+1)
+	r := callTool(t, cs, "execute_code", map[string]any{"language": "python", "code": code}, "tok-big")
+	if r.IsError {
+		t.Fatalf("big output: %q", texts(r))
+	}
+	if got := counters.Get(stream.MCPProgressDrops, "queue_full") - before; got != 1 {
+		t.Fatalf("progress drops (queue_full) moved by %d, want 1", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(sizes) != 1 {
+		t.Fatalf("progress notifications of %v bytes, want only the small line's", sizes)
 	}
 }

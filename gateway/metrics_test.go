@@ -103,7 +103,8 @@ func series(mfs map[string]*dto.MetricFamily) ([]string, []string) {
 // and reads each one back from /metrics, behind the token.
 func TestMetrics(t *testing.T) {
 	const token = "metrics-token"
-	ts := startServer(t, Config{Token: token, NativeIdle: 1500 * time.Millisecond, ReapInterval: 200 * time.Millisecond, CodePrewarm: 1})
+	ts := startServer(t, Config{Token: token, NativeIdle: 1500 * time.Millisecond, ReapInterval: 200 * time.Millisecond, CodePrewarm: 1,
+		LiveLimits: LiveLimits{QueueBytes: 256 << 10, WriteTimeout: time.Minute}}) // small: the slow consumer below
 	if st, _ := ts.callRaw(t, "GET", MetricsPath); st != http.StatusUnauthorized {
 		t.Fatalf("/metrics without the token: %d, want 401 (it is behind the API's credentials)", st)
 	}
@@ -142,7 +143,6 @@ func TestMetrics(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	// A slow consumer: a socket that does not read while a flood is sent.
-	ts.SetLiveLimits(LiveLimits{QueueBytes: 256 << 10, WriteTimeout: time.Minute})
 	c := dialWSAuth(t, ts, token)
 	sendJSON(t, c, map[string]any{"type": "execute", "id": "flood", "language": "javascript", "timeout": 120,
 		"code": "for (let i = 0; i < 400; i++) process.stdout.write('y'.repeat(16384) + '\\n')"})

@@ -73,9 +73,15 @@ func (ce *callError) data() *errorData {
 	return &errorData{ErrorKind: ce.Kind, RetryAfter: ce.Retry}
 }
 
-// runErrorOf is the stored failure of an execution that could not run.
+// runError is ce as the stored failure of an execution that could not
+// run; callErrorOf turns it back.
 func (ce *callError) runError() *stream.RunError {
 	return &stream.RunError{Status: ce.Status, Msg: ce.Msg, Kind: ce.Kind, Retry: ce.Retry}
+}
+
+// callErrorOf is the answer to a stored failure (see runError).
+func callErrorOf(re *stream.RunError) *callError {
+	return &callError{Status: re.Status, Msg: re.Msg, Kind: re.Kind, Retry: re.Retry}
 }
 
 // ownerOf is the caller key sessions created by the request count against
@@ -140,7 +146,7 @@ func (s *Server) attach(ctx context.Context, rec *stream.Record) (*stream.Result
 	case err != nil:
 		return nil, runError(err, execCall{})
 	case rerr != nil:
-		return nil, &callError{Status: rerr.Status, Msg: rerr.Msg, Kind: rerr.Kind, Retry: rerr.Retry}
+		return nil, callErrorOf(rerr)
 	}
 	cp := *res
 	cp.Replayed = finished

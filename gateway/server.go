@@ -50,6 +50,7 @@ type Config struct {
 	KernelStart             string            // fork (from a warm template per kernelspec) or spawn; "" is fork
 	KernelTransport         string            // ipc or tcp for local kernels; "" is ipc for ipykernel specs, tcp for others
 	WSQueueBytes            int               // bytes that may wait for one WebSocket before it is cut; 16 MiB
+	LiveLimits              LiveLimits        // the WebSocket routes' other limits (write timeout, pings, executions in flight); WSQueueBytes, when set, is its QueueBytes
 	NoAccessLog             bool              // do not log a line per request (--access-log=false)
 	MetricsPublic           bool              // serve /metrics without credentials
 	ExecutionRetention      time.Duration     // how long a finished execution is kept; 10 min
@@ -157,7 +158,11 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	s.base, s.stop = context.WithCancel(context.Background())
-	s.live = newLiveHub(s, LiveLimits{QueueBytes: cfg.WSQueueBytes}, counters)
+	live := cfg.LiveLimits
+	if cfg.WSQueueBytes > 0 {
+		live.QueueBytes = cfg.WSQueueBytes
+	}
+	s.live = newLiveHub(s, live, counters)
 	s.reg = stream.NewRegistry(stream.Config{Budget: cfg.OutputBudget, ReapInterval: cfg.ReapInterval, Logger: cfg.Logger, Counters: counters,
 		Executions: stream.ExecConfig{Retention: cfg.ExecutionRetention, RetentionBytes: cfg.ExecutionRetentionBytes},
 		Admission:  cfg.Admission})

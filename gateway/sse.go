@@ -143,11 +143,16 @@ func (q *entryQueue) take() ([]stream.Entry, bool) {
 // execution: a client that goes away stops only its stream. An `after`
 // whose outputs were dropped answers 410 before any byte is streamed.
 func (s *Server) streamExecution(ctx *fasthttp.RequestCtx, rec *stream.Record, after int, f streamFormat) {
-	q := newEntryQueue(s.live.limits.Load().QueueBytes)
+	q := newEntryQueue(s.live.limits.QueueBytes)
 	detach, err := rec.Follow(after, q.push)
 	var gone *stream.GoneError
-	if errors.As(err, &gone) {
+	switch {
+	case errors.As(err, &gone):
 		api.Fail(ctx, fasthttp.StatusGone, gone.Error())
+		return
+	case err != nil:
+		// Not followed: nothing to stream, and no detach to call.
+		api.Fail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
 		return
 	}
 	if f == ndjsonFormat {

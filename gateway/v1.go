@@ -26,14 +26,14 @@ type v1 struct {
 	mu   sync.Mutex                  // guards meta
 	meta map[*stream.Session]*v1Meta // what v1 knows of sessions it touched; see v1_run.go
 
-	pkgMu    sync.Mutex // one package listing at a time; see v1_sandbox.go
-	pkgCache map[string]v1PkgList
-	tools    map[string]string // toolOutput's answers, kept for the daemon's life
+	pkgMu    sync.Mutex                    // guards pkgCache and tools, never held across a listing; see v1Share
+	pkgCache map[string]*v1Shared[[]v1Pkg] // package listings by language, reused for v1PkgTTL
+	tools    map[string]*v1Shared[string]  // toolOutput's answers, kept for the daemon's life
 }
 
 // registerV1 adds the v1 routes the agent_sandbox SDK calls.
 func (s *Server) registerV1(r *router.Router) {
-	v := &v1{s: s, meta: map[*stream.Session]*v1Meta{}, pkgCache: map[string]v1PkgList{}, tools: map[string]string{}}
+	v := &v1{s: s, meta: map[*stream.Session]*v1Meta{}, pkgCache: map[string]*v1Shared[[]v1Pkg]{}, tools: map[string]*v1Shared[string]{}}
 
 	r.POST("/v1/code/execute", v.codeExecute)
 	r.GET("/v1/code/info", v.codeInfo)

@@ -12,9 +12,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/stream"
 	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
 )
@@ -289,12 +291,6 @@ func v1ListeningPorts() []string {
 	return out
 }
 
-// v1PkgList is a cached package listing.
-type v1PkgList struct {
-	at   time.Time
-	pkgs []v1Pkg
-}
-
 type v1Pkg struct {
 	Name    string `json:"name"`
 	Version string `json:"version"`
@@ -303,22 +299,66 @@ type v1Pkg struct {
 // v1PkgTTL is how long a package listing is reused.
 const v1PkgTTL = 30 * time.Second
 
-// packages runs list (bounded by 20 s) at most once per v1PkgTTL per key.
+// packages runs list (bounded by 20 s) at most once per v1PkgTTL per key;
+// callers asking while it runs wait for its answer.
 func (v *v1) packages(key string, list func(context.Context) ([]v1Pkg, error)) ([]v1Pkg, error) {
-	v.pkgMu.Lock()
-	defer v.pkgMu.Unlock()
-	if c, ok := v.pkgCache[key]; ok && time.Since(c.at) < v1PkgTTL {
-		return c.pkgs, nil
+	return v1Share(v.s, &v.pkgMu, v.pkgCache, key, v1PkgTTL, 20*time.Second, func(ctx context.Context) ([]v1Pkg, error) {
+		pkgs, err := list(ctx)
+		if err != nil {
+			return nil, err
+		}
+		sort.Slice(pkgs, func(i, j int) bool { return strings.ToLower(pkgs[i].Name) < strings.ToLower(pkgs[j].Name) })
+		return pkgs, nil
+	})
+}
+
+// v1Shared is the result of one slow look-up (a subprocess), shared by
+// every caller that asks for its key while it runs, and reused after.
+type v1Shared[T any] struct {
+	done chan struct{} // closed once at, val and err are set; they do not change after
+	at   time.Time
+	val  T
+	err  error
+}
+
+// stale reports whether c should be run again: it is done, and failed or
+// is older than ttl (0: never too old). One still running is not stale.
+func (c *v1Shared[T]) stale(ttl time.Duration) bool {
+	select {
+	case <-c.done:
+		return c.err != nil || (ttl > 0 && time.Since(c.at) >= ttl)
+	default:
+		return false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	pkgs, err := list(ctx)
-	if err != nil {
-		return nil, err
+}
+
+// v1Share returns m[key]'s value, running run when there is none (or a
+// stale one, see stale) and none running. run gets a context of its own,
+// bounded by bound and by the server's life, on a goroutine of its own:
+// mu guards m only and is never held while run runs, so a slow look-up
+// holds up no other key, and a caller gone stops nobody's wait.
+func v1Share[T any](s *Server, mu *sync.Mutex, m map[string]*v1Shared[T], key string, ttl, bound time.Duration, run func(context.Context) (T, error)) (T, error) {
+	mu.Lock()
+	c := m[key]
+	if c == nil || c.stale(ttl) {
+		c = &v1Shared[T]{done: make(chan struct{})}
+		m[key] = c
+		go func() {
+			ctx, cancel := context.WithTimeout(s.base, bound)
+			defer cancel()
+			val, err := run(ctx)
+			c.at, c.val, c.err = time.Now(), val, err
+			close(c.done)
+		}()
 	}
-	sort.Slice(pkgs, func(i, j int) bool { return strings.ToLower(pkgs[i].Name) < strings.ToLower(pkgs[j].Name) })
-	v.pkgCache[key] = v1PkgList{at: time.Now(), pkgs: pkgs}
-	return pkgs, nil
+	mu.Unlock()
+	select {
+	case <-c.done:
+		return c.val, c.err
+	case <-s.reqCtx().Done():
+		var zero T
+		return zero, stream.ErrShuttingDown
+	}
 }
 
 // v1PythonPkgScript prints the installed distributions as JSON.
@@ -395,24 +435,18 @@ func v1AnswerPackages(ctx *fasthttp.RequestCtx, pkgs []v1Pkg, err error) {
 }
 
 // toolOutput runs a tool once (bounded by 10 s) and keeps its trimmed
-// output: versions and folders that do not change while aiod runs.
+// output: versions and folders that do not change while aiod runs. A
+// failure is not kept.
 func (v *v1) toolOutput(key, name string, args ...string) (string, error) {
-	v.pkgMu.Lock()
-	defer v.pkgMu.Unlock()
-	if out, ok := v.tools[key]; ok {
-		return out, nil
-	}
-	path, err := exec.LookPath(name)
-	if err != nil {
-		return "", fmt.Errorf("%s not found on PATH", name)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	b, err := exec.CommandContext(ctx, path, args...).Output()
-	if err != nil {
-		return "", fmt.Errorf("run %s %s: %w", name, strings.Join(args, " "), err)
-	}
-	out := strings.TrimSpace(string(b))
-	v.tools[key] = out
-	return out, nil
+	return v1Share(v.s, &v.pkgMu, v.tools, key, 0, 10*time.Second, func(ctx context.Context) (string, error) {
+		path, err := exec.LookPath(name)
+		if err != nil {
+			return "", fmt.Errorf("%s not found on PATH", name)
+		}
+		b, err := exec.CommandContext(ctx, path, args...).Output()
+		if err != nil {
+			return "", fmt.Errorf("run %s %s: %w", name, strings.Join(args, " "), err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	})
 }

@@ -53,7 +53,7 @@ func (h *liveHub) upgrade(ctx *fasthttp.RequestCtx, protocols []string, serve fu
 	}
 	done := ctx.Done()
 	h.watchShutdown(done)
-	lim := *h.limits.Load()
+	lim := h.limits
 	ctx.HijackSetNoResponse(true)
 	ctx.Hijack(func(c net.Conn) {
 		raw := c

@@ -166,7 +166,7 @@ func (cs *codeSocket) execute(ref json.RawMessage, b []byte) {
 	})
 	if !ok {
 		cs.wc.inflight.Add(-1)
-		rec.Fail(&stream.RunError{Status: fasthttp.StatusServiceUnavailable, Msg: stream.ErrShuttingDown.Error()})
+		rec.Fail(runError(stream.ErrShuttingDown, call).runError())
 	}
 }
 
@@ -226,7 +226,7 @@ func (cs *codeSocket) follow(ref json.RawMessage, rec *stream.Record, after int)
 	detach, err := rec.Follow(after, func(e stream.Entry) {
 		switch {
 		case e.Err != nil:
-			cs.failCall(ref, &callError{Status: e.Err.Status, Msg: e.Err.Msg, Kind: e.Err.Kind, Retry: e.Err.Retry})
+			cs.failCall(ref, callErrorOf(e.Err))
 		case e.Event.Result != nil || e.Event.Out != nil:
 			cs.wc.push(wsItem{ev: e.Event, ref: ref, seq: e.Seq, execID: rec.ID})
 		default:
@@ -316,21 +316,30 @@ func (cs *codeSocket) target(ref json.RawMessage, head codeHead) ([]*stream.Sess
 	return ss, true
 }
 
+// interrupt interrupts the sessions named, on a goroutine of its own: an
+// interrupt may wait for its runtime (up to 5 s), and the reader must go on
+// reading meanwhile (pings, other calls). It ends early at shutdown.
 func (cs *codeSocket) interrupt(ref json.RawMessage, head codeHead) {
 	ss, ok := cs.target(ref, head)
 	if !ok {
 		return
 	}
-	for _, s := range ss {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := s.Interrupt(ctx, "a client (WebSocket interrupt)")
-		cancel()
-		if err != nil {
-			cs.fail(ref, fasthttp.StatusServiceUnavailable, err.Error())
-			return
+	h := cs.wc.hub
+	ref = append(json.RawMessage(nil), ref...)
+	ok = h.goExec(func() {
+		ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
+		defer cancel()
+		for _, s := range ss {
+			if err := s.Interrupt(ctx, "a client (WebSocket interrupt)"); err != nil {
+				cs.fail(ref, fasthttp.StatusServiceUnavailable, err.Error())
+				return
+			}
 		}
+		cs.ok(ref, "interrupt")
+	})
+	if !ok {
+		cs.fail(ref, fasthttp.StatusServiceUnavailable, stream.ErrShuttingDown.Error())
 	}
-	cs.ok(ref, "interrupt")
 }
 
 func (cs *codeSocket) watch(ref json.RawMessage, head codeHead) {

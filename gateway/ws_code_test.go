@@ -148,8 +148,7 @@ func TestWSWatcherSeesRESTExecutionLive(t *testing.T) {
 // passes the limit; its execution goes on and a REST call queued behind it
 // on the same session completes as usual.
 func TestWSSlowConsumerIsCutWithPolicyClose(t *testing.T) {
-	ts := startServer(t, Config{})
-	ts.SetLiveLimits(LiveLimits{QueueBytes: 1 << 20, WriteTimeout: 2 * time.Minute})
+	ts := startServer(t, Config{LiveLimits: LiveLimits{QueueBytes: 1 << 20, WriteTimeout: 2 * time.Minute}})
 	c := dialWS(t, ts, nil)
 	flood := "import sys\nfor i in range(640):\n    sys.stdout.write('x' * (64 << 10) + '\\n'); sys.stdout.flush()\nprint('flood done')"
 	sendJSON(t, c, map[string]any{"type": "execute", "id": "flood", "language": "python", "code": flood, "session_id": "flood", "timeout": 300})
@@ -367,5 +366,39 @@ func TestWSShutdownClosesSockets(t *testing.T) {
 	wg.Wait()
 	if websocket.CloseStatus(err) != websocket.StatusGoingAway {
 		t.Fatalf("read after shutdown: %v", err)
+	}
+}
+
+// An interrupt that waits for its runtime does not hold up the socket's
+// reader: a later message is answered first.
+func TestWSInterruptDoesNotBlockReader(t *testing.T) {
+	ts := startServer(t, Config{})
+	hold := make(chan struct{})
+	stubSession(t, ts, "slow-interrupt", func() *stubRuntime {
+		r := newStubRuntime()
+		r.hold = hold
+		return r
+	})
+	c := dialWS(t, ts, nil)
+	sendJSON(t, c, map[string]any{"type": "interrupt", "id": "i", "session_id": "slow-interrupt", "language": "python"})
+	sendJSON(t, c, map[string]any{"type": "unwatch", "id": "u", "session_id": "slow-interrupt"})
+	if m := readJSON(t, c, 2*time.Second); m.id() != "u" {
+		t.Fatalf("first answer %v, want the unwatch's while the interrupt waits", m.m)
+	}
+	close(hold)
+	if m := readJSON(t, c, 5*time.Second); m.typ() != "ok" || m.id() != "i" || m.m["request"] != "interrupt" {
+		t.Fatalf("after the runtime took the interrupt: %v, want its ok", m.m)
+	}
+}
+
+// The live routes' context hangs off the server's: it ends with it.
+func TestLiveContextEndsWithServer(t *testing.T) {
+	ts := startServer(t, Config{})
+	httpDo(t, "GET", ts.URL+"/api", "", "") // Serve runs: a Shutdown before it would not stop it
+	ts.stop()
+	select {
+	case <-ts.hub().ctx.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the live routes' context outlived the server's")
 	}
 }

@@ -63,7 +63,7 @@ const (
 
 func (h *liveHub) newConn(c *websocket.Conn, fw *flushWriter, route string) *wsConn {
 	return &wsConn{
-		hub: h, c: c, fw: fw, no: wsConnNo.Add(1), route: route, lim: *h.limits.Load(),
+		hub: h, c: c, fw: fw, no: wsConnNo.Add(1), route: route, lim: h.limits,
 		wake: make(chan struct{}, 1), stop: make(chan struct{}),
 	}
 }
@@ -177,6 +177,9 @@ func (wc *wsConn) run(done <-chan struct{}, read func(ctx context.Context) error
 		return
 	}
 	defer h.untrack(wc)
+	// The socket's own lifetime, not the hub's: at shutdown the hub asks
+	// for a going-away close (closeWith), which the writer must still be
+	// able to send; a context ending first would cut the socket without it.
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	wdone := make(chan struct{})

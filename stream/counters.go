@@ -28,6 +28,7 @@ const (
 	PoolTakes        = "pool_takes"            // labels: language, result (hit or miss)
 	HTTPRequests     = "http_requests"         // labels: route (the router's pattern), method, code
 	AdmissionRejects = "admission_rejects"     // label: reason (Reject* constants)
+	MCPProgressDrops = "mcp_progress_drops"    // label: reason (queue_full, not_sent)
 )
 
 // Names of the durations aiod observes, in seconds (histograms, kept by the
@@ -62,6 +63,7 @@ var Families = map[string]Family{
 	PoolTakes:        {"Runtime requests served by a prewarm pool (hit) or started cold because it was empty (miss).", []string{"language", "result"}},
 	HTTPRequests:     {"HTTP requests answered, by route pattern, method and status code.", []string{"route", "method", "code"}},
 	AdmissionRejects: {"Calls refused by an admission limit (session caps, the start queue), by reason.", []string{"reason"}},
+	MCPProgressDrops: {"Outputs left out of an MCP call's progress notifications (its result still has them), by reason.", []string{"reason"}},
 	ExecutionSeconds: {"Time from sending the code to the runtime to the result (queueing and runtime starts not included).", []string{"language", "backend"}},
 	StartSeconds:     {"Time a successful runtime start took.", []string{"language", "backend", "mode"}},
 	HTTPSeconds:      {"Time to answer an HTTP request (for a WebSocket, its upgrade).", []string{"route", "method"}},

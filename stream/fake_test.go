@@ -376,3 +376,55 @@ func TestFakeResultAfterIdleWithOrigin(t *testing.T) {
 		}
 	}
 }
+
+// RuntimeChanges tells of every change of the session's runtime: a start,
+// a restart, a death noticed by the next call, Close.
+func TestFakeRuntimeChanges(t *testing.T) {
+	fs := &fakes{}
+	reg := fakeRegistry(t, fs)
+	sess, _, _ := reg.Open("", "python", "rc", fs.backend())
+	changed := func(what string, ch <-chan struct{}) {
+		t.Helper()
+		select {
+		case <-ch:
+		default:
+			t.Fatalf("%s: RuntimeChanges' channel not closed", what)
+		}
+	}
+	rt, ch := sess.RuntimeChanges()
+	if rt != nil {
+		t.Fatalf("before any start: %v", rt)
+	}
+	first, err := sess.EnsureRuntime(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed("start", ch)
+	rt, ch = sess.RuntimeChanges()
+	if rt != first {
+		t.Fatalf("after the start: %v, want %v", rt, first)
+	}
+	if _, again := sess.RuntimeChanges(); again != ch {
+		t.Fatal("a second look without a change got another channel")
+	}
+	second, err := sess.Restart(context.Background(), "a test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed("restart", ch)
+	rt, ch = sess.RuntimeChanges()
+	if rt != second || rt == first {
+		t.Fatalf("after the restart: %v, want the new %v", rt, second)
+	}
+	second.(*fakeRuntime).die("killed by signal SIGKILL")
+	if _, err := sess.Execute(context.Background(), ExecRequest{Code: "pass", Timeout: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	changed("a death, and a fresh runtime", ch)
+	_, ch = sess.RuntimeChanges()
+	sess.Close(context.Background(), ClosedDeleted)
+	changed("close", ch)
+	if rt, _ := sess.RuntimeChanges(); rt != nil {
+		t.Fatalf("after close: %v", rt)
+	}
+}

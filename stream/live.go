@@ -67,7 +67,7 @@ func (s *Session) liveRuntime() jupyter.Runtime {
 func (s *Session) startRuntime(ctx context.Context) (jupyter.Runtime, error) {
 	s.mu.Lock()
 	old := s.rt
-	s.rt = nil
+	s.setRuntimeLocked(nil)
 	s.mu.Unlock()
 	if old != nil {
 		s.reg.closeRuntime(old)
@@ -90,7 +90,7 @@ func (s *Session) Restart(ctx context.Context, by string) (jupyter.Runtime, erro
 	s.PublishStatus(jupyter.StateRestarting)
 	s.mu.Lock()
 	old := s.rt
-	s.rt = nil
+	s.setRuntimeLocked(nil)
 	s.mu.Unlock()
 	if old != nil {
 		_ = old.Close(ctx)

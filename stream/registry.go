@@ -61,8 +61,7 @@ type Registry struct {
 	live     int                   // sessions counted against the caps: named ones, temporary ones not released, and admitted processes
 	owners   map[string]int        // live sessions by caller key
 	procs    int                   // processes admitted by AdmitProcess and not done
-	closing  bool
-	closed   bool // Close has waited for the background work
+	closing  bool                  // Close has begun: no more sessions, and no more r.wg.Add (Close's Wait may be running)
 
 	trim chan struct{} // pokes the memory trimmer; never closed
 	gate *gate         // bounds concurrent runtime starts; nil: unbounded
@@ -389,11 +388,15 @@ func (r *Registry) closeRuntime(rt jupyter.Runtime) {
 }
 
 // goUnlessClosed runs f on a goroutine that Close waits for, unless Close
-// has already waited (then f is not run at all).
+// has begun (then f is not run at all).
+//
+// Every r.wg.Add is made under r.mu while closing is false, so that it
+// happens before Close's r.wg.Wait: an Add while Wait may be running (the
+// count at zero) is a misuse of the WaitGroup.
 func (r *Registry) goUnlessClosed(f func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.closed {
+	if r.closing {
 		return
 	}
 	r.wg.Add(1)
@@ -403,10 +406,11 @@ func (r *Registry) goUnlessClosed(f func()) {
 	}()
 }
 
-// background runs f on a goroutine that Close waits for.
+// background runs f on a goroutine that Close waits for; once Close has
+// begun, f runs on the caller's goroutine instead (see goUnlessClosed).
 func (r *Registry) background(f func()) {
 	r.mu.Lock()
-	if r.closed {
+	if r.closing {
 		r.mu.Unlock()
 		f()
 		return
@@ -510,9 +514,6 @@ func (r *Registry) Close(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
-		r.mu.Lock()
-		r.closed = true
-		r.mu.Unlock()
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

@@ -81,8 +81,9 @@ type Session struct {
 	closed  chan struct{}
 	once    sync.Once
 
-	mu         sync.Mutex // guards below
-	rt         jupyter.Runtime
+	mu         sync.Mutex      // guards below
+	rt         jupyter.Runtime // set through setRuntimeLocked only
+	rtChanged  chan struct{}   // closed when rt changes; made by RuntimeChanges, nil when nobody waits
 	gen        uint64
 	lost       string // why earlier state is gone; the next answer says so
 	dead       bool   // the last runtime died (or none could start) and no other runs yet
@@ -151,6 +152,33 @@ func (s *Session) Runtime() jupyter.Runtime {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.rt
+}
+
+// RuntimeChanges returns the current runtime (nil when none runs) and a
+// channel closed when that changes: a runtime installed by a start or a
+// restart, or dropped (it died and was discarded, a restart began, the
+// session closed). A runtime that dies stays current until then: watch
+// its Done too.
+func (s *Session) RuntimeChanges() (jupyter.Runtime, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.rtChanged == nil {
+		s.rtChanged = make(chan struct{})
+	}
+	return s.rt, s.rtChanged
+}
+
+// setRuntimeLocked makes rt (nil: none) the current runtime and wakes
+// whoever waits on RuntimeChanges. s.mu is held.
+func (s *Session) setRuntimeLocked(rt jupyter.Runtime) {
+	if rt == s.rt {
+		return
+	}
+	s.rt = rt
+	if s.rtChanged != nil {
+		close(s.rtChanged)
+		s.rtChanged = nil
+	}
 }
 
 // State is the session's execution state as Jupyter reports a kernel's:
@@ -454,7 +482,8 @@ func (s *Session) start(ctx context.Context) (jupyter.Runtime, uint64, error) {
 		return nil, 0, ErrSessionClosed
 	default:
 	}
-	s.rt, s.gen, s.dead = rt, gen, false
+	s.setRuntimeLocked(rt)
+	s.gen, s.dead = gen, false
 	s.cwd = s.Backend.Cwd // a fresh runtime works where its backend starts it
 	s.last = time.Now()
 	s.mu.Unlock()
@@ -498,7 +527,7 @@ func (s *Session) kind() string {
 func (s *Session) discard(rt jupyter.Runtime, gen uint64, why string) {
 	s.mu.Lock()
 	if s.rt == rt && s.gen == gen {
-		s.rt = nil
+		s.setRuntimeLocked(nil)
 		s.dead = isDone(rt) && isDeath(rt.Err())
 		if s.ID != "" {
 			s.lost = why
@@ -808,7 +837,7 @@ func (s *Session) Close(ctx context.Context, why string) {
 	})
 	s.mu.Lock()
 	rt := s.rt
-	s.rt = nil
+	s.setRuntimeLocked(nil)
 	s.mu.Unlock()
 	if rt != nil {
 		_ = rt.Close(ctx)

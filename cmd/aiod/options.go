@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aiod/aiod/gateway"
+	"github.com/aiod/aiod/gateway/api"
 	"github.com/aiod/aiod/stream"
 	"github.com/aiod/aiod/stream/backend"
 	"github.com/aiod/aiod/stream/backend/isolate"
@@ -295,33 +296,11 @@ func parseMemory(v string) (int64, error) {
 		}
 		return int64(f / 100 * float64(total)), nil
 	}
-	up := strings.ToUpper(s)
-	for _, suf := range []string{"IB", "B"} {
-		if len(up) > len(suf)+1 {
-			up = strings.TrimSuffix(up, suf)
-		}
-	}
-	mult := int64(1)
-	if i := len(up) - 1; i > 0 {
-		switch up[i] {
-		case 'K':
-			mult = 1 << 10
-		case 'M':
-			mult = 1 << 20
-		case 'G':
-			mult = 1 << 30
-		case 'T':
-			mult = 1 << 40
-		}
-		if mult > 1 {
-			up = up[:i]
-		}
-	}
-	f, err := strconv.ParseFloat(up, 64)
-	if err != nil || f < 0 {
+	n, err := api.ParseSize(s)
+	if err != nil {
 		return 0, fmt.Errorf("want bytes (512M, 2G, 1073741824), a percentage of the machine's memory (25%%) or 0, got %q", v)
 	}
-	return int64(f * float64(mult)), nil
+	return n, nil
 }
 
 // memTotal is the machine's memory in bytes, from /proc/meminfo.

@@ -16,10 +16,6 @@ import (
 // changed between the stat and the open.
 var errChanged = errors.New("file changed while the download was starting")
 
-// hookAfterStat, when set by a test, runs between the abort policy's stat
-// and the open, to change the file in that window.
-var hookAfterStat func(path string)
-
 // sendFile streams path in fsys as the response body with its size known.
 // It returns an error only before anything is sent; the caller answers it
 // as JSON. With abort set, a file whose size or mtime moves between the
@@ -35,9 +31,6 @@ func sendFile(ctx *fasthttp.RequestCtx, fsys FS, path string, abort bool) error 
 			return err
 		}
 		before = fi
-		if hookAfterStat != nil {
-			hookAfterStat(path)
-		}
 	}
 	src, err := openFile(fsys, path)
 	if err != nil {

@@ -63,7 +63,7 @@ func readGrepOpts(f *api.Fields) (grepOpts, *api.FieldError) {
 		return o, fe
 	}
 	if size != "" {
-		n, err := parseSize(size)
+		n, err := api.ParseSize(size)
 		if err != nil {
 			return o, badField("max_file_size", "must look like 500K, 1M or 2G, got "+quote(size))
 		}
@@ -133,30 +133,4 @@ func firstErr(errs ...*api.FieldError) *api.FieldError {
 		}
 	}
 	return nil
-}
-
-// parseSize reads "1M", "500k", "2G", "1.5MB", "4096" (bytes; K/M/G are
-// powers of 1024, as ripgrep's --max-filesize).
-func parseSize(s string) (int64, error) {
-	s = strings.ToUpper(strings.TrimSpace(s))
-	s = strings.TrimSuffix(strings.TrimSuffix(s, "B"), "I")
-	mult := int64(1)
-	if n := len(s); n > 0 {
-		switch s[n-1] {
-		case 'K':
-			mult = 1 << 10
-		case 'M':
-			mult = 1 << 20
-		case 'G':
-			mult = 1 << 30
-		}
-		if mult > 1 {
-			s = strings.TrimSpace(s[:n-1])
-		}
-	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || v < 0 || v > 1<<40 {
-		return 0, strconv.ErrSyntax
-	}
-	return int64(v * float64(mult)), nil
 }

@@ -43,19 +43,6 @@ func TestGlobMatch(t *testing.T) {
 	}
 }
 
-func TestParseSize(t *testing.T) {
-	for in, want := range map[string]int64{"1M": 1 << 20, "500k": 500 << 10, "2G": 2 << 30, "1.5MB": 3 << 19, "4096": 4096, "1MiB": 1 << 20} {
-		if got, err := parseSize(in); err != nil || got != want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
-		}
-	}
-	for _, in := range []string{"", "M", "-1K", "lots", "1T"} {
-		if _, err := parseSize(in); err == nil {
-			t.Errorf("parseSize(%q) should fail", in)
-		}
-	}
-}
-
 func TestContentDisposition(t *testing.T) {
 	for in, want := range map[string]string{
 		"plot.png":   `attachment; filename="plot.png"`,

@@ -3,10 +3,15 @@ package fsplane
 import (
 	"bytes"
 	"encoding/base64"
+	"errors"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
+
+	"github.com/valyala/fasthttp"
 )
 
 func TestV1WriteRead(t *testing.T) {
@@ -218,13 +223,13 @@ func TestV1Download(t *testing.T) {
 }
 
 // TestV1DownloadChanged: with change_policy=abort, a change between the
-// stat and the open is a 409 (the hook makes the change in that window).
+// stat and the open is a 409 (the view changes the file right after the
+// download's first stat of it, in that window).
 func TestV1DownloadChanged(t *testing.T) {
-	e := start(t, Config{})
+	fsys := &changeAfterStat{FS: NewHostFS(""), base: "grow.txt"}
+	e := start(t, Config{View: func(*fasthttp.RequestCtx) (FS, error) { return fsys, nil }})
 	p := e.p("grow.txt")
 	writeTestFile(t, p, "v1")
-	hookAfterStat = func(path string) { os.WriteFile(path, []byte("version 2"), 0o644) }
-	t.Cleanup(func() { hookAfterStat = nil })
 	code, m := e.getJSON("/v1/file/download", url.Values{"path": {p}, "change_policy": {"abort"}})
 	if code != 409 || m["success"] != false || obj(t, m["data"])["retryable"] != true {
 		t.Fatalf("want 409, got %d %v", code, m)
@@ -248,4 +253,20 @@ func TestV1Upload(t *testing.T) {
 	wantLoc(t, detail(t, code, decodeMap(t, b)), "body", "file")
 	code, m = e.upload("/v1/file/upload", "x", []byte("x"), "relative/x")
 	fileOpError(t, code, m, "invalid_path")
+}
+
+// changeAfterStat is an FS that rewrites the file named base right after
+// its first Stat (which still describes the file as it was).
+type changeAfterStat struct {
+	FS
+	base string
+	once sync.Once
+}
+
+func (c *changeAfterStat) Stat(name string) (fs.FileInfo, error) {
+	fi, err := c.FS.Stat(name)
+	if filepath.Base(name) == c.base {
+		c.once.Do(func() { err = errors.Join(err, os.WriteFile(name, []byte("version 2"), 0o644)) })
+	}
+	return fi, err
 }

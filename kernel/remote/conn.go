@@ -282,11 +282,7 @@ func (k *Kernel) reconnect(cause error) (*websocket.Conn, framing, error) {
 	delay := reconnectMin
 	last := cause
 	for attempt := 1; ; attempt++ {
-		pause := jitter(delay)
-		if outage := time.Until(time.Unix(0, k.outageUntil.Load())); outage > pause {
-			pause = outage
-		}
-		t := time.NewTimer(pause)
+		t := time.NewTimer(jitter(delay))
 		select {
 		case <-t.C:
 		case <-k.stop:
@@ -363,21 +359,6 @@ func (k *Kernel) checkGone() *GoneError {
 		return k.gone("the server reports it dead")
 	}
 	return nil
-}
-
-// dropConnection closes the current channels socket abruptly (no close
-// frame), as a network failure would, and keeps run from dialing again for
-// outage. For tests.
-func (k *Kernel) dropConnection(outage time.Duration) bool {
-	k.outageUntil.Store(time.Now().Add(outage).UnixNano())
-	k.cmu.Lock()
-	c := k.cur
-	k.cmu.Unlock()
-	if c == nil {
-		return false
-	}
-	c.CloseNow()
-	return true
 }
 
 // idSet remembers the last n ids added.

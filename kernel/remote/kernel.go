@@ -144,8 +144,6 @@ type Kernel struct {
 	byClose    atomic.Bool  // the end was begun by Close or a failed Start
 	protocol   atomic.Int32
 
-	outageUntil atomic.Int64 // unix ns; tests simulate an outage: no dial before it
-
 	// Counters.
 	reconnects atomic.Uint64
 	duplicates atomic.Uint64

@@ -67,20 +67,45 @@ func TestExecute(t *testing.T) {
 	})
 }
 
-// checkShape checks the messages of one execution: status busy first,
-// execute_input, status idle, execute_reply with status want, each
-// parented to id and of the kernel's session.
-func checkShape(t *testing.T, id string, ms []*jupyter.Message, want string) {
+// checkShape checks the messages of one execution, in what Jupyter orders
+// only within a channel: on iopub, status busy first, then execute_input,
+// status idle last; on shell, one execute_reply with status want. Across
+// channels nothing is ordered (the reply may come before busy). Each is
+// parented to id and delivered once.
+func checkShape(t testing.TB, id string, ms []*jupyter.Message, want string) {
 	t.Helper()
-	if len(ms) == 0 || ms[0].Header.MsgType != "status" || kerneltest.Field(ms[0], "execution_state") != "busy" {
-		t.Errorf("first message is not status busy: %s", kerneltest.Summary(ms))
+	var iopub []*jupyter.Message
+	for _, m := range ms {
+		if m.Channel == "iopub" {
+			iopub = append(iopub, m)
+		}
 	}
-	if kerneltest.Find(ms, "iopub", "execute_input") == nil {
-		t.Errorf("no execute_input: %s", kerneltest.Summary(ms))
+	state := func(i int) string {
+		if i < 0 || i >= len(iopub) || iopub[i].Header.MsgType != "status" {
+			return ""
+		}
+		return kerneltest.Field(iopub[i], "execution_state")
 	}
-	reply := kerneltest.Find(ms, "shell", "execute_reply")
-	if got := kerneltest.Field(reply, "status"); got != want {
-		t.Errorf("execute_reply status = %q, want %q", got, want)
+	if state(0) != "busy" {
+		t.Errorf("first iopub message is not status busy: %s", kerneltest.Summary(ms))
+	}
+	if len(iopub) < 2 || iopub[1].Header.MsgType != "execute_input" {
+		t.Errorf("execute_input does not follow busy on iopub: %s", kerneltest.Summary(ms))
+	}
+	if state(len(iopub)-1) != "idle" {
+		t.Errorf("last iopub message is not status idle: %s", kerneltest.Summary(ms))
+	}
+	replies := 0
+	for _, m := range ms {
+		if m.Channel == "shell" && m.Header.MsgType == "execute_reply" {
+			replies++
+		}
+	}
+	if replies != 1 {
+		t.Errorf("%d execute_replies on shell, want 1: %s", replies, kerneltest.Summary(ms))
+	}
+	if reply := kerneltest.Find(ms, "shell", "execute_reply"); reply != nil && kerneltest.Field(reply, "status") != want {
+		t.Errorf("execute_reply status = %q, want %q", kerneltest.Field(reply, "status"), want)
 	}
 	seen := map[string]bool{}
 	for _, m := range ms {
@@ -92,6 +117,48 @@ func checkShape(t *testing.T, id string, ms []*jupyter.Message, want string) {
 		}
 		seen[m.Header.MsgID] = true
 	}
+}
+
+// checkShape accepts the shell reply before iopub's busy (channels are not
+// ordered against each other) and still refuses disorder within iopub.
+func TestCheckShapeOrdersWithinChannels(t *testing.T) {
+	msg := func(channel, typ, content string) *jupyter.Message {
+		m := &jupyter.Message{Channel: channel, Header: jupyter.NewHeader("k", jupyter.NewID(), typ), Content: []byte(content)}
+		m.Parent.MsgID = "req"
+		return m
+	}
+	busy, idle := msg("iopub", "status", `{"execution_state":"busy"}`), msg("iopub", "status", `{"execution_state":"idle"}`)
+	input, out := msg("iopub", "execute_input", `{}`), msg("iopub", "stream", `{"name":"stdout","text":"hi\n"}`)
+	reply := msg("shell", "execute_reply", `{"status":"ok"}`)
+	for _, tc := range []struct {
+		name string
+		ms   []*jupyter.Message
+		ok   bool
+	}{
+		{"reply last", []*jupyter.Message{busy, input, out, idle, reply}, true},
+		{"reply first", []*jupyter.Message{reply, busy, input, out, idle}, true},
+		{"reply in between", []*jupyter.Message{busy, reply, input, out, idle}, true},
+		{"idle before busy", []*jupyter.Message{idle, input, out, busy, reply}, false},
+		{"output after idle", []*jupyter.Message{busy, input, idle, out, reply}, false},
+		{"no reply", []*jupyter.Message{busy, input, out, idle}, false},
+	} {
+		r := &errorRecorder{TB: t}
+		checkShape(r, "req", tc.ms, "ok")
+		if got := len(r.errs) == 0; got != tc.ok {
+			t.Errorf("%s: accepted %v, want %v (%q)", tc.name, got, tc.ok, r.errs)
+		}
+	}
+}
+
+// errorRecorder is a testing.TB whose Errorf is recorded, not reported.
+type errorRecorder struct {
+	testing.TB
+	errs []string
+}
+
+func (r *errorRecorder) Helper() {}
+func (r *errorRecorder) Errorf(format string, args ...any) {
+	r.errs = append(r.errs, fmt.Sprintf(format, args...))
 }
 
 func TestInterrupt(t *testing.T) {

@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"net/http"
 	"testing"
 
 	"github.com/aiod/aiod/kernel/remote/remotetest"
@@ -18,6 +19,7 @@ func client(t testing.TB, s *jupyterServer) *Client {
 	if err != nil {
 		t.Fatal(err)
 	}
+	c.hc = &http.Client{Transport: &outageTransport{next: c.hc.Transport}} // for DropConnection
 	t.Cleanup(c.CloseIdleConnections)
 	return c
 }

@@ -117,7 +117,12 @@ func New(ctx context.Context, cfg Config) (*Runtimes, error) {
 		}
 		r.remote = rb
 	}
-	r.startPools()
+	if err := r.startPools(); err != nil {
+		if r.remote != nil {
+			r.remote.close()
+		}
+		return nil, errors.Join(err, iso.Close())
+	}
 	return r, nil
 }
 

@@ -42,7 +42,10 @@ func validKernelStart(cfg Config) error {
 	return fmt.Errorf("kernel transport %q: want ipc or tcp", cfg.KernelTransport)
 }
 
-func (r *Runtimes) startPools() {
+// startPools makes the kernel templates and starts filling the pools. Its
+// error (a bad start mode, which New validated first) comes before
+// anything is started.
+func (r *Runtimes) startPools() error {
 	env := r.env
 	preload := kernel.DefaultPreload
 	if r.cfg.NoKernelWarmup {
@@ -53,13 +56,17 @@ func (r *Runtimes) startPools() {
 	if r.iso.Mode() == isolate.ModeTenant {
 		tc.Confine, tc.Setup = sandbox.ConfinePy, sandbox.TemplatePlan(sandbox.HomePath).JSON()
 	}
-	r.pools.templates, _ = kernel.NewTemplates(tc)
+	ts, err := kernel.NewTemplates(tc)
+	if err != nil {
+		return err
+	}
+	r.pools.templates = ts
 	if env.PythonKernel != nil && env.PythonBackend == Kernel {
 		r.pools.templates.Prepare(env.PythonKernel.spec) // warm before the first session
 	}
 	if r.iso.Mode() == isolate.ModeTenant {
 		r.startTenantPools() // a pooled runtime must start in its tenant's sandbox
-		return
+		return nil
 	}
 	if n := r.cfg.KernelPrewarm; n > 0 && env.PythonKernel != nil {
 		warm := kernelWarmup
@@ -84,6 +91,7 @@ func (r *Runtimes) startPools() {
 			})
 		}
 	}
+	return nil
 }
 
 // stats reports every pool, including those that are off (size 0).
