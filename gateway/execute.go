@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"github.com/aiod/aiod/stream/execution"
 	"math"
 	"time"
 
@@ -124,11 +125,11 @@ type v2ExecData struct {
 
 // V2Data renders a result as POST /v2/code/execute's data: stream text
 // without ANSI codes (Result.Plain), as every REST answer has it.
-func V2Data(r *stream.Result) any { return v2Data(r.Plain()) }
+func V2Data(r *execution.Result) any { return v2Data(r.Plain()) }
 
 // v2Data renders r as it is: the WebSocket's result keeps the colours of
 // its live outputs.
-func v2Data(r *stream.Result) v2ExecData {
+func v2Data(r *execution.Result) v2ExecData {
 	d := v2ExecData{
 		Code: r.Code, Language: r.Language, Status: r.Status, ExecutionCount: r.ExecutionCount,
 		ExitCode: r.ExitCode(), Outputs: make([]any, len(r.Outputs)),

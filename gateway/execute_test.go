@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/base64"
 	"fmt"
+	"github.com/aiod/aiod/stream/execution"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -244,8 +245,8 @@ func TestFiftyConcurrentSessionsKeepTheirOutputs(t *testing.T) {
 func TestCallErrorRoundTrip(t *testing.T) {
 	for _, ce := range []*callError{
 		{Status: 503, Msg: "aiod is shutting down"},
-		{Status: 429, Msg: "too many sessions", Kind: stream.KindAdmission, Retry: 7},
-		{Status: 503, Msg: "no interpreter", Kind: stream.KindStart},
+		{Status: 429, Msg: "too many sessions", Kind: execution.KindAdmission, Retry: 7},
+		{Status: 503, Msg: "no interpreter", Kind: execution.KindStart},
 	} {
 		if got := callErrorOf(ce.runError()); *got != *ce {
 			t.Errorf("round trip of %+v gave %+v", *ce, *got)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aiod/aiod/stream/execution"
 	"strconv"
 	"time"
 
@@ -31,7 +32,7 @@ type execRef struct {
 	Since       time.Time `json:"since"`
 }
 
-func refOf(v stream.View) execRef {
+func refOf(v execution.View) execRef {
 	since := v.Created
 	if !v.Started.IsZero() {
 		since = v.Started
@@ -59,14 +60,14 @@ type execDone struct {
 }
 
 // record answers the caller's execution the path names, or 404 / 410.
-func (s *Server) record(ctx *fasthttp.RequestCtx) *stream.Record {
+func (s *Server) record(ctx *fasthttp.RequestCtx) *execution.Record {
 	id, fe := api.PathParam(ctx, "id")
 	if fe != nil {
 		api.Invalid(ctx, fe)
 		return nil
 	}
 	rec, err := s.reg.Executions().Get(tenantOf(ctx), id)
-	var gone *stream.GoneError
+	var gone *execution.GoneError
 	switch {
 	case errors.As(err, &gone):
 		api.Fail(ctx, fasthttp.StatusGone, gone.Error())
@@ -97,11 +98,11 @@ func (s *Server) v2GetExecution(ctx *fasthttp.RequestCtx) {
 
 // answerExecution answers an execution's state, or, once it is done, the
 // answer its execute route gave.
-func (s *Server) answerExecution(ctx *fasthttp.RequestCtx, v stream.View) {
+func (s *Server) answerExecution(ctx *fasthttp.RequestCtx, v execution.View) {
 	switch {
 	case v.Err != nil:
 		callErrorOf(v.Err).write(ctx)
-	case v.State == stream.ExecDone && v.Result != nil:
+	case v.State == execution.StateDone && v.Result != nil:
 		d := execDone{v2ExecData: V2Data(v.Result).(v2ExecData), State: v.State}
 		api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: v.Result.Success(), Message: v.Result.Message(), Data: d})
 	default:
@@ -158,17 +159,17 @@ func (s *Server) v2InterruptExecution(ctx *fasthttp.RequestCtx) {
 	v := rec.View()
 	by := "a client (REST interrupt)"
 	switch v.State {
-	case stream.ExecDone:
+	case execution.StateDone:
 		api.Fail(ctx, fasthttp.StatusConflict, fmt.Sprintf("execution %s already finished; nothing to interrupt", v.ID))
 		return
-	case stream.ExecQueued:
+	case execution.StateQueued:
 		if rec.Drop(by) {
-			api.OK(ctx, map[string]any{"execution_id": v.ID, "interrupted": true, "state": stream.ExecQueued,
+			api.OK(ctx, map[string]any{"execution_id": v.ID, "interrupted": true, "state": execution.StateQueued,
 				"note": "it was waiting behind the session's earlier calls and will not run"})
 			return
 		}
 	}
-	sess := rec.Session()
+	sess := rec.Runner()
 	if sess == nil {
 		s.answerExecution(ctx, rec.View()) // it finished meanwhile
 		return
@@ -184,7 +185,7 @@ func (s *Server) v2InterruptExecution(ctx *fasthttp.RequestCtx) {
 		s.answerExecution(ctx, rec.View()) // it finished meanwhile
 		return
 	}
-	api.OK(ctx, map[string]any{"execution_id": v.ID, "interrupted": true, "state": stream.ExecRunning})
+	api.OK(ctx, map[string]any{"execution_id": v.ID, "interrupted": true, "state": execution.StateRunning})
 }
 
 // sessionsOf answers the caller's sessions of the path's id, of the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aiod/aiod/stream/execution"
 	"sync"
 	"time"
 
@@ -63,7 +64,7 @@ type jupyterSocket struct {
 }
 
 // Deliver is called by the session's mux; it never blocks.
-func (js *jupyterSocket) Deliver(ev stream.Event) {
+func (js *jupyterSocket) Deliver(ev execution.Event) {
 	m := ev.Msg
 	if m == nil {
 		return
@@ -158,7 +159,7 @@ func (js *jupyterSocket) monitor() {
 			ended = rt
 			var dead *jupyter.DeadError
 			if errors.As(rt.Err(), &dead) {
-				js.wc.push(wsItem{ev: stream.Event{Msg: jupyter.NewStatus(jupyter.StateDead), State: jupyter.StateDead}})
+				js.wc.push(wsItem{ev: execution.Event{Msg: jupyter.NewStatus(jupyter.StateDead), State: jupyter.StateDead}})
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"github.com/aiod/aiod/stream/execution"
 	"net/http"
 	"sort"
 	"strings"
@@ -317,7 +318,7 @@ func (m *mcpServer) executeCode(ctx context.Context, req *mcp.CallToolRequest) (
 	var prog *mcpProgress
 	if token := req.Params.GetProgressToken(); token != nil {
 		prog = newMCPProgress(ctx, req.Session, token, m.s.reg.Counters())
-		c.Subs = []stream.Subscriber{prog}
+		c.Subs = []execution.Subscriber{prog}
 	}
 	res, ce := m.s.execute(ctx, c)
 	if prog != nil {
@@ -331,8 +332,8 @@ func (m *mcpServer) executeCode(ctx context.Context, req *mcp.CallToolRequest) (
 	if err != nil {
 		return nil, err
 	}
-	out := &mcp.CallToolResult{Content: outputContent(res.Outputs), StructuredContent: sc, IsError: res.Status != stream.StatusOK}
-	if res.Status != stream.StatusOK || len(out.Content) == 0 {
+	out := &mcp.CallToolResult{Content: outputContent(res.Outputs), StructuredContent: sc, IsError: res.Status != execution.StatusOK}
+	if res.Status != execution.StatusOK || len(out.Content) == 0 {
 		out.Content = append(out.Content, &mcp.TextContent{Text: fmt.Sprintf("[%s] %s", res.Status, res.Message())})
 	}
 	return out, nil
@@ -341,7 +342,7 @@ func (m *mcpServer) executeCode(ctx context.Context, req *mcp.CallToolRequest) (
 // outputContent renders collected outputs as MCP content: stream text and
 // text/plain as text, image/png (and the other raster images) as image
 // content, text/html as text, errors as their name, value and traceback.
-func outputContent(outs []*stream.Output) []mcp.Content {
+func outputContent(outs []*execution.Output) []mcp.Content {
 	var cs []mcp.Content
 	for _, o := range outs {
 		switch o.Type {
@@ -543,7 +544,7 @@ type mcpProgress struct {
 	counters *stream.Counters
 
 	mu      sync.Mutex
-	queue   []*stream.Output
+	queue   []*execution.Output
 	bytes   int
 	ended   bool
 	stopped bool // the sender returned: nothing more is sent
@@ -560,7 +561,7 @@ func newMCPProgress(ctx context.Context, sess *mcp.ServerSession, token any, c *
 }
 
 // Deliver queues one output event.
-func (p *mcpProgress) Deliver(ev stream.Event) {
+func (p *mcpProgress) Deliver(ev execution.Event) {
 	if ev.Out == nil || ev.Msg == nil {
 		return
 	}
@@ -618,7 +619,7 @@ func (p *mcpProgress) drop(why string, n int) {
 
 func (p *mcpProgress) send() {
 	defer close(p.done)
-	var batch []*stream.Output // taken from the queue, not all sent yet
+	var batch []*execution.Output // taken from the queue, not all sent yet
 	defer func() {
 		p.mu.Lock()
 		left := len(batch) + len(p.queue)
@@ -663,7 +664,7 @@ func (p *mcpProgress) send() {
 
 // progressText is one output as a progress message: stream text as it
 // came, the others named.
-func progressText(o *stream.Output) string {
+func progressText(o *execution.Output) string {
 	var t string
 	switch o.Type {
 	case "stream":
@@ -694,4 +695,4 @@ func progressText(o *stream.Output) string {
 	return t
 }
 
-var _ stream.Subscriber = (*mcpProgress)(nil)
+var _ execution.Subscriber = (*mcpProgress)(nil)

@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/aiod/aiod/stream/execution"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -22,7 +23,6 @@ import (
 
 	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/kernel/kerneltest"
-	"github.com/aiod/aiod/stream"
 	"github.com/aiod/aiod/stream/backend"
 )
 
@@ -267,7 +267,7 @@ func TestRESTStripsANSIFromStreams(t *testing.T) {
 	for _, c := range doc.Cases {
 		raw.WriteString(c.In + "\n")
 		plain.WriteString(c.Plain + "\n")
-		if stream.StripANSI(c.In) != c.Plain {
+		if execution.StripANSI(c.In) != c.Plain {
 			t.Fatalf("case %q: StripANSI disagrees with ansi.json", c.Name)
 		}
 	}

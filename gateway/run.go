@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aiod/aiod/stream/execution"
 	"strconv"
 	"time"
 
@@ -32,7 +33,7 @@ type execCall struct {
 	Origin      any    // who started it (a WebSocket); its events carry it
 	Owner       string // the caller key a session this call creates counts against (ownerOf); "" none
 	Tenant      string // whose names SessionID and ExecutionID are (tenantOf)
-	Subs        []stream.Subscriber
+	Subs        []execution.Subscriber
 	Warnings    []string // about the request (fields ignored); copied into the result
 	// OnCreate is called with the session when this call creates it.
 	OnCreate func(*stream.Session)
@@ -42,7 +43,7 @@ type execCall struct {
 type callError struct {
 	Status int
 	Msg    string
-	Kind   string // data.error_kind: stream.KindAdmission, stream.KindStart, or ""
+	Kind   string // data.error_kind: execution.KindAdmission, execution.KindStart, or ""
 	Retry  int    // seconds for Retry-After; 0 sends none
 }
 
@@ -75,12 +76,12 @@ func (ce *callError) data() *errorData {
 
 // runError is ce as the stored failure of an execution that could not
 // run; callErrorOf turns it back.
-func (ce *callError) runError() *stream.RunError {
-	return &stream.RunError{Status: ce.Status, Msg: ce.Msg, Kind: ce.Kind, Retry: ce.Retry}
+func (ce *callError) runError() *execution.RunError {
+	return &execution.RunError{Status: ce.Status, Msg: ce.Msg, Kind: ce.Kind, Retry: ce.Retry}
 }
 
 // callErrorOf is the answer to a stored failure (see runError).
-func callErrorOf(re *stream.RunError) *callError {
+func callErrorOf(re *execution.RunError) *callError {
 	return &callError{Status: re.Status, Msg: re.Msg, Kind: re.Kind, Retry: re.Retry}
 }
 
@@ -105,7 +106,7 @@ func tenantOf(ctx *fasthttp.RequestCtx) string { return guard.CallerOf(ctx).Tena
 // same way (runError). A call whose execution id names an execution already
 // queued, running or done does not run the code again: it answers that
 // execution's result (Replayed when it had finished before the call).
-func (s *Server) execute(ctx context.Context, c execCall) (*stream.Result, *callError) {
+func (s *Server) execute(ctx context.Context, c execCall) (*execution.Result, *callError) {
 	rec, created, ce := s.claim(c)
 	if ce != nil {
 		return nil, ce
@@ -118,11 +119,11 @@ func (s *Server) execute(ctx context.Context, c execCall) (*stream.Result, *call
 
 // claim records c's execution in the store; created is false when its id
 // names one that exists.
-func (s *Server) claim(c execCall) (*stream.Record, bool, *callError) {
-	rec, created, err := s.reg.Executions().Claim(c.Tenant, c.ExecutionID, stream.Key{Language: c.Language, SessionID: c.SessionID, Code: c.Code})
-	var gone *stream.GoneError
+func (s *Server) claim(c execCall) (*execution.Record, bool, *callError) {
+	rec, created, err := s.reg.Executions().Claim(c.Tenant, c.ExecutionID, execution.Key{Language: c.Language, SessionID: c.SessionID, Code: c.Code})
+	var gone *execution.GoneError
 	switch {
-	case errors.Is(err, stream.ErrExecutionConflict):
+	case errors.Is(err, execution.ErrExecutionConflict):
 		return nil, false, &callError{Status: fasthttp.StatusConflict, Msg: fmt.Sprintf("execution_id %q: %v; choose another id", c.ExecutionID, err)}
 	case errors.As(err, &gone):
 		return nil, false, &callError{Status: fasthttp.StatusGone, Msg: gone.Error()}
@@ -134,7 +135,7 @@ func (s *Server) claim(c execCall) (*stream.Record, bool, *callError) {
 
 // attach waits for an execution another call started and answers its
 // result.
-func (s *Server) attach(ctx context.Context, rec *stream.Record) (*stream.Result, *callError) {
+func (s *Server) attach(ctx context.Context, rec *execution.Record) (*execution.Result, *callError) {
 	finished := false
 	select {
 	case <-rec.Done():
@@ -155,7 +156,7 @@ func (s *Server) attach(ctx context.Context, rec *stream.Record) (*stream.Result
 
 // runClaimed runs c, whose execution rec this call claimed; when it cannot
 // run, rec says why too.
-func (s *Server) runClaimed(ctx context.Context, c execCall, rec *stream.Record) (*stream.Result, *callError) {
+func (s *Server) runClaimed(ctx context.Context, c execCall, rec *execution.Record) (*execution.Result, *callError) {
 	res, ce := s.run(ctx, c, rec)
 	switch {
 	case ce != nil:
@@ -164,12 +165,12 @@ func (s *Server) runClaimed(ctx context.Context, c execCall, rec *stream.Record)
 		// Another execution answered for this one (a folder change that
 		// failed before the code could run).
 		res.ExecutionID = rec.ID
-		rec.Deliver(stream.Event{ExecutionID: rec.ID, Result: res})
+		rec.Deliver(execution.Event{ExecutionID: rec.ID, Result: res})
 	}
 	return res, ce
 }
 
-func (s *Server) run(ctx context.Context, c execCall, rec *stream.Record) (*stream.Result, *callError) {
+func (s *Server) run(ctx context.Context, c execCall, rec *execution.Record) (*execution.Result, *callError) {
 	req := stream.ExecRequest{Code: c.Code, Timeout: c.Timeout, Origin: c.Origin, Subs: c.Subs, Record: rec, Warnings: c.Warnings}
 	if c.SessionID == "" {
 		b, err := s.backendOf(c)
@@ -195,7 +196,7 @@ func (s *Server) run(ctx context.Context, c execCall, rec *stream.Record) (*stre
 		if err != nil {
 			return nil, runError(err, c)
 		}
-		if pre.Status != stream.StatusOK {
+		if pre.Status != execution.StatusOK {
 			pre.Code = c.Code
 			pre.Notes = append([]string{fmt.Sprintf("cannot change the working directory to %q; the code did not run", c.Cwd)}, pre.Notes...)
 			return pre, nil
@@ -244,11 +245,11 @@ func runError(err error, c execCall) *callError {
 	case err == nil:
 		return nil
 	case errors.As(err, &le):
-		return &callError{Status: le.Status, Msg: le.Msg, Kind: stream.KindAdmission, Retry: le.RetrySeconds()}
+		return &callError{Status: le.Status, Msg: le.Msg, Kind: execution.KindAdmission, Retry: le.RetrySeconds()}
 	case errors.As(err, &ni):
-		return &callError{Status: fasthttp.StatusServiceUnavailable, Msg: ni.Msg, Kind: stream.KindStart}
+		return &callError{Status: fasthttp.StatusServiceUnavailable, Msg: ni.Msg, Kind: execution.KindStart}
 	case errors.As(err, &se):
-		return &callError{Status: fasthttp.StatusServiceUnavailable, Msg: se.Error(), Kind: stream.KindStart}
+		return &callError{Status: fasthttp.StatusServiceUnavailable, Msg: se.Error(), Kind: execution.KindStart}
 	case errors.Is(err, stream.ErrShuttingDown), errors.Is(err, context.Canceled):
 		return &callError{Status: fasthttp.StatusServiceUnavailable, Msg: stream.ErrShuttingDown.Error()}
 	case errors.Is(err, stream.ErrSessionClosed) && c.SessionID == "":

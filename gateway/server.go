@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aiod/aiod/stream/execution"
 	"log/slog"
 	"net"
 	"runtime/debug"
@@ -81,7 +82,7 @@ func (c *Config) defaults() {
 		c.NativeIdle = 1800 * time.Second
 	}
 	if c.OutputBudget <= 0 {
-		c.OutputBudget = stream.DefaultBudget
+		c.OutputBudget = execution.DefaultBudget
 	}
 	if c.MaxBody <= 0 {
 		c.MaxBody = 64 << 20
@@ -164,7 +165,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.live = newLiveHub(s, live, counters)
 	s.reg = stream.NewRegistry(stream.Config{Budget: cfg.OutputBudget, ReapInterval: cfg.ReapInterval, Logger: cfg.Logger, Counters: counters,
-		Executions: stream.ExecConfig{Retention: cfg.ExecutionRetention, RetentionBytes: cfg.ExecutionRetentionBytes},
+		Executions: execution.Config{Retention: cfg.ExecutionRetention, RetentionBytes: cfg.ExecutionRetentionBytes},
 		Admission:  cfg.Admission})
 	s.metrics = newMetrics(s, counters)
 	s.mcp = newMCP(s)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"github.com/aiod/aiod/stream/execution"
 	"strconv"
 	"sync"
 	"time"
@@ -12,7 +13,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/aiod/aiod/gateway/api"
-	"github.com/aiod/aiod/stream"
 )
 
 // Streaming to REST clients: an execution's entries as Server-Sent Events
@@ -54,7 +54,7 @@ func streamFormatOf(ctx *fasthttp.RequestCtx, dflt bool) streamFormat {
 // wireEntry renders one entry as the JSON object both streams and the
 // WebSocket's resume carry, and its SSE event name. ok is false for an
 // entry with nothing to say.
-func wireEntry(e stream.Entry, executionID string) (event string, b []byte, ok bool) {
+func wireEntry(e execution.Entry, executionID string) (event string, b []byte, ok bool) {
 	var v any
 	switch {
 	case e.Err != nil:
@@ -98,7 +98,7 @@ type entryQueue struct {
 	limit int
 
 	mu       sync.Mutex
-	items    []stream.Entry
+	items    []execution.Entry
 	bytes    int
 	overflow bool
 	done     bool // the result (or error) is in
@@ -109,7 +109,7 @@ func newEntryQueue(limit int) *entryQueue {
 	return &entryQueue{limit: limit, wake: make(chan struct{}, 1)}
 }
 
-func (q *entryQueue) push(e stream.Entry) {
+func (q *entryQueue) push(e execution.Entry) {
 	q.mu.Lock()
 	switch {
 	case q.overflow || q.done:
@@ -130,7 +130,7 @@ func (q *entryQueue) push(e stream.Entry) {
 }
 
 // take returns what is queued and whether the queue overflowed.
-func (q *entryQueue) take() ([]stream.Entry, bool) {
+func (q *entryQueue) take() ([]execution.Entry, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	items := q.items
@@ -142,10 +142,10 @@ func (q *entryQueue) take() ([]stream.Entry, bool) {
 // in format f, live until the result. The stream does not own the
 // execution: a client that goes away stops only its stream. An `after`
 // whose outputs were dropped answers 410 before any byte is streamed.
-func (s *Server) streamExecution(ctx *fasthttp.RequestCtx, rec *stream.Record, after int, f streamFormat) {
+func (s *Server) streamExecution(ctx *fasthttp.RequestCtx, rec *execution.Record, after int, f streamFormat) {
 	q := newEntryQueue(s.live.limits.QueueBytes)
 	detach, err := rec.Follow(after, q.push)
-	var gone *stream.GoneError
+	var gone *execution.GoneError
 	switch {
 	case errors.As(err, &gone):
 		api.Fail(ctx, fasthttp.StatusGone, gone.Error())
@@ -189,7 +189,7 @@ func (s *Server) streamExecution(ctx *fasthttp.RequestCtx, rec *stream.Record, a
 			if overflowed {
 				b, _ := json.MarshalNoEscape(map[string]any{"type": "error", "execution_id": id, "status": fasthttp.StatusServiceUnavailable,
 					"message": "slow reader: more output waited than this stream holds; resume with after=" + strconv.Itoa(last), "resume_after": last})
-				writeStreamEvent(w, f, "error", stream.Entry{}, b)
+				writeStreamEvent(w, f, "error", execution.Entry{}, b)
 				_ = w.Flush()
 				return
 			}
@@ -216,7 +216,7 @@ func (s *Server) streamExecution(ctx *fasthttp.RequestCtx, rec *stream.Record, a
 
 // writeStreamEvent writes one event: an SSE event (with id: SEQ for
 // outputs), or an NDJSON line.
-func writeStreamEvent(w *bufio.Writer, f streamFormat, event string, e stream.Entry, data []byte) {
+func writeStreamEvent(w *bufio.Writer, f streamFormat, event string, e execution.Entry, data []byte) {
 	if f == ndjsonFormat {
 		_, _ = w.Write(data)
 		_ = w.WriteByte('\n')

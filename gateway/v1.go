@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"github.com/aiod/aiod/stream/execution"
 	"path/filepath"
 	"sync"
 	"time"
@@ -189,7 +190,7 @@ func v1NullIfEmpty(s string) *string {
 }
 
 // errorTraceback is the first error output's traceback, or nil.
-func v1Traceback(r *stream.Result) []string {
+func v1Traceback(r *execution.Result) []string {
 	e := r.FirstError()
 	if e == nil {
 		return nil
@@ -210,7 +211,7 @@ func v1OptID(id string) *string {
 
 // answerResult writes an execute route's envelope: success is false when
 // the code raised or timed out, as on v2 (the page's rule).
-func v1Answer(ctx *fasthttp.RequestCtx, res *stream.Result, msg string, data any) {
+func v1Answer(ctx *fasthttp.RequestCtx, res *execution.Result, msg string, data any) {
 	if msg == "" {
 		msg = res.Message()
 	}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"github.com/aiod/aiod/stream/execution"
 	"sort"
 	"strings"
 	"time"
@@ -97,15 +98,15 @@ func (v *v1) parseJupyterExecute(ctx *fasthttp.RequestCtx, f *api.Fields) (v1Cal
 
 // v1JupyterExecuteData is JupyterExecuteResponse.
 type v1JupyterExecuteData struct {
-	KernelName     string             `json:"kernel_name"`
-	SessionID      *string            `json:"session_id"`
-	Status         string             `json:"status"`
-	ExecutionCount *int               `json:"execution_count"`
-	Outputs        []stream.NineField `json:"outputs"`
-	Code           string             `json:"code"`
-	MsgID          string             `json:"msg_id"`
-	Truncated      bool               `json:"truncated,omitempty"`
-	FreshRuntime   bool               `json:"fresh_runtime,omitempty"`
+	KernelName     string                `json:"kernel_name"`
+	SessionID      *string               `json:"session_id"`
+	Status         string                `json:"status"`
+	ExecutionCount *int                  `json:"execution_count"`
+	Outputs        []execution.NineField `json:"outputs"`
+	Code           string                `json:"code"`
+	MsgID          string                `json:"msg_id"`
+	Truncated      bool                  `json:"truncated,omitempty"`
+	FreshRuntime   bool                  `json:"fresh_runtime,omitempty"`
 }
 
 func (v *v1) jupyterExecute(ctx *fasthttp.RequestCtx) {
@@ -125,7 +126,7 @@ func (v *v1) jupyterExecute(ctx *fasthttp.RequestCtx) {
 	}
 	d := v1JupyterExecuteData{
 		KernelName: name, SessionID: v1OptID(res.SessionID), Status: res.Status,
-		ExecutionCount: res.ExecutionCount, Outputs: make([]stream.NineField, len(res.Outputs)),
+		ExecutionCount: res.ExecutionCount, Outputs: make([]execution.NineField, len(res.Outputs)),
 		Code: res.Code, MsgID: res.ID, Truncated: res.Truncated, FreshRuntime: res.Fresh,
 	}
 	for i, o := range res.Outputs {
@@ -253,7 +254,7 @@ func (v *v1) jupyterCreate(ctx *fasthttp.RequestCtx) {
 	if existed {
 		msg = fmt.Sprintf("kernel session %s already exists", c.SessionID)
 	}
-	if res.Status != stream.StatusOK {
+	if res.Status != execution.StatusOK {
 		api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: false, Message: "start the kernel: " + res.Message(), Data: nil})
 		return
 	}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"github.com/aiod/aiod/stream/execution"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,7 +14,6 @@ import (
 	"github.com/aiod/aiod/gateway/api"
 	"github.com/aiod/aiod/gateway/fsplane"
 	"github.com/aiod/aiod/kernel/jupyter"
-	"github.com/aiod/aiod/stream"
 )
 
 // v1NodeVersions are the values the SDK may send as version.
@@ -153,7 +153,7 @@ type v1NodeExecuteData struct {
 	FreshRuntime   bool           `json:"fresh_runtime,omitempty"`
 }
 
-func v1NodeData(res *stream.Result, exitCode int) v1NodeExecuteData {
+func v1NodeData(res *execution.Result, exitCode int) v1NodeExecuteData {
 	res = res.Plain() // the one-shot node process's text too
 	d := v1NodeExecuteData{
 		Language: "javascript", Status: res.Status, ExecutionCount: res.ExecutionCount,
@@ -186,7 +186,7 @@ func (v *v1) nodeExecute(ctx *fasthttp.RequestCtx) {
 	}
 	defer cleanup()
 	var (
-		res  *stream.Result
+		res  *execution.Result
 		exit int
 	)
 	if c.hasStdin() {
@@ -211,7 +211,7 @@ func (v *v1) nodeExecute(ctx *fasthttp.RequestCtx) {
 // start (Registry.AdmitProcess): it counts against --max-sessions until the
 // call answers and waits its turn at the start gate; a refusal is answered
 // as every route answers one.
-func (v *v1) runNode(ctx *fasthttp.RequestCtx, c v1NodeCall) (*stream.Result, int, bool) {
+func (v *v1) runNode(ctx *fasthttp.RequestCtx, c v1NodeCall) (*execution.Result, int, bool) {
 	started, done, err := v.s.reg.AdmitProcess(v.s.reqCtx(), ownerOf(ctx))
 	if err != nil {
 		runError(err, c.execCall).write(ctx)

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"fmt"
+	"github.com/aiod/aiod/stream/execution"
 	"strings"
 	"time"
 
@@ -190,7 +191,7 @@ func (v *v1) nodeUpdate(ctx *fasthttp.RequestCtx) {
 			ce.write(ctx)
 			return
 		}
-		if res.Status != stream.StatusOK {
+		if res.Status != execution.StatusOK {
 			api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: false,
 				Message: fmt.Sprintf("cannot change the working directory to %q: %s", cwd, res.Message())})
 			return

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"github.com/aiod/aiod/stream/execution"
 	"time"
 
 	"github.com/aiod/aiod/stream"
@@ -27,13 +28,13 @@ type v1Call struct {
 
 // run executes c on the one run path, recording what v1 knows of a
 // session it creates.
-func (v *v1) run(ctx context.Context, c v1Call) (*stream.Result, *callError) {
+func (v *v1) run(ctx context.Context, c v1Call) (*execution.Result, *callError) {
 	return v.s.execute(ctx, v.withMeta(c))
 }
 
 // runOr runs c; when it cannot run, it has answered why. The result is
 // REST's: stream text without ANSI codes (Result.Plain).
-func (v *v1) runOr(ctx *fasthttp.RequestCtx, c v1Call) (*stream.Result, bool) {
+func (v *v1) runOr(ctx *fasthttp.RequestCtx, c v1Call) (*execution.Result, bool) {
 	c.Owner, c.Tenant = ownerOf(ctx), tenantOf(ctx)
 	res, ce := v.run(v.s.reqCtx(), c)
 	if ce != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"github.com/aiod/aiod/stream/execution"
 	"io"
 	"io/fs"
 	"net/http"
@@ -13,7 +14,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aiod/aiod/stream"
 	"github.com/aiod/aiod/web"
 )
 
@@ -169,7 +169,7 @@ func TestWebANSICases(t *testing.T) {
 		t.Fatalf("web/testdata/ansi.json: %v, %d cases", err, len(doc.Cases))
 	}
 	for _, c := range doc.Cases {
-		if got := stream.StripANSI(c.In); got != c.Plain {
+		if got := execution.StripANSI(c.In); got != c.Plain {
 			t.Errorf("%s: StripANSI(%q) = %q, want %q", c.Name, c.In, got, c.Plain)
 		}
 	}

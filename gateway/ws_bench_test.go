@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"github.com/aiod/aiod/stream/execution"
 	"net/http"
 	"sort"
 	"strconv"
@@ -12,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aiod/aiod/stream"
 	"github.com/goccy/go-json"
 )
 
@@ -24,7 +24,7 @@ type stampSub struct {
 	delays []time.Duration
 }
 
-func (s *stampSub) Deliver(ev stream.Event) {
+func (s *stampSub) Deliver(ev execution.Event) {
 	if ev.Msg == nil || ev.Msg.Header.MsgType != "stream" {
 		return
 	}

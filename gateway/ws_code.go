@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aiod/aiod/stream/execution"
 	"sync"
 	"time"
 
@@ -194,7 +195,7 @@ func (cs *codeSocket) resume(ref json.RawMessage, b []byte) {
 		after = *m.After
 	}
 	rec, err := cs.wc.hub.s.reg.Executions().Get(cs.tenant, *m.ExecutionID)
-	var gone *stream.GoneError
+	var gone *execution.GoneError
 	switch {
 	case errors.As(err, &gone):
 		cs.fail(ref, fasthttp.StatusGone, gone.Error())
@@ -209,7 +210,7 @@ func (cs *codeSocket) resume(ref json.RawMessage, b []byte) {
 }
 
 // accepted tells the client the execution id of its reference.
-func (cs *codeSocket) accepted(ref json.RawMessage, rec *stream.Record, state string) {
+func (cs *codeSocket) accepted(ref json.RawMessage, rec *execution.Record, state string) {
 	b, _ := json.MarshalNoEscape(struct {
 		Type        string          `json:"type"`
 		ID          json.RawMessage `json:"id"`
@@ -221,9 +222,9 @@ func (cs *codeSocket) accepted(ref json.RawMessage, rec *stream.Record, state st
 
 // follow hands rec's outputs after `after`, and its result, to the client
 // under ref; the socket stops following when it closes.
-func (cs *codeSocket) follow(ref json.RawMessage, rec *stream.Record, after int) {
+func (cs *codeSocket) follow(ref json.RawMessage, rec *execution.Record, after int) {
 	f := &wsFollow{}
-	detach, err := rec.Follow(after, func(e stream.Entry) {
+	detach, err := rec.Follow(after, func(e execution.Entry) {
 		switch {
 		case e.Err != nil:
 			cs.failCall(ref, callErrorOf(e.Err))
@@ -236,7 +237,7 @@ func (cs *codeSocket) follow(ref json.RawMessage, rec *stream.Record, after int)
 			cs.unfollow(f)
 		}
 	})
-	var gone *stream.GoneError
+	var gone *execution.GoneError
 	switch {
 	case errors.As(err, &gone):
 		cs.fail(ref, fasthttp.StatusGone, gone.Error())
@@ -419,7 +420,7 @@ type watchSub struct {
 	sid string
 }
 
-func (w *watchSub) Deliver(ev stream.Event) {
+func (w *watchSub) Deliver(ev execution.Event) {
 	if ev.Origin == w.cs {
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aiod/aiod/stream/execution"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,7 +16,7 @@ import (
 // wsItem is one message waiting for a socket: a kernel event or a result
 // to render, or a message already rendered.
 type wsItem struct {
-	ev     stream.Event
+	ev     execution.Event
 	ref    []byte // our protocol: the client's id of its own execution (raw JSON); nil for watched events
 	sid    string // the session a watched event belongs to
 	seq    int    // the output's seq in its execution (followed executions)

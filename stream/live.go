@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"fmt"
+	"github.com/aiod/aiod/stream/execution"
 	"time"
 
 	"github.com/aiod/aiod/kernel/jupyter"
@@ -137,7 +138,7 @@ func (s *Session) markDead() {
 // watcher of the session, the way a Jupyter server announces a kernel
 // restarting or dead.
 func (s *Session) PublishStatus(state string) {
-	s.mux.publish(Event{Msg: jupyter.NewStatus(state), State: state})
+	s.mux.publish(execution.Event{Msg: jupyter.NewStatus(state), State: state})
 }
 
 // Complete asks the session's runtime (started when none runs) for

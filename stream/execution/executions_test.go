@@ -1,4 +1,4 @@
-package stream
+package execution
 
 import (
 	"errors"
@@ -13,7 +13,7 @@ func outEvent(seq int, text string) Event {
 	m := &jupyter.Message{Channel: jupyter.IOPub, Header: jupyter.Header{MsgType: jupyter.MsgStream},
 		Content: []byte(`{"name":"stdout","text":"` + text + `"}`)}
 	ev := Event{Msg: m, Seq: seq}
-	ev.decode()
+	ev.Parse()
 	return ev
 }
 
@@ -24,7 +24,7 @@ func finishRecord(r *Record, text string) {
 // Claims: a new id runs once; the same id and key attaches; another key is
 // a conflict; an evicted id is gone, not unknown.
 func TestExecutionsClaim(t *testing.T) {
-	x := NewExecutions(ExecConfig{RetentionBytes: 4096, LogBytes: 1 << 20})
+	x := NewStore(Config{RetentionBytes: 4096, LogBytes: 1 << 20})
 	k := Key{Language: "python", SessionID: "s", Code: "print(1)"}
 	r, created, err := x.Claim("t", "e1", k)
 	if err != nil || !created || r.ID != "e1" {
@@ -58,7 +58,7 @@ func TestExecutionsClaim(t *testing.T) {
 // another tenant's id, held or evicted, is unknown (never a conflict, never
 // gone).
 func TestExecutionsPerTenant(t *testing.T) {
-	x := NewExecutions(ExecConfig{RetentionBytes: 4096, LogBytes: 1 << 20})
+	x := NewStore(Config{RetentionBytes: 4096, LogBytes: 1 << 20})
 	a, created, err := x.Claim("alice", "same", Key{Language: "python", SessionID: "s", Code: "x = 1"})
 	if err != nil || !created || a.Tenant != "alice" {
 		t.Fatalf("alice's claim: %v %v %v", a, created, err)
@@ -89,7 +89,7 @@ func TestExecutionsPerTenant(t *testing.T) {
 // Finished executions are evicted oldest first, past the byte bound and
 // past the retention time; running ones never.
 func TestExecutionsEviction(t *testing.T) {
-	x := NewExecutions(ExecConfig{Retention: time.Hour, RetentionBytes: 10000, LogBytes: 1 << 20})
+	x := NewStore(Config{Retention: time.Hour, RetentionBytes: 10000, LogBytes: 1 << 20})
 	var recs []*Record
 	for i := range 5 {
 		r, _, _ := x.Claim("t", string(rune('a'+i)), Key{Code: string(rune('a' + i))})
@@ -118,7 +118,7 @@ func TestExecutionsEviction(t *testing.T) {
 // Follow replays what came after a seq, then goes on live; a cut log says
 // where it starts.
 func TestRecordFollow(t *testing.T) {
-	x := NewExecutions(ExecConfig{LogBytes: 3 * (outEvent(1, "line").Size() + entryOverhead)})
+	x := NewStore(Config{LogBytes: 3 * (outEvent(1, "line").Size() + entryOverhead)})
 	r, _, _ := x.Claim("t", "f", Key{})
 	for i := 1; i <= 2; i++ {
 		r.Deliver(outEvent(i, "line"))

@@ -1,4 +1,4 @@
-package stream
+package execution
 
 import (
 	"github.com/goccy/go-json"
@@ -27,11 +27,11 @@ type Event struct {
 	State       string           // the execution_state of a status message, or ""
 	Result      *Result          // the finished execution, or nil
 
-	// An execute_reply, decoded: its content, the outputs its pager
-	// payloads become and the text of a set_next_input payload.
-	reply     *jupyter.ExecuteReplyContent
-	pages     []*Output
-	nextInput string
+	// An execute_reply, decoded (by Parse): its content, the outputs its
+	// pager payloads become and the text of a set_next_input payload.
+	Reply     *jupyter.ExecuteReplyContent
+	Pages     []*Output
+	NextInput string
 }
 
 // Size approximates the bytes the event holds, for byte-counted queues.
@@ -61,14 +61,14 @@ type Subscriber interface {
 	Deliver(Event)
 }
 
-// decode fills the event's decoded parts from its message.
-func (e *Event) decode() {
+// Parse fills the event's decoded parts from its message.
+func (e *Event) Parse() {
 	m := e.Msg
 	if m.Header.MsgType == jupyter.MsgExecuteReply {
 		var c jupyter.ExecuteReplyContent
 		_ = json.Unmarshal(m.Content, &c)
-		e.reply = &c
-		e.pages, e.nextInput = decodePayloads(c.Payload)
+		e.Reply = &c
+		e.Pages, e.NextInput = decodePayloads(c.Payload)
 		return
 	}
 	if m.Channel != jupyter.IOPub {

@@ -1,4 +1,4 @@
-package stream
+package execution
 
 import (
 	"context"
@@ -12,12 +12,12 @@ import (
 
 // Execution states, as GET /v2/code/executions/{id} reports them.
 const (
-	ExecQueued  = "queued"
-	ExecRunning = "running"
-	ExecDone    = "done"
+	StateQueued  = "queued"
+	StateRunning = "running"
+	StateDone    = "done"
 )
 
-// Defaults of ExecConfig.
+// Defaults of Config.
 const (
 	DefaultRetention      = 10 * time.Minute
 	DefaultRetentionBytes = 256 << 20
@@ -54,14 +54,14 @@ func (e *GoneError) Error() string {
 	return fmt.Sprintf("execution %s was evicted at %s: %s", e.ID, e.At.UTC().Format(time.RFC3339), e.Why)
 }
 
-// ExecConfig bounds what finished executions keep.
-type ExecConfig struct {
+// Config bounds what finished executions keep.
+type Config struct {
 	Retention      time.Duration // how long a finished execution is kept; DefaultRetention
 	RetentionBytes int           // bytes all finished executions may hold; DefaultRetentionBytes
 	LogBytes       int           // bytes of outputs one execution's log holds (oldest dropped past it); the output budget
 }
 
-// Executions records every execution that runs through a Session: its
+// Store records every execution that runs through a Session: its
 // state, its outputs in order (each with a seq that never restarts), and
 // its result, so that a caller can fetch it by id, wait for it, resume its
 // stream after a lost connection, or retry without running it twice. A
@@ -72,8 +72,8 @@ type ExecConfig struct {
 // Execution ids belong to a tenant (guard.Caller.Tenant), as session ids
 // do: two tenants may use the same id for two executions, and one tenant's
 // ids, held or evicted, are unknown to another.
-type Executions struct {
-	cfg ExecConfig
+type Store struct {
+	cfg Config
 
 	mu        sync.Mutex
 	byID      map[execKey]*Record
@@ -86,8 +86,8 @@ type Executions struct {
 // execKey names an execution: its tenant's id.
 type execKey struct{ tenant, id string }
 
-// NewExecutions returns an empty store.
-func NewExecutions(cfg ExecConfig) *Executions {
+// NewStore returns an empty store.
+func NewStore(cfg Config) *Store {
 	if cfg.Retention <= 0 {
 		cfg.Retention = DefaultRetention
 	}
@@ -97,7 +97,7 @@ func NewExecutions(cfg ExecConfig) *Executions {
 	if cfg.LogBytes <= 0 {
 		cfg.LogBytes = DefaultBudget
 	}
-	return &Executions{cfg: cfg, byID: map[execKey]*Record{}, tombs: map[execKey]*GoneError{}}
+	return &Store{cfg: cfg, byID: map[execKey]*Record{}, tombs: map[execKey]*GoneError{}}
 }
 
 // Key is what must match for a retry to attach to an execution: the same
@@ -109,7 +109,7 @@ type Key struct{ Language, SessionID, Code string }
 // execution the id names, queued, running or done, and the call must not
 // run it again. A known id with another key is ErrExecutionConflict; an
 // evicted one is a *GoneError. Only tenant's own ids are looked at.
-func (x *Executions) Claim(tenant, id string, k Key) (rec *Record, created bool, err error) {
+func (x *Store) Claim(tenant, id string, k Key) (rec *Record, created bool, err error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.sweepLocked(time.Now())
@@ -126,7 +126,7 @@ func (x *Executions) Claim(tenant, id string, k Key) (rec *Record, created bool,
 	if g := x.tombs[ek]; g != nil {
 		return nil, false, g
 	}
-	r := &Record{ID: id, Tenant: tenant, key: k, Created: time.Now(), x: x, state: ExecQueued,
+	r := &Record{ID: id, Tenant: tenant, key: k, Created: time.Now(), x: x, state: StateQueued,
 		done: make(chan struct{}), cancel: make(chan struct{}), sinks: map[*follower]struct{}{}, firstSeq: 1}
 	x.byID[ek] = r
 	return r, true, nil
@@ -134,7 +134,7 @@ func (x *Executions) Claim(tenant, id string, k Key) (rec *Record, created bool,
 
 // Get returns tenant's execution id names: ErrNoExecution when unknown
 // (another tenant's ids included), a *GoneError when evicted.
-func (x *Executions) Get(tenant, id string) (*Record, error) {
+func (x *Store) Get(tenant, id string) (*Record, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.sweepLocked(time.Now())
@@ -149,7 +149,7 @@ func (x *Executions) Get(tenant, id string) (*Record, error) {
 }
 
 // Stats is what the store holds.
-type ExecStats struct {
+type Stats struct {
 	Held, Finished int
 	Bytes          int // held by finished executions
 	Evicted        int // tombstones kept
@@ -157,7 +157,7 @@ type ExecStats struct {
 
 // HeldBytes is what the finished executions hold, and the logs of the
 // running ones.
-func (x *Executions) HeldBytes() int64 {
+func (x *Store) HeldBytes() int64 {
 	x.mu.Lock()
 	n := x.bytes
 	var running []*Record
@@ -167,7 +167,7 @@ func (x *Executions) HeldBytes() int64 {
 	x.mu.Unlock()
 	for _, r := range running {
 		r.mu.Lock()
-		if r.state != ExecDone {
+		if r.state != StateDone {
 			n += r.logBytes
 		}
 		r.mu.Unlock()
@@ -176,23 +176,23 @@ func (x *Executions) HeldBytes() int64 {
 }
 
 // Config is the store's bounds.
-func (x *Executions) Config() ExecConfig { return x.cfg }
+func (x *Store) Config() Config { return x.cfg }
 
 // Stats reports the store's size.
-func (x *Executions) Stats() ExecStats {
+func (x *Store) Stats() Stats {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	return ExecStats{Held: len(x.byID), Finished: len(x.finished), Bytes: x.bytes, Evicted: len(x.tombs)}
+	return Stats{Held: len(x.byID), Finished: len(x.finished), Bytes: x.bytes, Evicted: len(x.tombs)}
 }
 
 // Sweep evicts the finished executions older than the retention.
-func (x *Executions) Sweep(now time.Time) {
+func (x *Store) Sweep(now time.Time) {
 	x.mu.Lock()
 	x.sweepLocked(now)
 	x.mu.Unlock()
 }
 
-func (x *Executions) sweepLocked(now time.Time) {
+func (x *Store) sweepLocked(now time.Time) {
 	for len(x.finished) > 0 {
 		r := x.finished[0]
 		switch {
@@ -206,7 +206,7 @@ func (x *Executions) sweepLocked(now time.Time) {
 	}
 }
 
-func (x *Executions) evictLocked(r *Record, why string) {
+func (x *Store) evictLocked(r *Record, why string) {
 	x.finished = x.finished[1:]
 	x.bytes -= r.heldBytes()
 	ek := execKey{r.Tenant, r.ID}
@@ -221,7 +221,7 @@ func (x *Executions) evictLocked(r *Record, why string) {
 }
 
 // finished records r as done and evicts what the bounds require.
-func (x *Executions) finish(r *Record) {
+func (x *Store) finish(r *Record) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.finished = append(x.finished, r)
@@ -251,7 +251,7 @@ type Record struct {
 	Tenant  string // whose id it is
 	Created time.Time
 	key     Key
-	x       *Executions
+	x       *Store
 
 	done   chan struct{} // closed when the result (or RunError) is in
 	cancel chan struct{} // closed to drop the execution while it is queued
@@ -269,18 +269,33 @@ type Record struct {
 	status    string // last execution_state
 	result    *Result
 	runErr    *RunError
-	dropper   string   // who dropped it while queued
-	sess      *Session // the session it runs in (temporary ones included), once it entered one
+	dropper   string // who dropped it while queued
+	runner    Runner // the session it runs in (temporary ones included), once it entered one
 	sinks     map[*follower]struct{}
 	resultLen int
 }
 
-// Session is the session the execution entered (a temporary one for a
-// one-shot call), or nil before it entered one.
-func (r *Record) Session() *Session {
+// Runner is what runs an execution: the session it entered (package
+// stream's Session).
+type Runner interface {
+	// InterruptExecution interrupts rec when it is the one running, and
+	// reports whether it was.
+	InterruptExecution(ctx context.Context, rec *Record, by string) (ran bool, err error)
+}
+
+// Runner is the session the execution entered (a temporary one for a
+// one-shot call), or nil before it entered one and once it is done.
+func (r *Record) Runner() Runner {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.sess
+	return r.runner
+}
+
+// Enter notes the session the execution entered.
+func (r *Record) Enter(s Runner) {
+	r.mu.Lock()
+	r.runner = s
+	r.mu.Unlock()
 }
 
 // Key is what the execution was claimed with.
@@ -323,11 +338,11 @@ func (r *Record) Wait(ctx context.Context) (*Result, *RunError, error) {
 // Fail records that the execution could not run at all.
 func (r *Record) Fail(e *RunError) {
 	r.mu.Lock()
-	if r.state == ExecDone {
+	if r.state == StateDone {
 		r.mu.Unlock()
 		return
 	}
-	r.state, r.ended, r.runErr, r.sess = ExecDone, time.Now(), e, nil
+	r.state, r.ended, r.runErr, r.runner = StateDone, time.Now(), e, nil
 	r.emitLocked(Entry{Seq: r.lastSeq, Err: e})
 	r.closeSinksLocked()
 	r.mu.Unlock()
@@ -335,11 +350,14 @@ func (r *Record) Fail(e *RunError) {
 	r.x.finish(r)
 }
 
+// Cancelled is closed when Drop took the execution out of its queue.
+func (r *Record) Cancelled() <-chan struct{} { return r.cancel }
+
 // Drop cancels the execution while it is still queued (by says who did);
 // it reports whether it was queued.
 func (r *Record) Drop(by string) bool {
 	r.mu.Lock()
-	queued := r.state == ExecQueued
+	queued := r.state == StateQueued
 	if queued {
 		r.dropper = by
 	}
@@ -350,16 +368,17 @@ func (r *Record) Drop(by string) bool {
 	return queued
 }
 
-func (r *Record) droppedBy() string {
+// DroppedBy says who dropped the execution while it was queued (Drop).
+func (r *Record) DroppedBy() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.dropper
 }
 
-// running marks the execution as started after waiting queued.
-func (r *Record) running(queued time.Duration) {
+// Started marks the execution as running after waiting queued.
+func (r *Record) Started(queued time.Duration) {
 	r.mu.Lock()
-	r.state, r.started, r.queued = ExecRunning, time.Now(), queued
+	r.state, r.started, r.queued = StateRunning, time.Now(), queued
 	r.mu.Unlock()
 }
 
@@ -371,7 +390,7 @@ func (r *Record) Deliver(ev Event) {
 		r.complete(ev)
 	case ev.Out != nil || ev.State != "":
 		r.mu.Lock()
-		if r.state != ExecDone {
+		if r.state != StateDone {
 			if ev.Out != nil {
 				r.lastSeq = ev.Seq
 			} else {
@@ -385,11 +404,11 @@ func (r *Record) Deliver(ev Event) {
 
 func (r *Record) complete(ev Event) {
 	r.mu.Lock()
-	if r.state == ExecDone {
+	if r.state == StateDone {
 		r.mu.Unlock()
 		return
 	}
-	r.state, r.ended, r.result, r.sess = ExecDone, time.Now(), ev.Result, nil // a finished record keeps no session alive
+	r.state, r.ended, r.result, r.runner = StateDone, time.Now(), ev.Result, nil // a finished record keeps no session alive
 	r.resultLen = resultSize(ev.Result)
 	r.emitLocked(Entry{Seq: r.lastSeq, Event: ev})
 	r.closeSinksLocked()
@@ -459,7 +478,7 @@ func (r *Record) release() {
 func (r *Record) Follow(after int, deliver func(Entry)) (detach func(), err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.x != nil && r.entries == nil && r.result == nil && r.runErr == nil && r.state == ExecDone {
+	if r.x != nil && r.entries == nil && r.result == nil && r.runErr == nil && r.state == StateDone {
 		return nil, &GoneError{ID: r.ID, At: r.ended, Why: "evicted"}
 	}
 	if after < 0 {
@@ -475,10 +494,10 @@ func (r *Record) Follow(after int, deliver func(Entry)) (detach func(), err erro
 		}
 	}
 	switch {
-	case r.state == ExecDone && r.runErr != nil:
+	case r.state == StateDone && r.runErr != nil:
 		deliver(Entry{Seq: r.lastSeq, Err: r.runErr})
 		return func() {}, nil
-	case r.state == ExecDone:
+	case r.state == StateDone:
 		deliver(Entry{Seq: r.lastSeq, Event: Event{ExecID: r.ID, ExecutionID: r.ID, Result: r.result}})
 		return func() {}, nil
 	case r.status != "":

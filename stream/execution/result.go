@@ -1,4 +1,4 @@
-package stream
+package execution
 
 import (
 	"strings"
@@ -106,7 +106,8 @@ func (r *Result) ExitCode() int {
 	return 1
 }
 
-func (r *Result) note(s string) { r.Notes = append(r.Notes, s) }
+// Note adds a sentence to what the result's message says.
+func (r *Result) Note(s string) { r.Notes = append(r.Notes, s) }
 
 // Plain is the result as the REST routes show it: stream text (and the
 // text/plain of pager outputs) without ANSI escape codes, as tracebacks
