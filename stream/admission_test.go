@@ -3,13 +3,13 @@ package stream
 import (
 	"context"
 	"errors"
-	"github.com/aiod/aiod/stream/execution"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/stream/execution"
 )
 
 // The gate grants slots in arrival order, refuses at once past its queue
@@ -43,7 +43,7 @@ func TestGateFairBoundedAndTimed(t *testing.T) {
 	}
 	_, err = g.acquire(context.Background())
 	var le *LimitError
-	if !errors.As(err, &le) || le.Status != 503 || le.Reason != RejectQueueFull || !strings.Contains(le.Msg, "--start-queue 3") || le.RetrySeconds() < 1 {
+	if !errors.As(err, &le) || !le.Busy() || le.Reason != RejectQueueFull || !strings.Contains(le.Msg, "--start-queue 3") || le.RetrySeconds() < 1 {
 		t.Fatalf("past the queue: %v", err)
 	}
 	first()
@@ -107,7 +107,7 @@ func TestSessionCaps(t *testing.T) {
 	}
 	_, _, err := reg.OpenFor("alice", "alice", "python", "a3", b)
 	var le *LimitError
-	if !errors.As(err, &le) || le.Status != 429 || le.Reason != RejectSessionsKey ||
+	if !errors.As(err, &le) || le.Busy() || le.Reason != RejectSessionsKey ||
 		!strings.Contains(le.Msg, "has 2 live sessions") || !strings.Contains(le.Msg, "--max-sessions-per-key 2") {
 		t.Fatalf("third for one caller: %v", err)
 	}
@@ -166,7 +166,7 @@ func TestAdmitProcess(t *testing.T) {
 	if _, _, err := reg.AdmitProcess(context.Background(), "alice"); !errors.As(err, &le) || le.Reason != RejectSessionsKey {
 		t.Fatalf("alice's second: %v", err)
 	}
-	if _, _, err := reg.AdmitProcess(context.Background(), "bob"); !errors.As(err, &le) || le.Status != 503 || le.Reason != RejectQueueFull {
+	if _, _, err := reg.AdmitProcess(context.Background(), "bob"); !errors.As(err, &le) || !le.Busy() || le.Reason != RejectQueueFull {
 		t.Fatalf("bob's while alice's start holds the only slot: %v", err)
 	}
 	if st := reg.AdmissionStats(); st.Live != 1 {

@@ -3,9 +3,10 @@ package stream
 import (
 	"context"
 	"fmt"
-	"github.com/aiod/aiod/stream/execution"
 	"testing"
 	"time"
+
+	"github.com/aiod/aiod/stream/execution"
 )
 
 func TestEndedLogIsBounded(t *testing.T) {

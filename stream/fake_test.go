@@ -3,7 +3,6 @@ package stream
 import (
 	"context"
 	"errors"
-	"github.com/aiod/aiod/stream/execution"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/goccy/go-json"
 
 	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/stream/execution"
 )
 
 // fakeRuntime is a scripted jupyter.Runtime for the session logic's unit

@@ -1,9 +1,10 @@
 package stream
 
 import (
-	"github.com/aiod/aiod/stream/execution"
 	"sync"
 	"time"
+
+	"github.com/aiod/aiod/stream/execution"
 )
 
 // recorder is a Subscriber that keeps every event, in order.

@@ -3,13 +3,13 @@ package stream
 import (
 	"context"
 	"fmt"
-	"github.com/aiod/aiod/stream/execution"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/aiod/aiod/kernel"
 	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/stream/execution"
 )
 
 func kernelBackend(t testing.TB) Backend {

@@ -3,10 +3,10 @@ package stream
 import (
 	"context"
 	"fmt"
-	"github.com/aiod/aiod/stream/execution"
 	"time"
 
 	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/stream/execution"
 )
 
 // This file holds what the live routes (WebSocket streaming and the Jupyter

@@ -1,11 +1,11 @@
 package stream
 
 import (
-	"github.com/aiod/aiod/stream/execution"
 	"sync"
 	"sync/atomic"
 
 	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/stream/execution"
 )
 
 // Mux routes the messages of one session's runtime. The runtime's reader

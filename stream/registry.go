@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/aiod/aiod/stream/execution"
 	"log/slog"
 	"regexp"
 	"runtime/debug"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/stream/execution"
 )
 
 const releaseDelay = 100 * time.Millisecond

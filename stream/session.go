@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/aiod/aiod/stream/execution"
 	"sync"
 	"time"
 
 	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/stream/execution"
 )
 
 // ErrSessionClosed is returned by Execute on a session that was deleted or
@@ -338,7 +338,7 @@ func (s *Session) Execute(ctx context.Context, req ExecRequest) (res *execution.
 		}
 		defer func() {
 			if err != nil {
-				rec.Fail(&execution.RunError{Status: 503, Msg: err.Error()})
+				rec.Fail(err)
 			}
 		}()
 	}

@@ -3,12 +3,12 @@ package backend
 import (
 	"context"
 	"fmt"
-	"github.com/aiod/aiod/stream/execution"
 	"time"
 
 	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/replbridge"
 	"github.com/aiod/aiod/stream/backend/isolate"
+	"github.com/aiod/aiod/stream/execution"
 )
 
 // RunNode runs code in a node process of its own, in dir, with stdin as its

@@ -234,15 +234,7 @@ func (x *Store) finish(r *Record) {
 type Entry struct {
 	Seq   int // outputs: 1, 2, ...; status and result: the seq of the last output before them
 	Event Event
-	Err   *RunError // the execution could not run (with Event.Result nil)
-}
-
-// RunError is why an execution could not run at all, as the route answered.
-type RunError struct {
-	Status int
-	Msg    string
-	Kind   string // data.error_kind of the refusal (admission, start_failed), or ""
-	Retry  int    // seconds for Retry-After, or 0
+	Err   error // the execution could not run (with Event.Result nil)
 }
 
 // Record is one execution of the store.
@@ -253,7 +245,7 @@ type Record struct {
 	key     Key
 	x       *Store
 
-	done   chan struct{} // closed when the result (or RunError) is in
+	done   chan struct{} // closed when the result (or the failure to run) is in
 	cancel chan struct{} // closed to drop the execution while it is queued
 	once   sync.Once     // closes cancel
 
@@ -268,7 +260,7 @@ type Record struct {
 	logBytes  int
 	status    string // last execution_state
 	result    *Result
-	runErr    *RunError
+	runErr    error  // why it could not run at all
 	dropper   string // who dropped it while queued
 	runner    Runner // the session it runs in (temporary ones included), once it entered one
 	sinks     map[*follower]struct{}
@@ -311,7 +303,7 @@ type View struct {
 	Queued                         time.Duration
 	LastSeq                        int
 	Result                         *Result
-	Err                            *RunError
+	Err                            error // why it could not run at all, or nil
 }
 
 // View returns a snapshot.
@@ -323,8 +315,10 @@ func (r *Record) View() View {
 		Result: r.result, Err: r.runErr}
 }
 
-// Wait blocks until the execution is done or ctx ends.
-func (r *Record) Wait(ctx context.Context) (*Result, *RunError, error) {
+// Wait blocks until the execution is done or ctx ends; it returns the
+// result, or why the execution could not run (what Fail was given), or
+// ctx's error.
+func (r *Record) Wait(ctx context.Context) (*Result, error, error) {
 	select {
 	case <-r.done:
 	case <-ctx.Done():
@@ -335,8 +329,10 @@ func (r *Record) Wait(ctx context.Context) (*Result, *RunError, error) {
 	return r.result, r.runErr, nil
 }
 
-// Fail records that the execution could not run at all.
-func (r *Record) Fail(e *RunError) {
+// Fail records that the execution could not run at all, and why: the
+// error is kept as it is, for whoever started the execution to say in its
+// protocol (the store does not read it).
+func (r *Record) Fail(e error) {
 	r.mu.Lock()
 	if r.state == StateDone {
 		r.mu.Unlock()
@@ -471,7 +467,7 @@ func (r *Record) release() {
 // Follow replays the entries after output seq `after` to deliver, then
 // hands it every later entry as it comes, until the result (which ends it)
 // or detach. The replay is the held outputs past after, the current status
-// when the execution runs, and the result (or RunError) when it is done.
+// when the execution runs, and the result (or the failure to run) when it is done.
 // deliver is called with the record locked and must not block. When
 // outputs after `after` were dropped, Follow returns a *GoneError naming
 // the first seq still held.
