@@ -1,4 +1,8 @@
-package fsplane
+// Package fsview is where the file plane's paths lead: the FS interface a
+// caller's view of the file system implements, and HostFS, the host with
+// aiod's own rights. The call core picks the view for a caller; the file
+// plane (package fsplane) and the surfaces act through it.
+package fsview
 
 import (
 	"errors"
@@ -189,7 +193,7 @@ func inRoot[T any](h *HostFS, name, rel string, follow bool, op func(*os.Root, s
 	var zero T
 	r, err := os.OpenRoot(h.ws)
 	if err != nil {
-		return zero, &fs.PathError{Op: "open", Path: name, Err: underlying(err)}
+		return zero, &fs.PathError{Op: "open", Path: name, Err: Underlying(err)}
 	}
 	defer r.Close()
 	v, err := op(r, rel)
@@ -213,22 +217,22 @@ func (h *HostFS) realRel(name string, follow bool) (string, error) {
 	var real string
 	var err error
 	if follow {
-		real, err = realPath(hostLinks{}, name)
+		real, err = RealPath(HostLinks{}, name)
 	} else {
-		real, err = realPath(hostLinks{}, filepath.Dir(name))
+		real, err = RealPath(HostLinks{}, filepath.Dir(name))
 		real = filepath.Join(real, filepath.Base(name))
 	}
 	if err != nil {
 		return "", err
 	}
-	ws, err := realPath(hostLinks{}, h.ws)
+	ws, err := RealPath(HostLinks{}, h.ws)
 	if err != nil {
 		return "", err
 	}
 	switch {
 	case real == ws:
 		return ".", nil
-	case within(ws, real):
+	case Within(ws, real):
 		return strings.TrimPrefix(real[len(ws):], "/"), nil
 	}
 	return "", h.escaped(name)
@@ -236,10 +240,19 @@ func (h *HostFS) realRel(name string, follow bool) (string, error) {
 
 // escaped is the permission error of a path that leaves the working folder.
 func (h *HostFS) escaped(name string) error {
-	return &fs.PathError{Op: "resolve", Path: name, Err: &fsErr{kind: kindPermission, errno: syscall.EACCES,
-		exc: "PermissionError", msg: "leaves the working folder " + h.ws +
-			" through a symbolic link; aiod does not follow links out of it"}}
+	return &fs.PathError{Op: "resolve", Path: name, Err: &EscapeError{Workspace: h.ws}}
 }
+
+// EscapeError is HostFS's refusal of a path that leaves the working folder
+// through a symbolic link: permission denied (it unwraps to EACCES), with
+// why.
+type EscapeError struct{ Workspace string }
+
+func (e *EscapeError) Error() string {
+	return "leaves the working folder " + e.Workspace + " through a symbolic link; aiod does not follow links out of it"
+}
+
+func (e *EscapeError) Unwrap() error { return syscall.EACCES }
 
 // rootEscapes is the text of os.Root's refusal of a path that leaves the
 // root (the error is not exported); TestOSRootEscapeIsRecognised fails if
@@ -262,13 +275,13 @@ func isEscape(err error) bool {
 func withPath(err error, name string) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
-		return &fs.PathError{Op: pe.Op, Path: name, Err: underlying(err)}
+		return &fs.PathError{Op: pe.Op, Path: name, Err: Underlying(err)}
 	}
 	return err
 }
 
-// underlying is the innermost error of a chain of *fs.PathError.
-func underlying(err error) error {
+// Underlying is the innermost error of a chain of *fs.PathError.
+func Underlying(err error) error {
 	var pe *fs.PathError
 	for errors.As(err, &pe) {
 		err = pe.Err
@@ -276,9 +289,70 @@ func underlying(err error) error {
 	return err
 }
 
-// hostLinks reads links on the host as they are, for HostFS's own
+// HostLinks reads links on the host as they are, for HostFS's own
 // resolution and Config.Root's.
-type hostLinks struct{}
+type HostLinks struct{}
 
-func (hostLinks) Lstat(name string) (fs.FileInfo, error) { return os.Lstat(name) }
-func (hostLinks) Readlink(name string) (string, error)   { return os.Readlink(name) }
+func (HostLinks) Lstat(name string) (fs.FileInfo, error) { return os.Lstat(name) }
+func (HostLinks) Readlink(name string) (string, error)   { return os.Readlink(name) }
+
+// maxLinkHops bounds symlink chasing, as the kernel's own limit does.
+const maxLinkHops = 40
+
+// LinkReader is what RealPath reads: the calls that do not follow a final
+// link. Every FS is one.
+type LinkReader interface {
+	Lstat(name string) (fs.FileInfo, error)
+	Readlink(name string) (string, error)
+}
+
+// RealPath resolves every symlink in p (absolute and clean), one element
+// at a time. Parts that do not exist are kept as written under their
+// resolved parent; a dangling symlink is followed to its target, since a
+// write through it would land there.
+func RealPath(fsys LinkReader, p string) (string, error) {
+	resolved, rest := "/", strings.TrimPrefix(p, "/")
+	for hops := 0; rest != ""; {
+		var elem string
+		elem, rest, _ = strings.Cut(rest, "/")
+		switch elem {
+		case "", ".":
+			continue
+		case "..":
+			resolved = filepath.Dir(resolved)
+			continue
+		}
+		next := filepath.Join(resolved, elem)
+		fi, err := fsys.Lstat(next)
+		if errors.Is(err, fs.ErrNotExist) {
+			return filepath.Join(next, rest), nil
+		}
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			resolved = next
+			continue
+		}
+		if hops++; hops > maxLinkHops {
+			return "", &fs.PathError{Op: "resolve", Path: p, Err: syscall.ELOOP}
+		}
+		target, err := fsys.Readlink(next)
+		if err != nil {
+			return "", err
+		}
+		if filepath.IsAbs(target) {
+			resolved = "/"
+		}
+		rest = strings.TrimPrefix(target, "/") + "/" + rest
+	}
+	return resolved, nil
+}
+
+// Within reports whether p is root or lies below it. Both must be clean.
+func Within(root, p string) bool {
+	if root == string(filepath.Separator) {
+		return true
+	}
+	return p == root || strings.HasPrefix(p, root+string(filepath.Separator))
+}
