@@ -3,7 +3,6 @@ package gateway
 import (
 	"encoding/base64"
 	"fmt"
-	"github.com/aiod/aiod/stream/execution"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aiod/aiod/kernel/kerneltest"
-	"github.com/aiod/aiod/stream"
 	"github.com/goccy/go-json"
+
+	"github.com/aiod/aiod/kernel/kerneltest"
 )
 
 func outputs(data map[string]any) []map[string]any {
@@ -237,22 +236,5 @@ func TestFiftyConcurrentSessionsKeepTheirOutputs(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
-	}
-}
-
-// A failure stored with an execution answers as the call's own did: the
-// conversions both ways keep every field.
-func TestCallErrorRoundTrip(t *testing.T) {
-	for _, ce := range []*callError{
-		{Status: 503, Msg: "aiod is shutting down"},
-		{Status: 429, Msg: "too many sessions", Kind: execution.KindAdmission, Retry: 7},
-		{Status: 503, Msg: "no interpreter", Kind: execution.KindStart},
-	} {
-		if got := callErrorOf(ce.runError()); *got != *ce {
-			t.Errorf("round trip of %+v gave %+v", *ce, *got)
-		}
-	}
-	if got := runError(stream.ErrShuttingDown, execCall{}).runError(); got.Status != 503 || got.Msg != stream.ErrShuttingDown.Error() {
-		t.Errorf("a run refused at shutdown is stored as %+v", *got)
 	}
 }

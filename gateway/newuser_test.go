@@ -7,7 +7,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/aiod/aiod/stream/execution"
 	"io"
 	"mime/multipart"
 	"net/http"
@@ -24,6 +23,7 @@ import (
 	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/kernel/kerneltest"
 	"github.com/aiod/aiod/stream/backend"
+	"github.com/aiod/aiod/stream/execution"
 )
 
 // kernelOf is the kernel id of the REST session sid.

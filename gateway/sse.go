@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
-	"github.com/aiod/aiod/stream/execution"
 	"strconv"
 	"sync"
 	"time"
@@ -13,6 +12,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/gateway/call"
+	"github.com/aiod/aiod/stream/execution"
 )
 
 // Streaming to REST clients: an execution's entries as Server-Sent Events
@@ -51,24 +52,25 @@ func streamFormatOf(ctx *fasthttp.RequestCtx, dflt bool) streamFormat {
 	return noStream
 }
 
-// wireEntry renders one entry as the JSON object both streams and the
-// WebSocket's resume carry, and its SSE event name. ok is false for an
+// wireEntry renders one entry as the JSON object both streams carry, and
+// its SSE event name. ok is false for an
 // entry with nothing to say.
 func wireEntry(e execution.Entry, executionID string) (event string, b []byte, ok bool) {
 	var v any
 	switch {
 	case e.Err != nil:
-		m := map[string]any{"type": "error", "execution_id": executionID, "status": e.Err.Status, "message": e.Err.Msg}
-		if e.Err.Kind != "" {
-			m["error_kind"] = e.Err.Kind
+		ce := call.ErrorOf(e.Err)
+		m := map[string]any{"type": "error", "execution_id": executionID, "status": ce.Status, "message": ce.Msg}
+		if ce.Kind != "" {
+			m["error_kind"] = ce.Kind
 		}
-		if e.Err.Retry > 0 {
-			m["retry_after"] = e.Err.Retry
+		if ce.Retry > 0 {
+			m["retry_after"] = ce.Retry
 		}
 		event, v = "error", m
 	case e.Event.Result != nil:
 		r := e.Event.Result
-		event, v = "result", api.Envelope{Success: r.Success(), Message: r.Message(), Data: V2Data(r)}
+		event, v = "result", api.Envelope{Success: r.Success(), Message: r.Message(), Data: call.V2Data(r)}
 	case e.Event.Out != nil:
 		out, err := e.Event.Out.CompactJSON()
 		if err != nil {
@@ -143,7 +145,7 @@ func (q *entryQueue) take() ([]execution.Entry, bool) {
 // execution: a client that goes away stops only its stream. An `after`
 // whose outputs were dropped answers 410 before any byte is streamed.
 func (s *Server) streamExecution(ctx *fasthttp.RequestCtx, rec *execution.Record, after int, f streamFormat) {
-	q := newEntryQueue(s.live.limits.QueueBytes)
+	q := newEntryQueue(s.streamQueue)
 	detach, err := rec.Follow(after, q.push)
 	var gone *execution.GoneError
 	switch {
@@ -163,7 +165,7 @@ func (s *Server) streamExecution(ctx *fasthttp.RequestCtx, rec *execution.Record
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
 	ctx.Response.Header.Set("X-Accel-Buffering", "no") // proxies: do not hold the stream back
 	ctx.Response.Header.Set("X-Execution-Id", rec.ID)
-	base := s.base
+	base := s.core.Ctx()
 	id := rec.ID
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer detach()

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
-	"github.com/aiod/aiod/stream/execution"
 	"io"
 	"io/fs"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aiod/aiod/stream/execution"
 	"github.com/aiod/aiod/web"
 )
 

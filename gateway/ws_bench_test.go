@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"github.com/aiod/aiod/stream/execution"
 	"net/http"
 	"sort"
 	"strconv"
@@ -14,6 +13,8 @@ import (
 	"time"
 
 	"github.com/goccy/go-json"
+
+	"github.com/aiod/aiod/stream/execution"
 )
 
 // stampSub records, for each stream message of a session, how long after

@@ -1,18 +1,19 @@
-package gateway
+package jupyterapi
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/aiod/aiod/stream/execution"
 	"sync"
 	"time"
 
 	"github.com/coder/websocket"
 	"github.com/valyala/fasthttp"
 
+	"github.com/aiod/aiod/gateway/wsock"
 	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/stream"
+	"github.com/aiod/aiod/stream/execution"
 )
 
 // kernelChannels upgrades GET /api/kernels/{id}/channels. The socket
@@ -20,22 +21,21 @@ import (
 // caused it: REST calls, other front ends) and the shell, control and stdin
 // replies to its own requests (matched by the header's session). Client
 // messages go to the kernel as they are.
-func (h *liveHub) kernelChannels(ctx *fasthttp.RequestCtx) {
+func (h *Surface) kernelChannels(ctx *fasthttp.RequestCtx) {
 	sess := h.kernelOr404(ctx)
 	if sess == nil {
 		return
 	}
-	sctx, cancel := context.WithTimeout(h.s.reqCtx(), h.s.cfg.KernelStartTimeout)
+	sctx, cancel := context.WithTimeout(h.core.Ctx(), h.core.Cfg.KernelStartTimeout)
 	_, err := sess.EnsureRuntime(sctx)
 	cancel()
 	if err != nil {
 		jfail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
 		return
 	}
-	h.upgrade(ctx, []string{jupyter.SubprotocolV1}, func(c *websocket.Conn, fw *flushWriter, done <-chan struct{}) {
-		wc := h.newConn(c, fw, wsRouteChannels)
-		js := &jupyterSocket{wc: wc, sess: sess, v1: c.Subprotocol() == jupyter.SubprotocolV1, own: map[string]bool{}, stop: make(chan struct{})}
-		wc.render = js.render
+	h.hub.Upgrade(ctx, ChannelsRoute, []string{jupyter.SubprotocolV1}, func(wc *wsock.Conn) {
+		js := &jupyterSocket{wc: wc, sess: sess, v1: wc.WS.Subprotocol() == jupyter.SubprotocolV1, own: map[string]bool{},
+			stop: make(chan struct{}), startTimeout: h.core.Cfg.KernelStartTimeout}
 		detach := sess.Attach() // the idle reaper leaves an attached session alone
 		defer detach()
 		sess.Mux().Watch(js)
@@ -48,16 +48,17 @@ func (h *liveHub) kernelChannels(ctx *fasthttp.RequestCtx) {
 		}()
 		defer wg.Wait()
 		defer close(js.stop)
-		wc.run(done, js.read)
+		wc.Run(js.render, js.read)
 	})
 }
 
 // jupyterSocket is the protocol state of one channels socket.
 type jupyterSocket struct {
-	wc   *wsConn
-	sess *stream.Session
-	v1   bool
-	stop chan struct{} // closed when the socket is done; ends monitor
+	wc           *wsock.Conn
+	sess         *stream.Session
+	v1           bool
+	stop         chan struct{} // closed when the socket is done; ends monitor
+	startTimeout time.Duration // bound on starting the session's kernel again
 
 	mu  sync.Mutex      // guards own
 	own map[string]bool // header.session values this client sent
@@ -78,13 +79,13 @@ func (js *jupyterSocket) Deliver(ev execution.Event) {
 		}
 	}
 	js.sess.Touch()
-	js.wc.push(wsItem{ev: ev})
+	js.wc.Push(wsock.Item{Ev: ev})
 }
 
 // read passes the client's messages to the kernel.
 func (js *jupyterSocket) read(ctx context.Context) error {
 	for {
-		typ, b, err := js.wc.c.Read(ctx)
+		typ, b, err := js.wc.WS.Read(ctx)
 		if err != nil {
 			return err
 		}
@@ -98,14 +99,14 @@ func (js *jupyterSocket) read(ctx context.Context) error {
 			err = fmt.Errorf("%w: header must be an object with msg_type", jupyter.ErrMalformed)
 		}
 		if err != nil {
-			js.wc.hub.counters.Count(stream.WSDrops, "bad_client_message", 1)
-			js.wc.hub.s.log.Debug("kernel websocket: bad message", "err", err)
+			js.wc.Drop("bad_client_message", 1)
+			js.wc.Log().Debug("kernel websocket: bad message", "err", err)
 			continue
 		}
 		switch m.Channel {
 		case "shell", "control", "stdin":
 		default:
-			js.wc.hub.counters.Count(stream.WSDrops, "bad_client_channel", 1)
+			js.wc.Drop("bad_client_channel", 1)
 			continue
 		}
 		js.mu.Lock()
@@ -113,15 +114,14 @@ func (js *jupyterSocket) read(ctx context.Context) error {
 		js.mu.Unlock()
 		js.sess.Touch()
 		if err := js.send(ctx, m); err != nil {
-			js.wc.hub.counters.Count(stream.WSDrops, "kernel_send_failed", 1)
-			js.wc.hub.s.log.Debug("kernel websocket: send failed", "msg_type", m.Header.MsgType, "err", err)
+			js.wc.Drop("kernel_send_failed", 1)
+			js.wc.Log().Debug("kernel websocket: send failed", "msg_type", m.Header.MsgType, "err", err)
 		}
 	}
 }
 
 func (js *jupyterSocket) send(ctx context.Context, m *jupyter.Message) error {
-	h := js.wc.hub
-	sctx, cancel := context.WithTimeout(ctx, h.s.cfg.KernelStartTimeout)
+	sctx, cancel := context.WithTimeout(ctx, js.startTimeout)
 	defer cancel()
 	rt, err := js.sess.EnsureRuntime(sctx)
 	if err != nil {
@@ -152,29 +152,29 @@ func (js *jupyterSocket) monitor() {
 		case <-js.stop:
 			return
 		case <-sess.Closed():
-			js.wc.closeWith(wsCloseNormal, "kernel shut down", "session_closed")
+			js.wc.CloseWith(wsock.CloseNormal, "kernel shut down", "session_closed")
 			return
 		case <-changed:
 		case <-done:
 			ended = rt
 			var dead *jupyter.DeadError
 			if errors.As(rt.Err(), &dead) {
-				js.wc.push(wsItem{ev: execution.Event{Msg: jupyter.NewStatus(jupyter.StateDead), State: jupyter.StateDead}})
+				js.wc.Push(wsock.Item{Ev: execution.Event{Msg: jupyter.NewStatus(jupyter.StateDead), State: jupyter.StateDead}})
 			}
 		}
 	}
 }
 
 // render frames a kernel message for the client (writer goroutine).
-func (js *jupyterSocket) render(it *wsItem) (websocket.MessageType, []byte, bool) {
-	if it.ev.Msg == nil {
+func (js *jupyterSocket) render(it *wsock.Item) (websocket.MessageType, []byte, bool) {
+	if it.Ev.Msg == nil {
 		return 0, nil, false
 	}
 	if js.v1 {
-		b, err := jupyter.EncodeV1(it.ev.Msg)
+		b, err := jupyter.EncodeV1(it.Ev.Msg)
 		return websocket.MessageBinary, b, err == nil
 	}
-	b, bin, err := jupyter.EncodeLegacy(it.ev.Msg)
+	b, bin, err := jupyter.EncodeLegacy(it.Ev.Msg)
 	if err != nil {
 		return 0, nil, false
 	}

@@ -1,4 +1,8 @@
-package gateway
+// Package jupyterapi serves the Jupyter kernels API: the routes `jupyter
+// server --gateway-url` and @jupyterlab/services use (/api, kernelspecs,
+// kernels, and each kernel's channels WebSocket), over the sessions of the
+// call core.
+package jupyterapi
 
 import (
 	"context"
@@ -9,13 +13,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fasthttp/router"
 	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
 
 	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/gateway/call"
+	"github.com/aiod/aiod/gateway/wsock"
 	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/stream"
 	"github.com/aiod/aiod/stream/backend"
+	"github.com/aiod/aiod/stream/execution"
 )
 
 // The Jupyter kernels API (the part `jupyter server --gateway-url` and
@@ -32,10 +40,39 @@ import (
 // Kernels are the tenant's, as sessions are: a caller lists and reaches
 // only its own; another tenant's kernel id is 404.
 
+// ChannelsRoute is the kernel channels WebSocket's route pattern.
+const ChannelsRoute = "/api/kernels/{id}/channels"
+
+// Surface is the Jupyter kernels API.
+type Surface struct {
+	core    *call.Core
+	hub     *wsock.Hub
+	version string // aiod's, as GET /api reports it
+}
+
+// New makes the surface; its sockets are hub's.
+func New(core *call.Core, hub *wsock.Hub, version string) *Surface {
+	return &Surface{core: core, hub: hub, version: version}
+}
+
+// Register adds the routes.
+func (h *Surface) Register(r *router.Router) {
+	r.GET("/api", h.jupyterRoot)
+	r.GET("/api/kernelspecs", h.listKernelspecs)
+	r.GET("/api/kernelspecs/{name}", h.getKernelspec)
+	r.GET("/api/kernels", h.listKernels)
+	r.POST("/api/kernels", h.startKernel)
+	r.GET("/api/kernels/{id}", h.getKernel)
+	r.DELETE("/api/kernels/{id}", h.deleteKernel)
+	r.POST("/api/kernels/{id}/interrupt", h.interruptKernel)
+	r.POST("/api/kernels/{id}/restart", h.restartKernel)
+	r.GET(ChannelsRoute, h.kernelChannels)
+}
+
 // kernels returns tenant's kernel-backed named sessions, oldest first.
-func (h *liveHub) kernels(tenant string) []*stream.Session {
+func (h *Surface) kernels(tenant string) []*stream.Session {
 	var out []*stream.Session
-	for _, s := range h.s.reg.List(tenant) {
+	for _, s := range h.core.Reg.List(tenant) {
 		if s.Backend.Name == backend.Kernel {
 			out = append(out, s)
 		}
@@ -46,15 +83,16 @@ func (h *liveHub) kernels(tenant string) []*stream.Session {
 
 // kernel returns tenant's kernel-backed session whose kernel id is id, or
 // nil.
-func (h *liveHub) kernel(tenant, id string) *stream.Session {
-	if s := h.s.reg.Kernel(tenant, id); s != nil && s.Backend.Name == backend.Kernel {
+func (h *Surface) kernel(tenant, id string) *stream.Session {
+	if s := h.core.Reg.Kernel(tenant, id); s != nil && s.Backend.Name == backend.Kernel {
 		return s
 	}
 	return nil
 }
 
-// kernelModel is Jupyter's kernel model plus the session it is.
-type kernelModel struct {
+// KernelModel is Jupyter's kernel model plus the session it is (the
+// answer of GET /api/kernels/{id}).
+type KernelModel struct {
 	ID             string `json:"id"`
 	Name           string `json:"name"`
 	LastActivity   string `json:"last_activity"`
@@ -64,18 +102,32 @@ type kernelModel struct {
 	Language       string `json:"language"`
 }
 
-func (h *liveHub) model(s *stream.Session) kernelModel {
+func (h *Surface) model(s *stream.Session) KernelModel {
 	name := s.Backend.Spec
 	if rt := s.Runtime(); rt != nil && rt.Info().Name != "" {
 		name = rt.Info().Name
 	}
-	if name == "" && h.s.env.PythonKernel != nil {
-		name = h.s.env.PythonKernel.Name
+	if name == "" && h.core.Env.PythonKernel != nil {
+		name = h.core.Env.PythonKernel.Name
 	}
-	return kernelModel{
+	return KernelModel{
 		ID: s.KernelID, Name: name, LastActivity: jupyter.FormatDate(s.LastUsed()), ExecutionState: s.State(),
 		Connections: s.Attached(), SessionID: s.ID, Language: s.Language,
 	}
+}
+
+// jcallFail answers a call's failure as a Jupyter API error, with its
+// Retry-After; a refusal for resources (403) has the reason Jupyter front
+// ends know, "Resource Limit".
+func jcallFail(ctx *fasthttp.RequestCtx, ce *call.Error) {
+	if ce.Retry > 0 {
+		ctx.Response.Header.Set("Retry-After", strconv.Itoa(ce.Retry))
+	}
+	if ce.Status == fasthttp.StatusForbidden {
+		jwriteJSON(ctx, ce.Status, map[string]any{"message": ce.Msg, "reason": "Resource Limit"})
+		return
+	}
+	jfail(ctx, ce.Status, ce.Msg)
 }
 
 // jfail answers a Jupyter API error: {"message": …, "reason": …}.
@@ -93,8 +145,8 @@ func jwriteJSON(ctx *fasthttp.RequestCtx, status int, v any) {
 	ctx.Response.SetBodyRaw(b)
 }
 
-func (h *liveHub) jupyterRoot(ctx *fasthttp.RequestCtx) {
-	jwriteJSON(ctx, fasthttp.StatusOK, map[string]any{"version": Version, "implementation": "aiod"})
+func (h *Surface) jupyterRoot(ctx *fasthttp.RequestCtx) {
+	jwriteJSON(ctx, fasthttp.StatusOK, map[string]any{"version": h.version, "implementation": "aiod"})
 }
 
 type kernelspecView struct {
@@ -107,8 +159,8 @@ func jSpecView(k *backend.KernelInfo) kernelspecView {
 	return kernelspecView{Name: k.Name, Spec: k.Spec, Resources: map[string]string{}}
 }
 
-func (h *liveHub) listKernelspecs(ctx *fasthttp.RequestCtx) {
-	env := h.s.env
+func (h *Surface) listKernelspecs(ctx *fasthttp.RequestCtx) {
+	env := h.core.Env
 	specs := map[string]kernelspecView{}
 	def := ""
 	for i := range env.Kernels {
@@ -123,13 +175,13 @@ func (h *liveHub) listKernelspecs(ctx *fasthttp.RequestCtx) {
 	jwriteJSON(ctx, fasthttp.StatusOK, map[string]any{"default": def, "kernelspecs": specs})
 }
 
-func (h *liveHub) getKernelspec(ctx *fasthttp.RequestCtx) {
+func (h *Surface) getKernelspec(ctx *fasthttp.RequestCtx) {
 	name, fe := api.PathParam(ctx, "name")
 	if fe != nil {
 		jfail(ctx, fasthttp.StatusBadRequest, fe.Error())
 		return
 	}
-	k := h.s.env.Kernel(name)
+	k := h.core.Env.Kernel(name)
 	if k == nil {
 		jfail(ctx, fasthttp.StatusNotFound, fmt.Sprintf("kernelspec %q not found", name))
 		return
@@ -137,28 +189,28 @@ func (h *liveHub) getKernelspec(ctx *fasthttp.RequestCtx) {
 	jwriteJSON(ctx, fasthttp.StatusOK, jSpecView(k))
 }
 
-func (h *liveHub) listKernels(ctx *fasthttp.RequestCtx) {
-	out := []kernelModel{}
-	for _, s := range h.kernels(tenantOf(ctx)) {
+func (h *Surface) listKernels(ctx *fasthttp.RequestCtx) {
+	out := []KernelModel{}
+	for _, s := range h.kernels(call.Tenant(ctx)) {
 		out = append(out, h.model(s))
 	}
 	jwriteJSON(ctx, fasthttp.StatusOK, out)
 }
 
-func (h *liveHub) kernelOr404(ctx *fasthttp.RequestCtx) *stream.Session {
+func (h *Surface) kernelOr404(ctx *fasthttp.RequestCtx) *stream.Session {
 	id, fe := api.PathParam(ctx, "id")
 	if fe != nil {
 		jfail(ctx, fasthttp.StatusBadRequest, fe.Error())
 		return nil
 	}
-	e := h.kernel(tenantOf(ctx), id)
+	e := h.kernel(call.Tenant(ctx), id)
 	if e == nil {
 		jfail(ctx, fasthttp.StatusNotFound, fmt.Sprintf("kernel %s not found", id))
 	}
 	return e
 }
 
-func (h *liveHub) getKernel(ctx *fasthttp.RequestCtx) {
+func (h *Surface) getKernel(ctx *fasthttp.RequestCtx) {
 	if e := h.kernelOr404(ctx); e != nil {
 		jwriteJSON(ctx, fasthttp.StatusOK, h.model(e))
 	}
@@ -166,7 +218,7 @@ func (h *liveHub) getKernel(ctx *fasthttp.RequestCtx) {
 
 // startKernel is POST /api/kernels {"name": SPEC, "env": {…}}: a new session
 // whose id is the new kernel's id, its kernel started before the answer.
-func (h *liveHub) startKernel(ctx *fasthttp.RequestCtx) {
+func (h *Surface) startKernel(ctx *fasthttp.RequestCtx) {
 	var req struct {
 		Name string            `json:"name"`
 		Env  map[string]string `json:"env"`
@@ -179,12 +231,12 @@ func (h *liveHub) startKernel(ctx *fasthttp.RequestCtx) {
 	}
 	var spec *backend.KernelInfo
 	if req.Name == "" {
-		spec = h.s.env.PythonKernel
-		if spec == nil && len(h.s.env.Kernels) > 0 {
-			spec = &h.s.env.Kernels[0]
+		spec = h.core.Env.PythonKernel
+		if spec == nil && len(h.core.Env.Kernels) > 0 {
+			spec = &h.core.Env.Kernels[0]
 		}
 	} else {
-		spec = h.s.env.Kernel(req.Name)
+		spec = h.core.Env.Kernel(req.Name)
 	}
 	if spec == nil {
 		msg := fmt.Sprintf("no kernelspec %q: see GET /api/kernelspecs", req.Name)
@@ -199,35 +251,26 @@ func (h *liveHub) startKernel(ctx *fasthttp.RequestCtx) {
 	if lang == "" {
 		lang = "python"
 	}
-	tenant := tenantOf(ctx)
-	b, err := h.s.rt.For(backend.Want{Language: lang, KernelSpec: spec.Name, Env: jEnv(req.Env), Tenant: tenant})
-	if err != nil {
-		jfail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
+	tenant := call.Tenant(ctx)
+	sess, _, ce := h.core.OpenSession(call.Call{Language: lang, KernelSpec: spec.Name, Env: jEnv(req.Env),
+		SessionID: id, Owner: call.Owner(ctx), Tenant: tenant})
+	if ce != nil {
+		if ce.Kind == execution.KindAdmission {
+			// Jupyter front ends and Enterprise Gateway clients know a
+			// start refused for resources as 403 "Resource Limit".
+			ce = &call.Error{Status: fasthttp.StatusForbidden, Msg: ce.Msg, Retry: ce.Retry, Kind: ce.Kind}
+		}
+		jcallFail(ctx, ce)
 		return
 	}
-	sess, _, err := h.s.reg.OpenFor(ownerOf(ctx), tenant, lang, id, b)
-	var le *stream.LimitError
-	if errors.As(err, &le) {
-		// Jupyter front ends and Enterprise Gateway clients know a start
-		// refused for resources as 403 "Resource Limit".
-		ctx.Response.Header.Set("Retry-After", strconv.Itoa(le.RetrySeconds()))
-		jwriteJSON(ctx, fasthttp.StatusForbidden, map[string]any{"message": le.Msg, "reason": "Resource Limit"})
-		return
-	}
-	if err != nil {
-		jfail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
-		return
-	}
-	sctx, cancel := context.WithTimeout(h.s.reqCtx(), h.s.cfg.KernelStartTimeout)
+	sctx, cancel := context.WithTimeout(h.core.Ctx(), h.core.Cfg.KernelStartTimeout)
 	defer cancel()
 	if _, err := sess.EnsureRuntime(sctx); err != nil {
-		dctx, dcancel := context.WithTimeout(h.s.reqCtx(), 10*time.Second)
-		h.s.reg.DeleteSession(dctx, sess)
+		dctx, dcancel := context.WithTimeout(h.core.Ctx(), 10*time.Second)
+		h.core.Reg.DeleteSession(dctx, sess)
 		dcancel()
-		if errors.As(err, &le) {
-			ctx.Response.Header.Set("Retry-After", strconv.Itoa(le.RetrySeconds()))
-		}
-		jfail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
+		ce := call.MapError(err, call.Call{SessionID: id})
+		jcallFail(ctx, &call.Error{Status: fasthttp.StatusServiceUnavailable, Msg: err.Error(), Retry: ce.Retry})
 		return
 	}
 	if h.kernel(tenant, sess.KernelID) == nil {
@@ -251,23 +294,23 @@ func jEnv(env map[string]string) []string {
 	return extra
 }
 
-func (h *liveHub) deleteKernel(ctx *fasthttp.RequestCtx) {
+func (h *Surface) deleteKernel(ctx *fasthttp.RequestCtx) {
 	e := h.kernelOr404(ctx)
 	if e == nil {
 		return
 	}
-	dctx, cancel := context.WithTimeout(h.s.reqCtx(), 30*time.Second)
+	dctx, cancel := context.WithTimeout(h.core.Ctx(), 30*time.Second)
 	defer cancel()
-	h.s.reg.DeleteSession(dctx, e)
+	h.core.Reg.DeleteSession(dctx, e)
 	ctx.SetStatusCode(fasthttp.StatusNoContent)
 }
 
-func (h *liveHub) interruptKernel(ctx *fasthttp.RequestCtx) {
+func (h *Surface) interruptKernel(ctx *fasthttp.RequestCtx) {
 	e := h.kernelOr404(ctx)
 	if e == nil {
 		return
 	}
-	ictx, cancel := context.WithTimeout(h.s.reqCtx(), 10*time.Second)
+	ictx, cancel := context.WithTimeout(h.core.Ctx(), 10*time.Second)
 	defer cancel()
 	if err := e.Interrupt(ictx, "a client (Jupyter API interrupt)"); err != nil {
 		jfail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
@@ -276,12 +319,12 @@ func (h *liveHub) interruptKernel(ctx *fasthttp.RequestCtx) {
 	ctx.SetStatusCode(fasthttp.StatusNoContent)
 }
 
-func (h *liveHub) restartKernel(ctx *fasthttp.RequestCtx) {
+func (h *Surface) restartKernel(ctx *fasthttp.RequestCtx) {
 	e := h.kernelOr404(ctx)
 	if e == nil {
 		return
 	}
-	rctx, cancel := context.WithTimeout(h.s.reqCtx(), h.s.cfg.KernelStartTimeout+10*time.Second)
+	rctx, cancel := context.WithTimeout(h.core.Ctx(), h.core.Cfg.KernelStartTimeout+10*time.Second)
 	defer cancel()
 	if _, err := e.Restart(rctx, "a client (Jupyter API restart)"); err != nil {
 		status := fasthttp.StatusServiceUnavailable

@@ -1,18 +1,25 @@
-package gateway
+// Package live serves GET /v2/code/ws: aiod's own streaming protocol over
+// a WebSocket. Executions run on the call core (they outlive the socket);
+// the socket follows them, watches sessions, and asks for completions.
+package live
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"github.com/aiod/aiod/stream/execution"
 	"sync"
 	"time"
 
-	"github.com/aiod/aiod/stream"
 	"github.com/coder/websocket"
+	"github.com/fasthttp/router"
 	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
+
+	"github.com/aiod/aiod/gateway/call"
+	"github.com/aiod/aiod/gateway/wsock"
+	"github.com/aiod/aiod/stream"
+	"github.com/aiod/aiod/stream/execution"
 )
 
 // GET /v2/code/ws: aiod's own streaming protocol, JSON text messages.
@@ -33,14 +40,27 @@ import (
 //	       with "id" = the execution's msg_id and "session_id"
 //	       {"type":"error","id":REF,"status":422|404|409|503,"message":…}
 
-// codeWS upgrades GET /v2/code/ws.
-func (h *liveHub) codeWS(ctx *fasthttp.RequestCtx) {
-	owner, tenant := ownerOf(ctx), tenantOf(ctx)
-	h.upgrade(ctx, nil, func(c *websocket.Conn, fw *flushWriter, done <-chan struct{}) {
-		wc := h.newConn(c, fw, wsRouteCode)
-		cs := &codeSocket{wc: wc, watches: map[*stream.Session]*watchSub{}, follows: map[*wsFollow]struct{}{}, owner: owner, tenant: tenant}
-		wc.render = cs.render
-		wc.run(done, cs.read)
+// Route is the socket's path.
+const Route = "/v2/code/ws"
+
+// Surface is the /v2/code/ws route.
+type Surface struct {
+	core *call.Core
+	hub  *wsock.Hub
+}
+
+// New makes the surface; its sockets are hub's, its executions core's.
+func New(core *call.Core, hub *wsock.Hub) *Surface { return &Surface{core: core, hub: hub} }
+
+// Register adds the route.
+func (s *Surface) Register(r *router.Router) { r.GET(Route, s.serve) }
+
+// serve upgrades GET /v2/code/ws.
+func (s *Surface) serve(ctx *fasthttp.RequestCtx) {
+	owner, tenant := call.Owner(ctx), call.Tenant(ctx)
+	s.hub.Upgrade(ctx, Route, nil, func(wc *wsock.Conn) {
+		cs := &codeSocket{core: s.core, wc: wc, watches: map[*stream.Session]*watchSub{}, follows: map[*wsFollow]struct{}{}, owner: owner, tenant: tenant}
+		wc.Run(cs.render, cs.read)
 		cs.stopFollowing()
 		for sess, w := range cs.watches {
 			sess.Mux().Unwatch(w)
@@ -50,9 +70,10 @@ func (h *liveHub) codeWS(ctx *fasthttp.RequestCtx) {
 
 // codeSocket is the protocol state of one /v2/code/ws socket.
 type codeSocket struct {
-	wc      *wsConn
+	core    *call.Core
+	wc      *wsock.Conn
 	owner   string                        // the caller key sessions it creates count against
-	tenant  string                        // whose sessions and executions it can name (tenantOf)
+	tenant  string                        // whose sessions and executions it can name (call.Tenant)
 	watches map[*stream.Session]*watchSub // reader goroutine only
 	seq     map[string]int                // writer goroutine only: outputs sent per watched execution without a seq
 
@@ -64,7 +85,7 @@ type codeSocket struct {
 // never waits for an execution.
 func (cs *codeSocket) read(ctx context.Context) error {
 	for {
-		typ, b, err := cs.wc.c.Read(ctx)
+		typ, b, err := cs.wc.WS.Read(ctx)
 		if err != nil {
 			return err
 		}
@@ -130,23 +151,22 @@ func wsValidRef(r json.RawMessage) bool {
 }
 
 func (cs *codeSocket) execute(ref json.RawMessage, b []byte) {
-	h := cs.wc.hub
 	if ref == nil {
 		cs.fail(nil, fasthttp.StatusUnprocessableEntity, "field 'id': is required, so that outputs and the result can name their execution")
 		return
 	}
-	call, fe := h.s.parseV2Execute(b, "type", "id")
+	c, fe := cs.core.ParseExecute(b, "type", "id")
 	if fe != nil {
 		cs.fail(ref, fasthttp.StatusUnprocessableEntity, fe.Error())
 		return
 	}
-	if int(cs.wc.inflight.Load()) >= cs.wc.lim.MaxInFlight {
-		cs.fail(ref, fasthttp.StatusServiceUnavailable, fmt.Sprintf("this socket already has %d executions in flight (the limit); wait for a result", cs.wc.lim.MaxInFlight))
+	if max := cs.wc.Limits().MaxInFlight; int(cs.wc.Inflight.Load()) >= max {
+		cs.fail(ref, fasthttp.StatusServiceUnavailable, fmt.Sprintf("this socket already has %d executions in flight (the limit); wait for a result", max))
 		return
 	}
 	ref = append(json.RawMessage(nil), ref...)
-	call.Origin, call.Owner, call.Tenant = cs, cs.owner, cs.tenant
-	rec, created, ce := h.s.claim(call)
+	c.Origin, c.Owner, c.Tenant = cs, cs.owner, cs.tenant
+	rec, created, ce := cs.core.Claim(c)
 	if ce != nil {
 		cs.failCall(ref, ce)
 		return
@@ -157,18 +177,11 @@ func (cs *codeSocket) execute(ref json.RawMessage, b []byte) {
 		return
 	}
 	cs.follow(ref, rec, 0)
-	cs.wc.inflight.Add(1)
-	ok := h.goExec(func() {
-		defer cs.wc.inflight.Add(-1)
-		// The execution does not depend on the socket: closing the socket
-		// does not stop it. Its outputs and result reach the socket through
-		// the follower; a failure to run, too (as an error entry).
-		_, _ = h.s.runClaimed(h.ctx, call, rec)
-	})
-	if !ok {
-		cs.wc.inflight.Add(-1)
-		rec.Fail(runError(stream.ErrShuttingDown, call).runError())
-	}
+	// The execution does not depend on the socket: closing the socket does
+	// not stop it. Its outputs and result reach the socket through the
+	// follower; a failure to run, too (as an error entry).
+	cs.wc.Inflight.Add(1)
+	cs.core.Start(c, rec, func() { cs.wc.Inflight.Add(-1) })
 }
 
 // resume replays an execution from after output seq `after`, then follows
@@ -194,7 +207,7 @@ func (cs *codeSocket) resume(ref json.RawMessage, b []byte) {
 		}
 		after = *m.After
 	}
-	rec, err := cs.wc.hub.s.reg.Executions().Get(cs.tenant, *m.ExecutionID)
+	rec, err := cs.core.Reg.Executions().Get(cs.tenant, *m.ExecutionID)
 	var gone *execution.GoneError
 	switch {
 	case errors.As(err, &gone):
@@ -217,7 +230,7 @@ func (cs *codeSocket) accepted(ref json.RawMessage, rec *execution.Record, state
 		ExecutionID string          `json:"execution_id"`
 		State       string          `json:"state,omitempty"`
 	}{"accepted", ref, rec.ID, state})
-	cs.wc.push(wsItem{raw: b})
+	cs.wc.Push(wsock.Item{Raw: b})
 }
 
 // follow hands rec's outputs after `after`, and its result, to the client
@@ -227,9 +240,9 @@ func (cs *codeSocket) follow(ref json.RawMessage, rec *execution.Record, after i
 	detach, err := rec.Follow(after, func(e execution.Entry) {
 		switch {
 		case e.Err != nil:
-			cs.failCall(ref, callErrorOf(e.Err))
+			cs.failCall(ref, call.ErrorOf(e.Err))
 		case e.Event.Result != nil || e.Event.Out != nil:
-			cs.wc.push(wsItem{ev: e.Event, ref: ref, seq: e.Seq, execID: rec.ID})
+			cs.wc.Push(wsock.Item{Ev: e.Event, Ref: ref, Seq: e.Seq, ExecID: rec.ID})
 		default:
 			return
 		}
@@ -281,35 +294,19 @@ type wsFollow struct {
 	ended  bool // its result came (guarded by codeSocket.fmu)
 }
 
-// sessionsNamed returns the socket's tenant's sessions with that id, of
-// one language or all.
-func (cs *codeSocket) sessionsNamed(id string, lang *string) []*stream.Session {
-	reg := cs.wc.hub.s.reg
-	if lang != nil {
-		if s := reg.Get(cs.tenant, *lang, id); s != nil {
-			return []*stream.Session{s}
-		}
-		return nil
-	}
-	var out []*stream.Session
-	for _, l := range []string{"python", "javascript"} {
-		if s := reg.Get(cs.tenant, l, id); s != nil {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 func (cs *codeSocket) target(ref json.RawMessage, head codeHead) ([]*stream.Session, bool) {
 	if head.SessionID == nil || *head.SessionID == "" {
 		cs.fail(ref, fasthttp.StatusUnprocessableEntity, "field 'session_id': is required")
 		return nil, false
 	}
-	if head.Language != nil && !codeLanguages[*head.Language] {
-		cs.fail(ref, fasthttp.StatusUnprocessableEntity, fmt.Sprintf("field 'language': unsupported language %q: use python or javascript", *head.Language))
-		return nil, false
+	lang := ""
+	if head.Language != nil {
+		if lang = *head.Language; !call.KnownLanguage(lang) {
+			cs.fail(ref, fasthttp.StatusUnprocessableEntity, fmt.Sprintf("field 'language': unsupported language %q: use python or javascript", lang))
+			return nil, false
+		}
 	}
-	ss := cs.sessionsNamed(*head.SessionID, head.Language)
+	ss := cs.core.Sessions(cs.tenant, lang, *head.SessionID)
 	if len(ss) == 0 {
 		cs.fail(ref, fasthttp.StatusNotFound, fmt.Sprintf("session %q not found", *head.SessionID))
 		return nil, false
@@ -325,10 +322,9 @@ func (cs *codeSocket) interrupt(ref json.RawMessage, head codeHead) {
 	if !ok {
 		return
 	}
-	h := cs.wc.hub
 	ref = append(json.RawMessage(nil), ref...)
-	ok = h.goExec(func() {
-		ctx, cancel := context.WithTimeout(h.ctx, 5*time.Second)
+	ok = cs.core.Go(func() {
+		ctx, cancel := context.WithTimeout(cs.core.Ctx(), 5*time.Second)
 		defer cancel()
 		for _, s := range ss {
 			if err := s.Interrupt(ctx, "a client (WebSocket interrupt)"); err != nil {
@@ -388,17 +384,17 @@ type wsError struct {
 }
 
 func (cs *codeSocket) fail(ref json.RawMessage, status int, msg string) {
-	cs.failCall(ref, &callError{Status: status, Msg: msg})
+	cs.failCall(ref, &call.Error{Status: status, Msg: msg})
 }
 
 // failCall sends ce as an error message; a refusal by a limit carries its
 // error_kind and retry_after (seconds).
-func (cs *codeSocket) failCall(ref json.RawMessage, ce *callError) {
+func (cs *codeSocket) failCall(ref json.RawMessage, ce *call.Error) {
 	if ref == nil {
 		ref = json.RawMessage("null")
 	}
 	b, _ := json.MarshalNoEscape(wsError{"error", ref, ce.Status, ce.Msg, ce.Kind, ce.Retry})
-	cs.wc.push(wsItem{raw: b})
+	cs.wc.Push(wsock.Item{Raw: b})
 }
 
 func (cs *codeSocket) ok(ref json.RawMessage, request string) {
@@ -410,7 +406,7 @@ func (cs *codeSocket) ok(ref json.RawMessage, request string) {
 		ID      json.RawMessage `json:"id"`
 		Request string          `json:"request"`
 	}{"ok", ref, request})
-	cs.wc.push(wsItem{raw: b})
+	cs.wc.Push(wsock.Item{Raw: b})
 }
 
 // watchSub receives every event of a watched session. The socket's own
@@ -425,7 +421,7 @@ func (w *watchSub) Deliver(ev execution.Event) {
 		return
 	}
 	if ev.Result != nil || ev.State != "" || ev.Out != nil {
-		w.cs.wc.push(wsItem{ev: ev, sid: w.sid})
+		w.cs.wc.Push(wsock.Item{Ev: ev, SID: w.sid})
 	}
 }
 
@@ -458,38 +454,38 @@ type wsStatus struct {
 }
 
 // render turns a queued item into a text message (writer goroutine).
-func (cs *codeSocket) render(it *wsItem) (websocket.MessageType, []byte, bool) {
-	if it.raw != nil {
-		return websocket.MessageText, it.raw, true
+func (cs *codeSocket) render(it *wsock.Item) (websocket.MessageType, []byte, bool) {
+	if it.Raw != nil {
+		return websocket.MessageText, it.Raw, true
 	}
 	if cs.seq == nil {
 		cs.seq = map[string]int{}
 	}
-	id, key := it.ref, string(it.ref)
+	id, key := it.Ref, string(it.Ref)
 	var sid *string
 	if id == nil { // a watched event: named by the execution's msg_id
-		sid = &it.sid
-		key = "w/" + it.ev.ExecID
-		if it.ev.ExecID == "" {
+		sid = &it.SID
+		key = "w/" + it.Ev.ExecID
+		if it.Ev.ExecID == "" {
 			id = json.RawMessage("null")
 		} else {
-			id, _ = json.Marshal(it.ev.ExecID)
+			id, _ = json.Marshal(it.Ev.ExecID)
 		}
 	}
-	execID, seq := it.execID, it.seq
+	execID, seq := it.ExecID, it.Seq
 	if execID == "" {
-		execID, seq = it.ev.ExecutionID, it.ev.Seq
+		execID, seq = it.Ev.ExecutionID, it.Ev.Seq
 	}
 	var v any
 	switch {
-	case it.ev.Result != nil:
-		r := it.ev.Result
+	case it.Ev.Result != nil:
+		r := it.Ev.Result
 		delete(cs.seq, key)
-		v = wsResult{"result", id, sid, execID, r.Success(), r.Message(), v2Data(r)} // ANSI kept, as in the outputs
-	case it.ev.State != "":
-		v = wsStatus{"status", id, sid, execID, it.ev.State}
-	case it.ev.Out != nil:
-		out, err := it.ev.Out.CompactJSON()
+		v = wsResult{"result", id, sid, execID, r.Success(), r.Message(), call.DataOf(r)} // ANSI kept, as in the outputs
+	case it.Ev.State != "":
+		v = wsStatus{"status", id, sid, execID, it.Ev.State}
+	case it.Ev.Out != nil:
+		out, err := it.Ev.Out.CompactJSON()
 		if err != nil {
 			return 0, nil, false
 		}
@@ -510,25 +506,23 @@ func (cs *codeSocket) render(it *wsItem) (websocket.MessageType, []byte, bool) {
 
 // ask answers a complete or inspect message, off the reader goroutine.
 func (cs *codeSocket) ask(ref json.RawMessage, b []byte, inspect bool) {
-	h := cs.wc.hub
-	c, fe := h.s.parseAsk(b, inspect, "type", "id")
-	c.Owner, c.Tenant = cs.owner, cs.tenant
+	a, fe := call.ParseAsk(b, inspect, "type", "id")
+	a.Owner, a.Tenant = cs.owner, cs.tenant
 	if fe != nil {
 		cs.fail(ref, fasthttp.StatusUnprocessableEntity, fe.Error())
 		return
 	}
 	ref = append(json.RawMessage(nil), ref...)
-	do, typ := completeOf, "complete_reply"
+	typ := "complete_reply"
 	if inspect {
-		do, typ = inspectOf, "inspect_reply"
+		typ = "inspect_reply"
 	}
-	ok := h.goExec(func() {
-		v, ce := h.s.ask(c, do)
+	ok := cs.core.Go(func() {
+		fields, ce := cs.core.Ask(a)
 		if ce != nil {
 			cs.failCall(ref, ce)
 			return
 		}
-		fields, _ := v.(map[string]any)
 		out := map[string]any{"type": typ, "id": ref}
 		for k, x := range fields {
 			out[k] = x
@@ -538,7 +532,7 @@ func (cs *codeSocket) ask(ref json.RawMessage, b []byte, inspect bool) {
 			cs.fail(ref, fasthttp.StatusInternalServerError, "encode the answer: "+err.Error())
 			return
 		}
-		cs.wc.push(wsItem{raw: msg})
+		cs.wc.Push(wsock.Item{Raw: msg})
 	})
 	if !ok {
 		cs.fail(ref, fasthttp.StatusServiceUnavailable, stream.ErrShuttingDown.Error())

@@ -1,10 +1,12 @@
-package gateway
+// Package mcp serves the Model Context Protocol at /mcp (streamable HTTP,
+// with the official Go SDK): tools that run code and reach files on the
+// call core, for the caller the guard found.
+package mcp
 
 import (
 	"context"
 	"encoding/base64"
 	"fmt"
-	"github.com/aiod/aiod/stream/execution"
 	"net/http"
 	"sort"
 	"strings"
@@ -14,23 +16,36 @@ import (
 
 	"github.com/fasthttp/router"
 	"github.com/goccy/go-json"
-	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
 	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/gateway/call"
 	"github.com/aiod/aiod/gateway/fsplane"
 	"github.com/aiod/aiod/stream"
+	"github.com/aiod/aiod/stream/execution"
 )
 
-// MCPPath is the Model Context Protocol endpoint (streamable HTTP).
-const MCPPath = "/mcp"
+// ProgressDrops counts, by reason (queue_full, not_sent), outputs left out
+// of an execute_code call's progress notifications (the daemon's
+// stream.Counters keeps it; Families describes it).
+const ProgressDrops = "mcp_progress_drops"
 
-// mcpSessionIdle is how long an MCP session lives without a request; a
+// Families describes the counters the MCP server keeps.
+var Families = map[string]stream.Family{
+	ProgressDrops: {Help: "Outputs left out of an MCP call's progress notifications (its result still has them), by reason.", Labels: []string{"reason"}},
+}
+
+// Path is the Model Context Protocol endpoint (streamable HTTP).
+const Path = "/mcp"
+
+// sessionIdle is how long an MCP session lives without a request; a
 // client that comes back later initializes again.
-const mcpSessionIdle = 30 * time.Minute
+const sessionIdle = 30 * time.Minute
 
-// mcpServer serves MCP at /mcp with the official Go SDK. The SDK's
+// Server serves MCP at /mcp with the official Go SDK (its tools run on
+// the call core, as the REST routes do). The SDK's
 // streamable HTTP handler is a net/http handler; fasthttpadaptor bridges it
 // to fasthttp on the same port and streams: when the handler flushes, the
 // adaptor sends the headers and feeds the rest of the body through a pipe
@@ -39,36 +54,36 @@ const mcpSessionIdle = 30 * time.Minute
 //
 // The handler never sees the *fasthttp.RequestCtx as its context (fasthttp
 // reuses it, and the SDK keeps request contexts, detached, for a session's
-// life): POST and DELETE run under the server's base context, which ends
-// at shutdown, and the long-lived GET streams under one that ends when
+// life): POST and DELETE run under the core's context, which ends at
+// shutdown, and the long-lived GET streams under one that ends when
 // shutdown begins, so that they do not hold up the drain.
-type mcpServer struct {
-	s       *Server
-	srv     *mcp.Server
+type Server struct {
+	core    *call.Core
+	srv     *sdk.Server
 	handler http.Handler
 	files   *fsplane.Files // on HostFS; files.For(view) acts in a caller's view
 
 	streams     context.Context // parent of GET streams; ends when shutdown begins
 	stopStreams context.CancelFunc
 
-	owners mcpOwners // MCP session id -> the tenant that made it
+	owners owners // MCP session id -> the tenant that made it
 }
 
-// mcpOwners remembers which tenant made each MCP session, for as long as
-// the SDK keeps such a session (mcpSessionIdle after its last request).
-type mcpOwners struct {
+// owners remembers which tenant made each MCP session, for as long as
+// the SDK keeps such a session (sessionIdle after its last request).
+type owners struct {
 	mu sync.Mutex
-	m  map[string]*mcpOwner
+	m  map[string]*owner
 }
 
-type mcpOwner struct {
+type owner struct {
 	tenant string
 	seen   time.Time
 }
 
 // check reports whether tenant may use session id (unknown ids pass: the
 // SDK answers them) and notes its use.
-func (o *mcpOwners) check(id, tenant string, now time.Time) bool {
+func (o *owners) check(id, tenant string, now time.Time) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	w := o.m[id]
@@ -83,57 +98,65 @@ func (o *mcpOwners) check(id, tenant string, now time.Time) bool {
 }
 
 // add records a new session's maker, dropping sessions the SDK has let go.
-func (o *mcpOwners) add(id, tenant string, now time.Time) {
+func (o *owners) add(id, tenant string, now time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.m == nil {
-		o.m = map[string]*mcpOwner{}
+		o.m = map[string]*owner{}
 	}
 	if _, ok := o.m[id]; ok {
 		return
 	}
 	if len(o.m)%256 == 255 {
 		for k, w := range o.m {
-			if now.Sub(w.seen) > mcpSessionIdle {
+			if now.Sub(w.seen) > sessionIdle {
 				delete(o.m, k)
 			}
 		}
 	}
-	o.m[id] = &mcpOwner{tenant: tenant, seen: now}
+	o.m[id] = &owner{tenant: tenant, seen: now}
 }
 
-func (o *mcpOwners) forget(id string) {
+func (o *owners) forget(id string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	delete(o.m, id)
 }
 
-func newMCP(s *Server) *mcpServer {
-	m := &mcpServer{s: s, files: fsplane.NewFiles(fsplane.Config{MaxBody: int64(s.cfg.MaxBody), Logger: s.log, Workspace: s.workspace()})}
-	m.streams, m.stopStreams = context.WithCancel(s.base)
-	m.srv = mcp.NewServer(&mcp.Implementation{Name: "aiod", Title: "aiod code execution", Version: Version}, &mcp.ServerOptions{
+// Config is what the MCP server needs besides the core.
+type Config struct {
+	MaxBody int    // largest request body; --max-body
+	Version string // aiod's, as the server reports it
+}
+
+// New makes the MCP server.
+func New(core *call.Core, cfg Config) *Server {
+	log := core.Log
+	m := &Server{core: core, files: fsplane.NewFiles(fsplane.Config{MaxBody: int64(cfg.MaxBody), Logger: log, Workspace: core.Workspace()})}
+	m.streams, m.stopStreams = context.WithCancel(core.Ctx())
+	m.srv = sdk.NewServer(&sdk.Implementation{Name: "aiod", Title: "aiod code execution", Version: cfg.Version}, &sdk.ServerOptions{
 		Instructions: "aiod runs Python (Jupyter kernels) and JavaScript (Node.js) on this host. " +
 			"execute_code without session_id runs in a fresh runtime; with one, state persists across calls. " +
 			"The file tools see the same file system as the code.",
-		Logger: s.log,
+		Logger: log,
 	})
 	m.addTools()
-	m.handler = mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return m.srv }, &mcp.StreamableHTTPOptions{
-		SessionTimeout: mcpSessionIdle,
+	m.handler = sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return m.srv }, &sdk.StreamableHTTPOptions{
+		SessionTimeout: sessionIdle,
 		// The guard has checked Host (with --allowed-hosts), Origin and
 		// credentials before any route; the SDK's own loopback-only Host
 		// rule would refuse hosts the operator allowed.
 		DisableLocalhostProtection: true,
-		MaxRequestBodyBytes:        int64(s.cfg.MaxBody),
-		Logger:                     s.log,
+		MaxRequestBodyBytes:        int64(cfg.MaxBody),
+		Logger:                     log,
 	})
 	return m
 }
 
-func (s *Server) registerMCP(r *router.Router) {
-	m := s.mcp
+// Register adds the MCP endpoint.
+func (m *Server) Register(r *router.Router) {
 	h := fasthttpadaptor.NewFastHTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		parent := m.s.base
+		parent := m.core.Ctx()
 		if req.Method == http.MethodGet {
 			parent = m.streams
 		}
@@ -146,8 +169,8 @@ func (s *Server) registerMCP(r *router.Router) {
 	// An MCP session (its id, its notification stream) is its maker's:
 	// another tenant presenting the id is answered as for an unknown one.
 	stamped := func(ctx *fasthttp.RequestCtx) {
-		tenant := tenantOf(ctx)
-		id := string(ctx.Request.Header.Peek(mcpSessionHeader))
+		tenant := call.Tenant(ctx)
+		id := string(ctx.Request.Header.Peek(sessionHeader))
 		if id != "" {
 			if !m.owners.check(id, tenant, time.Now()) {
 				ctx.SetStatusCode(fasthttp.StatusNotFound)
@@ -156,34 +179,34 @@ func (s *Server) registerMCP(r *router.Router) {
 				return
 			}
 		}
-		ctx.Request.Header.Del(mcpCallerHeader)
-		ctx.Request.Header.Del(mcpTenantHeader)
-		if owner := ownerOf(ctx); owner != "" {
-			ctx.Request.Header.Set(mcpCallerHeader, owner)
+		ctx.Request.Header.Del(CallerHeader)
+		ctx.Request.Header.Del(TenantHeader)
+		if owner := call.Owner(ctx); owner != "" {
+			ctx.Request.Header.Set(CallerHeader, owner)
 		}
-		ctx.Request.Header.Set(mcpTenantHeader, tenant)
+		ctx.Request.Header.Set(TenantHeader, tenant)
 		h(ctx)
-		switch made := string(ctx.Response.Header.Peek(mcpSessionHeader)); {
+		switch made := string(ctx.Response.Header.Peek(sessionHeader)); {
 		case ctx.IsDelete() && id != "":
 			m.owners.forget(id)
 		case made != "" && made != id:
 			m.owners.add(made, tenant, time.Now())
 		}
 	}
-	r.POST(MCPPath, stamped)
-	r.GET(MCPPath, stamped)
-	r.DELETE(MCPPath, stamped)
+	r.POST(Path, stamped)
+	r.GET(Path, stamped)
+	r.DELETE(Path, stamped)
 }
 
-// beginShutdown ends the GET streams, so that fasthttp's drain does not
+// BeginShutdown ends the GET streams, so that fasthttp's drain does not
 // wait for them.
-func (m *mcpServer) beginShutdown() { m.stopStreams() }
+func (m *Server) BeginShutdown() { m.stopStreams() }
 
-// close ends every MCP session; call it after the registry closed, so that
+// Close ends every MCP session; call it after the registry closed, so that
 // tool calls in flight have their answers.
-func (m *mcpServer) close() {
+func (m *Server) Close() {
 	m.stopStreams()
-	var all []*mcp.ServerSession
+	var all []*sdk.ServerSession
 	for ss := range m.srv.Sessions() {
 		all = append(all, ss)
 	}
@@ -203,8 +226,8 @@ func schema(props map[string]any, required ...string) json.RawMessage {
 	return b
 }
 
-func (m *mcpServer) addTools() {
-	m.srv.AddTool(&mcp.Tool{
+func (m *Server) addTools() {
+	m.srv.AddTool(&sdk.Tool{
 		Name:  "execute_code",
 		Title: "Run Python or JavaScript",
 		Description: "Runs code and returns its outputs as a notebook shows them: stdout/stderr and text/plain as text, " +
@@ -218,35 +241,35 @@ func (m *mcpServer) addTools() {
 			"language":   map[string]any{"type": "string", "enum": []string{"python", "javascript"}, "description": "python or javascript"},
 			"code":       map[string]any{"type": "string", "description": "the code to run"},
 			"session_id": map[string]any{"type": "string", "maxLength": 128, "pattern": "^[A-Za-z0-9._:@-]*$", "description": "run in this session (created on first use; variables persist); omit for a one-shot run"},
-			"timeout":    map[string]any{"type": "number", "exclusiveMinimum": 0, "maximum": m.s.cfg.MaxTimeout.Seconds(), "description": fmt.Sprintf("seconds before the code is interrupted; default %g", m.s.cfg.DefaultTimeout.Seconds())},
+			"timeout":    map[string]any{"type": "number", "exclusiveMinimum": 0, "maximum": m.core.Cfg.MaxTimeout.Seconds(), "description": fmt.Sprintf("seconds before the code is interrupted; default %g", m.core.Cfg.DefaultTimeout.Seconds())},
 		}, "language", "code"),
 	}, m.executeCode)
-	m.srv.AddTool(&mcp.Tool{
+	m.srv.AddTool(&sdk.Tool{
 		Name:        "list_sessions",
 		Title:       "List code sessions",
 		Description: "Lists the live code sessions: id, language, backend, whether busy, pid, created and last used times (as GET /v2/code/sessions).",
 		InputSchema: schema(map[string]any{}),
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
 	}, m.listSessions)
-	m.srv.AddTool(&mcp.Tool{
+	m.srv.AddTool(&sdk.Tool{
 		Name:        "delete_session",
 		Title:       "End a code session",
 		Description: "Ends every runtime under a session id, of any language; its variables are lost. Unknown ids are an error.",
 		InputSchema: schema(map[string]any{
 			"session_id": map[string]any{"type": "string", "description": "the session to end"},
 		}, "session_id"),
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)},
+		Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(true)},
 	}, m.deleteSession)
-	m.srv.AddTool(&mcp.Tool{
+	m.srv.AddTool(&sdk.Tool{
 		Name:        "read_file",
 		Title:       "Read a file",
 		Description: "Reads a file of the host (an absolute path, up to 64 MiB). UTF-8 text comes back as text; an image as image content; other binary files as base64 in structuredContent.",
 		InputSchema: schema(map[string]any{
 			"path": map[string]any{"type": "string", "description": "absolute path of the file"},
 		}, "path"),
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
 	}, m.readFile)
-	m.srv.AddTool(&mcp.Tool{
+	m.srv.AddTool(&sdk.Tool{
 		Name:        "write_file",
 		Title:       "Write a file",
 		Description: "Writes (or appends to) a file of the host at an absolute path, creating its parent folders.",
@@ -256,24 +279,24 @@ func (m *mcpServer) addTools() {
 			"encoding": map[string]any{"type": "string", "enum": []string{"utf-8", "base64"}, "description": "how content is encoded; utf-8 by default"},
 			"append":   map[string]any{"type": "boolean", "description": "append instead of replacing the file"},
 		}, "path", "content"),
-		Annotations: &mcp.ToolAnnotations{DestructiveHint: ptr(true)},
+		Annotations: &sdk.ToolAnnotations{DestructiveHint: ptr(true)},
 	}, m.writeFile)
-	m.srv.AddTool(&mcp.Tool{
+	m.srv.AddTool(&sdk.Tool{
 		Name:        "list_files",
 		Title:       "List a folder",
 		Description: "Lists a folder of the host (an absolute path): name, path, size, is_dir and modified time of each entry, sorted by name.",
 		InputSchema: schema(map[string]any{
 			"path": map[string]any{"type": "string", "description": "absolute path of the folder"},
 		}, "path"),
-		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true},
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
 	}, m.listFiles)
 }
 
 func ptr[T any](v T) *T { return &v }
 
 // toolError is a failed tool call, as the model should see it.
-func toolError(msg string) *mcp.CallToolResult {
-	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+func toolError(msg string) *sdk.CallToolResult {
+	return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: msg}}}
 }
 
 // structured is v as JSON, for structuredContent (the SDK marshals it with
@@ -281,7 +304,7 @@ func toolError(msg string) *mcp.CallToolResult {
 func structured(v any) (json.RawMessage, error) { return json.Marshal(v) }
 
 // args decodes a tool call's arguments with the REST routes' field decoder.
-func args(req *mcp.CallToolRequest) (*api.Fields, *mcp.CallToolResult) {
+func args(req *sdk.CallToolRequest) (*api.Fields, *sdk.CallToolResult) {
 	f, fe := api.Decode(req.Params.Arguments)
 	if fe != nil {
 		return nil, toolError("invalid arguments: " + fe.Error())
@@ -293,48 +316,48 @@ func args(req *mcp.CallToolRequest) (*api.Fields, *mcp.CallToolResult) {
 // --max-sessions-per-key) and the caller's tenant (whose sessions a tool
 // call names and lists).
 const (
-	mcpCallerHeader = "X-Aiod-Caller"
-	mcpTenantHeader = "X-Aiod-Tenant"
-	// mcpSessionHeader names an MCP session (the streamable transport's).
-	mcpSessionHeader = "Mcp-Session-Id"
+	CallerHeader = "X-Aiod-Caller"
+	TenantHeader = "X-Aiod-Tenant"
+	// sessionHeader names an MCP session (the streamable transport's).
+	sessionHeader = "Mcp-Session-Id"
 )
 
-// mcpCaller is the caller key and the tenant of a tool call, as stamped on
+// callerOf is the caller key and the tenant of a tool call, as stamped on
 // its HTTP request. A call without the stamp (never from the route) has
 // the tenant "", which no caller has: it names nobody's sessions.
-func mcpCaller(req *mcp.CallToolRequest) (owner, tenant string) {
+func callerOf(req *sdk.CallToolRequest) (owner, tenant string) {
 	if req.Extra == nil || req.Extra.Header == nil {
 		return "", ""
 	}
-	return req.Extra.Header.Get(mcpCallerHeader), req.Extra.Header.Get(mcpTenantHeader)
+	return req.Extra.Header.Get(CallerHeader), req.Extra.Header.Get(TenantHeader)
 }
 
-func (m *mcpServer) executeCode(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	c, fe := m.s.parseV2Execute(req.Params.Arguments)
+func (m *Server) executeCode(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	c, fe := m.core.ParseExecute(req.Params.Arguments)
 	if fe != nil {
 		return toolError("invalid arguments: " + fe.Error()), nil
 	}
-	c.Owner, c.Tenant = mcpCaller(req)
-	var prog *mcpProgress
+	c.Owner, c.Tenant = callerOf(req)
+	var prog *progress
 	if token := req.Params.GetProgressToken(); token != nil {
-		prog = newMCPProgress(ctx, req.Session, token, m.s.reg.Counters())
+		prog = newProgress(ctx, req.Session, token, m.core.Reg.Counters())
 		c.Subs = []execution.Subscriber{prog}
 	}
-	res, ce := m.s.execute(ctx, c)
+	res, ce := m.core.Execute(ctx, c)
 	if prog != nil {
 		prog.finish()
 	}
 	if ce != nil {
 		return toolError(ce.Msg), nil
 	}
-	env := api.Envelope{Success: res.Success(), Message: res.Message(), Data: V2Data(res)}
+	env := api.Envelope{Success: res.Success(), Message: res.Message(), Data: call.V2Data(res)}
 	sc, err := structured(env)
 	if err != nil {
 		return nil, err
 	}
-	out := &mcp.CallToolResult{Content: outputContent(res.Outputs), StructuredContent: sc, IsError: res.Status != execution.StatusOK}
+	out := &sdk.CallToolResult{Content: outputContent(res.Outputs), StructuredContent: sc, IsError: res.Status != execution.StatusOK}
 	if res.Status != execution.StatusOK || len(out.Content) == 0 {
-		out.Content = append(out.Content, &mcp.TextContent{Text: fmt.Sprintf("[%s] %s", res.Status, res.Message())})
+		out.Content = append(out.Content, &sdk.TextContent{Text: fmt.Sprintf("[%s] %s", res.Status, res.Message())})
 	}
 	return out, nil
 }
@@ -342,20 +365,20 @@ func (m *mcpServer) executeCode(ctx context.Context, req *mcp.CallToolRequest) (
 // outputContent renders collected outputs as MCP content: stream text and
 // text/plain as text, image/png (and the other raster images) as image
 // content, text/html as text, errors as their name, value and traceback.
-func outputContent(outs []*execution.Output) []mcp.Content {
-	var cs []mcp.Content
+func outputContent(outs []*execution.Output) []sdk.Content {
+	var cs []sdk.Content
 	for _, o := range outs {
 		switch o.Type {
 		case "stream":
 			if t := o.StreamText(); t != "" {
-				cs = append(cs, &mcp.TextContent{Text: t})
+				cs = append(cs, &sdk.TextContent{Text: t})
 			}
 		case "error":
 			t := o.Ename + ": " + o.Evalue
 			if len(o.Traceback) > 0 {
 				t += "\n" + strings.Join(o.Traceback, "\n")
 			}
-			cs = append(cs, &mcp.TextContent{Text: t})
+			cs = append(cs, &sdk.TextContent{Text: t})
 		case "execute_result", "display_data":
 			if c := bundleContent(o.Data); c != nil {
 				cs = append(cs, c)
@@ -366,7 +389,7 @@ func outputContent(outs []*execution.Output) []mcp.Content {
 }
 
 // bundleContent picks the one content a MIME bundle is shown as.
-func bundleContent(data map[string]json.RawMessage) mcp.Content {
+func bundleContent(data map[string]json.RawMessage) sdk.Content {
 	str := func(mime string) (string, bool) {
 		raw, ok := data[mime]
 		if !ok {
@@ -385,29 +408,29 @@ func bundleContent(data map[string]json.RawMessage) mcp.Content {
 	for _, mime := range []string{"image/png", "image/jpeg", "image/gif", "image/webp"} {
 		if s, ok := str(mime); ok {
 			if b, err := base64.StdEncoding.DecodeString(strings.Join(strings.Fields(s), "")); err == nil {
-				return &mcp.ImageContent{Data: b, MIMEType: mime}
+				return &sdk.ImageContent{Data: b, MIMEType: mime}
 			}
 		}
 	}
 	for _, mime := range []string{"text/html", "text/markdown", "text/plain", "image/svg+xml", "text/latex", "application/json"} {
 		if s, ok := str(mime); ok {
-			return &mcp.TextContent{Text: s}
+			return &sdk.TextContent{Text: s}
 		}
 	}
 	return nil
 }
 
-func (m *mcpServer) listSessions(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	_, tenant := mcpCaller(req)
-	v := map[string]any{"sessions": m.s.sessionViews(tenant)}
+func (m *Server) listSessions(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	_, tenant := callerOf(req)
+	v := map[string]any{"sessions": m.core.SessionViews(tenant)}
 	sc, err := structured(v)
 	if err != nil {
 		return nil, err
 	}
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(sc)}}, StructuredContent: sc}, nil
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: string(sc)}}, StructuredContent: sc}, nil
 }
 
-func (m *mcpServer) deleteSession(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (m *Server) deleteSession(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 	f, bad := args(req)
 	if bad != nil {
 		return bad, nil
@@ -416,18 +439,18 @@ func (m *mcpServer) deleteSession(ctx context.Context, req *mcp.CallToolRequest)
 	if fe := f.Err(); fe != nil {
 		return toolError("invalid arguments: " + fe.Error()), nil
 	}
-	_, tenant := mcpCaller(req)
-	n := m.s.reg.Delete(ctx, tenant, id)
+	_, tenant := callerOf(req)
+	n := m.core.Reg.Delete(ctx, tenant, id)
 	if n == 0 {
 		return toolError(fmt.Sprintf("session %q not found", id)), nil
 	}
 	sc, _ := structured(map[string]any{"session_id": id, "closed": n})
-	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("session %q ended (%d runtime(s))", id, n)}}, StructuredContent: sc}, nil
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprintf("session %q ended (%d runtime(s))", id, n)}}, StructuredContent: sc}, nil
 }
 
 // fileResult is a file tool's answer: its data as structured content and
 // text, or the failure.
-func fileResult(data map[string]any, err error, text string, extra ...mcp.Content) (*mcp.CallToolResult, error) {
+func fileResult(data map[string]any, err error, text string, extra ...sdk.Content) (*sdk.CallToolResult, error) {
 	if err != nil {
 		return toolError(err.Error()), nil
 	}
@@ -438,23 +461,23 @@ func fileResult(data map[string]any, err error, text string, extra ...mcp.Conten
 	if text == "" {
 		text = string(sc)
 	}
-	return &mcp.CallToolResult{Content: append([]mcp.Content{&mcp.TextContent{Text: text}}, extra...), StructuredContent: sc}, nil
+	return &sdk.CallToolResult{Content: append([]sdk.Content{&sdk.TextContent{Text: text}}, extra...), StructuredContent: sc}, nil
 }
 
 // filesOf is the file plane in the tool call's caller's view.
-func (m *mcpServer) filesOf(req *mcp.CallToolRequest) (*fsplane.Files, *mcp.CallToolResult) {
-	_, tenant := mcpCaller(req)
+func (m *Server) filesOf(req *sdk.CallToolRequest) (*fsplane.Files, *sdk.CallToolResult) {
+	_, tenant := callerOf(req)
 	if tenant == "" {
 		return nil, toolError("this call carries no caller")
 	}
-	view, err := m.s.viewOf(tenant)
+	view, err := m.core.View(tenant)
 	if err != nil {
 		return nil, toolError("the caller's file system is not available: " + err.Error())
 	}
 	return m.files.For(view), nil
 }
 
-func (m *mcpServer) readFile(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (m *Server) readFile(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 	f, bad := args(req)
 	if bad != nil {
 		return bad, nil
@@ -473,16 +496,16 @@ func (m *mcpServer) readFile(ctx context.Context, req *mcp.CallToolRequest) (*mc
 	}
 	content, _ := data["content"].(string)
 	if data["encoding"] == "utf-8" {
-		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: content}}}, nil
+		return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: content}}}, nil
 	}
 	raw, _ := base64.StdEncoding.DecodeString(content)
 	if mime := http.DetectContentType(raw); strings.HasPrefix(mime, "image/") && mime != "image/svg+xml" {
-		return fileResult(data, nil, fmt.Sprintf("%s: %s, %d bytes", data["path"], mime, len(raw)), &mcp.ImageContent{Data: raw, MIMEType: mime})
+		return fileResult(data, nil, fmt.Sprintf("%s: %s, %d bytes", data["path"], mime, len(raw)), &sdk.ImageContent{Data: raw, MIMEType: mime})
 	}
 	return fileResult(data, nil, fmt.Sprintf("%s: binary file of %d bytes; structuredContent.content holds it as base64", data["path"], len(raw)))
 }
 
-func (m *mcpServer) writeFile(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (m *Server) writeFile(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 	f, bad := args(req)
 	if bad != nil {
 		return bad, nil
@@ -503,7 +526,7 @@ func (m *mcpServer) writeFile(ctx context.Context, req *mcp.CallToolRequest) (*m
 	return fileResult(data, nil, fmt.Sprintf("wrote %v bytes to %v", data["size"], data["path"]))
 }
 
-func (m *mcpServer) listFiles(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+func (m *Server) listFiles(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 	f, bad := args(req)
 	if bad != nil {
 		return bad, nil
@@ -520,26 +543,26 @@ func (m *mcpServer) listFiles(ctx context.Context, req *mcp.CallToolRequest) (*m
 	return fileResult(data, err, "")
 }
 
-// mcpProgressBytes bounds the output waiting to be sent as progress
+// ProgressBytes bounds the output waiting to be sent as progress
 // notifications for one call; past it outputs are left out of the progress
 // (the result still has them) and counted (MCPProgressDrops, queue_full).
-const mcpProgressBytes = 4 << 20
+const ProgressBytes = 4 << 20
 
-// mcpProgressText bounds one notification's message.
-const mcpProgressText = 64 << 10
+// maxProgressText bounds one notification's message.
+const maxProgressText = 64 << 10
 
-// mcpProgress is the subscriber of one execute_code call that asked for
+// progress is the subscriber of one execute_code call that asked for
 // progress: it queues each output as the runtime sends it (Deliver never
 // blocks) and a goroutine of its own sends them as notifications/progress
 // on the call's stream, in order, before the result.
 //
 // Outputs that are not sent are counted by reason: queue_full past
-// mcpProgressBytes, not_sent when the sender stopped first (the client
+// ProgressBytes, not_sent when the sender stopped first (the client
 // did not read, or went away).
-type mcpProgress struct {
+type progress struct {
 	ctx      context.Context
 	cancel   context.CancelFunc
-	sess     *mcp.ServerSession
+	sess     *sdk.ServerSession
 	token    any
 	counters *stream.Counters
 
@@ -553,15 +576,15 @@ type mcpProgress struct {
 	done chan struct{} // closed when the sender returned
 }
 
-func newMCPProgress(ctx context.Context, sess *mcp.ServerSession, token any, c *stream.Counters) *mcpProgress {
-	p := &mcpProgress{sess: sess, token: token, counters: c, wake: make(chan struct{}, 1), done: make(chan struct{})}
+func newProgress(ctx context.Context, sess *sdk.ServerSession, token any, c *stream.Counters) *progress {
+	p := &progress{sess: sess, token: token, counters: c, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	p.ctx, p.cancel = context.WithCancel(ctx)
 	go p.send()
 	return p
 }
 
 // Deliver queues one output event.
-func (p *mcpProgress) Deliver(ev execution.Event) {
+func (p *progress) Deliver(ev execution.Event) {
 	if ev.Out == nil || ev.Msg == nil {
 		return
 	}
@@ -575,7 +598,7 @@ func (p *mcpProgress) Deliver(ev execution.Event) {
 		p.mu.Unlock()
 		p.drop("not_sent", 1)
 		return
-	case p.bytes+size > mcpProgressBytes:
+	case p.bytes+size > ProgressBytes:
 		p.mu.Unlock()
 		p.drop("queue_full", 1)
 		return
@@ -592,7 +615,7 @@ func (p *mcpProgress) Deliver(ev execution.Event) {
 // finish stops taking outputs and waits until what was queued has been
 // sent; after 10 s it stops the sender (a client that does not read) and
 // waits for it to return.
-func (p *mcpProgress) finish() {
+func (p *progress) finish() {
 	p.mu.Lock()
 	p.ended = true
 	p.mu.Unlock()
@@ -611,13 +634,13 @@ func (p *mcpProgress) finish() {
 }
 
 // drop counts n outputs left out of the progress for why.
-func (p *mcpProgress) drop(why string, n int) {
+func (p *progress) drop(why string, n int) {
 	if n > 0 {
-		p.counters.Count(stream.MCPProgressDrops, why, int64(n))
+		p.counters.Count(ProgressDrops, why, int64(n))
 	}
 }
 
-func (p *mcpProgress) send() {
+func (p *progress) send() {
 	defer close(p.done)
 	var batch []*execution.Output // taken from the queue, not all sent yet
 	defer func() {
@@ -642,7 +665,7 @@ func (p *mcpProgress) send() {
 		for len(batch) > 0 {
 			n++
 			ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
-			err := p.sess.NotifyProgress(ctx, &mcp.ProgressNotificationParams{
+			err := p.sess.NotifyProgress(ctx, &sdk.ProgressNotificationParams{
 				ProgressToken: p.token, Progress: float64(n), Message: progressText(batch[0]),
 			})
 			cancel()
@@ -672,7 +695,7 @@ func progressText(o *execution.Output) string {
 	case "error":
 		t = o.Ename + ": " + o.Evalue
 	case "execute_result", "display_data":
-		if c, ok := bundleContent(o.Data).(*mcp.TextContent); ok {
+		if c, ok := bundleContent(o.Data).(*sdk.TextContent); ok {
 			t = c.Text
 		} else {
 			mimes := make([]string, 0, len(o.Data))
@@ -685,8 +708,8 @@ func progressText(o *execution.Output) string {
 	default:
 		t = "[" + o.Type + "]"
 	}
-	if len(t) > mcpProgressText {
-		n := mcpProgressText
+	if len(t) > maxProgressText {
+		n := maxProgressText
 		for n > 0 && !utf8.RuneStart(t[n]) {
 			n--
 		}
@@ -695,4 +718,4 @@ func progressText(o *execution.Output) string {
 	return t
 }
 
-var _ execution.Subscriber = (*mcpProgress)(nil)
+var _ execution.Subscriber = (*progress)(nil)

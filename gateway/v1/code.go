@@ -1,4 +1,4 @@
-package gateway
+package v1
 
 import (
 	"fmt"
@@ -6,24 +6,25 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/gateway/call"
 	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 // parseCodeExecute validates POST /v1/code/execute (CodeExecuteRequest).
 // A non-empty session_id means stateful; stateful without one gets a new id.
-func (v *v1) parseCodeExecute(ctx *fasthttp.RequestCtx, f *api.Fields) (v1Call, *api.FieldError) {
-	c := v1Call{}
+func (v *Surface) parseCodeExecute(ctx *fasthttp.RequestCtx, f *api.Fields) (execReq, *api.FieldError) {
+	c := execReq{}
 	c.Language = f.Str("language", true)
 	c.Code = f.Str("code", true)
 	stateful := f.Bool("stateful", false)
 	if err := f.Err(); err != nil {
 		return c, err
 	}
-	if !codeLanguages[c.Language] {
-		return c, v1BodyErr("language", "literal_error", "unsupported language %q: use python or javascript", c.Language)
+	if !call.KnownLanguage(c.Language) {
+		return c, bodyErr("language", "literal_error", "unsupported language %q: use python or javascript", c.Language)
 	}
 	var fe *api.FieldError
-	if c.SessionID, fe = v1SessionID(f, "session_id"); fe != nil {
+	if c.SessionID, fe = optSessionID(f, "session_id"); fe != nil {
 		return c, fe
 	}
 	if stateful && c.SessionID == "" {
@@ -36,9 +37,9 @@ func (v *v1) parseCodeExecute(ctx *fasthttp.RequestCtx, f *api.Fields) (v1Call, 
 	return c, fe
 }
 
-// v1CodeExecuteData is CodeExecuteResponse; execution_count is an extra the
+// codeExecuteData is CodeExecuteResponse; execution_count is an extra the
 // page's sample carries.
-type v1CodeExecuteData struct {
+type codeExecuteData struct {
 	Language       string   `json:"language"`
 	Status         string   `json:"status"`
 	Outputs        []any    `json:"outputs"`
@@ -53,8 +54,8 @@ type v1CodeExecuteData struct {
 	FreshRuntime   bool     `json:"fresh_runtime,omitempty"`
 }
 
-func (v *v1) codeExecute(ctx *fasthttp.RequestCtx) {
-	c, ok := v1Parse(ctx, func(f *api.Fields) (v1Call, *api.FieldError) { return v.parseCodeExecute(ctx, f) })
+func (v *Surface) codeExecute(ctx *fasthttp.RequestCtx) {
+	c, ok := parseBody(ctx, func(f *api.Fields) (execReq, *api.FieldError) { return v.parseCodeExecute(ctx, f) })
 	if !ok {
 		return
 	}
@@ -62,20 +63,20 @@ func (v *v1) codeExecute(ctx *fasthttp.RequestCtx) {
 	if !ok {
 		return
 	}
-	d := v1CodeExecuteData{
+	d := codeExecuteData{
 		Language: res.Language, Status: res.Status, Outputs: make([]any, len(res.Outputs)), Code: res.Code,
-		Stdout: v1NullIfEmpty(res.Text("stdout")), Stderr: v1NullIfEmpty(res.Text("stderr")),
-		ExitCode: res.ExitCode(), Traceback: v1Traceback(res), SessionID: v1OptID(res.SessionID),
+		Stdout: nullIfEmpty(res.Text("stdout")), Stderr: nullIfEmpty(res.Text("stderr")),
+		ExitCode: res.ExitCode(), Traceback: firstTraceback(res), SessionID: optID(res.SessionID),
 		ExecutionCount: res.ExecutionCount, Truncated: res.Truncated, FreshRuntime: res.Fresh,
 	}
 	for i, o := range res.Outputs {
 		d.Outputs[i] = o.Compact()
 	}
-	v1Answer(ctx, res, "", d)
+	answer(ctx, res, "", d)
 }
 
-// v1CodeLanguageInfo is CodeLanguageInfo.
-type v1CodeLanguageInfo struct {
+// codeLanguageInfo is CodeLanguageInfo.
+type codeLanguageInfo struct {
 	Language       string         `json:"language"`
 	Description    string         `json:"description"`
 	RuntimeVersion *string        `json:"runtime_version"`
@@ -84,21 +85,21 @@ type v1CodeLanguageInfo struct {
 	Details        map[string]any `json:"details"`
 }
 
-func (v *v1) codeInfo(ctx *fasthttp.RequestCtx) {
-	l := v.s.limits()
-	var out []v1CodeLanguageInfo
-	for _, li := range v.s.languages() {
-		idle := l.NativeIdleSeconds
+func (v *Surface) codeInfo(ctx *fasthttp.RequestCtx) {
+	cfg := v.core.Cfg
+	var out []codeLanguageInfo
+	for _, li := range v.core.LanguageInfos() {
+		idle := cfg.NativeIdle.Seconds()
 		if li.Backend == "kernel" {
-			idle = l.KernelIdleSeconds
+			idle = cfg.KernelIdle.Seconds()
 		}
 		desc := fmt.Sprintf("Python on %s", li.Runtime)
 		if li.Language == "javascript" {
 			desc = "JavaScript on a Node.js REPL"
 		}
-		d := v1CodeLanguageInfo{
-			Language: li.Language, Description: desc, RuntimeVersion: v1NullIfEmpty(li.Version),
-			DefaultTimeout: int(l.DefaultTimeout), MaxTimeout: int(l.MaxTimeout),
+		d := codeLanguageInfo{
+			Language: li.Language, Description: desc, RuntimeVersion: nullIfEmpty(li.Version),
+			DefaultTimeout: int(cfg.DefaultTimeout.Seconds()), MaxTimeout: int(cfg.MaxTimeout.Seconds()),
 			Details: map[string]any{
 				"available": li.Available, "backend": li.Backend, "runtime": li.Runtime, "path": li.Path,
 				"session_idle_seconds": int(idle), "stateful": "pass session_id (or stateful: true) to keep state",

@@ -1,8 +1,7 @@
-package gateway
+package v1
 
 import (
 	"fmt"
-	"github.com/aiod/aiod/stream/execution"
 	"sort"
 	"strings"
 	"time"
@@ -10,46 +9,48 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/gateway/call"
 	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/stream"
+	"github.com/aiod/aiod/stream/execution"
 )
 
-// v1DefaultKernel is the v1 name of the default Python kernel.
-const v1DefaultKernel = "python3"
+// defaultKernel is the v1 name of the default Python kernel.
+const defaultKernel = "python3"
 
-// v1KernelAliases are the names the SDK's docs use; all of them run the one
+// kernelAliases are the names the SDK's docs use; all of them run the one
 // default Python kernel, whatever its minor version.
-var v1KernelAliases = []string{"python3", "python3.10", "python3.11", "python3.12"}
+var kernelAliases = []string{"python3", "python3.10", "python3.11", "python3.12"}
 
 // kernelFor resolves kernel_name: "" and the aliases are the default kernel
 // (spec ""), the name of any other ipykernel kernelspec is that spec.
-func (v *v1) kernelFor(f *api.Fields) (name, spec string, fe *api.FieldError) {
+func (v *Surface) kernelFor(f *api.Fields) (name, spec string, fe *api.FieldError) {
 	p := f.OptStr("kernel_name")
 	if err := f.Err(); err != nil {
 		return "", "", err
 	}
 	if p == nil || *p == "" {
-		return v1DefaultKernel, "", nil
+		return defaultKernel, "", nil
 	}
 	name = *p
 	for _, a := range v.kernelNames() {
 		if a != name {
 			continue
 		}
-		for _, k := range v.s.env.Kernels {
-			if k.Name == name && k.IPyKernel != "" && (v.s.env.PythonKernel == nil || k.Name != v.s.env.PythonKernel.Name) {
+		for _, k := range v.core.Env.Kernels {
+			if k.Name == name && k.IPyKernel != "" && (v.core.Env.PythonKernel == nil || k.Name != v.core.Env.PythonKernel.Name) {
 				return name, k.Name, nil
 			}
 		}
 		return name, "", nil
 	}
-	return "", "", v1BodyErr("kernel_name", "literal_error", "unknown kernel %q: available kernels are %s",
+	return "", "", bodyErr("kernel_name", "literal_error", "unknown kernel %q: available kernels are %s",
 		name, strings.Join(v.kernelNames(), ", "))
 }
 
 // kernelNames are the accepted kernel names: the aliases, python3.X of the
 // default kernel's own Python, and every kernelspec running ipykernel.
-func (v *v1) kernelNames() []string {
+func (v *Surface) kernelNames() []string {
 	seen := map[string]bool{}
 	var out []string
 	add := func(n string) {
@@ -58,15 +59,15 @@ func (v *v1) kernelNames() []string {
 			out = append(out, n)
 		}
 	}
-	for _, a := range v1KernelAliases {
+	for _, a := range kernelAliases {
 		add(a)
 	}
-	if pk := v.s.env.PythonKernel; pk != nil {
+	if pk := v.core.Env.PythonKernel; pk != nil {
 		if parts := strings.SplitN(pk.Python, ".", 3); len(parts) >= 2 {
 			add("python" + parts[0] + "." + parts[1])
 		}
 	}
-	for _, k := range v.s.env.Kernels {
+	for _, k := range v.core.Env.Kernels {
 		if k.IPyKernel != "" && strings.EqualFold(k.Language, "python") {
 			add(k.Name)
 		}
@@ -75,8 +76,8 @@ func (v *v1) kernelNames() []string {
 }
 
 // parseJupyterExecute validates POST /v1/jupyter/execute (JupyterExecuteRequest).
-func (v *v1) parseJupyterExecute(ctx *fasthttp.RequestCtx, f *api.Fields) (v1Call, *api.FieldError) {
-	c := v1Call{}
+func (v *Surface) parseJupyterExecute(ctx *fasthttp.RequestCtx, f *api.Fields) (execReq, *api.FieldError) {
+	c := execReq{}
 	c.Language, c.Kernel = "python", true
 	c.Code = f.Str("code", true)
 	if err := f.Err(); err != nil {
@@ -86,7 +87,7 @@ func (v *v1) parseJupyterExecute(ctx *fasthttp.RequestCtx, f *api.Fields) (v1Cal
 	if c.KernelName, c.KernelSpec, fe = v.kernelFor(f); fe != nil {
 		return c, fe
 	}
-	if c.SessionID, fe = v1SessionID(f, "session_id"); fe != nil {
+	if c.SessionID, fe = optSessionID(f, "session_id"); fe != nil {
 		return c, fe
 	}
 	if c.Timeout, fe = v.timeout(f); fe != nil {
@@ -96,8 +97,8 @@ func (v *v1) parseJupyterExecute(ctx *fasthttp.RequestCtx, f *api.Fields) (v1Cal
 	return c, fe
 }
 
-// v1JupyterExecuteData is JupyterExecuteResponse.
-type v1JupyterExecuteData struct {
+// jupyterExecuteData is JupyterExecuteResponse.
+type jupyterExecuteData struct {
 	KernelName     string                `json:"kernel_name"`
 	SessionID      *string               `json:"session_id"`
 	Status         string                `json:"status"`
@@ -109,8 +110,8 @@ type v1JupyterExecuteData struct {
 	FreshRuntime   bool                  `json:"fresh_runtime,omitempty"`
 }
 
-func (v *v1) jupyterExecute(ctx *fasthttp.RequestCtx) {
-	c, ok := v1Parse(ctx, func(f *api.Fields) (v1Call, *api.FieldError) { return v.parseJupyterExecute(ctx, f) })
+func (v *Surface) jupyterExecute(ctx *fasthttp.RequestCtx) {
+	c, ok := parseBody(ctx, func(f *api.Fields) (execReq, *api.FieldError) { return v.parseJupyterExecute(ctx, f) })
 	if !ok {
 		return
 	}
@@ -120,61 +121,61 @@ func (v *v1) jupyterExecute(ctx *fasthttp.RequestCtx) {
 	}
 	name := c.KernelName
 	if c.SessionID != "" {
-		if sess := v.s.reg.Get(tenantOf(ctx), "python", c.SessionID); sess != nil {
+		if sess := v.core.Reg.Get(call.Tenant(ctx), "python", c.SessionID); sess != nil {
 			name = v.kernelNameOf(sess)
 		}
 	}
-	d := v1JupyterExecuteData{
-		KernelName: name, SessionID: v1OptID(res.SessionID), Status: res.Status,
+	d := jupyterExecuteData{
+		KernelName: name, SessionID: optID(res.SessionID), Status: res.Status,
 		ExecutionCount: res.ExecutionCount, Outputs: make([]execution.NineField, len(res.Outputs)),
 		Code: res.Code, MsgID: res.ID, Truncated: res.Truncated, FreshRuntime: res.Fresh,
 	}
 	for i, o := range res.Outputs {
 		d.Outputs[i] = o.NineField()
 	}
-	v1Answer(ctx, res, "", d)
+	answer(ctx, res, "", d)
 }
 
 // kernelNameOf is the kernel name a session is listed under.
-func (v *v1) kernelNameOf(sess *stream.Session) string {
+func (v *Surface) kernelNameOf(sess *stream.Session) string {
 	if n := v.metaOf(sess).kernelName; n != "" {
 		return n
 	}
-	return v1DefaultKernel
+	return defaultKernel
 }
 
-func (v *v1) jupyterInfo(ctx *fasthttp.RequestCtx) {
+func (v *Surface) jupyterInfo(ctx *fasthttp.RequestCtx) {
 	desc := "Python in Jupyter kernels (ipykernel), found through kernelspecs."
-	if pk := v.s.env.PythonKernel; pk != nil {
+	if pk := v.core.Env.PythonKernel; pk != nil {
 		desc = fmt.Sprintf("Python %s in Jupyter kernels (ipykernel %s, kernelspec %s). python3 and the python3.x names all run this kernel. Sessions idle for %d s are reclaimed; max_sessions 0 means no limit.",
-			pk.Python, pk.IPyKernel, pk.Name, int(v.s.cfg.KernelIdle/time.Second))
-	} else if v.s.env.BackendError != "" {
-		desc = "no Python kernel is available: " + v.s.env.BackendError
+			pk.Python, pk.IPyKernel, pk.Name, int(v.core.Cfg.KernelIdle/time.Second))
+	} else if v.core.Env.BackendError != "" {
+		desc = "no Python kernel is available: " + v.core.Env.BackendError
 	}
 	api.OK(ctx, map[string]any{
-		"default_kernel":          v1DefaultKernel,
+		"default_kernel":          defaultKernel,
 		"available_kernels":       v.kernelNames(),
-		"active_sessions":         len(v.sessionsOf(tenantOf(ctx), "python", v1IsKernel)),
-		"session_timeout_seconds": int(v.s.cfg.KernelIdle / time.Second),
+		"active_sessions":         len(v.sessionsOf(call.Tenant(ctx), "python", isKernel)),
+		"session_timeout_seconds": int(v.core.Cfg.KernelIdle / time.Second),
 		"max_sessions":            0,
 		"description":             desc,
 		"kernel_detection":        "kernelspec",
 	})
 }
 
-// v1JupyterSessionInfo is SessionInfo.
-type v1JupyterSessionInfo struct {
+// jupyterSessionInfo is SessionInfo.
+type jupyterSessionInfo struct {
 	KernelName string  `json:"kernel_name"`
 	LastUsed   float64 `json:"last_used"` // epoch seconds
 	AgeSeconds int64   `json:"age_seconds"`
 	Busy       bool    `json:"busy"`
 }
 
-func (v *v1) jupyterSessions(ctx *fasthttp.RequestCtx) {
-	out := map[string]v1JupyterSessionInfo{}
+func (v *Surface) jupyterSessions(ctx *fasthttp.RequestCtx) {
+	out := map[string]jupyterSessionInfo{}
 	now := time.Now()
-	for _, sess := range v.sessionsOf(tenantOf(ctx), "python", v1IsKernel) {
-		out[sess.ID] = v1JupyterSessionInfo{
+	for _, sess := range v.sessionsOf(call.Tenant(ctx), "python", isKernel) {
+		out[sess.ID] = jupyterSessionInfo{
 			KernelName: v.kernelNameOf(sess),
 			LastUsed:   float64(sess.LastUsed().UnixMicro()) / 1e6,
 			AgeSeconds: int64(now.Sub(sess.Created) / time.Second),
@@ -184,11 +185,11 @@ func (v *v1) jupyterSessions(ctx *fasthttp.RequestCtx) {
 	api.OK(ctx, map[string]any{"sessions": out})
 }
 
-func (v *v1) jupyterDeleteAll(ctx *fasthttp.RequestCtx) {
+func (v *Surface) jupyterDeleteAll(ctx *fasthttp.RequestCtx) {
 	var ids []string
-	tenant := tenantOf(ctx)
-	for _, sess := range v.sessionsOf(tenant, "python", v1IsKernel) {
-		if v.deleteSession(v.s.reqCtx(), tenant, "python", sess.ID) > 0 {
+	tenant := call.Tenant(ctx)
+	for _, sess := range v.sessionsOf(tenant, "python", isKernel) {
+		if v.deleteSession(v.core.Ctx(), tenant, "python", sess.ID) > 0 {
 			ids = append(ids, sess.ID)
 		}
 	}
@@ -201,18 +202,18 @@ func (v *v1) jupyterDeleteAll(ctx *fasthttp.RequestCtx) {
 		Data:    map[string]any{"deleted": ids, "count": len(ids)}})
 }
 
-func (v *v1) jupyterDelete(ctx *fasthttp.RequestCtx) {
-	id, ok := v1PathSessionID(ctx)
+func (v *Surface) jupyterDelete(ctx *fasthttp.RequestCtx) {
+	id, ok := pathSessionID(ctx)
 	if !ok {
 		return
 	}
-	tenant := tenantOf(ctx)
-	sess := v.s.reg.Get(tenant, "python", id)
-	if sess == nil || !v1IsKernel(sess.Backend) {
+	tenant := call.Tenant(ctx)
+	sess := v.core.Reg.Get(tenant, "python", id)
+	if sess == nil || !isKernel(sess.Backend) {
 		api.Fail(ctx, fasthttp.StatusNotFound, fmt.Sprintf("jupyter session %q not found", id))
 		return
 	}
-	n := v.deleteSession(v.s.reqCtx(), tenant, "python", id)
+	n := v.deleteSession(v.core.Ctx(), tenant, "python", id)
 	api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: true,
 		Message: fmt.Sprintf("session %q deleted", id),
 		Data:    map[string]any{"session_id": id, "closed": n}})
@@ -220,15 +221,15 @@ func (v *v1) jupyterDelete(ctx *fasthttp.RequestCtx) {
 
 // jupyterCreate starts a kernel session now, so that its first execute
 // does not wait for the kernel to start.
-func (v *v1) jupyterCreate(ctx *fasthttp.RequestCtx) {
-	f, ok := v1Body(ctx)
+func (v *Surface) jupyterCreate(ctx *fasthttp.RequestCtx) {
+	f, ok := readBody(ctx)
 	if !ok {
 		return
 	}
-	c := v1Call{}
+	c := execReq{}
 	c.Language, c.Kernel, c.Code = "python", true, ""
 	var fe *api.FieldError
-	if c.SessionID, fe = v1SessionID(f, "session_id"); fe == nil {
+	if c.SessionID, fe = optSessionID(f, "session_id"); fe == nil {
 		if c.KernelName, c.KernelSpec, fe = v.kernelFor(f); fe == nil {
 			c.Cwd, fe = v.cwd(ctx, f)
 		}
@@ -240,14 +241,14 @@ func (v *v1) jupyterCreate(ctx *fasthttp.RequestCtx) {
 	if c.SessionID == "" {
 		c.SessionID = jupyter.NewID()
 	}
-	c.Owner, c.Tenant = ownerOf(ctx), tenantOf(ctx)
-	existed := v.s.reg.Get(c.Tenant, "python", c.SessionID) != nil
+	c.Owner, c.Tenant = call.Owner(ctx), call.Tenant(ctx)
+	existed := v.core.Reg.Get(c.Tenant, "python", c.SessionID) != nil
 	// An empty cell starts the kernel and runs nothing (IPython does not
 	// count it). Starting may take up to the kernel start timeout.
-	c.Timeout = v.s.cfg.KernelStartTimeout + 30*time.Second
-	res, ce := v.run(v.s.reqCtx(), c)
+	c.Timeout = v.core.Cfg.KernelStartTimeout + 30*time.Second
+	res, ce := v.run(v.core.Ctx(), c)
 	if ce != nil {
-		ce.write(ctx)
+		ce.Write(ctx)
 		return
 	}
 	msg := fmt.Sprintf("kernel session %s started", c.SessionID)
@@ -259,7 +260,7 @@ func (v *v1) jupyterCreate(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	name := c.KernelName
-	if sess := v.s.reg.Get(c.Tenant, "python", c.SessionID); sess != nil {
+	if sess := v.core.Reg.Get(c.Tenant, "python", c.SessionID); sess != nil {
 		name = v.kernelNameOf(sess)
 	}
 	api.OK(ctx, map[string]any{"session_id": c.SessionID, "kernel_name": name, "message": msg})

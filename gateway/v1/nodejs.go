@@ -1,8 +1,7 @@
-package gateway
+package v1
 
 import (
 	"fmt"
-	"github.com/aiod/aiod/stream/execution"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,16 +11,18 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/gateway/call"
 	"github.com/aiod/aiod/gateway/fsplane"
 	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/stream/execution"
 )
 
-// v1NodeVersions are the values the SDK may send as version.
-var v1NodeVersions = map[string]string{"node20": "20", "node22": "22", "node24": "24", "20": "20", "22": "22", "24": "24"}
+// nodeVersions are the values the SDK may send as version.
+var nodeVersions = map[string]string{"node20": "20", "node22": "22", "node24": "24", "20": "20", "22": "22", "24": "24"}
 
 // nodeMajor is the installed Node.js major version ("20"), "" when unknown.
-func (v *v1) nodeMajor() string {
-	ver := strings.TrimPrefix(v.s.env.Node.Version, "v")
+func (v *Surface) nodeMajor() string {
+	ver := strings.TrimPrefix(v.core.Env.Node.Version, "v")
 	major, _, _ := strings.Cut(ver, ".")
 	return major
 }
@@ -29,33 +30,33 @@ func (v *v1) nodeMajor() string {
 // checkVersion validates a version field or query parameter. There is one
 // Node.js on the host; a request for another major runs on it all the same
 // and the returned note says so.
-func (v *v1) checkVersion(in, raw string) (note string, fe *api.FieldError) {
+func (v *Surface) checkVersion(in, raw string) (note string, fe *api.FieldError) {
 	if raw == "" {
 		return "", nil
 	}
-	major, ok := v1NodeVersions[raw]
+	major, ok := nodeVersions[raw]
 	if !ok {
 		return "", &api.FieldError{In: in, Field: "version", Type: "literal_error",
 			Msg: fmt.Sprintf("unknown version %q: use node20, node22, node24 (or 20, 22, 24)", raw)}
 	}
 	if have := v.nodeMajor(); have != "" && have != major {
-		return fmt.Sprintf("version %s was asked for; this host has only Node.js %s, which ran the code", raw, v.s.env.Node.Version), nil
+		return fmt.Sprintf("version %s was asked for; this host has only Node.js %s, which ran the code", raw, v.core.Env.Node.Version), nil
 	}
 	return "", nil
 }
 
-func v1QueryVersion(ctx *fasthttp.RequestCtx) string { return string(ctx.QueryArgs().Peek("version")) }
+func queryVersion(ctx *fasthttp.RequestCtx) string { return string(ctx.QueryArgs().Peek("version")) }
 
-// v1NodeCall is a validated POST /v1/nodejs/execute.
-type v1NodeCall struct {
-	v1Call
+// nodeCall is a validated POST /v1/nodejs/execute.
+type nodeCall struct {
+	execReq
 	Stdin *string
 	Files map[string]string
 	Note  string
 }
 
-func (v *v1) parseNodeExecute(ctx *fasthttp.RequestCtx, f *api.Fields) (v1NodeCall, *api.FieldError) {
-	c := v1NodeCall{}
+func (v *Surface) parseNodeExecute(ctx *fasthttp.RequestCtx, f *api.Fields) (nodeCall, *api.FieldError) {
+	c := nodeCall{}
 	c.Language = "javascript"
 	c.Code = f.Str("code", true)
 	stateful := f.Bool("stateful", false)
@@ -71,7 +72,7 @@ func (v *v1) parseNodeExecute(ctx *fasthttp.RequestCtx, f *api.Fields) (v1NodeCa
 			return c, fe
 		}
 	}
-	if c.SessionID, fe = v1SessionID(f, "session_id"); fe != nil {
+	if c.SessionID, fe = optSessionID(f, "session_id"); fe != nil {
 		return c, fe
 	}
 	if stateful && c.SessionID == "" {
@@ -84,29 +85,29 @@ func (v *v1) parseNodeExecute(ctx *fasthttp.RequestCtx, f *api.Fields) (v1NodeCa
 		return c, fe
 	}
 	for name := range c.Files {
-		if fe := v1CheckFileName(name); fe != nil {
+		if fe := checkFileName(name); fe != nil {
 			return c, fe
 		}
 	}
 	if c.hasStdin() && c.SessionID != "" {
-		return c, v1BodyErr("stdin", "value_error",
+		return c, bodyErr("stdin", "value_error",
 			"stdin is supported on one-shot calls only: a session's REPL reads no standard input; drop session_id and stateful, or pass the data in a file")
 	}
 	return c, nil
 }
 
 // checkFileName accepts a relative path that stays inside the execution folder.
-func v1CheckFileName(name string) *api.FieldError {
+func checkFileName(name string) *api.FieldError {
 	clean := filepath.Clean(name)
 	if name == "" || filepath.IsAbs(name) || clean == "." || clean == ".." || strings.HasPrefix(clean, "../") {
-		return v1BodyErr("files", "value_error", "file name %q must be a relative path inside the execution folder", name)
+		return bodyErr("files", "value_error", "file name %q must be a relative path inside the execution folder", name)
 	}
 	return nil
 }
 
-// v1WriteFiles writes files into dir, creating sub-folders, in view (the
+// writeFiles writes files into dir, creating sub-folders, in view (the
 // caller's file system).
-func v1WriteFiles(view fsplane.FS, dir string, files map[string]string) error {
+func writeFiles(view fsplane.FS, dir string, files map[string]string) error {
 	for name, content := range files {
 		p := filepath.Join(dir, filepath.Clean(name))
 		if err := view.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -126,8 +127,8 @@ func v1WriteFiles(view fsplane.FS, dir string, files map[string]string) error {
 	return nil
 }
 
-// v1NodeOutput is NodeJsOutput: the nine fields less execution_count.
-type v1NodeOutput struct {
+// nodeOutput is NodeJsOutput: the nine fields less execution_count.
+type nodeOutput struct {
 	OutputType string                     `json:"output_type"`
 	Name       *string                    `json:"name"`
 	Text       *string                    `json:"text"`
@@ -138,47 +139,47 @@ type v1NodeOutput struct {
 	Metadata   json.RawMessage            `json:"metadata"`
 }
 
-// v1NodeExecuteData is NodeJsExecuteResponse.
-type v1NodeExecuteData struct {
-	Language       string         `json:"language"` // always "javascript": the SDK's Literal
-	Status         string         `json:"status"`
-	ExecutionCount *int           `json:"execution_count"`
-	Outputs        []v1NodeOutput `json:"outputs"`
-	Code           string         `json:"code"`
-	Stdout         string         `json:"stdout"`
-	Stderr         string         `json:"stderr"`
-	ExitCode       int            `json:"exit_code"`
-	SessionID      *string        `json:"session_id"`
-	Truncated      bool           `json:"truncated,omitempty"`
-	FreshRuntime   bool           `json:"fresh_runtime,omitempty"`
+// nodeExecuteData is NodeJsExecuteResponse.
+type nodeExecuteData struct {
+	Language       string       `json:"language"` // always "javascript": the SDK's Literal
+	Status         string       `json:"status"`
+	ExecutionCount *int         `json:"execution_count"`
+	Outputs        []nodeOutput `json:"outputs"`
+	Code           string       `json:"code"`
+	Stdout         string       `json:"stdout"`
+	Stderr         string       `json:"stderr"`
+	ExitCode       int          `json:"exit_code"`
+	SessionID      *string      `json:"session_id"`
+	Truncated      bool         `json:"truncated,omitempty"`
+	FreshRuntime   bool         `json:"fresh_runtime,omitempty"`
 }
 
-func v1NodeData(res *execution.Result, exitCode int) v1NodeExecuteData {
+func nodeData(res *execution.Result, exitCode int) nodeExecuteData {
 	res = res.Plain() // the one-shot node process's text too
-	d := v1NodeExecuteData{
+	d := nodeExecuteData{
 		Language: "javascript", Status: res.Status, ExecutionCount: res.ExecutionCount,
-		Outputs: make([]v1NodeOutput, len(res.Outputs)), Code: res.Code,
+		Outputs: make([]nodeOutput, len(res.Outputs)), Code: res.Code,
 		Stdout: res.Text("stdout"), Stderr: res.Text("stderr"), ExitCode: exitCode,
-		SessionID: v1OptID(res.SessionID), Truncated: res.Truncated, FreshRuntime: res.Fresh,
+		SessionID: optID(res.SessionID), Truncated: res.Truncated, FreshRuntime: res.Fresh,
 	}
 	for i, o := range res.Outputs {
 		n := o.NineField()
-		d.Outputs[i] = v1NodeOutput{OutputType: n.OutputType, Name: n.Name, Text: n.Text, Ename: n.Ename,
+		d.Outputs[i] = nodeOutput{OutputType: n.OutputType, Name: n.Name, Text: n.Text, Ename: n.Ename,
 			Evalue: n.Evalue, Traceback: n.Traceback, Data: n.Data, Metadata: n.Metadata}
 	}
 	return d
 }
 
-func (v *v1) nodeExecute(ctx *fasthttp.RequestCtx) {
-	c, ok := v1Parse(ctx, func(f *api.Fields) (v1NodeCall, *api.FieldError) { return v.parseNodeExecute(ctx, f) })
+func (v *Surface) nodeExecute(ctx *fasthttp.RequestCtx) {
+	c, ok := parseBody(ctx, func(f *api.Fields) (nodeCall, *api.FieldError) { return v.parseNodeExecute(ctx, f) })
 	if !ok {
 		return
 	}
-	if v.s.env.Node.Error != "" {
-		api.Fail(ctx, fasthttp.StatusServiceUnavailable, v.s.env.Node.Error)
+	if v.core.Env.Node.Error != "" {
+		api.Fail(ctx, fasthttp.StatusServiceUnavailable, v.core.Env.Node.Error)
 		return
 	}
-	c.Owner, c.Tenant = ownerOf(ctx), tenantOf(ctx)
+	c.Owner, c.Tenant = call.Owner(ctx), call.Tenant(ctx)
 	cleanup, err := v.prepareDir(ctx, &c)
 	if err != nil {
 		api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: false, Message: err.Error()})
@@ -194,7 +195,7 @@ func (v *v1) nodeExecute(ctx *fasthttp.RequestCtx) {
 			return
 		}
 	} else {
-		if res, ok = v.runOr(ctx, c.v1Call); !ok {
+		if res, ok = v.runOr(ctx, c.execReq); !ok {
 			return
 		}
 		exit = res.ExitCode()
@@ -203,7 +204,7 @@ func (v *v1) nodeExecute(ctx *fasthttp.RequestCtx) {
 	if c.Note != "" {
 		msg += "; " + c.Note
 	}
-	v1Answer(ctx, res, msg, v1NodeData(res, exit))
+	answer(ctx, res, msg, nodeData(res, exit))
 }
 
 // runNode runs a call with stdin in a node process of its own, whose
@@ -211,31 +212,31 @@ func (v *v1) nodeExecute(ctx *fasthttp.RequestCtx) {
 // start (Registry.AdmitProcess): it counts against --max-sessions until the
 // call answers and waits its turn at the start gate; a refusal is answered
 // as every route answers one.
-func (v *v1) runNode(ctx *fasthttp.RequestCtx, c v1NodeCall) (*execution.Result, int, bool) {
-	started, done, err := v.s.reg.AdmitProcess(v.s.reqCtx(), ownerOf(ctx))
+func (v *Surface) runNode(ctx *fasthttp.RequestCtx, c nodeCall) (*execution.Result, int, bool) {
+	started, done, err := v.core.Reg.AdmitProcess(v.core.Ctx(), call.Owner(ctx))
 	if err != nil {
-		runError(err, c.execCall).write(ctx)
+		call.MapError(err, c.Call).Write(ctx)
 		return nil, 0, false
 	}
 	defer done()
-	res, exit := v.s.rt.RunNode(v.s.reqCtx(), c.Code, *c.Stdin, c.Cwd, c.Timeout, v.s.cfg.OutputBudget, started, c.Tenant)
+	res, exit := v.core.RT.RunNode(v.core.Ctx(), c.Code, *c.Stdin, c.Cwd, c.Timeout, v.core.Cfg.OutputBudget, started, c.Tenant)
 	return res, exit, true
 }
 
-func (c *v1NodeCall) hasStdin() bool { return c.Stdin != nil && *c.Stdin != "" }
+func (c *nodeCall) hasStdin() bool { return c.Stdin != nil && *c.Stdin != "" }
 
 // prepareDir gives a one-shot call with files or stdin and no cwd a fresh
 // temporary folder to run in (cleanup removes it), then writes the files
 // into the folder the call runs in: its cwd, else its session's. All of it
 // happens in the caller's view, with its rights.
-func (v *v1) prepareDir(ctx *fasthttp.RequestCtx, c *v1NodeCall) (cleanup func(), err error) {
+func (v *Surface) prepareDir(ctx *fasthttp.RequestCtx, c *nodeCall) (cleanup func(), err error) {
 	cleanup = func() {}
-	view, err := v.s.fsView(ctx)
+	view, err := v.core.ViewOf(ctx)
 	if err != nil {
 		return cleanup, fmt.Errorf("the caller's file system is not available: %w", err)
 	}
 	if c.SessionID == "" && c.Cwd == "" && (len(c.Files) > 0 || c.hasStdin()) {
-		dir := filepath.Join(v.s.tempDir(), "aiod-node-"+jupyter.NewID())
+		dir := filepath.Join(v.core.TempDir(), "aiod-node-"+jupyter.NewID())
 		if err := view.MkdirAll(dir, 0o700); err != nil {
 			return cleanup, fmt.Errorf("create the execution folder: %w", err)
 		}
@@ -249,7 +250,7 @@ func (v *v1) prepareDir(ctx *fasthttp.RequestCtx, c *v1NodeCall) (cleanup func()
 	if dir == "" {
 		dir = v.sessionCwd(c.Tenant, "javascript", c.SessionID)
 	}
-	if err := v1WriteFiles(view, dir, c.Files); err != nil {
+	if err := writeFiles(view, dir, c.Files); err != nil {
 		cleanup()
 		return func() {}, err
 	}
@@ -257,8 +258,8 @@ func (v *v1) prepareDir(ctx *fasthttp.RequestCtx, c *v1NodeCall) (cleanup func()
 }
 
 // sessionCwd is the folder tenant's session works in, as far as v1 knows.
-func (v *v1) sessionCwd(tenant, lang, id string) string {
-	if sess := v.s.reg.Get(tenant, lang, id); sess != nil {
+func (v *Surface) sessionCwd(tenant, lang, id string) string {
+	if sess := v.core.Reg.Get(tenant, lang, id); sess != nil {
 		if d := sess.Cwd(); d != "" {
 			return d
 		}
@@ -266,18 +267,18 @@ func (v *v1) sessionCwd(tenant, lang, id string) string {
 	return v.defaultCwd()
 }
 
-func (v *v1) nodeInfo(ctx *fasthttp.RequestCtx) {
-	node := v.s.env.Node
+func (v *Surface) nodeInfo(ctx *fasthttp.RequestCtx) {
+	node := v.core.Env.Node
 	d := map[string]any{
 		"node_version":        strings.TrimPrefix(node.Version, "v"),
 		"npm_version":         "",
 		"supported_languages": []string{"javascript"},
 		"description": fmt.Sprintf("JavaScript on Node.js REPLs: one-shot calls run in a fresh process, sessions keep globals (idle sessions are reclaimed after %d s). Calls with stdin run as a node process of their own.",
-			int(v.s.cfg.NativeIdle/time.Second)),
+			int(v.core.Cfg.NativeIdle/time.Second)),
 		"runtime_directory":    nil,
 		"global_npm_directory": nil,
-		"runtime_packages":     []v1Pkg{},
-		"global_packages":      []v1Pkg{},
+		"runtime_packages":     []pkgInfo{},
+		"global_packages":      []pkgInfo{},
 		"available_versions":   []string{},
 		"current_version":      nil,
 	}

@@ -1,24 +1,25 @@
-package gateway
+package v1
 
 import (
 	"fmt"
-	"github.com/aiod/aiod/stream/execution"
 	"strings"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
 	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/gateway/call"
 	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/stream"
 	"github.com/aiod/aiod/stream/backend"
+	"github.com/aiod/aiod/stream/execution"
 )
 
 // The Node.js sessions routes. A session is the registry's
-// ("javascript", id); v1 adds its cwd and max_idle_time (v1Meta).
+// ("javascript", id); v1 adds its cwd and max_idle_time (sessionMeta).
 
-// v1NodeSessionInfo is NodeJsSessionInfo: times and max_idle_time in ms.
-type v1NodeSessionInfo struct {
+// nodeSessionInfo is NodeJsSessionInfo: times and max_idle_time in ms.
+type nodeSessionInfo struct {
 	SessionID   string  `json:"session_id"`
 	Cwd         string  `json:"cwd"`
 	CreatedAt   float64 `json:"created_at"`
@@ -28,9 +29,9 @@ type v1NodeSessionInfo struct {
 	State       string  `json:"state"`       // IDLE or EXECUTING
 }
 
-func v1Millis(t time.Time) float64 { return float64(t.UnixMicro()) / 1e3 }
+func millis(t time.Time) float64 { return float64(t.UnixMicro()) / 1e3 }
 
-func (v *v1) nodeInfoOf(sess *stream.Session) v1NodeSessionInfo {
+func (v *Surface) nodeInfoOf(sess *stream.Session) nodeSessionInfo {
 	m := v.metaOf(sess)
 	idle := sess.Backend.Idle
 	if m.maxIdle > 0 {
@@ -45,15 +46,15 @@ func (v *v1) nodeInfoOf(sess *stream.Session) v1NodeSessionInfo {
 		state = "EXECUTING"
 	}
 	last := sess.LastUsed()
-	return v1NodeSessionInfo{
-		SessionID: sess.ID, Cwd: cwd, CreatedAt: v1Millis(sess.Created), LastUsed: v1Millis(last),
+	return nodeSessionInfo{
+		SessionID: sess.ID, Cwd: cwd, CreatedAt: millis(sess.Created), LastUsed: millis(last),
 		MaxIdleTime: idle.Milliseconds(), AgeSeconds: int64(time.Since(last) / time.Second), State: state,
 	}
 }
 
 // maxIdle reads max_idle_time (seconds, 60..86400). The value in force is
 // capped at aiod's native idle time; note says so when it was.
-func (v *v1) maxIdle(f *api.Fields) (d time.Duration, note string, fe *api.FieldError) {
+func (v *Surface) maxIdle(f *api.Fields) (d time.Duration, note string, fe *api.FieldError) {
 	n, ok := f.Int("max_idle_time")
 	if err := f.Err(); err != nil {
 		return 0, "", err
@@ -62,28 +63,28 @@ func (v *v1) maxIdle(f *api.Fields) (d time.Duration, note string, fe *api.Field
 		return 0, "", nil
 	}
 	if n < 60 || n > 86400 {
-		return 0, "", v1BodyErr("max_idle_time", "less_than_equal", "must be between 60 and 86400 seconds, got %d", n)
+		return 0, "", bodyErr("max_idle_time", "less_than_equal", "must be between 60 and 86400 seconds, got %d", n)
 	}
 	d = time.Duration(n) * time.Second
-	if d > v.s.cfg.NativeIdle {
+	if d > v.core.Cfg.NativeIdle {
 		note = fmt.Sprintf("max_idle_time %d s is above aiod's native session idle limit; %d s is in force",
-			n, int(v.s.cfg.NativeIdle/time.Second))
-		d = v.s.cfg.NativeIdle
+			n, int(v.core.Cfg.NativeIdle/time.Second))
+		d = v.core.Cfg.NativeIdle
 	}
 	return d, note, nil
 }
 
-func (v *v1) nodeCreate(ctx *fasthttp.RequestCtx) {
-	f, ok := v1Body(ctx)
+func (v *Surface) nodeCreate(ctx *fasthttp.RequestCtx) {
+	f, ok := readBody(ctx)
 	if !ok {
 		return
 	}
-	note, fe := v.checkVersion("query", v1QueryVersion(ctx))
-	c := v1Call{}
+	note, fe := v.checkVersion("query", queryVersion(ctx))
+	c := execReq{}
 	c.Language = "javascript"
 	var idleNote string
 	if fe == nil {
-		if c.SessionID, fe = v1SessionID(f, "session_id"); fe == nil {
+		if c.SessionID, fe = optSessionID(f, "session_id"); fe == nil {
 			if c.Cwd, fe = v.cwd(ctx, f); fe == nil {
 				c.Idle, idleNote, fe = v.maxIdle(f)
 			}
@@ -96,10 +97,10 @@ func (v *v1) nodeCreate(ctx *fasthttp.RequestCtx) {
 	if c.SessionID == "" {
 		c.SessionID = jupyter.NewID()
 	}
-	c.Owner, c.Tenant = ownerOf(ctx), tenantOf(ctx)
+	c.Owner, c.Tenant = call.Owner(ctx), call.Tenant(ctx)
 	sess, created, ce := v.open(c)
 	if ce != nil {
-		ce.write(ctx)
+		ce.Write(ctx)
 		return
 	}
 	msg := fmt.Sprintf("session %s created", sess.ID)
@@ -116,36 +117,36 @@ func (v *v1) nodeCreate(ctx *fasthttp.RequestCtx) {
 	}})
 }
 
-func (v *v1) nodeList(ctx *fasthttp.RequestCtx) {
-	if _, fe := v.checkVersion("query", v1QueryVersion(ctx)); fe != nil {
+func (v *Surface) nodeList(ctx *fasthttp.RequestCtx) {
+	if _, fe := v.checkVersion("query", queryVersion(ctx)); fe != nil {
 		api.InvalidV1(ctx, fe)
 		return
 	}
-	out := map[string]v1NodeSessionInfo{}
-	for _, sess := range v.sessionsOf(tenantOf(ctx), "javascript", v1AnyBackend) {
+	out := map[string]nodeSessionInfo{}
+	for _, sess := range v.sessionsOf(call.Tenant(ctx), "javascript", anyBackend) {
 		out[sess.ID] = v.nodeInfoOf(sess)
 	}
 	api.OK(ctx, map[string]any{"sessions": out})
 }
 
 // nodeSession answers the path's session, or 404 (or 422) and nil.
-func (v *v1) nodeSession(ctx *fasthttp.RequestCtx) *stream.Session {
-	id, ok := v1PathSessionID(ctx)
+func (v *Surface) nodeSession(ctx *fasthttp.RequestCtx) *stream.Session {
+	id, ok := pathSessionID(ctx)
 	if !ok {
 		return nil
 	}
-	if _, fe := v.checkVersion("query", v1QueryVersion(ctx)); fe != nil {
+	if _, fe := v.checkVersion("query", queryVersion(ctx)); fe != nil {
 		api.InvalidV1(ctx, fe)
 		return nil
 	}
-	sess := v.s.reg.Get(tenantOf(ctx), "javascript", id)
+	sess := v.core.Reg.Get(call.Tenant(ctx), "javascript", id)
 	if sess == nil {
 		api.Fail(ctx, fasthttp.StatusNotFound, fmt.Sprintf("Node.js session %q not found", id))
 	}
 	return sess
 }
 
-func (v *v1) nodeGet(ctx *fasthttp.RequestCtx) {
+func (v *Surface) nodeGet(ctx *fasthttp.RequestCtx) {
 	if sess := v.nodeSession(ctx); sess != nil {
 		api.OK(ctx, map[string]any{"session": v.nodeInfoOf(sess)})
 	}
@@ -154,8 +155,8 @@ func (v *v1) nodeGet(ctx *fasthttp.RequestCtx) {
 // nodeUpdate changes a session's working folder (at once, through the
 // session's own queue) and its max_idle_time. The idle time in force can be
 // lowered, not raised above what the session was created with.
-func (v *v1) nodeUpdate(ctx *fasthttp.RequestCtx) {
-	f, ok := v1Body(ctx)
+func (v *Surface) nodeUpdate(ctx *fasthttp.RequestCtx) {
+	f, ok := readBody(ctx)
 	if !ok {
 		return
 	}
@@ -182,13 +183,13 @@ func (v *v1) nodeUpdate(ctx *fasthttp.RequestCtx) {
 				int(sess.Backend.Idle/time.Second)))
 			idle = sess.Backend.Idle
 		}
-		v.setMeta(sess, func(m *v1Meta) { m.maxIdle = idle })
+		v.setMeta(sess, func(m *sessionMeta) { m.maxIdle = idle })
 		sess.SetIdle(idle) // the registry's reaper enforces it
 	}
 	if cwd != "" {
-		res, err := sess.Execute(v.s.reqCtx(), stream.ExecRequest{Code: backend.ChdirCode("javascript", cwd), Timeout: v.s.cfg.DefaultTimeout})
-		if ce := runError(err, execCall{SessionID: sess.ID}); ce != nil {
-			ce.write(ctx)
+		res, err := sess.Execute(v.core.Ctx(), stream.ExecRequest{Code: backend.ChdirCode("javascript", cwd), Timeout: v.core.Cfg.DefaultTimeout})
+		if ce := call.MapError(err, call.Call{SessionID: sess.ID}); ce != nil {
+			ce.Write(ctx)
 			return
 		}
 		if res.Status != execution.StatusOK {
@@ -207,12 +208,12 @@ func (v *v1) nodeUpdate(ctx *fasthttp.RequestCtx) {
 	}})
 }
 
-func (v *v1) nodeDelete(ctx *fasthttp.RequestCtx) {
+func (v *Surface) nodeDelete(ctx *fasthttp.RequestCtx) {
 	sess := v.nodeSession(ctx)
 	if sess == nil {
 		return
 	}
-	v.deleteSession(v.s.reqCtx(), sess.Tenant, "javascript", sess.ID)
+	v.deleteSession(v.core.Ctx(), sess.Tenant, "javascript", sess.ID)
 	api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: true,
 		Message: fmt.Sprintf("session %s deleted", sess.ID), Data: map[string]any{"deleted": true}})
 }

@@ -1,4 +1,4 @@
-package gateway
+package v1
 
 import (
 	"bufio"
@@ -15,32 +15,33 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aiod/aiod/gateway/api"
-	"github.com/aiod/aiod/stream"
 	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
+
+	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/stream"
 )
 
-// v1ToolSpec is ToolSpec.
-type v1ToolSpec struct {
+// toolSpec is ToolSpec.
+type toolSpec struct {
 	Ver   *string  `json:"ver"`
 	Bin   *string  `json:"bin"`
 	Alias []string `json:"alias"`
 }
 
-// v1ToolCategory is ToolCategory; v1Tool is AvailableTool.
-type v1ToolCategory struct {
-	Category string   `json:"category"`
-	Tools    []v1Tool `json:"tools"`
+// toolCategory is ToolCategory; tool is AvailableTool.
+type toolCategory struct {
+	Category string `json:"category"`
+	Tools    []tool `json:"tools"`
 }
 
-type v1Tool struct {
+type tool struct {
 	Name        string `json:"name"`
 	Description string `json:"description"`
 }
 
-// v1SystemEnv is SystemEnv: occupied_ports are strings, as the SDK requires.
-type v1SystemEnv struct {
+// systemEnv is SystemEnv: occupied_ports are strings, as the SDK requires.
+type systemEnv struct {
 	OS            string   `json:"os"`
 	OSVersion     string   `json:"os_version"`
 	Arch          string   `json:"arch"`
@@ -51,26 +52,26 @@ type v1SystemEnv struct {
 	OccupiedPorts []string `json:"occupied_ports"`
 }
 
-// v1SandboxResponse is SandboxResponse: flat, not the usual envelope; data
+// sandboxResponse is SandboxResponse: flat, not the usual envelope; data
 // is a text summary.
-type v1SandboxResponse struct {
-	Success   bool            `json:"success"`
-	Message   string          `json:"message"`
-	Data      string          `json:"data"`
-	HomeDir   string          `json:"home_dir"`
-	Workspace string          `json:"workspace"`
-	Version   string          `json:"version"`
-	Detail    v1SandboxDetail `json:"detail"`
+type sandboxResponse struct {
+	Success   bool          `json:"success"`
+	Message   string        `json:"message"`
+	Data      string        `json:"data"`
+	HomeDir   string        `json:"home_dir"`
+	Workspace string        `json:"workspace"`
+	Version   string        `json:"version"`
+	Detail    sandboxDetail `json:"detail"`
 }
 
-type v1SandboxDetail struct {
-	System  v1SystemEnv             `json:"system"`
-	Runtime map[string][]v1ToolSpec `json:"runtime"` // python, nodejs
-	Utils   []v1ToolCategory        `json:"utils"`
+type sandboxDetail struct {
+	System  systemEnv             `json:"system"`
+	Runtime map[string][]toolSpec `json:"runtime"` // python, nodejs
+	Utils   []toolCategory        `json:"utils"`
 }
 
-// v1UtilTools are the command-line tools reported when found on PATH.
-var v1UtilTools = []struct{ category, name, desc string }{
+// utilTools are the command-line tools reported when found on PATH.
+var utilTools = []struct{ category, name, desc string }{
 	{"code_execution", "python3", "Python interpreter"},
 	{"code_execution", "node", "Node.js runtime"},
 	{"code_execution", "npm", "Node.js package manager"},
@@ -89,7 +90,7 @@ var v1UtilTools = []struct{ category, name, desc string }{
 	{"archive", "unzip", "extract zip archives"},
 }
 
-func (v *v1) sandbox(ctx *fasthttp.RequestCtx) {
+func (v *Surface) sandbox(ctx *fasthttp.RequestCtx) {
 	home, _ := os.UserHomeDir()
 	if home == "" {
 		home = "/"
@@ -98,61 +99,61 @@ func (v *v1) sandbox(ctx *fasthttp.RequestCtx) {
 	if ws == "" {
 		ws = v.defaultCwd()
 	}
-	osName, osVer := v1OSRelease()
-	sys := v1SystemEnv{
-		OS: osName, OSVersion: osVer, Arch: v1Arch(), User: v1User(), HomeDir: home,
-		Timezone: v1Timezone(), Workspace: ws, OccupiedPorts: v1ListeningPorts(),
+	osName, osVer := osRelease()
+	sys := systemEnv{
+		OS: osName, OSVersion: osVer, Arch: hostArch(), User: hostUser(), HomeDir: home,
+		Timezone: hostTimezone(), Workspace: ws, OccupiedPorts: listeningPorts(),
 	}
-	env := v.s.env
-	py := []v1ToolSpec{}
+	env := v.core.Env
+	py := []toolSpec{}
 	if pk := env.PythonKernel; pk != nil {
-		py = append(py, v1ToolSpec{Ver: v1NullIfEmpty(pk.Python), Bin: v1NullIfEmpty(pk.Interpreter),
+		py = append(py, toolSpec{Ver: nullIfEmpty(pk.Python), Bin: nullIfEmpty(pk.Interpreter),
 			Alias: []string{"kernel:" + pk.Name}})
 	}
 	if env.Python.Error == "" && env.Python.Path != "" {
 		// The kernel's interpreter is often the native REPL's too: one
 		// interpreter is listed once, with both names.
 		alias := filepath.Base(env.Python.Path)
-		if i := v1SameTool(py, env.Python.Path, env.Python.Version); i >= 0 {
+		if i := sameTool(py, env.Python.Path, env.Python.Version); i >= 0 {
 			py[i].Alias = append(py[i].Alias, alias)
 		} else {
-			py = append(py, v1ToolSpec{Ver: v1NullIfEmpty(env.Python.Version), Bin: v1NullIfEmpty(env.Python.Path),
+			py = append(py, toolSpec{Ver: nullIfEmpty(env.Python.Version), Bin: nullIfEmpty(env.Python.Path),
 				Alias: []string{alias}})
 		}
 	}
-	node := []v1ToolSpec{}
+	node := []toolSpec{}
 	if env.Node.Error == "" && env.Node.Path != "" {
 		ver := strings.TrimPrefix(env.Node.Version, "v")
-		node = append(node, v1ToolSpec{Ver: v1NullIfEmpty(ver), Bin: v1NullIfEmpty(env.Node.Path),
+		node = append(node, toolSpec{Ver: nullIfEmpty(ver), Bin: nullIfEmpty(env.Node.Path),
 			Alias: []string{"node", "node" + v.nodeMajor()}})
 	}
-	cats := map[string]*v1ToolCategory{}
+	cats := map[string]*toolCategory{}
 	var order []string
-	for _, t := range v1UtilTools {
+	for _, t := range utilTools {
 		if _, err := exec.LookPath(t.name); err != nil {
 			continue
 		}
 		c := cats[t.category]
 		if c == nil {
-			c = &v1ToolCategory{Category: t.category}
+			c = &toolCategory{Category: t.category}
 			cats[t.category] = c
 			order = append(order, t.category)
 		}
-		c.Tools = append(c.Tools, v1Tool{Name: t.name, Description: t.desc})
+		c.Tools = append(c.Tools, tool{Name: t.name, Description: t.desc})
 	}
-	utils := []v1ToolCategory{}
+	utils := []toolCategory{}
 	for _, name := range order {
 		utils = append(utils, *cats[name])
 	}
-	d := v1SandboxDetail{System: sys, Runtime: map[string][]v1ToolSpec{"python": py, "nodejs": node}, Utils: utils}
-	api.WriteJSON(ctx, fasthttp.StatusOK, v1SandboxResponse{
-		Success: true, Message: "ok", Data: v1Summary(d), HomeDir: home, Workspace: ws, Version: Version, Detail: d,
+	d := sandboxDetail{System: sys, Runtime: map[string][]toolSpec{"python": py, "nodejs": node}, Utils: utils}
+	api.WriteJSON(ctx, fasthttp.StatusOK, sandboxResponse{
+		Success: true, Message: "ok", Data: summary(d), HomeDir: home, Workspace: ws, Version: v.version, Detail: d,
 	})
 }
 
-// v1SameTool is the index of the entry of ts that is the interpreter bin
+// sameTool is the index of the entry of ts that is the interpreter bin
 // (the same file, symlinks followed) at version ver, or -1.
-func v1SameTool(ts []v1ToolSpec, bin, ver string) int {
+func sameTool(ts []toolSpec, bin, ver string) int {
 	real := func(p string) string {
 		if r, err := filepath.EvalSymlinks(p); err == nil {
 			return r
@@ -168,7 +169,7 @@ func v1SameTool(ts []v1ToolSpec, bin, ver string) int {
 }
 
 // summary is the human-readable text of data.
-func v1Summary(d v1SandboxDetail) string {
+func summary(d sandboxDetail) string {
 	var b strings.Builder
 	s := d.System
 	fmt.Fprintf(&b, "System: %s %s (%s), user %s, home %s, timezone %s\n", s.OS, s.OSVersion, s.Arch, s.User, s.HomeDir, s.Timezone)
@@ -199,7 +200,7 @@ func v1Summary(d v1SandboxDetail) string {
 }
 
 // osRelease reads NAME and VERSION_ID from /etc/os-release.
-func v1OSRelease() (name, version string) {
+func osRelease() (name, version string) {
 	name, version = runtime.GOOS, ""
 	f, err := os.Open("/etc/os-release")
 	if err != nil {
@@ -223,7 +224,7 @@ func v1OSRelease() (name, version string) {
 	return name, version
 }
 
-func v1Arch() string {
+func hostArch() string {
 	switch runtime.GOARCH {
 	case "amd64":
 		return "x86_64"
@@ -233,7 +234,7 @@ func v1Arch() string {
 	return runtime.GOARCH
 }
 
-func v1User() string {
+func hostUser() string {
 	if u, err := user.Current(); err == nil && u.Username != "" {
 		return u.Username
 	}
@@ -241,7 +242,7 @@ func v1User() string {
 }
 
 // timezone is $TZ, /etc/timezone, the /etc/localtime link, or UTC.
-func v1Timezone() string {
+func hostTimezone() string {
 	if tz := os.Getenv("TZ"); tz != "" {
 		return strings.TrimPrefix(tz, ":")
 	}
@@ -258,7 +259,7 @@ func v1Timezone() string {
 
 // listeningPorts lists the TCP ports in LISTEN state on this host (IPv4 and
 // IPv6), as decimal strings in ascending order.
-func v1ListeningPorts() []string {
+func listeningPorts() []string {
 	seen := map[int]bool{}
 	for _, p := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
 		b, err := os.ReadFile(p)
@@ -291,18 +292,18 @@ func v1ListeningPorts() []string {
 	return out
 }
 
-type v1Pkg struct {
+type pkgInfo struct {
 	Name    string `json:"name"`
 	Version string `json:"version"`
 }
 
-// v1PkgTTL is how long a package listing is reused.
-const v1PkgTTL = 30 * time.Second
+// pkgTTL is how long a package listing is reused.
+const pkgTTL = 30 * time.Second
 
-// packages runs list (bounded by 20 s) at most once per v1PkgTTL per key;
+// packages runs list (bounded by 20 s) at most once per pkgTTL per key;
 // callers asking while it runs wait for its answer.
-func (v *v1) packages(key string, list func(context.Context) ([]v1Pkg, error)) ([]v1Pkg, error) {
-	return v1Share(v.s, &v.pkgMu, v.pkgCache, key, v1PkgTTL, 20*time.Second, func(ctx context.Context) ([]v1Pkg, error) {
+func (v *Surface) packages(key string, list func(context.Context) ([]pkgInfo, error)) ([]pkgInfo, error) {
+	return share(v.core, &v.pkgMu, v.pkgCache, key, pkgTTL, 20*time.Second, func(ctx context.Context) ([]pkgInfo, error) {
 		pkgs, err := list(ctx)
 		if err != nil {
 			return nil, err
@@ -312,9 +313,9 @@ func (v *v1) packages(key string, list func(context.Context) ([]v1Pkg, error)) (
 	})
 }
 
-// v1Shared is the result of one slow look-up (a subprocess), shared by
+// shared is the result of one slow look-up (a subprocess), shared by
 // every caller that asks for its key while it runs, and reused after.
-type v1Shared[T any] struct {
+type shared[T any] struct {
 	done chan struct{} // closed once at, val and err are set; they do not change after
 	at   time.Time
 	val  T
@@ -323,7 +324,7 @@ type v1Shared[T any] struct {
 
 // stale reports whether c should be run again: it is done, and failed or
 // is older than ttl (0: never too old). One still running is not stale.
-func (c *v1Shared[T]) stale(ttl time.Duration) bool {
+func (c *shared[T]) stale(ttl time.Duration) bool {
 	select {
 	case <-c.done:
 		return c.err != nil || (ttl > 0 && time.Since(c.at) >= ttl)
@@ -332,37 +333,49 @@ func (c *v1Shared[T]) stale(ttl time.Duration) bool {
 	}
 }
 
-// v1Share returns m[key]'s value, running run when there is none (or a
+// background is where share runs its look-ups: the call core (its Go
+// goroutines are waited for at shutdown, its Ctx ends then).
+type background interface {
+	Ctx() context.Context
+	Go(func()) bool
+}
+
+// share returns m[key]'s value, running run when there is none (or a
 // stale one, see stale) and none running. run gets a context of its own,
-// bounded by bound and by the server's life, on a goroutine of its own:
-// mu guards m only and is never held while run runs, so a slow look-up
-// holds up no other key, and a caller gone stops nobody's wait.
-func v1Share[T any](s *Server, mu *sync.Mutex, m map[string]*v1Shared[T], key string, ttl, bound time.Duration, run func(context.Context) (T, error)) (T, error) {
+// bounded by bound and by the daemon's life, on a goroutine of bg's: mu
+// guards m only and is never held while run runs, so a slow look-up holds
+// up no other key, and a caller gone stops nobody's wait.
+func share[T any](bg background, mu *sync.Mutex, m map[string]*shared[T], key string, ttl, bound time.Duration, run func(context.Context) (T, error)) (T, error) {
 	mu.Lock()
 	c := m[key]
 	if c == nil || c.stale(ttl) {
-		c = &v1Shared[T]{done: make(chan struct{})}
-		m[key] = c
-		go func() {
-			ctx, cancel := context.WithTimeout(s.base, bound)
+		c = &shared[T]{done: make(chan struct{})}
+		started := bg.Go(func() {
+			ctx, cancel := context.WithTimeout(bg.Ctx(), bound)
 			defer cancel()
 			val, err := run(ctx)
 			c.at, c.val, c.err = time.Now(), val, err
 			close(c.done)
-		}()
+		})
+		if !started {
+			mu.Unlock()
+			var zero T
+			return zero, stream.ErrShuttingDown
+		}
+		m[key] = c
 	}
 	mu.Unlock()
 	select {
 	case <-c.done:
 		return c.val, c.err
-	case <-s.reqCtx().Done():
+	case <-bg.Ctx().Done():
 		var zero T
 		return zero, stream.ErrShuttingDown
 	}
 }
 
-// v1PythonPkgScript prints the installed distributions as JSON.
-const v1PythonPkgScript = `import json, importlib.metadata as m
+// pythonPkgScript prints the installed distributions as JSON.
+const pythonPkgScript = `import json, importlib.metadata as m
 seen = {}
 for d in m.distributions():
     n = d.metadata["Name"]
@@ -370,36 +383,36 @@ for d in m.distributions():
         seen[n.lower()] = {"name": n, "version": d.version}
 print(json.dumps(list(seen.values())))`
 
-func (v *v1) pythonPackages(ctx *fasthttp.RequestCtx) {
-	py := v.s.env.Python.Path
-	if pk := v.s.env.PythonKernel; pk != nil {
+func (v *Surface) pythonPackages(ctx *fasthttp.RequestCtx) {
+	py := v.core.Env.Python.Path
+	if pk := v.core.Env.PythonKernel; pk != nil {
 		py = pk.Interpreter
 	}
 	if py == "" {
-		api.Fail(ctx, fasthttp.StatusServiceUnavailable, "no Python found: "+v.s.env.Python.Error)
+		api.Fail(ctx, fasthttp.StatusServiceUnavailable, "no Python found: "+v.core.Env.Python.Error)
 		return
 	}
-	pkgs, err := v.packages("python", func(c context.Context) ([]v1Pkg, error) {
-		out, err := exec.CommandContext(c, py, "-c", v1PythonPkgScript).Output()
+	pkgs, err := v.packages("python", func(c context.Context) ([]pkgInfo, error) {
+		out, err := exec.CommandContext(c, py, "-c", pythonPkgScript).Output()
 		if err != nil {
 			return nil, fmt.Errorf("list Python packages with %s: %w", py, err)
 		}
-		var pkgs []v1Pkg
+		var pkgs []pkgInfo
 		if err := json.Unmarshal(out, &pkgs); err != nil {
 			return nil, fmt.Errorf("list Python packages: %w", err)
 		}
 		return pkgs, nil
 	})
-	v1AnswerPackages(ctx, pkgs, err)
+	answerPackages(ctx, pkgs, err)
 }
 
-func (v *v1) nodePackages(ctx *fasthttp.RequestCtx) {
+func (v *Surface) nodePackages(ctx *fasthttp.RequestCtx) {
 	pkgs, err := v.packages("nodejs", v.globalNpmPackages)
-	v1AnswerPackages(ctx, pkgs, err)
+	answerPackages(ctx, pkgs, err)
 }
 
 // globalNpmPackages lists the globally installed npm packages.
-func (v *v1) globalNpmPackages(c context.Context) ([]v1Pkg, error) {
+func (v *Surface) globalNpmPackages(c context.Context) ([]pkgInfo, error) {
 	npm, err := exec.LookPath("npm")
 	if err != nil {
 		return nil, fmt.Errorf("list Node.js packages: npm not found on PATH")
@@ -416,20 +429,20 @@ func (v *v1) globalNpmPackages(c context.Context) ([]v1Pkg, error) {
 	if err := json.Unmarshal(out, &tree); err != nil {
 		return nil, fmt.Errorf("list Node.js packages: %w", err)
 	}
-	pkgs := []v1Pkg{}
+	pkgs := []pkgInfo{}
 	for name, d := range tree.Dependencies {
-		pkgs = append(pkgs, v1Pkg{Name: name, Version: d.Version})
+		pkgs = append(pkgs, pkgInfo{Name: name, Version: d.Version})
 	}
 	return pkgs, nil
 }
 
-func v1AnswerPackages(ctx *fasthttp.RequestCtx, pkgs []v1Pkg, err error) {
+func answerPackages(ctx *fasthttp.RequestCtx, pkgs []pkgInfo, err error) {
 	if err != nil {
 		api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: false, Message: err.Error(), Data: nil})
 		return
 	}
 	if pkgs == nil {
-		pkgs = []v1Pkg{}
+		pkgs = []pkgInfo{}
 	}
 	api.OK(ctx, pkgs)
 }
@@ -437,8 +450,8 @@ func v1AnswerPackages(ctx *fasthttp.RequestCtx, pkgs []v1Pkg, err error) {
 // toolOutput runs a tool once (bounded by 10 s) and keeps its trimmed
 // output: versions and folders that do not change while aiod runs. A
 // failure is not kept.
-func (v *v1) toolOutput(key, name string, args ...string) (string, error) {
-	return v1Share(v.s, &v.pkgMu, v.tools, key, 0, 10*time.Second, func(ctx context.Context) (string, error) {
+func (v *Surface) toolOutput(key, name string, args ...string) (string, error) {
+	return share(v.core, &v.pkgMu, v.tools, key, 0, 10*time.Second, func(ctx context.Context) (string, error) {
 		path, err := exec.LookPath(name)
 		if err != nil {
 			return "", fmt.Errorf("%s not found on PATH", name)

@@ -1,41 +1,49 @@
-package gateway
-
-import (
-	"fmt"
-	"github.com/aiod/aiod/stream/execution"
-	"path/filepath"
-	"sync"
-	"time"
-
-	"github.com/aiod/aiod/gateway/api"
-	"github.com/aiod/aiod/stream"
-	"github.com/fasthttp/router"
-	"github.com/valyala/fasthttp"
-)
-
-// v1 serves the agent_sandbox SDK's code, jupyter, nodejs and sandbox routes
-// (docs/v1-compat.md) on the same registry, runtimes and multiplexer as v2.
+// Package v1 serves the agent_sandbox SDK's code, jupyter, nodejs and
+// sandbox routes (docs/v1-compat.md) on the call core, as v2 runs them.
 // The file routes are package fsplane's.
 //
 // Shapes follow the SDK's models: every JSON route answers an object (never
 // 204), a failed validation answers FastAPI's 422 detail list, JSON null is
 // "absent" for every optional field, and an empty body is {}. Limits are
 // aiod's (docs/limits.md), not the original server's.
-type v1 struct {
-	s *Server
+package v1
 
-	mu   sync.Mutex                  // guards meta
-	meta map[*stream.Session]*v1Meta // what v1 knows of sessions it touched; see v1_run.go
+import (
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
 
-	pkgMu    sync.Mutex                    // guards pkgCache and tools, never held across a listing; see v1Share
-	pkgCache map[string]*v1Shared[[]v1Pkg] // package listings by language, reused for v1PkgTTL
-	tools    map[string]*v1Shared[string]  // toolOutput's answers, kept for the daemon's life
+	"github.com/fasthttp/router"
+	"github.com/valyala/fasthttp"
+
+	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/gateway/call"
+	"github.com/aiod/aiod/stream"
+	"github.com/aiod/aiod/stream/execution"
+)
+
+// Surface is the v1 routes.
+type Surface struct {
+	core    *call.Core
+	version string // aiod's, as /v1/sandbox reports it
+
+	mu   sync.Mutex                       // guards meta
+	meta map[*stream.Session]*sessionMeta // what v1 knows of sessions it touched; see run.go
+
+	pkgMu    sync.Mutex                    // guards pkgCache and tools, never held across a listing; see share
+	pkgCache map[string]*shared[[]pkgInfo] // package listings by language, reused for pkgTTL
+	tools    map[string]*shared[string]    // toolOutput's answers, kept for the daemon's life
 }
 
-// registerV1 adds the v1 routes the agent_sandbox SDK calls.
-func (s *Server) registerV1(r *router.Router) {
-	v := &v1{s: s, meta: map[*stream.Session]*v1Meta{}, pkgCache: map[string]*v1Shared[[]v1Pkg]{}, tools: map[string]*v1Shared[string]{}}
+// New makes the surface.
+func New(core *call.Core, version string) *Surface {
+	return &Surface{core: core, version: version, meta: map[*stream.Session]*sessionMeta{},
+		pkgCache: map[string]*shared[[]pkgInfo]{}, tools: map[string]*shared[string]{}}
+}
 
+// Register adds the v1 routes the agent_sandbox SDK calls.
+func (v *Surface) Register(r *router.Router) {
 	r.POST("/v1/code/execute", v.codeExecute)
 	r.GET("/v1/code/info", v.codeInfo)
 
@@ -60,7 +68,7 @@ func (s *Server) registerV1(r *router.Router) {
 }
 
 // decode parses a v1 JSON body; on failure it has answered the 422.
-func v1Body(ctx *fasthttp.RequestCtx) (*api.Fields, bool) {
+func readBody(ctx *fasthttp.RequestCtx) (*api.Fields, bool) {
 	f, fe := api.Decode(ctx.PostBody())
 	if fe != nil {
 		api.InvalidV1(ctx, fe)
@@ -69,11 +77,11 @@ func v1Body(ctx *fasthttp.RequestCtx) (*api.Fields, bool) {
 	return f, true
 }
 
-// v1Parse reads a v1 JSON body with parse; on failure it has answered the
+// parseBody reads a v1 JSON body with parse; on failure it has answered the
 // 422.
-func v1Parse[T any](ctx *fasthttp.RequestCtx, parse func(*api.Fields) (T, *api.FieldError)) (T, bool) {
+func parseBody[T any](ctx *fasthttp.RequestCtx, parse func(*api.Fields) (T, *api.FieldError)) (T, bool) {
 	var c T
-	f, ok := v1Body(ctx)
+	f, ok := readBody(ctx)
 	if !ok {
 		return c, false
 	}
@@ -85,29 +93,29 @@ func v1Parse[T any](ctx *fasthttp.RequestCtx, parse func(*api.Fields) (T, *api.F
 	return c, true
 }
 
-func v1BodyErr(field, typ, format string, args ...any) *api.FieldError {
+func bodyErr(field, typ, format string, args ...any) *api.FieldError {
 	return &api.FieldError{In: "body", Field: field, Type: typ, Msg: fmt.Sprintf(format, args...)}
 }
 
-// v1Timeout reads an optional integral timeout in seconds within 1..max.
+// timeout reads an optional integral timeout in seconds within 1..max.
 // The SDK types it int; aiod's limits apply (default 30 s, max 900 s).
-func (v *v1) timeout(f *api.Fields) (time.Duration, *api.FieldError) {
+func (v *Surface) timeout(f *api.Fields) (time.Duration, *api.FieldError) {
 	n, ok := f.Int("timeout")
 	if err := f.Err(); err != nil {
 		return 0, err
 	}
 	if !ok {
-		return v.s.cfg.DefaultTimeout, nil
+		return v.core.Cfg.DefaultTimeout, nil
 	}
-	max := int64(v.s.cfg.MaxTimeout / time.Second)
+	max := int64(v.core.Cfg.MaxTimeout / time.Second)
 	if n < 1 || n > max {
-		return 0, v1BodyErr("timeout", "less_than_equal", "must be between 1 and %d seconds, got %d", max, n)
+		return 0, bodyErr("timeout", "less_than_equal", "must be between 1 and %d seconds, got %d", max, n)
 	}
 	return time.Duration(n) * time.Second, nil
 }
 
 // sessionID reads an optional session id; "" when absent, null or empty.
-func v1SessionID(f *api.Fields, name string) (string, *api.FieldError) {
+func optSessionID(f *api.Fields, name string) (string, *api.FieldError) {
 	p := f.OptStr(name)
 	if err := f.Err(); err != nil {
 		return "", err
@@ -115,13 +123,13 @@ func v1SessionID(f *api.Fields, name string) (string, *api.FieldError) {
 	if p == nil {
 		return "", nil
 	}
-	return *p, validSessionID(name, *p)
+	return *p, call.ValidSessionID(name, *p)
 }
 
 // cwd reads an optional working directory. It must exist and be a folder
 // in the caller's view (its tenant's, under tenant isolation); a relative
 // path is taken from the runtimes' working directory.
-func (v *v1) cwd(ctx *fasthttp.RequestCtx, f *api.Fields) (string, *api.FieldError) {
+func (v *Surface) cwd(ctx *fasthttp.RequestCtx, f *api.Fields) (string, *api.FieldError) {
 	p := f.OptStr("cwd")
 	if err := f.Err(); err != nil {
 		return "", err
@@ -134,43 +142,31 @@ func (v *v1) cwd(ctx *fasthttp.RequestCtx, f *api.Fields) (string, *api.FieldErr
 		dir = filepath.Join(v.defaultCwd(), dir)
 	}
 	dir = filepath.Clean(dir)
-	view, err := v.s.fsView(ctx)
+	view, err := v.core.ViewOf(ctx)
 	if err != nil {
-		return "", v1BodyErr("cwd", "value_error", "cannot check %q: %v", *p, err)
+		return "", bodyErr("cwd", "value_error", "cannot check %q: %v", *p, err)
 	}
 	st, err := view.Stat(dir)
 	switch {
 	case err != nil:
-		return "", v1BodyErr("cwd", "value_error", "cannot use %q as the working directory: %v", *p, err)
+		return "", bodyErr("cwd", "value_error", "cannot use %q as the working directory: %v", *p, err)
 	case !st.IsDir():
-		return "", v1BodyErr("cwd", "value_error", "%q is not a directory", *p)
+		return "", bodyErr("cwd", "value_error", "%q is not a directory", *p)
 	}
 	return dir, nil
 }
 
 // defaultCwd is where runtimes start when no cwd is given.
-func (v *v1) defaultCwd() string { return v.s.workspace() }
-
-// workspace is where runtimes start (--workdir, else the daemon's folder),
-// as an absolute path; uploads without a path land there too.
-func (s *Server) workspace() string {
-	if w := s.rt.Workdir(); w != "" {
-		if abs, err := filepath.Abs(w); err == nil {
-			return abs
-		}
-		return w
-	}
-	return "/"
-}
+func (v *Surface) defaultCwd() string { return v.core.Workspace() }
 
 // pathSessionID reads {session_id} from the path, answering 422 when invalid.
-func v1PathSessionID(ctx *fasthttp.RequestCtx) (string, bool) {
+func pathSessionID(ctx *fasthttp.RequestCtx) (string, bool) {
 	id, fe := api.PathParam(ctx, "session_id")
 	if fe != nil {
 		api.InvalidV1(ctx, fe)
 		return "", false
 	}
-	if fe := validSessionID("session_id", id); fe != nil || id == "" {
+	if fe := call.ValidSessionID("session_id", id); fe != nil || id == "" {
 		if fe == nil {
 			fe = &api.FieldError{Msg: "is required", Type: "missing"}
 		}
@@ -182,7 +178,7 @@ func v1PathSessionID(ctx *fasthttp.RequestCtx) (string, bool) {
 }
 
 // nullIfEmpty is v1's rendering of an empty stream: null (the page's second sample).
-func v1NullIfEmpty(s string) *string {
+func nullIfEmpty(s string) *string {
 	if s == "" {
 		return nil
 	}
@@ -190,7 +186,7 @@ func v1NullIfEmpty(s string) *string {
 }
 
 // errorTraceback is the first error output's traceback, or nil.
-func v1Traceback(r *execution.Result) []string {
+func firstTraceback(r *execution.Result) []string {
 	e := r.FirstError()
 	if e == nil {
 		return nil
@@ -202,7 +198,7 @@ func v1Traceback(r *execution.Result) []string {
 }
 
 // optID renders a result's session id: null for one-shot calls.
-func v1OptID(id string) *string {
+func optID(id string) *string {
 	if id == "" {
 		return nil
 	}
@@ -211,7 +207,7 @@ func v1OptID(id string) *string {
 
 // answerResult writes an execute route's envelope: success is false when
 // the code raised or timed out, as on v2 (the page's rule).
-func v1Answer(ctx *fasthttp.RequestCtx, res *execution.Result, msg string, data any) {
+func answer(ctx *fasthttp.RequestCtx, res *execution.Result, msg string, data any) {
 	if msg == "" {
 		msg = res.Message()
 	}

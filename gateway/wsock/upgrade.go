@@ -1,4 +1,4 @@
-package gateway
+package wsock
 
 import (
 	"bufio"
@@ -10,11 +10,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aiod/aiod/gateway/api"
-	"github.com/aiod/aiod/stream"
 	"github.com/coder/websocket"
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
+
+	"github.com/aiod/aiod/gateway/api"
 )
 
 // WebSockets share fasthttp's port. fasthttpadaptor cannot serve them (it
@@ -26,23 +26,26 @@ import (
 
 // Close codes used by the live routes.
 const (
-	wsCloseNormal    = websocket.StatusNormalClosure
-	wsCloseGoingAway = websocket.StatusGoingAway
-	wsClosePolicy    = websocket.StatusPolicyViolation
+	CloseNormal    = websocket.StatusNormalClosure
+	CloseGoingAway = websocket.StatusGoingAway
+	ClosePolicy    = websocket.StatusPolicyViolation
 )
 
-// upgrade answers a WebSocket upgrade on ctx, or an error envelope when the
+// Upgrade answers a WebSocket upgrade on ctx, or an error envelope when the
 // request is not one or its origin is refused. serve runs on fasthttp's
-// hijack goroutine for the socket's whole life; the socket is closed when it
-// returns. protocols are the subprotocols offered to the client.
-func (h *liveHub) upgrade(ctx *fasthttp.RequestCtx, protocols []string, serve func(c *websocket.Conn, fw *flushWriter, done <-chan struct{})) {
-	if !wsIsUpgrade(ctx) {
+// hijack goroutine for the socket's whole life (it calls the Conn's Run);
+// the socket is closed when it returns. route is the router pattern
+// metrics name the socket by; protocols are the subprotocols offered to
+// the client. A hub that is shutting down closes the socket at once
+// (1001) instead of serving it.
+func (h *Hub) Upgrade(ctx *fasthttp.RequestCtx, route string, protocols []string, serve func(c *Conn)) {
+	if !isUpgrade(ctx) {
 		ctx.Response.Header.Set("Upgrade", "websocket")
 		api.Fail(ctx, fasthttp.StatusUpgradeRequired, fmt.Sprintf("%s is a WebSocket endpoint: send a WebSocket upgrade request", ctx.Path()))
 		return
 	}
-	if ok, origin := h.originAllowed(ctx); !ok {
-		h.counters.Count(stream.WSRefused, "origin", 1)
+	if ok, origin := h.origin(ctx); !ok {
+		h.counters.Count(Refused, "origin", 1)
 		api.Fail(ctx, fasthttp.StatusForbidden, fmt.Sprintf("cross-origin WebSocket from %q refused: allow it with --allowed-origins (AIO_ALLOWED_ORIGINS)", origin))
 		return
 	}
@@ -71,16 +74,23 @@ func (h *liveHub) upgrade(ctx *fasthttp.RequestCtx, protocols []string, serve fu
 			CompressionMode:    websocket.CompressionDisabled, // latency first; outputs are small or already compressed (PNG)
 		})
 		if err != nil {
-			h.s.log.Debug("websocket accept failed", "path", r.URL.Path, "err", err)
+			h.log.Debug("websocket accept failed", "path", r.URL.Path, "err", err)
 			return
 		}
-		ws.SetReadLimit(int64(h.s.cfg.MaxBody))
-		serve(ws, fw, done)
+		ws.SetReadLimit(h.maxRead)
+		wc := h.newConn(ws, fw, route, done)
+		if !h.track(wc) {
+			_ = ws.Close(CloseGoingAway, "aiod is shutting down")
+			return
+		}
+		defer h.untrack(wc)
+		serve(wc)
+		_ = ws.CloseNow()
 	})
 }
 
-// wsIsUpgrade reports whether the request asks for a WebSocket.
-func wsIsUpgrade(ctx *fasthttp.RequestCtx) bool {
+// isUpgrade reports whether the request asks for a WebSocket.
+func isUpgrade(ctx *fasthttp.RequestCtx) bool {
 	if !ctx.IsGet() {
 		return false
 	}
@@ -94,13 +104,6 @@ func wsIsUpgrade(ctx *fasthttp.RequestCtx) bool {
 	}
 	return hasToken(ctx.Request.Header.Peek("Connection"), "upgrade") &&
 		hasToken(ctx.Request.Header.Peek("Upgrade"), "websocket")
-}
-
-// originAllowed is the guard's origin rule (package guard), checked again
-// here: the guard refuses a foreign origin before routing, so this only
-// matters if the upgrade is ever reached another way.
-func (h *liveHub) originAllowed(ctx *fasthttp.RequestCtx) (bool, string) {
-	return h.s.guard.CheckOrigin(ctx)
 }
 
 // upgradeWriter is what websocket.Accept writes its answer to. Hijack
