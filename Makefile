@@ -50,7 +50,7 @@ bench-go:
 
 ## fuzz: a short run of each fuzz target
 fuzz:
-	$(GO) test ./gateway/ -run '^$$' -fuzz FuzzParseV2Execute -fuzztime 30s
+	$(GO) test ./gateway/call/ -run '^$$' -fuzz FuzzParseExecute -fuzztime 30s
 	$(GO) test ./stream/ -run '^$$' -fuzz FuzzDecodeStream -fuzztime 30s
 	$(GO) test ./kernel/ -run '^$$' -fuzz FuzzDecode -fuzztime 30s
 	$(GO) test ./gateway/guard/ -run '^$$' -fuzz FuzzParseHost -fuzztime 30s

@@ -1,13 +1,14 @@
 package gateway
 
 import (
-	"fmt"
 	"time"
 
+	"github.com/valyala/fasthttp"
+
 	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/gateway/call"
 	"github.com/aiod/aiod/stream"
 	"github.com/aiod/aiod/stream/backend"
-	"github.com/valyala/fasthttp"
 )
 
 // codeInterpreter is capabilities.code_interpreter of /v2/sandbox and
@@ -61,7 +62,7 @@ type limits struct {
 }
 
 func (s *Server) limits() limits {
-	a, lim := s.reg.AdmissionStats(), s.live.limits
+	a, lim := s.reg.AdmissionStats(), s.hub.Limits()
 	l := limits{
 		DefaultTimeout: s.cfg.DefaultTimeout.Seconds(), MaxTimeout: s.cfg.MaxTimeout.Seconds(),
 		KernelIdleSeconds: s.cfg.KernelIdle.Seconds(), NativeIdleSeconds: s.cfg.NativeIdle.Seconds(),
@@ -116,7 +117,7 @@ func (s *Server) v2Sandbox(ctx *fasthttp.RequestCtx) {
 		"uptime_seconds": int(time.Since(s.started).Seconds()),
 		"sessions":       s.reg.Len(),
 		"capabilities": map[string]any{
-			"code_interpreter": s.codeInterpreter(tenantOf(ctx)),
+			"code_interpreter": s.codeInterpreter(call.Tenant(ctx)),
 			"file_system":      map[string]any{"available": true, "routes": []string{"/v2/fs/*", "/v1/file/*"}},
 			"streaming":        map[string]any{"available": true, "websocket": "/v2/code/ws"},
 			"jupyter_api":      map[string]any{"available": true, "base": "/api"},
@@ -126,47 +127,16 @@ func (s *Server) v2Sandbox(ctx *fasthttp.RequestCtx) {
 }
 
 func (s *Server) v1Capabilities(ctx *fasthttp.RequestCtx) {
-	api.OK(ctx, map[string]any{"code_interpreter": s.codeInterpreter(tenantOf(ctx))})
-}
-
-// languageInfo is one entry of /v2/code/info's languages.
-type languageInfo struct {
-	Language  string `json:"language"`
-	Available bool   `json:"available"`
-	Backend   string `json:"backend"`
-	Runtime   string `json:"runtime"`
-	Version   string `json:"version"`
-	Path      string `json:"path"`
-	Error     string `json:"error,omitempty"`
-}
-
-func (s *Server) languages() []languageInfo {
-	env := s.env
-	py := languageInfo{Language: "python", Backend: s.pythonBackend(), Error: env.BackendError}
-	if py.Backend == "jupyter" {
-		ri := s.rt.Remote()
-		py.Runtime = fmt.Sprintf("remote Jupyter server %s (jupyter_server %s, kernelspec %s)", ri.Endpoint, ri.Version, ri.Kernel)
-		py.Version, py.Path, py.Error = "", ri.Endpoint, ""
-	} else if env.PythonBackend == "kernel" && env.PythonKernel != nil {
-		py.Runtime = fmt.Sprintf("ipykernel %s (kernelspec %s)", env.PythonKernel.IPyKernel, env.PythonKernel.Name)
-		py.Version, py.Path = env.PythonKernel.Python, env.PythonKernel.Interpreter
-	} else {
-		py.Runtime, py.Version, py.Path = "native python REPL", env.Python.Version, env.Python.Path
-	}
-	py.Available = py.Error == ""
-	js := languageInfo{Language: "javascript", Backend: "native", Runtime: "node REPL",
-		Version: env.Node.Version, Path: env.Node.Path, Error: env.Node.Error}
-	js.Available = js.Error == ""
-	return []languageInfo{py, js}
+	api.OK(ctx, map[string]any{"code_interpreter": s.codeInterpreter(call.Tenant(ctx))})
 }
 
 func (s *Server) v2CodeInfo(ctx *fasthttp.RequestCtx) {
 	l := s.limits()
 	api.OK(ctx, map[string]any{
 		"backend":             s.pythonBackend(),
-		"remote":              s.codeInterpreter(tenantOf(ctx)).Remote,
-		"languages":           s.languages(),
-		"python_kernels":      s.codeInterpreter(tenantOf(ctx)).PythonKernels,
+		"remote":              s.codeInterpreter(call.Tenant(ctx)).Remote,
+		"languages":           s.core.LanguageInfos(),
+		"python_kernels":      s.codeInterpreter(call.Tenant(ctx)).PythonKernels,
 		"default_timeout":     l.DefaultTimeout,
 		"max_timeout":         l.MaxTimeout,
 		"kernel_idle_seconds": l.KernelIdleSeconds,
@@ -174,9 +144,9 @@ func (s *Server) v2CodeInfo(ctx *fasthttp.RequestCtx) {
 		"output_budget_bytes": l.OutputBudgetBytes,
 		"max_body_bytes":      l.MaxBodyBytes,
 		"limits":              l,
-		"pools":               s.rt.PoolStats(tenantOf(ctx)),
+		"pools":               s.rt.PoolStats(call.Tenant(ctx)),
 		"kernel_start":        s.rt.KernelStart(),
-		"isolation":           s.rt.Isolation(tenantOf(ctx)),
+		"isolation":           s.rt.Isolation(call.Tenant(ctx)),
 		"executions":          s.executionStats(),
 		"warnings":            append([]string{}, s.env.Warnings...),
 	})

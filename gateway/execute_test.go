@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aiod/aiod/kernel/kerneltest"
-	"github.com/aiod/aiod/stream"
 	"github.com/goccy/go-json"
+
+	"github.com/aiod/aiod/kernel/kerneltest"
 )
 
 func outputs(data map[string]any) []map[string]any {
@@ -236,22 +236,5 @@ func TestFiftyConcurrentSessionsKeepTheirOutputs(t *testing.T) {
 	close(errs)
 	for err := range errs {
 		t.Error(err)
-	}
-}
-
-// A failure stored with an execution answers as the call's own did: the
-// conversions both ways keep every field.
-func TestCallErrorRoundTrip(t *testing.T) {
-	for _, ce := range []*callError{
-		{Status: 503, Msg: "aiod is shutting down"},
-		{Status: 429, Msg: "too many sessions", Kind: stream.KindAdmission, Retry: 7},
-		{Status: 503, Msg: "no interpreter", Kind: stream.KindStart},
-	} {
-		if got := callErrorOf(ce.runError()); *got != *ce {
-			t.Errorf("round trip of %+v gave %+v", *ce, *got)
-		}
-	}
-	if got := runError(stream.ErrShuttingDown, execCall{}).runError(); got.Status != 503 || got.Msg != stream.ErrShuttingDown.Error() {
-		t.Errorf("a run refused at shutdown is stored as %+v", *got)
 	}
 }

@@ -10,7 +10,9 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/gateway/call"
 	"github.com/aiod/aiod/stream"
+	"github.com/aiod/aiod/stream/execution"
 )
 
 // The execution routes (durable executions): every execution has an id,
@@ -23,21 +25,6 @@ import (
 //	POST /v2/code/executions/{id}/interrupt   interrupt it (running) or drop it (queued)
 //	POST /v2/code/sessions/{id}/interrupt     interrupt what the session runs
 //	POST /v2/code/sessions/{id}/restart       replace the session's runtime (state lost)
-
-// execRef is an execution in listings: its id, state and since when.
-type execRef struct {
-	ExecutionID string    `json:"execution_id"`
-	State       string    `json:"state"`
-	Since       time.Time `json:"since"`
-}
-
-func refOf(v stream.View) execRef {
-	since := v.Created
-	if !v.Started.IsZero() {
-		since = v.Started
-	}
-	return execRef{ExecutionID: v.ID, State: v.State, Since: since.UTC()}
-}
 
 // execState is data of GET /v2/code/executions/{id} while not done.
 type execState struct {
@@ -54,19 +41,19 @@ type execState struct {
 // execDone is data of GET /v2/code/executions/{id} once done: exactly the
 // execute route's data, and the state.
 type execDone struct {
-	v2ExecData
+	call.ExecData
 	State string `json:"state"`
 }
 
 // record answers the caller's execution the path names, or 404 / 410.
-func (s *Server) record(ctx *fasthttp.RequestCtx) *stream.Record {
+func (s *Server) record(ctx *fasthttp.RequestCtx) *execution.Record {
 	id, fe := api.PathParam(ctx, "id")
 	if fe != nil {
 		api.Invalid(ctx, fe)
 		return nil
 	}
-	rec, err := s.reg.Executions().Get(tenantOf(ctx), id)
-	var gone *stream.GoneError
+	rec, err := s.reg.Executions().Get(call.Tenant(ctx), id)
+	var gone *execution.GoneError
 	switch {
 	case errors.As(err, &gone):
 		api.Fail(ctx, fasthttp.StatusGone, gone.Error())
@@ -88,7 +75,7 @@ func (s *Server) v2GetExecution(ctx *fasthttp.RequestCtx) {
 				Msg: fmt.Sprintf("must be seconds from 0 to the max timeout %g, got %q", s.cfg.MaxTimeout.Seconds(), w)})
 			return
 		}
-		wctx, cancel := context.WithTimeout(s.reqCtx(), time.Duration(secs*float64(time.Second)))
+		wctx, cancel := context.WithTimeout(s.core.Ctx(), time.Duration(secs*float64(time.Second)))
 		_, _, _ = rec.Wait(wctx)
 		cancel()
 	}
@@ -97,12 +84,12 @@ func (s *Server) v2GetExecution(ctx *fasthttp.RequestCtx) {
 
 // answerExecution answers an execution's state, or, once it is done, the
 // answer its execute route gave.
-func (s *Server) answerExecution(ctx *fasthttp.RequestCtx, v stream.View) {
+func (s *Server) answerExecution(ctx *fasthttp.RequestCtx, v execution.View) {
 	switch {
 	case v.Err != nil:
-		callErrorOf(v.Err).write(ctx)
-	case v.State == stream.ExecDone && v.Result != nil:
-		d := execDone{v2ExecData: V2Data(v.Result).(v2ExecData), State: v.State}
+		call.ErrorOf(v.Err).Write(ctx)
+	case v.State == execution.StateDone && v.Result != nil:
+		d := execDone{ExecData: call.V2Data(v.Result), State: v.State}
 		api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: v.Result.Success(), Message: v.Result.Message(), Data: d})
 	default:
 		st := execState{ExecutionID: v.ID, State: v.State, Language: v.Language, CreatedAt: v.Created.UTC(),
@@ -158,22 +145,22 @@ func (s *Server) v2InterruptExecution(ctx *fasthttp.RequestCtx) {
 	v := rec.View()
 	by := "a client (REST interrupt)"
 	switch v.State {
-	case stream.ExecDone:
+	case execution.StateDone:
 		api.Fail(ctx, fasthttp.StatusConflict, fmt.Sprintf("execution %s already finished; nothing to interrupt", v.ID))
 		return
-	case stream.ExecQueued:
+	case execution.StateQueued:
 		if rec.Drop(by) {
-			api.OK(ctx, map[string]any{"execution_id": v.ID, "interrupted": true, "state": stream.ExecQueued,
+			api.OK(ctx, map[string]any{"execution_id": v.ID, "interrupted": true, "state": execution.StateQueued,
 				"note": "it was waiting behind the session's earlier calls and will not run"})
 			return
 		}
 	}
-	sess := rec.Session()
+	sess := rec.Runner()
 	if sess == nil {
 		s.answerExecution(ctx, rec.View()) // it finished meanwhile
 		return
 	}
-	ictx, cancel := context.WithTimeout(s.reqCtx(), 10*time.Second)
+	ictx, cancel := context.WithTimeout(s.core.Ctx(), 10*time.Second)
 	defer cancel()
 	ran, err := sess.InterruptExecution(ictx, rec, by)
 	switch {
@@ -184,7 +171,7 @@ func (s *Server) v2InterruptExecution(ctx *fasthttp.RequestCtx) {
 		s.answerExecution(ctx, rec.View()) // it finished meanwhile
 		return
 	}
-	api.OK(ctx, map[string]any{"execution_id": v.ID, "interrupted": true, "state": stream.ExecRunning})
+	api.OK(ctx, map[string]any{"execution_id": v.ID, "interrupted": true, "state": execution.StateRunning})
 }
 
 // sessionsOf answers the caller's sessions of the path's id, of the
@@ -211,20 +198,11 @@ func (s *Server) sessionsOf(ctx *fasthttp.RequestCtx) ([]*stream.Session, string
 			return nil, id, false
 		}
 	}
-	if lang != "" && !codeLanguages[lang] {
-		api.Invalid(ctx, &api.FieldError{In: "body", Field: "language", Type: "literal_error",
-			Msg: fmt.Sprintf("unsupported language %q: use python or javascript", lang)})
+	if lang != "" && !call.KnownLanguage(lang) {
+		api.Invalid(ctx, call.LanguageError("body", "language", lang))
 		return nil, id, false
 	}
-	var out []*stream.Session
-	for _, l := range []string{"python", "javascript"} {
-		if lang != "" && l != lang {
-			continue
-		}
-		if ss := s.reg.Get(tenantOf(ctx), l, id); ss != nil {
-			out = append(out, ss)
-		}
-	}
+	out := s.core.Sessions(call.Tenant(ctx), lang, id)
 	if len(out) == 0 {
 		api.Fail(ctx, fasthttp.StatusNotFound, fmt.Sprintf("session %q not found", id))
 		return nil, id, false
@@ -243,7 +221,7 @@ func (s *Server) v2InterruptSession(ctx *fasthttp.RequestCtx) {
 		if running == nil {
 			continue
 		}
-		ictx, cancel := context.WithTimeout(s.reqCtx(), 10*time.Second)
+		ictx, cancel := context.WithTimeout(s.core.Ctx(), 10*time.Second)
 		err := sess.Interrupt(ictx, "a client (REST session interrupt)")
 		cancel()
 		if err != nil {
@@ -267,11 +245,11 @@ func (s *Server) v2RestartSession(ctx *fasthttp.RequestCtx) {
 	}
 	var langs []string
 	for _, sess := range ss {
-		rctx, cancel := context.WithTimeout(s.reqCtx(), s.cfg.KernelStartTimeout+10*time.Second)
+		rctx, cancel := context.WithTimeout(s.core.Ctx(), s.cfg.KernelStartTimeout+10*time.Second)
 		_, err := sess.Restart(rctx, "a client (REST restart)")
 		cancel()
 		if err != nil {
-			api.Fail(ctx, runError(err, execCall{SessionID: id}).Status, fmt.Sprintf("restart the %s session %q: %v", sess.Language, id, err))
+			api.Fail(ctx, call.MapError(err, call.Call{SessionID: id}).Status, fmt.Sprintf("restart the %s session %q: %v", sess.Language, id, err))
 			return
 		}
 		langs = append(langs, sess.Language)

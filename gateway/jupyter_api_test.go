@@ -11,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 	"github.com/goccy/go-json"
 
+	"github.com/aiod/aiod/gateway/jupyterapi"
 	"github.com/aiod/aiod/kernel/jupyter"
 )
 
@@ -292,3 +293,6 @@ func TestJupyterChannelsNoticeRestartAndDeathPromptly(t *testing.T) {
 		}
 	}
 }
+
+// kernelModel is the kernels API's model, as the tests read it.
+type kernelModel = jupyterapi.KernelModel

@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/goccy/go-json"
+
+	"github.com/aiod/aiod/kernel/jupyter"
 )
 
 // @jupyterlab/services (as JupyterLab uses it) starts a kernel, executes

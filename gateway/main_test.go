@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aiod/aiod/kernel/kerneltest"
-
 	"github.com/goccy/go-json"
+
+	"github.com/aiod/aiod/kernel/kerneltest"
 )
 
 // TestMain fails the run if a test leaves a goroutine or a child process.
@@ -31,23 +31,7 @@ type testServer struct {
 // with every runtime, when the test ends.
 func startServer(t testing.TB, cfg Config) *testServer {
 	t.Helper()
-	kerneltest.SkipShort(t, "a gateway with real runtimes")
-	if cfg.KernelStartTimeout == 0 {
-		cfg.KernelStartTimeout = 120 * time.Second
-	}
-	if cfg.Isolation.StateDir == "" {
-		// The daemon's default: tenant isolation where the machine allows
-		// it (it needs a state directory); a test asks for "none" to run
-		// on the shared host.
-		cfg.Isolation.StateDir = t.TempDir()
-	}
-	if cfg.Isolation.FirstUID == 0 {
-		cfg.Isolation.FirstUID, cfg.Isolation.LastUID = kerneltest.UIDRange()
-	}
-	srv, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv := newServer(t, cfg)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -66,6 +50,30 @@ func startServer(t testing.TB, cfg Config) *testServer {
 		ts.client.CloseIdleConnections()
 	})
 	return ts
+}
+
+// newServer makes a gateway with cfg, defaults filled as the daemon's (its
+// caller serves and shuts it down).
+func newServer(t testing.TB, cfg Config) *Server {
+	t.Helper()
+	kerneltest.SkipShort(t, "a gateway with real runtimes")
+	if cfg.KernelStartTimeout == 0 {
+		cfg.KernelStartTimeout = 120 * time.Second
+	}
+	if cfg.Isolation.StateDir == "" {
+		// The daemon's default: tenant isolation where the machine allows
+		// it (it needs a state directory); a test asks for "none" to run
+		// on the shared host.
+		cfg.Isolation.StateDir = t.TempDir()
+	}
+	if cfg.Isolation.FirstUID == 0 {
+		cfg.Isolation.FirstUID, cfg.Isolation.LastUID = kerneltest.UIDRange()
+	}
+	srv, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
 }
 
 // call sends a request and decodes the JSON answer.
@@ -147,7 +155,7 @@ func (ts *testServer) viewDir(t testing.TB, tenant string) string {
 	}
 	name := strings.NewReplacer("/", "-", " ", "_").Replace(t.Name())
 	p := fmt.Sprintf("/tmp/%s-%d", name, time.Now().UnixNano())
-	view, err := ts.viewOf(tenant)
+	view, err := ts.core.View(tenant)
 	if err != nil {
 		t.Fatal(err)
 	}

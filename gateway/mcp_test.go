@@ -15,7 +15,7 @@ import (
 	"github.com/goccy/go-json"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/aiod/aiod/stream"
+	mcpsrv "github.com/aiod/aiod/gateway/mcp"
 )
 
 // bearer adds a bearer token to every request.
@@ -45,7 +45,7 @@ func mcpClient(t *testing.T, ts *testServer, token string, onProgress func(*mcp.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint: ts.URL + MCPPath, HTTPClient: &http.Client{Transport: bearer{token, tr}},
+		Endpoint: ts.URL + mcpsrv.Path, HTTPClient: &http.Client{Transport: bearer{token, tr}},
 	}, nil)
 	if err != nil {
 		t.Fatalf("connect to /mcp: %v", err)
@@ -222,7 +222,7 @@ func TestMCPGuard(t *testing.T) {
 	ts := startServer(t, Config{Token: "t0k"})
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
 	post := func(h map[string]string) (int, string) {
-		req, _ := http.NewRequest("POST", ts.URL+MCPPath, strings.NewReader(init))
+		req, _ := http.NewRequest("POST", ts.URL+mcpsrv.Path, strings.NewReader(init))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Accept", "application/json, text/event-stream")
 		for k, v := range h {
@@ -261,7 +261,7 @@ func TestMCPTypeScriptSDK(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "mcp_client.mjs", ts.URL+MCPPath, token, dir)
+	cmd := exec.CommandContext(ctx, "node", "mcp_client.mjs", ts.URL+mcpsrv.Path, token, dir)
 	cmd.Dir = "testdata/mcp"
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -333,7 +333,7 @@ func TestMCPTypeScriptSDK(t *testing.T) {
 	}
 }
 
-// Progress past mcpProgressBytes is left out and counted: one output larger
+// Progress past mcpsrv.ProgressBytes is left out and counted: one output larger
 // than the bound is never queued.
 func TestMCPProgressDropsAreCounted(t *testing.T) {
 	ts := startServer(t, Config{})
@@ -345,13 +345,13 @@ func TestMCPProgressDropsAreCounted(t *testing.T) {
 		mu.Unlock()
 	})
 	counters := ts.Registry().Counters()
-	before := counters.Get(stream.MCPProgressDrops, "queue_full")
-	code := fmt.Sprintf("from IPython.display import display\nprint('small', flush=True)\ndisplay({'text/plain': 'x' * %d}, raw=True)", mcpProgressBytes+1)
+	before := counters.Get(mcpsrv.ProgressDrops, "queue_full")
+	code := fmt.Sprintf("from IPython.display import display\nprint('small', flush=True)\ndisplay({'text/plain': 'x' * %d}, raw=True)", mcpsrv.ProgressBytes+1)
 	r := callTool(t, cs, "execute_code", map[string]any{"language": "python", "code": code}, "tok-big")
 	if r.IsError {
 		t.Fatalf("big output: %q", texts(r))
 	}
-	if got := counters.Get(stream.MCPProgressDrops, "queue_full") - before; got != 1 {
+	if got := counters.Get(mcpsrv.ProgressDrops, "queue_full") - before; got != 1 {
 		t.Fatalf("progress drops (queue_full) moved by %d, want 1", got)
 	}
 	mu.Lock()

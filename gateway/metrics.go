@@ -14,11 +14,39 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/gateway/jupyterapi"
+	"github.com/aiod/aiod/gateway/live"
+	"github.com/aiod/aiod/gateway/mcp"
+	"github.com/aiod/aiod/gateway/wsock"
 	"github.com/aiod/aiod/stream"
 )
 
 // MetricsPath is where the Prometheus text format is served.
 const MetricsPath = "/metrics"
+
+// The HTTP server's own counter and duration (kept in the daemon's
+// stream.Counters, as every count is).
+const (
+	httpRequests = "http_requests"                 // labels: route (the router's pattern), method, code
+	httpSeconds  = "http_request_duration_seconds" // labels: route, method
+)
+
+// families describes every counter and duration the daemon keeps: those
+// of package stream and those of the surfaces that count.
+var families = mergeFamilies(stream.Families, wsock.Families, mcp.Families, map[string]stream.Family{
+	httpRequests: {Help: "HTTP requests answered, by route pattern, method and status code.", Labels: []string{"route", "method", "code"}},
+	httpSeconds:  {Help: "Time to answer an HTTP request (for a WebSocket, its upgrade).", Labels: []string{"route", "method"}},
+})
+
+func mergeFamilies(ms ...map[string]stream.Family) map[string]stream.Family {
+	out := map[string]stream.Family{}
+	for _, m := range ms {
+		for k, f := range m {
+			out[k] = f
+		}
+	}
+	return out
+}
 
 // metrics is one server's Prometheus registry. Counts are not kept here:
 // they live in stream.Counters (every count aiod keeps, in one place), and
@@ -44,9 +72,9 @@ var (
 func newMetrics(s *Server, c *stream.Counters) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry(), hist: map[string]*prometheus.HistogramVec{}, nlab: map[string]int{}}
 	for name, buckets := range map[string][]float64{
-		stream.ExecutionSeconds: execBuckets, stream.StartSeconds: startBuckets, stream.HTTPSeconds: httpBuckets,
+		stream.ExecutionSeconds: execBuckets, stream.StartSeconds: startBuckets, httpSeconds: httpBuckets,
 	} {
-		f := stream.Families[name]
+		f := families[name]
 		h := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "aiod_" + name, Help: f.Help, Buckets: buckets,
 		}, f.Labels)
@@ -87,7 +115,7 @@ func (cc *countersCollector) Describe(chan<- *prometheus.Desc) {}
 
 func (cc *countersCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, c := range cc.c.Snapshot() {
-		f, known := stream.Families[c.Name]
+		f, known := families[c.Name]
 		var vals []string
 		switch {
 		case !known:
@@ -109,7 +137,7 @@ func (cc *countersCollector) desc(name string) *prometheus.Desc {
 	if d := cc.descs[name]; d != nil {
 		return d
 	}
-	f, known := stream.Families[name]
+	f, known := families[name]
 	labels, help := f.Labels, f.Help
 	if !known {
 		labels, help = []string{"label"}, "aiod counter "+name+"."
@@ -149,13 +177,10 @@ func (lc *liveCollector) Collect(ch chan<- prometheus.Metric) {
 	for k, n := range sessions {
 		ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(n), k.lang, k.backend)
 	}
-	conns := map[string]int{wsRouteCode: 0, wsRouteChannels: 0}
-	h := s.hub()
-	h.mu.Lock()
-	for c := range h.conns {
-		conns[c.route]++
+	conns := map[string]int{live.Route: 0, jupyterapi.ChannelsRoute: 0}
+	for route, n := range s.hub.Open() {
+		conns[route] += n
 	}
-	h.mu.Unlock()
 	for route, n := range conns {
 		ch <- prometheus.MustNewConstMetric(wsConnsDesc, prometheus.GaugeValue, float64(n), route)
 	}
@@ -205,7 +230,7 @@ var httpMethods = map[string]string{
 // (route, method, code) are looked up once and kept.
 func (s *Server) countRequests(next fasthttp.RequestHandler) fasthttp.RequestHandler {
 	c := s.reg.Counters()
-	hist := s.metrics.hist[stream.HTTPSeconds]
+	hist := s.metrics.hist[httpSeconds]
 	type key struct {
 		route, method string
 		code          int
@@ -230,7 +255,7 @@ func (s *Server) countRequests(next fasthttp.RequestHandler) fasthttp.RequestHan
 		v, ok := cells.Load(k)
 		if !ok {
 			v, _ = cells.LoadOrStore(k, &cell{
-				n:   c.Cell(stream.HTTPRequests, stream.Labels(route, method, strconv.Itoa(k.code))),
+				n:   c.Cell(httpRequests, stream.Labels(route, method, strconv.Itoa(k.code))),
 				dur: hist.WithLabelValues(route, method),
 			})
 		}

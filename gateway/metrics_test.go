@@ -13,6 +13,8 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/aiod/aiod/gateway/wsock"
 )
 
 // scrape reads /metrics (with the token when one is given) and parses it
@@ -104,7 +106,7 @@ func series(mfs map[string]*dto.MetricFamily) ([]string, []string) {
 func TestMetrics(t *testing.T) {
 	const token = "metrics-token"
 	ts := startServer(t, Config{Token: token, NativeIdle: 1500 * time.Millisecond, ReapInterval: 200 * time.Millisecond, CodePrewarm: 1,
-		LiveLimits: LiveLimits{QueueBytes: 256 << 10, WriteTimeout: time.Minute}}) // small: the slow consumer below
+		LiveLimits: wsock.Limits{QueueBytes: 256 << 10, WriteTimeout: time.Minute}}) // small: the slow consumer below
 	if st, _ := ts.callRaw(t, "GET", MetricsPath); st != http.StatusUnauthorized {
 		t.Fatalf("/metrics without the token: %d, want 401 (it is behind the API's credentials)", st)
 	}

@@ -22,8 +22,8 @@ import (
 
 	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/kernel/kerneltest"
-	"github.com/aiod/aiod/stream"
 	"github.com/aiod/aiod/stream/backend"
+	"github.com/aiod/aiod/stream/execution"
 )
 
 // kernelOf is the kernel id of the REST session sid.
@@ -267,7 +267,7 @@ func TestRESTStripsANSIFromStreams(t *testing.T) {
 	for _, c := range doc.Cases {
 		raw.WriteString(c.In + "\n")
 		plain.WriteString(c.Plain + "\n")
-		if stream.StripANSI(c.In) != c.Plain {
+		if execution.StripANSI(c.In) != c.Plain {
 			t.Fatalf("case %q: StripANSI disagrees with ansi.json", c.Name)
 		}
 	}

@@ -1,6 +1,9 @@
-// Package gateway serves aiod's HTTP routes (v2 code plane, v1 SDK routes,
-// the file plane, discovery) over fasthttp, on top of the session registry
-// of package stream.
+// Package gateway is aiod's HTTP server: its configuration, the guard in
+// front of every route, and the wiring of the surfaces, which all run on
+// one call core (package call) over the session registry of package
+// stream. It serves the v2 code routes, discovery, metrics and the
+// notebook page itself; the other surfaces are packages of their own
+// (v1, live, jupyterapi, mcp, fsplane), and none imports another.
 package gateway
 
 import (
@@ -13,13 +16,21 @@ import (
 	"sync"
 	"time"
 
-	"github.com/aiod/aiod/gateway/api"
-	"github.com/aiod/aiod/gateway/fsplane"
-	"github.com/aiod/aiod/gateway/guard"
-	"github.com/aiod/aiod/stream"
-	"github.com/aiod/aiod/stream/backend"
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
+
+	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/gateway/call"
+	"github.com/aiod/aiod/gateway/fsplane"
+	"github.com/aiod/aiod/gateway/guard"
+	"github.com/aiod/aiod/gateway/jupyterapi"
+	"github.com/aiod/aiod/gateway/live"
+	"github.com/aiod/aiod/gateway/mcp"
+	v1 "github.com/aiod/aiod/gateway/v1"
+	"github.com/aiod/aiod/gateway/wsock"
+	"github.com/aiod/aiod/stream"
+	"github.com/aiod/aiod/stream/backend"
+	"github.com/aiod/aiod/stream/execution"
 )
 
 // Version is aiod's version, reported by discovery routes.
@@ -50,7 +61,7 @@ type Config struct {
 	KernelStart             string            // fork (from a warm template per kernelspec) or spawn; "" is fork
 	KernelTransport         string            // ipc or tcp for local kernels; "" is ipc for ipykernel specs, tcp for others
 	WSQueueBytes            int               // bytes that may wait for one WebSocket before it is cut; 16 MiB
-	LiveLimits              LiveLimits        // the WebSocket routes' other limits (write timeout, pings, executions in flight); WSQueueBytes, when set, is its QueueBytes
+	LiveLimits              wsock.Limits      // the WebSocket routes' other limits (write timeout, pings, executions in flight); WSQueueBytes, when set, is its QueueBytes
 	NoAccessLog             bool              // do not log a line per request (--access-log=false)
 	MetricsPublic           bool              // serve /metrics without credentials
 	ExecutionRetention      time.Duration     // how long a finished execution is kept; 10 min
@@ -81,7 +92,7 @@ func (c *Config) defaults() {
 		c.NativeIdle = 1800 * time.Second
 	}
 	if c.OutputBudget <= 0 {
-		c.OutputBudget = stream.DefaultBudget
+		c.OutputBudget = execution.DefaultBudget
 	}
 	if c.MaxBody <= 0 {
 		c.MaxBody = 64 << 20
@@ -100,9 +111,8 @@ func (c *Config) defaults() {
 // Server is the gateway. Create it with New, run it with Serve, stop it
 // with Shutdown.
 type Server struct {
-	base    context.Context // parent of every request's work; ends at Shutdown
-	stop    context.CancelFunc
-	live    *liveHub // WebSockets and the Jupyter kernels API
+	core    *call.Core // runs every surface's calls; owns the root context of their work
+	hub     *wsock.Hub // the WebSockets of the live surfaces
 	rt      *backend.Runtimes
 	guard   *guard.Guard // Host, Origin, CORS and credentials, before any route
 	cfg     Config
@@ -112,9 +122,16 @@ type Server struct {
 	started time.Time
 	http    *fasthttp.Server
 	metrics *metrics // metrics.go: the Prometheus registry behind /metrics
-	mcp     *mcpServer
-	hostFS  *fsplane.HostFS // the file plane's view without tenants or a runtime user
-	peers   sync.Map        // runtimes' open connections: remote address -> uid (peers.go)
+	mcp     *mcp.Server
+	peers   sync.Map // runtimes' open connections: remote address -> uid (peers.go)
+
+	// streamQueue is the bytes an SSE or NDJSON stream may leave unread
+	// (--ws-queue-limit, as a WebSocket's queue).
+	streamQueue int
+
+	lnMu      sync.Mutex // guards below
+	listeners []net.Listener
+	shut      bool // Shutdown began: Serve refuses new listeners
 
 	// unauthBody holds the *fasthttp.RequestHeader of each request that was
 	// given the small body limit (headerReceived), until it is answered:
@@ -149,7 +166,6 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, started: time.Now(), rt: rt, env: rt.Env(), guard: g}
-	s.hostFS = fsplane.NewHostFS(s.workspace())
 	if !g.AuthRequired() {
 		// Every caller is the one default tenant: its pools fill now, as
 		// they would without tenant isolation.
@@ -157,17 +173,20 @@ func New(cfg Config) (*Server, error) {
 			s.log.Warn("prewarm the default tenant", "err", err)
 		}
 	}
-	s.base, s.stop = context.WithCancel(context.Background())
-	live := cfg.LiveLimits
+	wl := cfg.LiveLimits
 	if cfg.WSQueueBytes > 0 {
-		live.QueueBytes = cfg.WSQueueBytes
+		wl.QueueBytes = cfg.WSQueueBytes
 	}
-	s.live = newLiveHub(s, live, counters)
+	s.streamQueue = wl.WithDefaults().QueueBytes
+	s.hub = wsock.NewHub(wsock.Config{Limits: wl, MaxRead: int64(cfg.MaxBody), Counters: counters, Logger: cfg.Logger, CheckOrigin: g.CheckOrigin})
 	s.reg = stream.NewRegistry(stream.Config{Budget: cfg.OutputBudget, ReapInterval: cfg.ReapInterval, Logger: cfg.Logger, Counters: counters,
-		Executions: stream.ExecConfig{Retention: cfg.ExecutionRetention, RetentionBytes: cfg.ExecutionRetentionBytes},
+		Executions: execution.Config{Retention: cfg.ExecutionRetention, RetentionBytes: cfg.ExecutionRetentionBytes},
 		Admission:  cfg.Admission})
+	s.core = call.New(s.reg, rt, call.Config{DefaultTimeout: cfg.DefaultTimeout, MaxTimeout: cfg.MaxTimeout,
+		KernelIdle: cfg.KernelIdle, NativeIdle: cfg.NativeIdle, KernelStartTimeout: cfg.KernelStartTimeout,
+		OutputBudget: cfg.OutputBudget, Logger: cfg.Logger})
 	s.metrics = newMetrics(s, counters)
-	s.mcp = newMCP(s)
+	s.mcp = mcp.New(s.core, mcp.Config{MaxBody: cfg.MaxBody, Version: Version})
 	handler := s.countRequests(g.Wrap(s.refuseRuntimePeers(s.routes().Handler)))
 	if !cfg.NoAccessLog {
 		handler = accessLog(cfg.Logger, handler)
@@ -236,13 +255,6 @@ func (s *Server) refuseUnauthBody(ctx *fasthttp.RequestCtx) {
 		"no valid credentials, and a request without them may send at most %d bytes of body", UnauthBodyLimit))
 }
 
-// reqCtx is the context for a request's work. A *fasthttp.RequestCtx is a
-// context.Context too, but it is reset and reused once its handler returns,
-// and a context derived from it reads it from timer goroutines after that;
-// so work never hangs off it. reqCtx ends when the server shuts down, as the
-// RequestCtx's Done would.
-func (s *Server) reqCtx() context.Context { return s.base }
-
 // HeldBytes is the memory the daemon deliberately holds: retained
 // executions and a cost per live runtime (see stream.Registry.HeldBytes).
 func (s *Server) HeldBytes() int64 { return s.reg.HeldBytes() }
@@ -282,13 +294,14 @@ func (s *Server) routes() *router.Router {
 	r.GET("/v1/capabilities", s.v1Capabilities)
 	r.GET("/healthz", func(ctx *fasthttp.RequestCtx) { api.OK(ctx, map[string]any{"status": "ok"}) })
 	r.POST(guard.TicketsPath, s.guard.ServeTickets)
-	fsplane.Register(r, fsplane.Config{MaxBody: int64(s.cfg.MaxBody), Logger: s.log, Workspace: s.workspace(), View: s.fsView})
-	s.registerV1(r)   // v1.go: the agent_sandbox SDK's code, jupyter, nodejs and sandbox routes
-	s.registerLive(r) // live.go: WebSocket streaming and the Jupyter kernels API
-	s.registerWeb(r)  // web.go: the browser notebook page at /
+	fsplane.Register(r, fsplane.Config{MaxBody: int64(s.cfg.MaxBody), Logger: s.log, Workspace: s.core.Workspace(), View: s.core.ViewOf})
+	v1.New(s.core, Version).Register(r)                // the agent_sandbox SDK's code, jupyter, nodejs and sandbox routes
+	live.New(s.core, s.hub).Register(r)                // /v2/code/ws: aiod's streaming protocol
+	jupyterapi.New(s.core, s.hub, Version).Register(r) // the Jupyter kernels API and its channels
+	s.mcp.Register(r)                                  // the MCP endpoint at /mcp
+	s.registerWeb(r)                                   // web.go: the browser notebook page at /
 	r.GET(MetricsPath, s.serveMetrics)
 	registerOpenAPI(r) // openapi.go: /openapi.json and /docs
-	s.registerMCP(r)   // mcp.go: the MCP endpoint at /mcp
 	return r
 }
 
@@ -372,8 +385,18 @@ func (s *Server) expect(ctx *fasthttp.RequestCtx) int {
 	return fasthttp.StatusContinue
 }
 
-// Serve answers requests from ln until Shutdown.
+// Serve answers requests from ln until Shutdown (which closes ln). After
+// Shutdown began it closes ln and returns at once.
 func (s *Server) Serve(ln net.Listener) error {
+	s.lnMu.Lock()
+	if s.shut {
+		s.lnMu.Unlock()
+		_ = ln.Close()
+		return errors.New("the server was shut down")
+	}
+	ln = &onceCloser{Listener: ln}
+	s.listeners = append(s.listeners, ln)
+	s.lnMu.Unlock()
 	s.log.Info("serving", "addr", ln.Addr().String(), "python_backend", s.env.PythonBackend)
 	if w := s.guard.Listening(ln.Addr()); w != "" {
 		s.log.Warn(w)
@@ -390,9 +413,18 @@ func (s *Server) Serve(ln net.Listener) error {
 // Requests still running after a short drain (5 s) end when their sessions
 // close: they answer with an error result that says the session was deleted.
 func (s *Server) Shutdown(ctx context.Context) error {
-	s.mcp.beginShutdown() // MCP's long-lived GET streams must not hold up the drain
+	s.mcp.BeginShutdown() // MCP's long-lived GET streams must not hold up the drain
+	s.lnMu.Lock()
+	s.shut = true
+	lns := s.listeners
+	s.lnMu.Unlock()
 	hdone := make(chan error, 1)
 	go func() { hdone <- s.http.ShutdownWithContext(ctx) }()
+	// fasthttp closes the listeners it registered; one that a Serve call
+	// has not registered yet would keep that Serve waiting forever.
+	for _, ln := range lns {
+		_ = ln.Close()
+	}
 	drain := time.NewTimer(5 * time.Second)
 	defer drain.Stop()
 	var herr error
@@ -402,10 +434,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-drain.C:
 	case <-ctx.Done():
 	}
-	s.stop()
+	s.core.Cancel()
 	rerr := s.reg.Close(ctx)
-	s.mcp.close()
-	lerr := s.closeLive(ctx)
+	s.mcp.Close()
+	lerr := errors.Join(s.hub.Close(ctx), s.core.Close(ctx))
 	perr := s.rt.Close(ctx)
 	if hdone != nil {
 		select {
@@ -415,6 +447,19 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		}
 	}
 	return errors.Join(herr, rerr, lerr, perr)
+}
+
+// onceCloser is a listener that closes once: Shutdown and fasthttp may
+// both close it, and fasthttp stops its drain at a Close that fails.
+type onceCloser struct {
+	net.Listener
+	once sync.Once
+	err  error
+}
+
+func (l *onceCloser) Close() error {
+	l.once.Do(func() { l.err = l.Listener.Close() })
+	return l.err
 }
 
 // fasthttpLogger sends fasthttp's own messages (connections it could not

@@ -12,7 +12,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/aiod/aiod/gateway/api"
-	"github.com/aiod/aiod/stream"
+	"github.com/aiod/aiod/gateway/call"
+	"github.com/aiod/aiod/stream/execution"
 )
 
 // Streaming to REST clients: an execution's entries as Server-Sent Events
@@ -51,24 +52,25 @@ func streamFormatOf(ctx *fasthttp.RequestCtx, dflt bool) streamFormat {
 	return noStream
 }
 
-// wireEntry renders one entry as the JSON object both streams and the
-// WebSocket's resume carry, and its SSE event name. ok is false for an
+// wireEntry renders one entry as the JSON object both streams carry, and
+// its SSE event name. ok is false for an
 // entry with nothing to say.
-func wireEntry(e stream.Entry, executionID string) (event string, b []byte, ok bool) {
+func wireEntry(e execution.Entry, executionID string) (event string, b []byte, ok bool) {
 	var v any
 	switch {
 	case e.Err != nil:
-		m := map[string]any{"type": "error", "execution_id": executionID, "status": e.Err.Status, "message": e.Err.Msg}
-		if e.Err.Kind != "" {
-			m["error_kind"] = e.Err.Kind
+		ce := call.ErrorOf(e.Err)
+		m := map[string]any{"type": "error", "execution_id": executionID, "status": ce.Status, "message": ce.Msg}
+		if ce.Kind != "" {
+			m["error_kind"] = ce.Kind
 		}
-		if e.Err.Retry > 0 {
-			m["retry_after"] = e.Err.Retry
+		if ce.Retry > 0 {
+			m["retry_after"] = ce.Retry
 		}
 		event, v = "error", m
 	case e.Event.Result != nil:
 		r := e.Event.Result
-		event, v = "result", api.Envelope{Success: r.Success(), Message: r.Message(), Data: V2Data(r)}
+		event, v = "result", api.Envelope{Success: r.Success(), Message: r.Message(), Data: call.V2Data(r)}
 	case e.Event.Out != nil:
 		out, err := e.Event.Out.CompactJSON()
 		if err != nil {
@@ -98,7 +100,7 @@ type entryQueue struct {
 	limit int
 
 	mu       sync.Mutex
-	items    []stream.Entry
+	items    []execution.Entry
 	bytes    int
 	overflow bool
 	done     bool // the result (or error) is in
@@ -109,7 +111,7 @@ func newEntryQueue(limit int) *entryQueue {
 	return &entryQueue{limit: limit, wake: make(chan struct{}, 1)}
 }
 
-func (q *entryQueue) push(e stream.Entry) {
+func (q *entryQueue) push(e execution.Entry) {
 	q.mu.Lock()
 	switch {
 	case q.overflow || q.done:
@@ -130,7 +132,7 @@ func (q *entryQueue) push(e stream.Entry) {
 }
 
 // take returns what is queued and whether the queue overflowed.
-func (q *entryQueue) take() ([]stream.Entry, bool) {
+func (q *entryQueue) take() ([]execution.Entry, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	items := q.items
@@ -142,10 +144,10 @@ func (q *entryQueue) take() ([]stream.Entry, bool) {
 // in format f, live until the result. The stream does not own the
 // execution: a client that goes away stops only its stream. An `after`
 // whose outputs were dropped answers 410 before any byte is streamed.
-func (s *Server) streamExecution(ctx *fasthttp.RequestCtx, rec *stream.Record, after int, f streamFormat) {
-	q := newEntryQueue(s.live.limits.QueueBytes)
+func (s *Server) streamExecution(ctx *fasthttp.RequestCtx, rec *execution.Record, after int, f streamFormat) {
+	q := newEntryQueue(s.streamQueue)
 	detach, err := rec.Follow(after, q.push)
-	var gone *stream.GoneError
+	var gone *execution.GoneError
 	switch {
 	case errors.As(err, &gone):
 		api.Fail(ctx, fasthttp.StatusGone, gone.Error())
@@ -163,7 +165,7 @@ func (s *Server) streamExecution(ctx *fasthttp.RequestCtx, rec *stream.Record, a
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
 	ctx.Response.Header.Set("X-Accel-Buffering", "no") // proxies: do not hold the stream back
 	ctx.Response.Header.Set("X-Execution-Id", rec.ID)
-	base := s.base
+	base := s.core.Ctx()
 	id := rec.ID
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer detach()
@@ -189,7 +191,7 @@ func (s *Server) streamExecution(ctx *fasthttp.RequestCtx, rec *stream.Record, a
 			if overflowed {
 				b, _ := json.MarshalNoEscape(map[string]any{"type": "error", "execution_id": id, "status": fasthttp.StatusServiceUnavailable,
 					"message": "slow reader: more output waited than this stream holds; resume with after=" + strconv.Itoa(last), "resume_after": last})
-				writeStreamEvent(w, f, "error", stream.Entry{}, b)
+				writeStreamEvent(w, f, "error", execution.Entry{}, b)
 				_ = w.Flush()
 				return
 			}
@@ -216,7 +218,7 @@ func (s *Server) streamExecution(ctx *fasthttp.RequestCtx, rec *stream.Record, a
 
 // writeStreamEvent writes one event: an SSE event (with id: SEQ for
 // outputs), or an NDJSON line.
-func writeStreamEvent(w *bufio.Writer, f streamFormat, event string, e stream.Entry, data []byte) {
+func writeStreamEvent(w *bufio.Writer, f streamFormat, event string, e execution.Entry, data []byte) {
 	if f == ndjsonFormat {
 		_, _ = w.Write(data)
 		_ = w.WriteByte('\n')

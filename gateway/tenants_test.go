@@ -14,6 +14,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/aiod/aiod/gateway/guard"
+	mcpsrv "github.com/aiod/aiod/gateway/mcp"
 )
 
 func TestCallerTenant(t *testing.T) {
@@ -252,8 +253,8 @@ func TestTenantsOwnTheirNames(t *testing.T) {
 		// A client that sends aiod's own caller headers is still itself.
 		spoof := mcpClientVia(t, ts, func(h http.Header) {
 			h.Set("Authorization", "Bearer "+bobJWT)
-			h.Set(mcpCallerHeader, "jwt:alice")
-			h.Set(mcpTenantHeader, "jwt:alice")
+			h.Set(mcpsrv.CallerHeader, "jwt:alice")
+			h.Set(mcpsrv.TenantHeader, "jwt:alice")
 		})
 		for name, cs := range map[string]*mcp.ClientSession{"bob": bc, "bob claiming to be alice": spoof} {
 			r := callTool(t, cs, "list_sessions", map[string]any{}, nil)
@@ -374,7 +375,7 @@ func mcpClientVia(t *testing.T, ts *testServer, set func(http.Header)) *mcp.Clie
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint: ts.URL + MCPPath, HTTPClient: &http.Client{Transport: headerSetter{set, tr}},
+		Endpoint: ts.URL + mcpsrv.Path, HTTPClient: &http.Client{Transport: headerSetter{set, tr}},
 	}, nil)
 	if err != nil {
 		t.Fatalf("connect to /mcp: %v", err)

@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"bufio"
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,12 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/aiod/aiod/stream"
 )
 
 func TestV1Sandbox(t *testing.T) {
@@ -176,97 +170,5 @@ func TestV1PythonClient(t *testing.T) {
 	}
 	if b, err := os.ReadFile(dir + "/margin.png"); err != nil || !strings.HasPrefix(string(b), "\x89PNG") {
 		t.Fatalf("margin.png is not a PNG (%v)", err)
-	}
-}
-
-// A slow listing holds no lock: a call for another key answers at once,
-// callers of the same key share its one run, and a shutdown ends the wait
-// of callers and the run's context.
-func TestV1ShareDoesNotQueueBehindSlowListing(t *testing.T) {
-	base, stop := context.WithCancel(context.Background())
-	defer stop()
-	s := &Server{base: base}
-	var mu sync.Mutex
-	m := map[string]*v1Shared[string]{}
-	var runs atomic.Int32
-	started, release := make(chan struct{}), make(chan struct{})
-	slow := func(context.Context) (string, error) {
-		if runs.Add(1) == 1 {
-			close(started)
-		}
-		<-release
-		return "slow", nil
-	}
-	got := make(chan string, 4)
-	for range cap(got) {
-		go func() {
-			v, _ := v1Share(s, &mu, m, "slow", time.Minute, time.Minute, slow)
-			got <- v
-		}()
-	}
-	<-started
-	if !mu.TryLock() {
-		t.Fatal("the lock is held while a listing runs")
-	}
-	mu.Unlock()
-	fast := make(chan string, 1)
-	go func() {
-		v, _ := v1Share(s, &mu, m, "fast", time.Minute, time.Minute, func(context.Context) (string, error) { return "fast", nil })
-		fast <- v
-	}()
-	select {
-	case v := <-fast:
-		if v != "fast" {
-			t.Fatalf("fast: %q", v)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("a call for another key waited behind the slow listing")
-	}
-	close(release)
-	for range cap(got) {
-		if v := <-got; v != "slow" {
-			t.Fatalf("slow: %q", v)
-		}
-	}
-	if v, err := v1Share(s, &mu, m, "slow", time.Minute, time.Minute, slow); v != "slow" || err != nil || runs.Load() != 1 {
-		t.Fatalf("after: %q, %v; %d runs, want one shared and reused", v, err, runs.Load())
-	}
-
-	// A failure is not reused.
-	fails := 0
-	failing := func(context.Context) (string, error) { fails++; return "", errors.New("no") }
-	for range 2 {
-		if _, err := v1Share(s, &mu, m, "failing", time.Minute, time.Minute, failing); err == nil {
-			t.Fatal("failing: no error")
-		}
-	}
-	if fails != 2 {
-		t.Fatalf("a failed listing ran %d times for two calls, want 2", fails)
-	}
-
-	// Shutdown ends the wait and the run's context.
-	ended := make(chan error, 1)
-	hung := make(chan error, 1)
-	go func() {
-		_, err := v1Share(s, &mu, m, "hung", time.Minute, time.Minute, func(ctx context.Context) (string, error) {
-			<-ctx.Done()
-			ended <- ctx.Err()
-			return "", ctx.Err()
-		})
-		hung <- err
-	}()
-	stop()
-	select {
-	case err := <-hung:
-		if !errors.Is(err, stream.ErrShuttingDown) && !errors.Is(err, context.Canceled) {
-			t.Fatalf("hung: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("a caller waited past shutdown")
-	}
-	select {
-	case <-ended:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the listing's context did not end at shutdown")
 	}
 }

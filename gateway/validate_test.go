@@ -103,29 +103,6 @@ func TestIdleSessionsAreReclaimed(t *testing.T) {
 	}
 }
 
-func FuzzParseV2Execute(f *testing.F) {
-	s := &Server{cfg: Config{}}
-	s.cfg.defaults()
-	for _, seed := range []string{
-		`{"language":"python","code":"print(1)"}`, `{"language":"javascript","code":"1","session_id":null,"timeout":2.5}`,
-		`{"language":1}`, `[]`, `null`, ``, `{"timeout":1e400}`, `{"code":"\ud800"}`, `{"session_id":"` + strings.Repeat("a", 200) + `"}`,
-	} {
-		f.Add([]byte(seed))
-	}
-	f.Fuzz(func(t *testing.T, body []byte) {
-		c, fe := s.parseV2Execute(body)
-		if fe == nil {
-			if !codeLanguages[c.Language] || c.Timeout <= 0 || c.Timeout > s.cfg.MaxTimeout {
-				t.Fatalf("accepted an invalid call: %+v", c)
-			}
-			return
-		}
-		if fe.Msg == "" {
-			t.Fatalf("error without a message for %q", body)
-		}
-	})
-}
-
 func TestTokenIsRequiredWhenConfigured(t *testing.T) {
 	ts := startServer(t, Config{Token: "s3cret"})
 	if st, _ := ts.call(t, "GET", "/v2/code/info", nil); st != 401 {

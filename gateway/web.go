@@ -15,9 +15,10 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/aiod/aiod/web"
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
+
+	"github.com/aiod/aiod/web"
 )
 
 // webCSP is the page's Content-Security-Policy. Everything comes from the

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aiod/aiod/stream"
+	"github.com/aiod/aiod/stream/execution"
 	"github.com/aiod/aiod/web"
 )
 
@@ -169,7 +169,7 @@ func TestWebANSICases(t *testing.T) {
 		t.Fatalf("web/testdata/ansi.json: %v, %d cases", err, len(doc.Cases))
 	}
 	for _, c := range doc.Cases {
-		if got := stream.StripANSI(c.In); got != c.Plain {
+		if got := execution.StripANSI(c.In); got != c.Plain {
 			t.Errorf("%s: StripANSI(%q) = %q, want %q", c.Name, c.In, got, c.Plain)
 		}
 	}

@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aiod/aiod/stream"
 	"github.com/goccy/go-json"
+
+	"github.com/aiod/aiod/stream/execution"
 )
 
 // stampSub records, for each stream message of a session, how long after
@@ -24,7 +25,7 @@ type stampSub struct {
 	delays []time.Duration
 }
 
-func (s *stampSub) Deliver(ev stream.Event) {
+func (s *stampSub) Deliver(ev execution.Event) {
 	if ev.Msg == nil || ev.Msg.Header.MsgType != "stream" {
 		return
 	}

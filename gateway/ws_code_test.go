@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/aiod/aiod/gateway/wsock"
 )
 
 // A cell printing three flushed lines 0.3 s apart streams three output
@@ -148,7 +151,7 @@ func TestWSWatcherSeesRESTExecutionLive(t *testing.T) {
 // passes the limit; its execution goes on and a REST call queued behind it
 // on the same session completes as usual.
 func TestWSSlowConsumerIsCutWithPolicyClose(t *testing.T) {
-	ts := startServer(t, Config{LiveLimits: LiveLimits{QueueBytes: 1 << 20, WriteTimeout: 2 * time.Minute}})
+	ts := startServer(t, Config{LiveLimits: wsock.Limits{QueueBytes: 1 << 20, WriteTimeout: 2 * time.Minute}})
 	c := dialWS(t, ts, nil)
 	flood := "import sys\nfor i in range(640):\n    sys.stdout.write('x' * (64 << 10) + '\\n'); sys.stdout.flush()\nprint('flood done')"
 	sendJSON(t, c, map[string]any{"type": "execute", "id": "flood", "language": "python", "code": flood, "session_id": "flood", "timeout": 300})
@@ -360,7 +363,7 @@ func TestWSShutdownClosesSockets(t *testing.T) {
 	if err := ts.Shutdown(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := ts.closeLive(ctx); err != nil {
+	if err := ts.hub.Close(ctx); err != nil { // again: idempotent
 		t.Fatal(err)
 	}
 	wg.Wait()
@@ -391,14 +394,53 @@ func TestWSInterruptDoesNotBlockReader(t *testing.T) {
 	}
 }
 
-// The live routes' context hangs off the server's: it ends with it.
-func TestLiveContextEndsWithServer(t *testing.T) {
+// The core's context, under every surface's work, ends with the server,
+// and the core takes no new work after it.
+func TestCoreEndsWithServer(t *testing.T) {
 	ts := startServer(t, Config{})
-	httpDo(t, "GET", ts.URL+"/api", "", "") // Serve runs: a Shutdown before it would not stop it
-	ts.stop()
-	select {
-	case <-ts.hub().ctx.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("the live routes' context outlived the server's")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := ts.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ts.core.Ctx().Err() == nil {
+		t.Fatal("the core's context outlived the server")
+	}
+	if ts.core.Go(func() {}) {
+		t.Fatal("the core took new work after shutdown")
+	}
+}
+
+// A Shutdown that comes before Serve, or races it before Serve registered
+// its listener, still stops it: Serve returns and the port is closed.
+func TestShutdownBeforeServe(t *testing.T) {
+	for _, race := range []bool{false, true} {
+		srv := newServer(t, Config{})
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		serve := func() { done <- srv.Serve(ln) }
+		if race {
+			go serve()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if err := srv.Shutdown(ctx); err != nil {
+			t.Errorf("race %v: shutdown: %v", race, err)
+		}
+		cancel()
+		if !race {
+			go serve()
+		}
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("race %v: Serve still runs 10 s after Shutdown", race)
+		}
+		if c, err := net.DialTimeout("tcp", ln.Addr().String(), time.Second); err == nil {
+			c.Close()
+			t.Fatalf("race %v: the port still accepts after Shutdown", race)
+		}
 	}
 }

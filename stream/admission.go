@@ -17,17 +17,23 @@ const (
 	RejectQueueWait   = "start_queue_timeout"  // --start-queue-timeout: a start waited too long
 )
 
-// LimitError is a call refused by an admission limit: a session cap
-// (Status 429) or the start queue (Status 503). Msg names the limit, its
-// flag and the current count; RetryAfter is when trying again may work.
+// LimitError is a call refused by an admission limit: a session cap (the
+// caller has too much) or the start queue (aiod is busy; see Busy). Msg
+// names the limit, its flag and the current count; RetryAfter is when
+// trying again may work. How a refusal is said (an HTTP status, a
+// WebSocket error, a Jupyter reason) is the surfaces' business.
 type LimitError struct {
-	Status     int
 	Reason     string // one of the Reject* constants
 	Msg        string
 	RetryAfter time.Duration
 }
 
 func (e *LimitError) Error() string { return e.Msg }
+
+// Busy reports whether the refusal says aiod is busy (the start queue is
+// full or a start waited too long) rather than that the caller holds too
+// much (a session cap).
+func (e *LimitError) Busy() bool { return e.Reason == RejectQueueFull || e.Reason == RejectQueueWait }
 
 // RetrySeconds is RetryAfter in whole seconds, at least 1, as the
 // Retry-After header carries it.
@@ -81,7 +87,7 @@ func (g *gate) acquire(ctx context.Context) (release func(), err error) {
 		n := len(g.queue)
 		retry := g.eta(n)
 		g.mu.Unlock()
-		return nil, &LimitError{Status: 503, Reason: RejectQueueFull, RetryAfter: retry, Msg: fmt.Sprintf(
+		return nil, &LimitError{Reason: RejectQueueFull, RetryAfter: retry, Msg: fmt.Sprintf(
 			"%d runtime starts are already waiting, the limit (--start-queue %d; %d start at once, --max-concurrent-starts); retry after %d s",
 			n, g.queueMax, g.max, secsUp(retry))}
 	}
@@ -109,7 +115,7 @@ func (g *gate) acquire(ctx context.Context) (release func(), err error) {
 			if why != nil {
 				return nil, why
 			}
-			return nil, &LimitError{Status: 503, Reason: RejectQueueWait, RetryAfter: retry, Msg: fmt.Sprintf(
+			return nil, &LimitError{Reason: RejectQueueWait, RetryAfter: retry, Msg: fmt.Sprintf(
 				"the runtime start waited %s for a start slot (--start-queue-timeout; %d start at once, --max-concurrent-starts; %d more waiting); retry after %d s",
 				g.wait, g.max, n, secsUp(retry))}
 		}
@@ -171,13 +177,13 @@ func (r *Registry) admit(owner string) error {
 	case a.MaxSessions > 0 && r.live >= a.MaxSessions:
 		retry := r.slotETA(time.Now())
 		r.counters.Count(AdmissionRejects, RejectSessions, 1)
-		return &LimitError{Status: 429, Reason: RejectSessions, RetryAfter: retry, Msg: fmt.Sprintf(
+		return &LimitError{Reason: RejectSessions, RetryAfter: retry, Msg: fmt.Sprintf(
 			"%d sessions are live (named and one-shot), the limit (--max-sessions %d): delete one (DELETE /v2/code/sessions/{id}) or retry after %d s",
 			r.live, a.MaxSessions, secsUp(retry))}
 	case a.MaxSessionsPerKey > 0 && owner != "" && r.owners[owner] >= a.MaxSessionsPerKey:
 		retry := r.slotETA(time.Now())
 		r.counters.Count(AdmissionRejects, RejectSessionsKey, 1)
-		return &LimitError{Status: 429, Reason: RejectSessionsKey, RetryAfter: retry, Msg: fmt.Sprintf(
+		return &LimitError{Reason: RejectSessionsKey, RetryAfter: retry, Msg: fmt.Sprintf(
 			"this caller (%s) has %d live sessions, the limit per caller (--max-sessions-per-key %d): delete one (DELETE /v2/code/sessions/{id}) or retry after %d s",
 			owner, r.owners[owner], a.MaxSessionsPerKey, secsUp(retry))}
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/stream/execution"
 )
 
 // The gate grants slots in arrival order, refuses at once past its queue
@@ -42,7 +43,7 @@ func TestGateFairBoundedAndTimed(t *testing.T) {
 	}
 	_, err = g.acquire(context.Background())
 	var le *LimitError
-	if !errors.As(err, &le) || le.Status != 503 || le.Reason != RejectQueueFull || !strings.Contains(le.Msg, "--start-queue 3") || le.RetrySeconds() < 1 {
+	if !errors.As(err, &le) || !le.Busy() || le.Reason != RejectQueueFull || !strings.Contains(le.Msg, "--start-queue 3") || le.RetrySeconds() < 1 {
 		t.Fatalf("past the queue: %v", err)
 	}
 	first()
@@ -106,7 +107,7 @@ func TestSessionCaps(t *testing.T) {
 	}
 	_, _, err := reg.OpenFor("alice", "alice", "python", "a3", b)
 	var le *LimitError
-	if !errors.As(err, &le) || le.Status != 429 || le.Reason != RejectSessionsKey ||
+	if !errors.As(err, &le) || le.Busy() || le.Reason != RejectSessionsKey ||
 		!strings.Contains(le.Msg, "has 2 live sessions") || !strings.Contains(le.Msg, "--max-sessions-per-key 2") {
 		t.Fatalf("third for one caller: %v", err)
 	}
@@ -165,7 +166,7 @@ func TestAdmitProcess(t *testing.T) {
 	if _, _, err := reg.AdmitProcess(context.Background(), "alice"); !errors.As(err, &le) || le.Reason != RejectSessionsKey {
 		t.Fatalf("alice's second: %v", err)
 	}
-	if _, _, err := reg.AdmitProcess(context.Background(), "bob"); !errors.As(err, &le) || le.Status != 503 || le.Reason != RejectQueueFull {
+	if _, _, err := reg.AdmitProcess(context.Background(), "bob"); !errors.As(err, &le) || !le.Busy() || le.Reason != RejectQueueFull {
 		t.Fatalf("bob's while alice's start holds the only slot: %v", err)
 	}
 	if st := reg.AdmissionStats(); st.Live != 1 {
@@ -215,7 +216,7 @@ func TestErrorKinds(t *testing.T) {
 		f.reply(req, "error")
 	})
 	res, _ := sess.Execute(context.Background(), ExecRequest{Code: "raise", Timeout: 5 * time.Second})
-	if res.ErrorKind != KindException {
+	if res.ErrorKind != execution.KindException {
 		t.Errorf("exception: kind %q", res.ErrorKind)
 	}
 	oom := &fakes{script: func(f *fakeRuntime, req jupyter.ExecuteRequest) {
@@ -225,7 +226,7 @@ func TestErrorKinds(t *testing.T) {
 	}}
 	s2, _, _ := reg.Open("", "python", "oom", oom.backend())
 	res, _ = s2.Execute(context.Background(), ExecRequest{Code: "x = bytearray(2 << 30)", Timeout: 5 * time.Second})
-	if res.ErrorKind != KindOutOfMemory || !strings.Contains(res.Message(), "killed by its memory limit (512 MiB (--runtime-memory-limit))") ||
+	if res.ErrorKind != execution.KindOutOfMemory || !strings.Contains(res.Message(), "killed by its memory limit (512 MiB (--runtime-memory-limit))") ||
 		!strings.Contains(res.Message(), "state was lost") {
 		t.Fatalf("oom: kind %q %q", res.ErrorKind, res.Message())
 	}
@@ -237,10 +238,10 @@ func TestErrorKinds(t *testing.T) {
 	fs.setScript(hangs)
 	s3, _, _ := reg.Open("", "python", "t", fs.backend())
 	res, _ = s3.Execute(context.Background(), ExecRequest{Code: "loop", Timeout: 100 * time.Millisecond})
-	if res.Status != StatusTimeout || res.ErrorKind != KindTimeout {
+	if res.Status != execution.StatusTimeout || res.ErrorKind != execution.KindTimeout {
 		t.Errorf("timeout: %s kind %q", res.Status, res.ErrorKind)
 	}
-	done := make(chan *Result, 1)
+	done := make(chan *execution.Result, 1)
 	go func() {
 		r, _ := s3.Execute(context.Background(), ExecRequest{Code: "loop", Timeout: 10 * time.Second})
 		done <- r
@@ -250,7 +251,7 @@ func TestErrorKinds(t *testing.T) {
 	if err := s3.Interrupt(context.Background(), "a test"); err != nil {
 		t.Fatal(err)
 	}
-	if r := <-done; r.ErrorKind != KindInterrupted {
+	if r := <-done; r.ErrorKind != execution.KindInterrupted {
 		t.Errorf("interrupted: %s kind %q %q", r.Status, r.ErrorKind, r.Message())
 	}
 }
@@ -262,7 +263,7 @@ func TestIgnoredClientInterruptRestarts(t *testing.T) {
 	fs := &fakes{script: hangs, interrupt: func(*fakeRuntime) error { return nil }}
 	reg := fakeRegistry(t, fs)
 	sess, _, _ := reg.Open("", "javascript", "deaf", fs.backend())
-	done := make(chan *Result, 1)
+	done := make(chan *execution.Result, 1)
 	go func() {
 		r, _ := sess.Execute(context.Background(), ExecRequest{Code: "while (true) {}", Timeout: time.Minute})
 		done <- r
@@ -273,13 +274,13 @@ func TestIgnoredClientInterruptRestarts(t *testing.T) {
 	if err := sess.Interrupt(context.Background(), "a client (test)"); err != nil {
 		t.Fatal(err)
 	}
-	var res *Result
+	var res *execution.Result
 	select {
 	case res = <-done:
 	case <-time.After(10 * time.Second):
 		t.Fatal("an ignored interrupt left the call running")
 	}
-	if res.ErrorKind != KindInterrupted || !strings.HasPrefix(res.Message(), "execution was interrupted by a client (test), but the runtime showed no sign of it") ||
+	if res.ErrorKind != execution.KindInterrupted || !strings.HasPrefix(res.Message(), "execution was interrupted by a client (test), but the runtime showed no sign of it") ||
 		!strings.Contains(res.Message(), "restarted") {
 		t.Fatalf("kind %q, message %q", res.ErrorKind, res.Message())
 	}

@@ -9,15 +9,14 @@ import (
 	"github.com/aiod/aiod/kernel/jupyter"
 )
 
-// Names of the counters aiod keeps, with what their label holds. Every
-// count any part of aiod keeps is one of these, in one Counters, so that a
-// metrics endpoint can serve them all. A counter with several labels joins
-// their values with Labels, in the order Families lists them.
+// Names of the counters the session layer keeps, with what their label
+// holds. Every count any part of aiod keeps is in one Counters, so that a
+// metrics endpoint can serve them all; the surfaces that count (the HTTP
+// server, WebSockets, MCP) name and describe theirs in their own packages.
+// A counter with several labels joins their values with Labels, in the
+// order its Family lists them.
 const (
 	StaleMessages    = "mux_stale_messages"    // label "": messages of a replaced runtime, dropped
-	WSCloses         = "ws_closes"             // labels: route, reason (slow_consumer, ping_timeout, peer_closed, ...)
-	WSDrops          = "ws_drops"              // label: why messages bound for a WebSocket were dropped
-	WSRefused        = "ws_refused"            // label: why an upgrade was refused (origin)
 	KernelDrops      = jupyter.DroppedMessages // label: bad_signature, malformed or duplicate
 	IdleReclaims     = "idle_reclaims"         // label: language
 	RuntimeDeaths    = "runtime_deaths"        // labels: language, cause (DeathCause)
@@ -26,9 +25,7 @@ const (
 	ExecutionsRun    = "executions"            // labels: language, backend, status (ok, error, timeout)
 	OutputBytes      = "output_bytes"          // label: language; bytes of output message content received
 	PoolTakes        = "pool_takes"            // labels: language, result (hit or miss)
-	HTTPRequests     = "http_requests"         // labels: route (the router's pattern), method, code
 	AdmissionRejects = "admission_rejects"     // label: reason (Reject* constants)
-	MCPProgressDrops = "mcp_progress_drops"    // label: reason (queue_full, not_sent)
 )
 
 // Names of the durations aiod observes, in seconds (histograms, kept by the
@@ -36,7 +33,6 @@ const (
 const (
 	ExecutionSeconds = "execution_duration_seconds"     // labels: language, backend
 	StartSeconds     = "runtime_start_duration_seconds" // labels: language, backend, mode
-	HTTPSeconds      = "http_request_duration_seconds"  // labels: route, method
 )
 
 // Family describes one counter or duration for whoever serves it: what it
@@ -50,9 +46,6 @@ type Family struct {
 // from it is still served, with one label named "label".
 var Families = map[string]Family{
 	StaleMessages:    {"Messages from a runtime that was replaced, dropped by the session's multiplexer.", nil},
-	WSCloses:         {"WebSockets closed, by route and reason.", []string{"route", "reason"}},
-	WSDrops:          {"Messages bound for a WebSocket that were dropped, by reason.", []string{"reason"}},
-	WSRefused:        {"WebSocket upgrades refused, by reason.", []string{"reason"}},
 	KernelDrops:      {"Kernel messages dropped by the kernel transports, by reason.", []string{"reason"}},
 	IdleReclaims:     {"Idle sessions reclaimed.", []string{"language"}},
 	RuntimeDeaths:    {"Runtimes (kernels, REPLs) that died on their own, by cause.", []string{"language", "cause"}},
@@ -61,12 +54,9 @@ var Families = map[string]Family{
 	ExecutionsRun:    {"Executions that produced a result, by status.", []string{"language", "backend", "status"}},
 	OutputBytes:      {"Bytes of output message content received from runtimes.", []string{"language"}},
 	PoolTakes:        {"Runtime requests served by a prewarm pool (hit) or started cold because it was empty (miss).", []string{"language", "result"}},
-	HTTPRequests:     {"HTTP requests answered, by route pattern, method and status code.", []string{"route", "method", "code"}},
 	AdmissionRejects: {"Calls refused by an admission limit (session caps, the start queue), by reason.", []string{"reason"}},
-	MCPProgressDrops: {"Outputs left out of an MCP call's progress notifications (its result still has them), by reason.", []string{"reason"}},
 	ExecutionSeconds: {"Time from sending the code to the runtime to the result (queueing and runtime starts not included).", []string{"language", "backend"}},
 	StartSeconds:     {"Time a successful runtime start took.", []string{"language", "backend", "mode"}},
-	HTTPSeconds:      {"Time to answer an HTTP request (for a WebSocket, its upgrade).", []string{"route", "method"}},
 }
 
 // LabelSep joins the values of a counter's labels (no value holds it).

@@ -11,6 +11,7 @@ import (
 	"github.com/goccy/go-json"
 
 	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/stream/execution"
 )
 
 // fakeRuntime is a scripted jupyter.Runtime for the session logic's unit
@@ -196,7 +197,7 @@ func TestFakeTimeoutInterruptsAndKeepsState(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != StatusTimeout || !strings.Contains(res.Message(), "timed out after 100ms; it was interrupted and the session kept its state") {
+	if res.Status != execution.StatusTimeout || !strings.Contains(res.Message(), "timed out after 100ms; it was interrupted and the session kept its state") {
 		t.Fatalf("timeout: %s %q", res.Status, res.Message())
 	}
 	if len(fs.all()) != 1 || sess.Runtime() != fs.all()[0] {
@@ -211,7 +212,7 @@ func TestFakeFailedInterruptRestarts(t *testing.T) {
 	reg := fakeRegistry(t, fs)
 	sess, _, _ := reg.Open("", "python", "t", fs.backend())
 	res, _ := sess.Execute(context.Background(), ExecRequest{Code: "loop", Timeout: 100 * time.Millisecond})
-	if res.Status != StatusTimeout || !strings.Contains(res.Message(), "the interrupt failed (no control channel), so the kernel was restarted: session state was lost") {
+	if res.Status != execution.StatusTimeout || !strings.Contains(res.Message(), "the interrupt failed (no control channel), so the kernel was restarted: session state was lost") {
 		t.Fatalf("timeout: %s %q", res.Status, res.Message())
 	}
 	fs.setScript(nil)
@@ -243,7 +244,7 @@ func TestFakeRuntimeDeath(t *testing.T) {
 	reg := fakeRegistry(t, fs)
 	sess, _, _ := reg.Open("", "python", "d", fs.backend())
 	res, _ := sess.Execute(context.Background(), ExecRequest{Code: "crash", Timeout: 5 * time.Second})
-	if res.Status != StatusError || !strings.Contains(res.Message(), "the kernel died during execution: kernel died: killed by signal SIGKILL; the next call on this session starts a fresh one") {
+	if res.Status != execution.StatusError || !strings.Contains(res.Message(), "the kernel died during execution: kernel died: killed by signal SIGKILL; the next call on this session starts a fresh one") {
 		t.Fatalf("death: %s %q", res.Status, res.Message())
 	}
 	if res.Text("stdout") != "before\n" {
@@ -254,7 +255,7 @@ func TestFakeRuntimeDeath(t *testing.T) {
 	}
 	fs.setScript(nil)
 	next, _ := sess.Execute(context.Background(), ExecRequest{Code: "pass", Timeout: time.Second})
-	if !next.Fresh || next.Status != StatusOK || !strings.Contains(next.Message(), "because the previous kernel died (kernel died: killed by signal SIGKILL)") {
+	if !next.Fresh || next.Status != execution.StatusOK || !strings.Contains(next.Message(), "because the previous kernel died (kernel died: killed by signal SIGKILL)") {
 		t.Fatalf("next call: %s fresh=%v %q", next.Status, next.Fresh, next.Message())
 	}
 	if st := sess.State(); st != jupyter.StateIdle {
@@ -274,7 +275,7 @@ func TestFakeLostIdle(t *testing.T) {
 	sess, _, _ := reg.Open("", "python", "l", fs.backend())
 	start := time.Now()
 	res, _ := sess.Execute(context.Background(), ExecRequest{Code: "x", Timeout: 10 * time.Second})
-	if res.Status != StatusOK || res.Text("stdout") != "out\n" || !strings.Contains(res.Message(), "closing status message was lost") {
+	if res.Status != execution.StatusOK || res.Text("stdout") != "out\n" || !strings.Contains(res.Message(), "closing status message was lost") {
 		t.Fatalf("lost idle: %s %q %q", res.Status, res.Text("stdout"), res.Message())
 	}
 	if took := time.Since(start); took > 5*time.Second {
@@ -291,7 +292,7 @@ func TestFakeShutdownEndsOneShotInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := make(chan *Result, 1)
+	got := make(chan *execution.Result, 1)
 	go func() {
 		res, _ := sess.Execute(context.Background(), ExecRequest{Code: "sleep", Timeout: time.Hour})
 		got <- res
@@ -306,7 +307,7 @@ func TestFakeShutdownEndsOneShotInFlight(t *testing.T) {
 	}
 	select {
 	case res := <-got:
-		if res == nil || res.Status != StatusError || !strings.Contains(res.Message(), "aiod shut down while the code ran") {
+		if res == nil || res.Status != execution.StatusError || !strings.Contains(res.Message(), "aiod shut down while the code ran") {
 			t.Fatalf("the call in flight: %+v", res)
 		}
 	case <-time.After(5 * time.Second):
@@ -334,7 +335,7 @@ func TestFakeCancelledCallInterrupts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != StatusError || !strings.Contains(res.Message(), "the call was cancelled (context canceled); it was interrupted") {
+	if res.Status != execution.StatusError || !strings.Contains(res.Message(), "the call was cancelled (context canceled); it was interrupted") {
 		t.Fatalf("cancelled: %s %q", res.Status, res.Message())
 	}
 }

@@ -3,19 +3,21 @@ package stream
 import (
 	"sync"
 	"time"
+
+	"github.com/aiod/aiod/stream/execution"
 )
 
 // recorder is a Subscriber that keeps every event, in order.
 type recorder struct {
 	mu   sync.Mutex
-	evs  []Event
+	evs  []execution.Event
 	read int
 	poke chan struct{}
 }
 
 func newRecorder() *recorder { return &recorder{poke: make(chan struct{}, 1)} }
 
-func (r *recorder) Deliver(e Event) {
+func (r *recorder) Deliver(e execution.Event) {
 	r.mu.Lock()
 	r.evs = append(r.evs, e)
 	r.mu.Unlock()
@@ -26,7 +28,7 @@ func (r *recorder) Deliver(e Event) {
 }
 
 // next returns the oldest event not read yet, waiting up to d for one.
-func (r *recorder) next(d time.Duration) (Event, bool) {
+func (r *recorder) next(d time.Duration) (execution.Event, bool) {
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	for {
@@ -41,14 +43,14 @@ func (r *recorder) next(d time.Duration) (Event, bool) {
 		select {
 		case <-r.poke:
 		case <-deadline.C:
-			return Event{}, false
+			return execution.Event{}, false
 		}
 	}
 }
 
 // all returns every event so far.
-func (r *recorder) all() []Event {
+func (r *recorder) all() []execution.Event {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Event(nil), r.evs...)
+	return append([]execution.Event(nil), r.evs...)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/aiod/aiod/kernel"
 	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/stream/execution"
 )
 
 func kernelBackend(t testing.TB) Backend {
@@ -67,12 +68,12 @@ func TestSecondSubscriberSeesSameMessages(t *testing.T) {
 	defer sess.Mux().Unwatch(watcher)
 	res, err := sess.Execute(context.Background(), ExecRequest{
 		Code: "print('a', flush=True)\nimport sys; print('b', file=sys.stderr, flush=True)\n1/0", Timeout: time.Minute,
-		Subs: []Subscriber{perExec},
+		Subs: []execution.Subscriber{perExec},
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Status != StatusError || res.Text("stdout") != "a\n" || res.Text("stderr") != "b\n" {
+	if res.Status != execution.StatusError || res.Text("stdout") != "a\n" || res.Text("stderr") != "b\n" {
 		t.Fatalf("result %+v", res)
 	}
 	a, b := drain(t, perExec, res.ID), drain(t, watcher, res.ID)
@@ -95,7 +96,7 @@ func TestSessionQueueIsFIFOWithArrivalTimeouts(t *testing.T) {
 	if _, err := sess.Execute(context.Background(), ExecRequest{Code: "order = []", Timeout: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	results := make(chan *Result, 4)
+	results := make(chan *execution.Result, 4)
 	for i := 0; i < 3; i++ {
 		go func() {
 			r, _ := sess.Execute(context.Background(), ExecRequest{Code: fmt.Sprintf("import time; time.sleep(0.3); order.append(%d)", i), Timeout: time.Minute})
@@ -107,13 +108,13 @@ func TestSessionQueueIsFIFOWithArrivalTimeouts(t *testing.T) {
 		r, _ := sess.Execute(context.Background(), ExecRequest{Code: "order.append('late')", Timeout: 200 * time.Millisecond})
 		results <- r
 	}()
-	var late *Result
+	var late *execution.Result
 	for i := 0; i < 4; i++ {
 		if r := <-results; r.Code == "order.append('late')" {
 			late = r
 		}
 	}
-	if late.Status != StatusTimeout || !strings.Contains(late.Message(), "did not run") {
+	if late.Status != execution.StatusTimeout || !strings.Contains(late.Message(), "did not run") {
 		t.Fatalf("late call: %s %q", late.Status, late.Message())
 	}
 	r, _ := sess.Execute(context.Background(), ExecRequest{Code: "print(order)", Timeout: time.Minute})

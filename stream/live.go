@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/stream/execution"
 )
 
 // This file holds what the live routes (WebSocket streaming and the Jupyter
@@ -137,7 +138,7 @@ func (s *Session) markDead() {
 // watcher of the session, the way a Jupyter server announces a kernel
 // restarting or dead.
 func (s *Session) PublishStatus(state string) {
-	s.mux.publish(Event{Msg: jupyter.NewStatus(state), State: state})
+	s.mux.publish(execution.Event{Msg: jupyter.NewStatus(state), State: state})
 }
 
 // Complete asks the session's runtime (started when none runs) for

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/stream/execution"
 )
 
 // Mux routes the messages of one session's runtime. The runtime's reader
@@ -15,9 +16,9 @@ import (
 // so that a result never overtakes the idle of its own execution. Nothing in
 // that path blocks: collectors fold in place, subscribers only enqueue.
 type Mux struct {
-	gen      atomic.Uint64                // generation of the current runtime
-	watchers atomic.Pointer[[]Subscriber] // copy-on-write
-	state    atomic.Pointer[string]       // last execution_state of the current runtime
+	gen      atomic.Uint64                          // generation of the current runtime
+	watchers atomic.Pointer[[]execution.Subscriber] // copy-on-write
+	state    atomic.Pointer[string]                 // last execution_state of the current runtime
 
 	mu    sync.Mutex // guards execs and the watcher list's writers
 	execs map[string]*Execution
@@ -38,7 +39,7 @@ func NewMux(c *Counters) *Mux {
 		c = NewCounters()
 	}
 	m := &Mux{execs: map[string]*Execution{}, counters: c}
-	m.watchers.Store(&[]Subscriber{})
+	m.watchers.Store(&[]execution.Subscriber{})
 	return m
 }
 
@@ -67,7 +68,7 @@ func (m *Mux) deliver(gen uint64, msg *jupyter.Message) {
 		m.counters.Count(StaleMessages, "", 1)
 		return
 	}
-	ev := Event{ExecID: msg.Parent.MsgID, Msg: msg}
+	ev := execution.Event{ExecID: msg.Parent.MsgID, Msg: msg}
 	m.mu.Lock()
 	ex := m.execs[ev.ExecID]
 	m.mu.Unlock()
@@ -79,7 +80,7 @@ func (m *Mux) deliver(gen uint64, msg *jupyter.Message) {
 		ex.poke()
 		ev.Origin, ev.ExecutionID = ex.Origin, ex.ExecutionID
 	}
-	ev.decode()
+	ev.Parse()
 	if ex != nil && ev.Out != nil {
 		ev.Seq = int(ex.seq.Add(1))
 	}
@@ -93,8 +94,8 @@ func (m *Mux) deliver(gen uint64, msg *jupyter.Message) {
 	// Help and other pager text arrives as a payload of the reply: it is
 	// handed on as an output of its own, before the reply, so that every
 	// route (REST results, WebSocket outputs, watchers) sees the same one.
-	for _, o := range ev.pages {
-		pe := Event{ExecID: ev.ExecID, ExecutionID: ev.ExecutionID, Origin: ev.Origin, Out: o}
+	for _, o := range ev.Pages {
+		pe := execution.Event{ExecID: ev.ExecID, ExecutionID: ev.ExecutionID, Origin: ev.Origin, Out: o}
 		if ex != nil {
 			pe.Seq = int(ex.seq.Add(1))
 		}
@@ -117,7 +118,7 @@ func (m *Mux) deliver(gen uint64, msg *jupyter.Message) {
 
 // deliverOutput hands an output event that no runtime message carries
 // (Msg nil) to the execution, when there is one, and to every watcher.
-func (m *Mux) deliverOutput(ex *Execution, ev Event) {
+func (m *Mux) deliverOutput(ex *Execution, ev execution.Event) {
 	if ex != nil {
 		ex.add(ev)
 	}
@@ -126,8 +127,8 @@ func (m *Mux) deliverOutput(ex *Execution, ev Event) {
 
 // publish tells the execution's subscribers and every watcher that an
 // execution finished.
-func (m *Mux) publishResult(ex *Execution, r *Result) {
-	ev := Event{ExecID: ex.ID, ExecutionID: ex.ExecutionID, Seq: int(ex.seq.Load()), Origin: ex.Origin, Result: r}
+func (m *Mux) publishResult(ex *Execution, r *execution.Result) {
+	ev := execution.Event{ExecID: ex.ID, ExecutionID: ex.ExecutionID, Seq: int(ex.seq.Load()), Origin: ex.Origin, Result: r}
 	for _, s := range ex.subscribers() {
 		s.Deliver(ev)
 	}
@@ -135,7 +136,7 @@ func (m *Mux) publishResult(ex *Execution, r *Result) {
 }
 
 // publish hands ev to every watcher.
-func (m *Mux) publish(ev Event) {
+func (m *Mux) publish(ev execution.Event) {
 	for _, w := range *m.watchers.Load() {
 		w.Deliver(ev)
 	}
@@ -143,19 +144,19 @@ func (m *Mux) publish(ev Event) {
 
 // Watch adds a session-wide subscriber: it receives every message of the
 // session and every execution's result, whoever started it.
-func (m *Mux) Watch(s Subscriber) {
+func (m *Mux) Watch(s execution.Subscriber) {
 	m.mu.Lock()
 	old := *m.watchers.Load()
-	next := append(append(make([]Subscriber, 0, len(old)+1), old...), s)
+	next := append(append(make([]execution.Subscriber, 0, len(old)+1), old...), s)
 	m.watchers.Store(&next)
 	m.mu.Unlock()
 }
 
 // Unwatch removes a session-wide subscriber.
-func (m *Mux) Unwatch(s Subscriber) {
+func (m *Mux) Unwatch(s execution.Subscriber) {
 	m.mu.Lock()
 	old := *m.watchers.Load()
-	next := make([]Subscriber, 0, len(old))
+	next := make([]execution.Subscriber, 0, len(old))
 	for _, w := range old {
 		if w != s {
 			next = append(next, w)
@@ -170,12 +171,12 @@ func (m *Mux) Watchers() int { return len(*m.watchers.Load()) }
 
 // Begin registers an execution before its request is sent, so that no reply
 // can arrive unrouted. Its events carry executionID and origin.
-func (m *Mux) Begin(id, executionID string, origin any, budget int, subs ...Subscriber) *Execution {
+func (m *Mux) Begin(id, executionID string, origin any, budget int, subs ...execution.Subscriber) *Execution {
 	ex := &Execution{
 		ID:          id,
 		ExecutionID: executionID,
 		Origin:      origin,
-		col:         NewCollector(budget),
+		col:         execution.NewCollector(budget),
 		subs:        subs,
 		replied:     make(chan struct{}),
 		idled:       make(chan struct{}),
@@ -211,8 +212,8 @@ type Execution struct {
 	folding  atomic.Int32  // messages being folded right now
 
 	mu          sync.Mutex // guards everything below
-	col         *Collector
-	subs        []Subscriber
+	col         *execution.Collector
+	subs        []execution.Subscriber
 	reply       jupyter.ExecuteReplyContent
 	gotR        bool
 	gotI        bool
@@ -239,28 +240,28 @@ func (ex *Execution) uninterrupted(by string) {
 }
 
 // Subscribe adds a subscriber to this execution only.
-func (ex *Execution) Subscribe(s Subscriber) {
+func (ex *Execution) Subscribe(s execution.Subscriber) {
 	ex.mu.Lock()
 	ex.subs = append(ex.subs, s)
 	ex.mu.Unlock()
 }
 
-func (ex *Execution) subscribers() []Subscriber {
+func (ex *Execution) subscribers() []execution.Subscriber {
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
-	return append([]Subscriber(nil), ex.subs...)
+	return append([]execution.Subscriber(nil), ex.subs...)
 }
 
 // add folds ev into the execution and hands it to its subscribers. It
 // returns the completion signal ev brings (closing replied or idled), for
 // the mux to fire once every watcher has ev too; nil when it brings none.
-func (ex *Execution) add(ev Event) (complete func()) {
+func (ex *Execution) add(ev execution.Event) (complete func()) {
 	ex.mu.Lock()
 	switch {
-	case ev.reply != nil:
+	case ev.Reply != nil:
 		if !ex.gotR {
-			ex.reply = *ev.reply
-			ex.nextInput = ev.nextInput
+			ex.reply = *ev.Reply
+			ex.nextInput = ev.NextInput
 			ex.gotR = true
 			complete = func() { close(ex.replied) }
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/stream/execution"
 )
 
 const releaseDelay = 100 * time.Millisecond
@@ -22,14 +23,14 @@ var ErrShuttingDown = errors.New("aiod is shutting down")
 
 // Config tunes a Registry. Zero values take the defaults named below.
 type Config struct {
-	Budget          int           // output budget per execution; DefaultBudget
-	InterruptGrace  time.Duration // how long a timed-out call waits for the interrupt; 2 s
-	CompletionGrace time.Duration // how long to wait for idle after the reply (or back), after the last message; 5 s
-	ReapInterval    time.Duration // how often idle sessions are looked for; 5 s
-	CloseTimeout    time.Duration // bound on closing one runtime; 10 s
-	Counters        *Counters     // where sessions count; a set of its own when nil
-	Executions      ExecConfig    // what finished executions keep (LogBytes defaults to Budget)
-	Admission       Admission     // session caps and the start queue; zero values turn them off
+	Budget          int              // output budget per execution; DefaultBudget
+	InterruptGrace  time.Duration    // how long a timed-out call waits for the interrupt; 2 s
+	CompletionGrace time.Duration    // how long to wait for idle after the reply (or back), after the last message; 5 s
+	ReapInterval    time.Duration    // how often idle sessions are looked for; 5 s
+	CloseTimeout    time.Duration    // bound on closing one runtime; 10 s
+	Counters        *Counters        // where sessions count; a set of its own when nil
+	Executions      execution.Config // what finished executions keep (LogBytes defaults to Budget)
+	Admission       Admission        // session caps and the start queue; zero values turn them off
 	Logger          *slog.Logger
 }
 
@@ -48,7 +49,7 @@ type sessionKey struct{ tenant, lang, id string }
 type Registry struct {
 	cfg      Config
 	counters *Counters
-	execs    *Executions
+	execs    *execution.Store
 	ctx      context.Context // parent of runtime starts and interrupts; ends at Close
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup // background closes and the reaper
@@ -70,7 +71,7 @@ type Registry struct {
 // NewRegistry returns a registry and starts its reaper; call Close.
 func NewRegistry(cfg Config) *Registry {
 	if cfg.Budget <= 0 {
-		cfg.Budget = DefaultBudget
+		cfg.Budget = execution.DefaultBudget
 	}
 	if cfg.InterruptGrace <= 0 {
 		cfg.InterruptGrace = 2 * time.Second
@@ -93,7 +94,7 @@ func NewRegistry(cfg Config) *Registry {
 	if cfg.Executions.LogBytes <= 0 {
 		cfg.Executions.LogBytes = cfg.Budget
 	}
-	r := &Registry{cfg: cfg, counters: cfg.Counters, execs: NewExecutions(cfg.Executions), sessions: map[sessionKey]*Session{},
+	r := &Registry{cfg: cfg, counters: cfg.Counters, execs: execution.NewStore(cfg.Executions), sessions: map[sessionKey]*Session{},
 		kernels: map[string]*Session{}, temps: map[*Session]struct{}{}, trim: make(chan struct{}, 1),
 		ended: newEndedLog(endedMax, endedTTL), owners: map[string]int{}, gate: newGate(cfg.Admission)}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
@@ -107,7 +108,7 @@ func NewRegistry(cfg Config) *Registry {
 func (r *Registry) Counters() *Counters { return r.counters }
 
 // Executions is the store of every execution the registry's sessions run.
-func (r *Registry) Executions() *Executions { return r.execs }
+func (r *Registry) Executions() *execution.Store { return r.execs }
 
 func (r *Registry) newSession(tenant, id string, b Backend) *Session {
 	mux := NewMux(r.counters)
@@ -136,7 +137,7 @@ func (r *Registry) started(s *Session, mode string, took time.Duration, err erro
 
 // executed counts an execution of s that produced a result and observes
 // how long it ran (took < 0: it never ran, e.g. it timed out in the queue).
-func (r *Registry) executed(s *Session, res *Result, took time.Duration) {
+func (r *Registry) executed(s *Session, res *execution.Result, took time.Duration) {
 	r.counters.Count(ExecutionsRun, Labels(s.Language, s.Backend.Name, res.Status), 1)
 	if took >= 0 {
 		r.counters.Observe(ExecutionSeconds, Labels(s.Language, s.Backend.Name), took.Seconds())

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/stream/execution"
 )
 
 // ErrSessionClosed is returned by Execute on a session that was deleted or
@@ -35,15 +36,15 @@ type Backend struct {
 // ExecRequest is one call to Session.Execute.
 type ExecRequest struct {
 	Code    string
-	Timeout time.Duration // counted from the call's arrival, queueing included
-	Origin  any           // who started it, carried into its events (comparable); nil for none
-	Subs    []Subscriber  // extra subscribers of this execution only
+	Timeout time.Duration          // counted from the call's arrival, queueing included
+	Origin  any                    // who started it, carried into its events (comparable); nil for none
+	Subs    []execution.Subscriber // extra subscribers of this execution only
 	// Record is the execution's entry in the registry's store, claimed by
-	// the caller (Executions.Claim); nil makes Execute claim a fresh one.
+	// the caller (execution.Store.Claim); nil makes Execute claim a fresh one.
 	// Whoever claims it makes sure it finishes: Execute does when the code
 	// ran (or timed out) and when it made the record; otherwise the caller
 	// calls Record.Fail when Execute returns an error.
-	Record *Record
+	Record *execution.Record
 	// Warnings are what the caller should know about its request (fields
 	// ignored, ...); they are copied into the result.
 	Warnings []string
@@ -92,12 +93,12 @@ type Session struct {
 	cur        *Execution // the execution running now (Execute's), or nil
 	closeWhy   string     // set once, by Close
 	last       time.Time
-	pending    int           // calls running or queued
-	attached   int           // front ends attached (Attach)
-	idle       time.Duration // reclaim after this long unused; starts as Backend.Idle
-	cwd        string        // the folder the runtime was last told to work in; "" its start folder
-	running    *Record       // the execution running now
-	queued     []*Record     // executions waiting for their turn, in arrival order
+	pending    int                 // calls running or queued
+	attached   int                 // front ends attached (Attach)
+	idle       time.Duration       // reclaim after this long unused; starts as Backend.Idle
+	cwd        string              // the folder the runtime was last told to work in; "" its start folder
+	running    *execution.Record   // the execution running now
+	queued     []*execution.Record // executions waiting for their turn, in arrival order
 }
 
 // Idle is how long the session may stay unused before it is reclaimed
@@ -271,10 +272,8 @@ func (s *Session) reclaimIn(now time.Time) (time.Duration, bool) {
 	return s.idle - now.Sub(s.last) + s.reg.cfg.ReapInterval, true
 }
 
-func (s *Session) enter(rec *Record) {
-	rec.mu.Lock()
-	rec.sess = s
-	rec.mu.Unlock()
+func (s *Session) enter(rec *execution.Record) {
+	rec.Enter(s)
 	s.mu.Lock()
 	s.pending++
 	s.queued = append(s.queued, rec)
@@ -283,14 +282,14 @@ func (s *Session) enter(rec *Record) {
 }
 
 // begin moves rec from the queue to running.
-func (s *Session) begin(rec *Record) {
+func (s *Session) begin(rec *execution.Record) {
 	s.mu.Lock()
 	s.unqueueLocked(rec)
 	s.running = rec
 	s.mu.Unlock()
 }
 
-func (s *Session) unqueueLocked(rec *Record) {
+func (s *Session) unqueueLocked(rec *execution.Record) {
 	for i, q := range s.queued {
 		if q == rec {
 			s.queued = append(s.queued[:i:i], s.queued[i+1:]...)
@@ -299,7 +298,7 @@ func (s *Session) unqueueLocked(rec *Record) {
 	}
 }
 
-func (s *Session) leave(rec *Record) {
+func (s *Session) leave(rec *execution.Record) {
 	s.mu.Lock()
 	s.pending--
 	s.unqueueLocked(rec)
@@ -311,9 +310,9 @@ func (s *Session) leave(rec *Record) {
 }
 
 // Activity is what the session runs now and what waits behind it.
-func (s *Session) Activity() (running *View, queued []View) {
+func (s *Session) Activity() (running *execution.View, queued []execution.View) {
 	s.mu.Lock()
-	rec, q := s.running, append([]*Record(nil), s.queued...)
+	rec, q := s.running, append([]*execution.Record(nil), s.queued...)
 	s.mu.Unlock()
 	if rec != nil {
 		v := rec.View()
@@ -330,36 +329,36 @@ func (s *Session) Activity() (running *View, queued []View) {
 // those are results. It is non-nil only when the code could not run at
 // all: *StartError, ErrSessionClosed, or ctx ending while the call waited
 // for its turn.
-func (s *Session) Execute(ctx context.Context, req ExecRequest) (res *Result, err error) {
+func (s *Session) Execute(ctx context.Context, req ExecRequest) (res *execution.Result, err error) {
 	arrival := time.Now()
 	rec := req.Record
 	if rec == nil {
-		if rec, _, err = s.reg.execs.Claim(s.Tenant, "", Key{s.Language, s.ID, req.Code}); err != nil {
+		if rec, _, err = s.reg.execs.Claim(s.Tenant, "", execution.Key{Language: s.Language, SessionID: s.ID, Code: req.Code}); err != nil {
 			return nil, err
 		}
 		defer func() {
 			if err != nil {
-				rec.Fail(&RunError{Status: 503, Msg: err.Error()})
+				rec.Fail(err)
 			}
 		}()
 	}
 	s.enter(rec)
 	defer s.leave(rec)
-	res = &Result{ID: jupyter.NewID(), ExecutionID: rec.ID, Code: req.Code, Language: s.Language, SessionID: s.ID, Warnings: req.Warnings}
+	res = &execution.Result{ID: jupyter.NewID(), ExecutionID: rec.ID, Code: req.Code, Language: s.Language, SessionID: s.ID, Warnings: req.Warnings}
 	deadline := time.NewTimer(req.Timeout)
 	defer deadline.Stop()
 	select {
 	case s.turn <- struct{}{}:
 	case <-deadline.C:
-		res.Status, res.Queued, res.ErrorKind = StatusTimeout, time.Since(arrival), KindTimeout
-		res.note(fmt.Sprintf("timed out after %s waiting behind the session's earlier calls; the code did not run", req.Timeout))
-		rec.Deliver(Event{ExecutionID: rec.ID, Result: res})
+		res.Status, res.Queued, res.ErrorKind = execution.StatusTimeout, time.Since(arrival), execution.KindTimeout
+		res.Note(fmt.Sprintf("timed out after %s waiting behind the session's earlier calls; the code did not run", req.Timeout))
+		rec.Deliver(execution.Event{ExecutionID: rec.ID, Result: res})
 		s.reg.executed(s, res, -1)
 		return res, nil
-	case <-rec.cancel:
-		res.Status, res.Queued, res.ErrorKind = StatusError, time.Since(arrival), KindInterrupted
-		res.note(fmt.Sprintf("execution was interrupted by %s while it waited behind the session's earlier calls; the code did not run", rec.droppedBy()))
-		rec.Deliver(Event{ExecutionID: rec.ID, Result: res})
+	case <-rec.Cancelled():
+		res.Status, res.Queued, res.ErrorKind = execution.StatusError, time.Since(arrival), execution.KindInterrupted
+		res.Note(fmt.Sprintf("execution was interrupted by %s while it waited behind the session's earlier calls; the code did not run", rec.DroppedBy()))
+		rec.Deliver(execution.Event{ExecutionID: rec.ID, Result: res})
 		s.reg.executed(s, res, -1)
 		return res, nil
 	case <-s.closed:
@@ -372,7 +371,7 @@ func (s *Session) Execute(ctx context.Context, req ExecRequest) (res *Result, er
 	waited := time.Since(arrival)
 	res.Queued = waited
 	s.begin(rec)
-	rec.running(waited)
+	rec.Started(waited)
 	rt, gen, err := s.runtime(ctx, res)
 	if err != nil {
 		return nil, err
@@ -389,8 +388,8 @@ func (s *Session) Execute(ctx context.Context, req ExecRequest) (res *Result, er
 	defer func() { s.reg.executed(s, res, time.Since(began)) }()
 	if err := rt.Execute(ctx, jupyter.ExecuteRequest{MsgID: res.ID, Code: req.Code}); err != nil {
 		s.discard(rt, gen, "sending to it failed: "+err.Error())
-		res.Status, res.ErrorKind = StatusError, KindDied
-		res.note("send execute request: " + err.Error())
+		res.Status, res.ErrorKind = execution.StatusError, execution.KindDied
+		res.Note("send execute request: " + err.Error())
 	} else {
 		s.wait(ctx, ex, rt, gen, deadline, req.Timeout, res)
 	}
@@ -401,7 +400,7 @@ func (s *Session) Execute(ctx context.Context, req ExecRequest) (res *Result, er
 
 // runtime returns the live runtime, starting a fresh one when needed; the
 // start is bounded by ctx too.
-func (s *Session) runtime(ctx context.Context, res *Result) (jupyter.Runtime, uint64, error) {
+func (s *Session) runtime(ctx context.Context, res *execution.Result) (jupyter.Runtime, uint64, error) {
 	s.mu.Lock()
 	rt, gen := s.rt, s.gen
 	s.mu.Unlock()
@@ -423,7 +422,7 @@ func (s *Session) runtime(ctx context.Context, res *Result) (jupyter.Runtime, ui
 	s.mu.Unlock()
 	if lost != "" {
 		res.Fresh = true
-		res.note(fmt.Sprintf("this call ran in a fresh %s because %s; earlier state is gone", s.kind(), lost))
+		res.Note(fmt.Sprintf("this call ran in a fresh %s because %s; earlier state is gone", s.kind(), lost))
 	}
 	res.Runtime = rt.Info()
 	return rt, gen, nil
@@ -541,7 +540,7 @@ func (s *Session) discard(rt jupyter.Runtime, gen uint64, why string) {
 // or ctx ends. Once one of reply and idle has arrived, the other is waited
 // for while messages keep coming (iopub can trail the shell by seconds
 // during a flood) and for CompletionGrace after the last one.
-func (s *Session) wait(ctx context.Context, ex *Execution, rt jupyter.Runtime, gen uint64, deadline *time.Timer, timeout time.Duration, res *Result) {
+func (s *Session) wait(ctx context.Context, ex *Execution, rt jupyter.Runtime, gen uint64, deadline *time.Timer, timeout time.Duration, res *execution.Result) {
 	replied, idled := ex.replied, ex.idled
 	var grace *time.Timer
 	var graceC <-chan time.Time
@@ -584,7 +583,7 @@ func (s *Session) wait(ctx context.Context, ex *Execution, rt jupyter.Runtime, g
 			ex.mu.Lock()
 			by := ex.interruptBy
 			ex.mu.Unlock()
-			res.Status, res.ErrorKind = StatusError, KindInterrupted
+			res.Status, res.ErrorKind = execution.StatusError, execution.KindInterrupted
 			s.stop(ex, rt, gen, res, fmt.Sprintf("execution was interrupted by %s, but the runtime showed no sign of it within %s", by, s.reg.cfg.InterruptGrace), by)
 			return
 		case <-graceC:
@@ -592,17 +591,17 @@ func (s *Session) wait(ctx context.Context, ex *Execution, rt jupyter.Runtime, g
 				grace.Reset(s.reg.cfg.CompletionGrace)
 				continue
 			}
-			res.note("the runtime's closing status message was lost; outputs may be incomplete")
+			res.Note("the runtime's closing status message was lost; outputs may be incomplete")
 			return
 		case <-rt.Done():
 			s.died(rt, gen, res)
 			return
 		case <-deadline.C:
-			res.Status, res.ErrorKind = StatusTimeout, KindTimeout
+			res.Status, res.ErrorKind = execution.StatusTimeout, execution.KindTimeout
 			s.stop(ex, rt, gen, res, fmt.Sprintf("execution timed out after %s", timeout), "a timeout")
 			return
 		case <-ctx.Done():
-			res.Status, res.ErrorKind = StatusError, KindInterrupted
+			res.Status, res.ErrorKind = execution.StatusError, execution.KindInterrupted
 			s.stop(ex, rt, gen, res, fmt.Sprintf("the call was cancelled (%v)", context.Cause(ctx)), "a cancelled call")
 			return
 		}
@@ -624,14 +623,14 @@ func closedNote(why string) string {
 	return "the session was deleted while the code ran"
 }
 
-func (s *Session) died(rt jupyter.Runtime, gen uint64, res *Result) {
-	res.Status, res.ErrorKind = StatusError, KindInterrupted
+func (s *Session) died(rt jupyter.Runtime, gen uint64, res *execution.Result) {
+	res.Status, res.ErrorKind = execution.StatusError, execution.KindInterrupted
 	select {
 	case <-s.closed:
 		s.mu.Lock()
 		why := s.closeWhy
 		s.mu.Unlock()
-		res.note(closedNote(why))
+		res.Note(closedNote(why))
 		s.discard(rt, gen, "the session was deleted")
 		return
 	default:
@@ -643,15 +642,15 @@ func (s *Session) died(rt jupyter.Runtime, gen uint64, res *Result) {
 		// Restart closed the runtime under this call; it installs the
 		// next one and reports the loss itself.
 		s.discard(rt, gen, "")
-		res.note(fmt.Sprintf("the %s was restarted by %s during execution; session state was lost", s.kind(), by))
+		res.Note(fmt.Sprintf("the %s was restarted by %s during execution; session state was lost", s.kind(), by))
 		return
 	}
 	cause := rt.Err()
-	res.ErrorKind = KindDied
+	res.ErrorKind = execution.KindDied
 	msg := fmt.Sprintf("the %s died during execution: %v", s.kind(), cause)
 	lost := fmt.Sprintf("the previous %s died (%v)", s.kind(), cause)
 	if d := deadError(cause); d != nil && d.Kind == jupyter.DeathOutOfMemory {
-		res.ErrorKind = KindOutOfMemory
+		res.ErrorKind = execution.KindOutOfMemory
 		msg = fmt.Sprintf("the %s was killed by its memory limit (%s) during execution; the session's state was lost", s.kind(), d.Limit)
 		lost = fmt.Sprintf("the previous %s was killed by its memory limit (%s)", s.kind(), d.Limit)
 	}
@@ -659,13 +658,13 @@ func (s *Session) died(rt jupyter.Runtime, gen uint64, res *Result) {
 	if s.ID != "" {
 		msg += "; the next call on this session starts a fresh one"
 	}
-	res.note(msg)
+	res.Note(msg)
 }
 
 // stop interrupts the running code after a timeout or a cancelled call
 // (what says which, after names it); when the interrupt fails the runtime
 // is restarted.
-func (s *Session) stop(ex *Execution, rt jupyter.Runtime, gen uint64, res *Result, what, after string) {
+func (s *Session) stop(ex *Execution, rt jupyter.Runtime, gen uint64, res *execution.Result, what, after string) {
 	grace := s.reg.cfg.InterruptGrace
 	ctx, cancel := context.WithTimeout(s.reg.ctx, grace)
 	defer cancel()
@@ -696,9 +695,9 @@ func (s *Session) stop(ex *Execution, rt jupyter.Runtime, gen uint64, res *Resul
 	res.InterruptedBy = after
 	if ierr == nil {
 		if s.ID != "" {
-			res.note(what + "; it was interrupted and the session kept its state")
+			res.Note(what + "; it was interrupted and the session kept its state")
 		} else {
-			res.note(what + " and was interrupted")
+			res.Note(what + " and was interrupted")
 		}
 		return
 	}
@@ -709,11 +708,11 @@ func (s *Session) stop(ex *Execution, rt jupyter.Runtime, gen uint64, res *Resul
 	if s.ID != "" {
 		msg += ": session state was lost"
 	}
-	res.note(msg)
+	res.Note(msg)
 }
 
 // finish copies the execution's outcome into res.
-func (s *Session) finish(ex *Execution, res *Result) {
+func (s *Session) finish(ex *Execution, res *execution.Result) {
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
 	res.Outputs = ex.col.Finish()
@@ -722,7 +721,7 @@ func (s *Session) finish(ex *Execution, res *Result) {
 		s.reg.counters.Count(OutputTruncate, "", 1)
 	}
 	if n := ex.col.Note(); n != "" {
-		res.note(n)
+		res.Note(n)
 	}
 	if ex.gotR {
 		res.ExecutionCount = ex.reply.ExecutionCount
@@ -736,22 +735,22 @@ func (s *Session) finish(ex *Execution, res *Result) {
 	}
 	switch {
 	case ex.gotR && ex.reply.Status == "ok":
-		res.Status = StatusOK
+		res.Status = execution.StatusOK
 	case ex.gotR && ex.reply.Status == "aborted":
-		res.Status = StatusError
-		res.note("execution was aborted by the runtime")
+		res.Status = execution.StatusError
+		res.Note("execution was aborted by the runtime")
 	case ex.gotR || res.FirstError() != nil:
-		res.Status = StatusError
+		res.Status = execution.StatusError
 	default:
-		res.Status = StatusOK
+		res.Status = execution.StatusOK
 	}
-	if res.Status != StatusError {
+	if res.Status != execution.StatusError {
 		return
 	}
 	if res.ErrorKind == "" {
-		res.ErrorKind = KindException
+		res.ErrorKind = execution.KindException
 		if ex.interruptBy != "" {
-			res.ErrorKind = KindInterrupted
+			res.ErrorKind = execution.KindInterrupted
 		}
 	}
 	var first string
@@ -788,13 +787,13 @@ func (s *Session) Interrupt(ctx context.Context, by string) error {
 
 // InterruptExecution interrupts rec's execution if it is the one the
 // session runs; ran is false when it is not (it finished, or waits).
-func (s *Session) InterruptExecution(ctx context.Context, rec *Record, by string) (ran bool, err error) {
+func (s *Session) InterruptExecution(ctx context.Context, rec *execution.Record, by string) (ran bool, err error) {
 	return s.interrupt(ctx, rec, by)
 }
 
 // interrupt interrupts the running code, when only is nil or the running
 // execution.
-func (s *Session) interrupt(ctx context.Context, only *Record, by string) (bool, error) {
+func (s *Session) interrupt(ctx context.Context, only *execution.Record, by string) (bool, error) {
 	s.mu.Lock()
 	rt, ex := s.rt, s.cur
 	if only != nil && s.running != only {

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -22,15 +25,23 @@ func goList(t *testing.T, args ...string) []string {
 	return strings.Split(strings.TrimSpace(string(out)), "\n")
 }
 
+// surfaces are the gateway's surface packages: each serves one protocol
+// on the call core, and none imports another.
+var surfaces = []string{"gateway/v1", "gateway/live", "gateway/jupyterapi", "gateway/mcp"}
+
 // TestImportRules checks the package layering docs/architecture.md describes:
 //
-//	cmd -> gateway -> stream, stream/backend, kernel/jupyter
+//	cmd -> gateway -> the surfaces (v1, live, jupyterapi, mcp) -> gateway/call, gateway/wsock
+//	gateway/call -> gateway/fsplane, gateway/guard, gateway/api, stream, stream/backend
 //	stream/backend -> kernel, kernel/remote, replbridge, stream
-//	kernel, kernel/remote, replbridge, stream -> kernel/jupyter
+//	stream -> stream/execution -> kernel/jupyter
+//	kernel, kernel/remote, replbridge -> kernel/jupyter
 //	bench -> anything but gateway
 //
-// and never stream or replbridge -> the zmq kernel, gateway -> a runtime
-// package, kernel* <-> replbridge.
+// and never: a surface -> another surface or the gateway package; the
+// core and shared gateway packages -> a surface; stream or replbridge ->
+// the zmq kernel; stream -> anything that speaks HTTP or WebSocket;
+// gateway -> a runtime package; kernel* <-> replbridge.
 func TestImportRules(t *testing.T) {
 	imports := map[string][]string{} // package -> its direct imports of the module's packages
 	for _, line := range goList(t, "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...") {
@@ -48,6 +59,12 @@ func TestImportRules(t *testing.T) {
 	}
 	deps := func(pkg string) []string { return goList(t, "-deps", "./"+pkg) }
 	under := func(pkg, root string) bool { return pkg == root || strings.HasPrefix(pkg, root+"/") }
+	surface := func(pkg string) bool { return slices.Contains(surfaces, pkg) }
+	for _, sp := range surfaces {
+		if _, ok := imports[sp]; !ok {
+			t.Errorf("surface package %s does not exist: the rules below check nothing for it", sp)
+		}
+	}
 	for pkg, ours := range imports {
 		for _, imp := range ours {
 			var broken string
@@ -56,8 +73,14 @@ func TestImportRules(t *testing.T) {
 				broken = "the protocol leaf imports nothing of aiod's"
 			case under(pkg, "gateway") && (imp == "kernel" || imp == "kernel/remote" || imp == "replbridge"):
 				broken = "gateway asks stream/backend for runtimes and never builds one"
-			case pkg == "stream" && imp != "kernel/jupyter":
-				broken = "stream builds on the protocol leaf only"
+			case surface(pkg) && (surface(imp) || imp == "gateway"):
+				broken = "a surface runs on the call core and knows no other surface"
+			case under(pkg, "gateway") && pkg != "gateway" && !surface(pkg) && (surface(imp) || imp == "gateway"):
+				broken = "the core and the shared gateway packages know no surface"
+			case pkg == "stream/execution" && imp != "kernel/jupyter":
+				broken = "the execution store builds on the protocol leaf only"
+			case pkg == "stream" && imp != "kernel/jupyter" && imp != "stream/execution":
+				broken = "stream builds on the protocol leaf and its execution store only"
 			case (pkg == "kernel" || pkg == "kernel/remote") && imp == "replbridge",
 				pkg == "replbridge" && (imp == "kernel" || imp == "kernel/remote"):
 				broken = "kernels and native REPLs do not know each other"
@@ -76,7 +99,44 @@ func TestImportRules(t *testing.T) {
 			t.Errorf("%s links go-zeromq/zmq4; no part of it speaks ZeroMQ", pkg)
 		}
 	}
+	for _, pkg := range []string{"stream", "stream/execution"} {
+		for _, p := range deps(pkg) {
+			if strings.Contains(p, "fasthttp") || p == "net/http" || strings.Contains(p, "coder/websocket") {
+				t.Errorf("%s links %s: the session layer says what went wrong, the surfaces say it in their protocol", pkg, p)
+			}
+		}
+	}
 	if d := deps("gateway"); !slices.Contains(d, mod+"/stream/backend") {
 		t.Errorf("gateway does not depend on stream/backend; the rule checks nothing: %v", d)
+	}
+}
+
+// TestPackageSizes keeps the house readable: the gateway package itself
+// (configuration, wiring, the v2 routes, discovery, the page) under 3,000
+// lines, and no package over 3,500 (test files not counted). A package
+// that outgrows it is split along a seam of its own, as stream's
+// execution store and the gateway's surfaces were.
+func TestPackageSizes(t *testing.T) {
+	for _, line := range goList(t, "-f", "{{.ImportPath}} {{.Dir}} {{join .GoFiles \" \"}}", "./...") {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			continue
+		}
+		pkg, dir := strings.TrimPrefix(f[0], mod+"/"), f[1]
+		n := 0
+		for _, name := range f[2:] {
+			b, err := os.ReadFile(filepath.Join(dir, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += bytes.Count(b, []byte("\n"))
+		}
+		limit := 3500
+		if pkg == "gateway" {
+			limit = 3000
+		}
+		if n > limit {
+			t.Errorf("package %s has %d non-test lines, over its %d", pkg, n, limit)
+		}
 	}
 }

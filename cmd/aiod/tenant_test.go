@@ -103,6 +103,21 @@ func (c *caller) run(ctx context.Context, lang, sid, code string) string {
 	return out
 }
 
+// tenantUIDRange is the --tenant-uids range d runs with (the tests give
+// each daemon a range of its own, in AIO_TENANT_UIDS).
+func tenantUIDRange(t *testing.T, d *daemon) (first, last int) {
+	t.Helper()
+	for _, e := range d.cmd.Env {
+		if v, ok := strings.CutPrefix(e, "AIO_TENANT_UIDS="); ok {
+			if _, err := fmt.Sscanf(v, "%d-%d", &first, &last); err == nil {
+				return first, last
+			}
+		}
+	}
+	t.Fatalf("the daemon runs without AIO_TENANT_UIDS: %v", d.cmd.Env)
+	return 0, 0
+}
+
 // TestTenantsCannotReachEachOther runs alice and bob (two JWT subjects) on
 // one daemon with the default isolation, and walks through every hole
 // issue 22 found: each is closed.
@@ -120,7 +135,9 @@ func TestTenantsCannotReachEachOther(t *testing.T) {
 	var alicePID, aliceUID, bobPID, bobUID int
 	fmt.Sscan(aliceInfo, &alicePID, &aliceUID)
 	fmt.Sscan(bobInfo, &bobPID, &bobUID)
-	if alicePID == bobPID || aliceUID == bobUID || aliceUID < 2000000000 || bobUID < 2000000000 {
+	first, last := tenantUIDRange(t, d)
+	inRange := func(uid int) bool { return uid >= first && uid <= last }
+	if alicePID == bobPID || aliceUID == bobUID || !inRange(aliceUID) || !inRange(bobUID) {
 		t.Fatalf("alice %q and bob %q share a kernel or a uid, or run outside the tenant range", aliceInfo, bobInfo)
 	}
 	// Host pids as aiod reports them (the kernels' own view is the same

@@ -3,8 +3,9 @@ package fsplane
 import (
 	"strings"
 
-	"github.com/aiod/aiod/gateway/api"
 	"github.com/valyala/fasthttp"
+
+	"github.com/aiod/aiod/gateway/api"
 )
 
 // editorResult is the SDK's StrReplaceEditorResult.

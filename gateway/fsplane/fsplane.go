@@ -32,10 +32,22 @@ import (
 	"reflect"
 	"sync"
 
-	"github.com/aiod/aiod/gateway/api"
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
+
+	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/gateway/fsplane/fsview"
 )
+
+// FS is where a request's paths lead (package fsys): the host, or the
+// caller's view of it.
+type FS = fsview.FS
+
+// HostFS is the host with aiod's own rights (package fsys).
+type HostFS = fsview.HostFS
+
+// NewHostFS is the host's view for runtimes that start in workspace.
+func NewHostFS(workspace string) *HostFS { return fsview.NewHostFS(workspace) }
 
 // Config configures the file plane. The zero value is usable.
 type Config struct {

@@ -8,8 +8,9 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/aiod/aiod/gateway/api"
 	"github.com/valyala/fasthttp"
+
+	"github.com/aiod/aiod/gateway/api"
 )
 
 // binarySniff is how much of a file is checked for a NUL byte.

@@ -1,15 +1,12 @@
 package fsplane
 
 import (
-	"errors"
-	"io/fs"
 	"path/filepath"
 	"strings"
 	"syscall"
-)
 
-// maxLinkHops bounds symlink chasing, as the kernel's own limit does.
-const maxLinkHops = 40
+	"github.com/aiod/aiod/gateway/fsplane/fsview"
+)
 
 // resolveRoot makes Config.Root absolute and resolves its symlinks once, on
 // the host, so later prefix checks compare real paths with a real root.
@@ -18,7 +15,7 @@ func resolveRoot(root string) string {
 	if err != nil {
 		abs = filepath.Clean(root)
 	}
-	if r, err := realPath(hostLinks{}, abs); err == nil {
+	if r, err := fsview.RealPath(fsview.HostLinks{}, abs); err == nil {
 		return r
 	}
 	return abs
@@ -45,73 +42,15 @@ func (s *server) resolve(fsys FS, p string) (string, error) {
 	if s.root == "" {
 		return c, nil
 	}
-	real, err := realPath(fsys, c)
+	real, err := fsview.RealPath(fsys, c)
 	if err != nil {
 		return "", err
 	}
-	if !within(s.root, real) {
+	if !fsview.Within(s.root, real) {
 		return "", &fsErr{kind: kindPermission, errno: syscall.EACCES, exc: "PermissionError",
 			msg: "path is outside the allowed root " + s.root}
 	}
 	return c, nil
-}
-
-// linkReader is what realPath reads: the calls that do not follow a final
-// link. Every FS is one.
-type linkReader interface {
-	Lstat(name string) (fs.FileInfo, error)
-	Readlink(name string) (string, error)
-}
-
-// realPath resolves every symlink in p (absolute and clean), one element
-// at a time. Parts that do not exist are kept as written under their
-// resolved parent; a dangling symlink is followed to its target, since a
-// write through it would land there.
-func realPath(fsys linkReader, p string) (string, error) {
-	resolved, rest := "/", strings.TrimPrefix(p, "/")
-	for hops := 0; rest != ""; {
-		var elem string
-		elem, rest, _ = strings.Cut(rest, "/")
-		switch elem {
-		case "", ".":
-			continue
-		case "..":
-			resolved = filepath.Dir(resolved)
-			continue
-		}
-		next := filepath.Join(resolved, elem)
-		fi, err := fsys.Lstat(next)
-		if errors.Is(err, fs.ErrNotExist) {
-			return filepath.Join(next, rest), nil
-		}
-		if err != nil {
-			return "", err
-		}
-		if fi.Mode()&fs.ModeSymlink == 0 {
-			resolved = next
-			continue
-		}
-		if hops++; hops > maxLinkHops {
-			return "", &fs.PathError{Op: "resolve", Path: p, Err: syscall.ELOOP}
-		}
-		target, err := fsys.Readlink(next)
-		if err != nil {
-			return "", err
-		}
-		if filepath.IsAbs(target) {
-			resolved = "/"
-		}
-		rest = strings.TrimPrefix(target, "/") + "/" + rest
-	}
-	return resolved, nil
-}
-
-// within reports whether p is root or lies below it. Both must be clean.
-func within(root, p string) bool {
-	if root == string(filepath.Separator) {
-		return true
-	}
-	return p == root || strings.HasPrefix(p, root+string(filepath.Separator))
 }
 
 // quote renders a user-given value inside a message.

@@ -3,8 +3,9 @@ package fsplane
 import (
 	"strconv"
 
-	"github.com/aiod/aiod/gateway/api"
 	"github.com/valyala/fasthttp"
+
+	"github.com/aiod/aiod/gateway/api"
 )
 
 // okV1 answers a v1 success with the route's result model as data.

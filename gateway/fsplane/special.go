@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+
+	"github.com/aiod/aiod/gateway/fsplane/fsview"
 )
 
 // The plane reads and writes regular files only. A FIFO, a socket or a
@@ -117,7 +119,7 @@ func (s *source) Read(p []byte) (int, error) {
 		var en syscall.Errno
 		errors.As(err, &en)
 		err = &fsErr{kind: kindTarget, errno: en, exc: "OSError",
-			msg: "is a kernel pseudo-file (" + s.pseudo + ") that cannot be read as a file: " + underlying(err).Error()}
+			msg: "is a kernel pseudo-file (" + s.pseudo + ") that cannot be read as a file: " + fsview.Underlying(err).Error()}
 	}
 	return n, err
 }

@@ -10,8 +10,9 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/aiod/aiod/gateway/api"
 	"github.com/valyala/fasthttp"
+
+	"github.com/aiod/aiod/gateway/api"
 )
 
 // upload is a parsed multipart upload: the file part and where it goes.

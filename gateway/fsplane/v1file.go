@@ -6,8 +6,9 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/aiod/aiod/gateway/api"
 	"github.com/valyala/fasthttp"
+
+	"github.com/aiod/aiod/gateway/api"
 )
 
 // maxSearchMatches bounds /v1/file/search; past it truncated is true.

@@ -9,8 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aiod/aiod/gateway/api"
 	"github.com/valyala/fasthttp"
+
+	"github.com/aiod/aiod/gateway/api"
 )
 
 // maxFindResults bounds /v1/file/find and maxGlobHits the matches

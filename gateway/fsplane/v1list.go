@@ -6,8 +6,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/aiod/aiod/gateway/api"
 	"github.com/valyala/fasthttp"
+
+	"github.com/aiod/aiod/gateway/api"
 )
 
 // maxListEntries bounds one recursive listing; past it the answer carries

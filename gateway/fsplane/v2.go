@@ -6,8 +6,9 @@ import (
 	"syscall"
 	"unicode/utf8"
 
-	"github.com/aiod/aiod/gateway/api"
 	"github.com/valyala/fasthttp"
+
+	"github.com/aiod/aiod/gateway/api"
 )
 
 // pathV2 picks the request's file system and resolves a v2 path field in

@@ -7,8 +7,8 @@ import (
 
 	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/replbridge"
-	"github.com/aiod/aiod/stream"
 	"github.com/aiod/aiod/stream/backend/isolate"
+	"github.com/aiod/aiod/stream/execution"
 )
 
 // RunNode runs code in a node process of its own, in dir, with stdin as its
@@ -20,9 +20,9 @@ import (
 // Registry.AdmitProcess, can go back then). tenant is the caller's: under
 // tenant isolation the process runs in its sandbox, and dir is a folder of
 // its view.
-func (r *Runtimes) RunNode(ctx context.Context, code, stdin, dir string, timeout time.Duration, budget int, started func(), tenant string) (res *stream.Result, exit int) {
+func (r *Runtimes) RunNode(ctx context.Context, code, stdin, dir string, timeout time.Duration, budget int, started func(), tenant string) (res *execution.Result, exit int) {
 	one := 1
-	res = &stream.Result{ID: jupyter.NewID(), Code: code, Language: JS, ExecutionCount: &one}
+	res = &execution.Result{ID: jupyter.NewID(), Code: code, Language: JS, ExecutionCount: &one}
 	if r.env.Node.Error != "" {
 		return failed(res, r.env.Node.Error)
 	}
@@ -53,7 +53,7 @@ func (r *Runtimes) RunNode(ctx context.Context, code, stdin, dir string, timeout
 		cut        int
 	}{{"stdout", out.Stdout, out.StdoutCut}, {"stderr", out.Stderr, out.StderrCut}} {
 		if s.text != "" {
-			res.Outputs = append(res.Outputs, &stream.Output{Type: jupyter.MsgStream, Name: s.name, Text: s.text, Truncated: s.cut > 0})
+			res.Outputs = append(res.Outputs, &execution.Output{Type: jupyter.MsgStream, Name: s.name, Text: s.text, Truncated: s.cut > 0})
 		}
 		if s.cut > 0 {
 			res.Truncated = true
@@ -62,14 +62,14 @@ func (r *Runtimes) RunNode(ctx context.Context, code, stdin, dir string, timeout
 	}
 	switch {
 	case out.TimedOut:
-		res.Status = stream.StatusTimeout
+		res.Status = execution.StatusTimeout
 		res.Notes = append([]string{fmt.Sprintf("execution timed out after %s and the process was killed", timeout)}, res.Notes...)
 		return res, 124
 	case out.ExitCode == 0:
-		res.Status = stream.StatusOK
+		res.Status = execution.StatusOK
 		return res, 0
 	}
-	res.Status = stream.StatusError
+	res.Status = execution.StatusError
 	if out.Signal != "" {
 		res.Notes = append([]string{fmt.Sprintf("node was killed by signal %s", out.Signal)}, res.Notes...)
 		return res, out.ExitCode
@@ -82,8 +82,8 @@ func (r *Runtimes) RunNode(ctx context.Context, code, stdin, dir string, timeout
 	return res, exit
 }
 
-func failed(res *stream.Result, msg string) (*stream.Result, int) {
-	res.Status = stream.StatusError
+func failed(res *execution.Result, msg string) (*execution.Result, int) {
+	res.Status = execution.StatusError
 	res.Notes = append(res.Notes, msg)
 	return res, 1
 }

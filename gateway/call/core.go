@@ -1,0 +1,318 @@
+package call
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/aiod/aiod/gateway/fsplane/fsview"
+	"github.com/aiod/aiod/stream"
+	"github.com/aiod/aiod/stream/backend"
+	"github.com/aiod/aiod/stream/execution"
+)
+
+// Config is what the core needs to know of the daemon's limits. Zero
+// values are not defaulted here: the gateway's Config fills them in.
+type Config struct {
+	DefaultTimeout     time.Duration // a call without a timeout gets it
+	MaxTimeout         time.Duration // the largest timeout a call may ask for
+	KernelIdle         time.Duration // idle kernel sessions are reclaimed after it
+	NativeIdle         time.Duration // idle native REPL sessions are reclaimed after it
+	KernelStartTimeout time.Duration // bound on one runtime start
+	OutputBudget       int           // bytes of output kept per execution
+	Logger             *slog.Logger
+}
+
+// Core runs calls for every surface: it holds the registry and the
+// runtimes, the one root context of the daemon's work, and the goroutines
+// surfaces start to run executions that outlive a request (a WebSocket's,
+// a streamed POST's). Surfaces take a *Core; none holds the gateway's
+// Server.
+type Core struct {
+	// Set once.
+	Reg *stream.Registry
+	RT  *backend.Runtimes
+	Env *backend.Environment // RT.Env(): what discovery found
+	Cfg Config
+	Log *slog.Logger
+
+	ctx       context.Context // ends at Close; parent of all background work
+	cancel    context.CancelFunc
+	workspace string         // Workspace
+	hostFS    *fsview.HostFS // the file plane's view without tenants or a runtime user
+
+	mu      sync.Mutex // guards closing and wg.Add
+	closing bool
+	wg      sync.WaitGroup // goroutines started by Go
+}
+
+// New makes a core over reg and rt.
+func New(reg *stream.Registry, rt *backend.Runtimes, cfg Config) *Core {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	c := &Core{Reg: reg, RT: rt, Env: rt.Env(), Cfg: cfg, Log: cfg.Logger}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.workspace = "/"
+	if w := rt.Workdir(); w != "" {
+		c.workspace = w
+		if abs, err := filepath.Abs(w); err == nil {
+			c.workspace = abs
+		}
+	}
+	c.hostFS = fsview.NewHostFS(c.workspace)
+	return c
+}
+
+// Ctx is the context of work that is not a request's: it ends when Close
+// begins. A *fasthttp.RequestCtx is reset and reused once its handler
+// returns, and a context derived from it reads it from timer goroutines
+// after that; so work never hangs off a request, always off Ctx.
+func (c *Core) Ctx() context.Context { return c.ctx }
+
+// Go runs f on a goroutine that Close waits for; false (and f not run)
+// once Close has begun.
+func (c *Core) Go(f func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closing {
+		return false
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// Cancel ends Ctx: background work is told to stop. Go refuses new work
+// from then on.
+func (c *Core) Cancel() {
+	c.mu.Lock()
+	c.closing = true
+	c.mu.Unlock()
+	c.cancel()
+}
+
+// Close cancels Ctx and waits, bounded by ctx, for every goroutine Go
+// started.
+func (c *Core) Close(ctx context.Context) error {
+	c.Cancel()
+	done := make(chan struct{})
+	go func() {
+		c.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Execute runs call: in a temporary runtime, or in the named session
+// created on first use. It is the one run path; every failure is mapped
+// once (MapError). A call whose execution id names an execution already
+// queued, running or done does not run the code again: it answers that
+// execution's result (Replayed when it had finished before the call).
+func (c *Core) Execute(ctx context.Context, call Call) (*execution.Result, *Error) {
+	rec, created, e := c.Claim(call)
+	if e != nil {
+		return nil, e
+	}
+	if !created {
+		return c.Attach(ctx, rec)
+	}
+	return c.RunClaimed(ctx, call, rec)
+}
+
+// Start runs call's claimed execution rec in the background (Go), for a
+// surface that follows rec instead of waiting for it: a client that goes
+// away stops only its own view of it. At shutdown rec fails at once.
+// done, when not nil, is called once the run is over (or refused).
+func (c *Core) Start(call Call, rec *execution.Record, done func()) {
+	ok := c.Go(func() {
+		if done != nil {
+			defer done()
+		}
+		_, _ = c.RunClaimed(c.ctx, call, rec)
+	})
+	if !ok {
+		if done != nil {
+			done()
+		}
+		rec.Fail(MapError(stream.ErrShuttingDown, call))
+	}
+}
+
+// Claim records call's execution in the store; created is false when its
+// id names one that exists.
+func (c *Core) Claim(call Call) (*execution.Record, bool, *Error) {
+	rec, created, err := c.Reg.Executions().Claim(call.Tenant, call.ExecutionID, execution.Key{Language: call.Language, SessionID: call.SessionID, Code: call.Code})
+	var gone *execution.GoneError
+	switch {
+	case errors.Is(err, execution.ErrExecutionConflict):
+		return nil, false, &Error{Status: fasthttp.StatusConflict, Msg: fmt.Sprintf("execution_id %q: %v; choose another id", call.ExecutionID, err)}
+	case errors.As(err, &gone):
+		return nil, false, &Error{Status: fasthttp.StatusGone, Msg: gone.Error()}
+	case err != nil:
+		return nil, false, &Error{Status: fasthttp.StatusServiceUnavailable, Msg: err.Error()}
+	}
+	return rec, created, nil
+}
+
+// Attach waits for an execution another call started and answers its
+// result.
+func (c *Core) Attach(ctx context.Context, rec *execution.Record) (*execution.Result, *Error) {
+	finished := false
+	select {
+	case <-rec.Done():
+		finished = true
+	default:
+	}
+	res, failed, err := rec.Wait(ctx)
+	switch {
+	case err != nil:
+		return nil, MapError(err, Call{})
+	case failed != nil:
+		return nil, ErrorOf(failed)
+	}
+	cp := *res
+	cp.Replayed = finished
+	return &cp, nil
+}
+
+// RunClaimed runs call, whose execution rec the caller claimed; when it
+// cannot run, rec says why too.
+func (c *Core) RunClaimed(ctx context.Context, call Call, rec *execution.Record) (*execution.Result, *Error) {
+	res, e := c.run(ctx, call, rec)
+	switch {
+	case e != nil:
+		rec.Fail(e)
+	case res.ExecutionID != rec.ID:
+		// Another execution answered for this one (a folder change that
+		// failed before the code could run).
+		res.ExecutionID = rec.ID
+		rec.Deliver(execution.Event{ExecutionID: rec.ID, Result: res})
+	}
+	return res, e
+}
+
+func (c *Core) run(ctx context.Context, call Call, rec *execution.Record) (*execution.Result, *Error) {
+	req := stream.ExecRequest{Code: call.Code, Timeout: call.Timeout, Origin: call.Origin, Subs: call.Subs, Record: rec, Warnings: call.Warnings}
+	if call.SessionID == "" {
+		b, err := c.Backend(call)
+		if err != nil {
+			return nil, MapError(err, call)
+		}
+		sess, err := c.Reg.TempFor(call.Owner, call.Tenant, b)
+		if err != nil {
+			return nil, MapError(err, call)
+		}
+		defer c.Reg.Release(sess)
+		res, err := sess.Execute(ctx, req)
+		return res, MapError(err, call)
+	}
+	sess, created, e := c.OpenSession(call)
+	if e != nil {
+		return nil, e
+	}
+	if !created && call.Cwd != "" && sess.Cwd() != call.Cwd {
+		// The session's runtime already runs elsewhere: change folder in
+		// the session's own order (a visible execution of its own).
+		pre, err := sess.Execute(ctx, stream.ExecRequest{Code: backend.ChdirCode(call.Language, call.Cwd), Timeout: call.Timeout})
+		if err != nil {
+			return nil, MapError(err, call)
+		}
+		if pre.Status != execution.StatusOK {
+			pre.Code = call.Code
+			pre.Notes = append([]string{fmt.Sprintf("cannot change the working directory to %q; the code did not run", call.Cwd)}, pre.Notes...)
+			return pre, nil
+		}
+		sess.SetCwd(call.Cwd)
+	}
+	res, err := sess.Execute(ctx, req)
+	return res, MapError(err, call)
+}
+
+// Backend is how call's code runs; its error is the interpreter that is
+// missing (map it with MapError).
+func (c *Core) Backend(call Call) (stream.Backend, error) {
+	return c.RT.For(backend.Want{Language: call.Language, Kernel: call.Kernel, KernelSpec: call.KernelSpec, Cwd: call.Cwd, Env: call.Env, Idle: call.Idle, Tenant: call.Tenant})
+}
+
+// OpenSession returns the session of call, creating it (and calling
+// call.OnCreate) when it does not exist. A call that needs a kernel on a
+// session without one is a conflict.
+func (c *Core) OpenSession(call Call) (*stream.Session, bool, *Error) {
+	b, err := c.Backend(call)
+	if err != nil {
+		return nil, false, MapError(err, call)
+	}
+	sess, created, err := c.Reg.OpenFor(call.Owner, call.Tenant, call.Language, call.SessionID, b)
+	if err != nil {
+		return nil, false, MapError(err, call)
+	}
+	if !created && call.Kernel && sess.Backend.Name == backend.Native {
+		return nil, false, &Error{Status: fasthttp.StatusConflict, Msg: fmt.Sprintf(
+			"session %q is a native Python REPL session (AIO_CODE_BACKEND=native), and /v1/jupyter needs a kernel: use another session_id, or delete this one first", call.SessionID)}
+	}
+	if created && call.OnCreate != nil {
+		call.OnCreate(sess)
+	}
+	return sess, created, nil
+}
+
+// Sessions returns tenant's sessions named id: of language lang, or of
+// every language when lang is "".
+func (c *Core) Sessions(tenant, lang, id string) []*stream.Session {
+	var out []*stream.Session
+	for _, l := range Languages {
+		if lang != "" && l != lang {
+			continue
+		}
+		if s := c.Reg.Get(tenant, l, id); s != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Workspace is where runtimes start (--workdir, else "/"), as an absolute
+// path; uploads without a path land there too.
+func (c *Core) Workspace() string { return c.workspace }
+
+// View is where the file plane acts for tenant: the tenant's view with its
+// rights (its file helper), the --runtime-user's rights on the host, or
+// the host with aiod's own (fsview.HostFS).
+func (c *Core) View(tenant string) (fsview.FS, error) {
+	f, err := c.RT.Files(tenant)
+	if err != nil {
+		return nil, err
+	}
+	if f == nil {
+		return c.hostFS, nil
+	}
+	return f, nil
+}
+
+// ViewOf is View for the request's caller.
+func (c *Core) ViewOf(ctx *fasthttp.RequestCtx) (fsview.FS, error) { return c.View(Tenant(ctx)) }
+
+// TempDir is the temporary folder runtimes see: the tenant's /tmp under
+// tenant isolation, else aiod's own.
+func (c *Core) TempDir() string {
+	if c.RT.Tenanted() {
+		return "/tmp"
+	}
+	return os.TempDir()
+}

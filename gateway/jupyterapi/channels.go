@@ -1,0 +1,185 @@
+package jupyterapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/valyala/fasthttp"
+
+	"github.com/aiod/aiod/gateway/wsock"
+	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/stream"
+	"github.com/aiod/aiod/stream/execution"
+)
+
+// kernelChannels upgrades GET /api/kernels/{id}/channels. The socket
+// watches the kernel's session: it receives every iopub message (whoever
+// caused it: REST calls, other front ends) and the shell, control and stdin
+// replies to its own requests (matched by the header's session). Client
+// messages go to the kernel as they are.
+func (h *Surface) kernelChannels(ctx *fasthttp.RequestCtx) {
+	sess := h.kernelOr404(ctx)
+	if sess == nil {
+		return
+	}
+	sctx, cancel := context.WithTimeout(h.core.Ctx(), h.core.Cfg.KernelStartTimeout)
+	_, err := sess.EnsureRuntime(sctx)
+	cancel()
+	if err != nil {
+		jfail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
+		return
+	}
+	h.hub.Upgrade(ctx, ChannelsRoute, []string{jupyter.SubprotocolV1}, func(wc *wsock.Conn) {
+		js := &jupyterSocket{wc: wc, sess: sess, v1: wc.WS.Subprotocol() == jupyter.SubprotocolV1, own: map[string]bool{},
+			stop: make(chan struct{}), startTimeout: h.core.Cfg.KernelStartTimeout}
+		detach := sess.Attach() // the idle reaper leaves an attached session alone
+		defer detach()
+		sess.Mux().Watch(js)
+		defer sess.Mux().Unwatch(js)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			js.monitor()
+		}()
+		defer wg.Wait()
+		defer close(js.stop)
+		wc.Run(js.render, js.read)
+	})
+}
+
+// jupyterSocket is the protocol state of one channels socket.
+type jupyterSocket struct {
+	wc           *wsock.Conn
+	sess         *stream.Session
+	v1           bool
+	stop         chan struct{} // closed when the socket is done; ends monitor
+	startTimeout time.Duration // bound on starting the session's kernel again
+
+	mu  sync.Mutex      // guards own
+	own map[string]bool // header.session values this client sent
+}
+
+// Deliver is called by the session's mux; it never blocks.
+func (js *jupyterSocket) Deliver(ev execution.Event) {
+	m := ev.Msg
+	if m == nil {
+		return
+	}
+	if m.Channel != jupyter.IOPub {
+		js.mu.Lock()
+		mine := js.own[m.Parent.Session]
+		js.mu.Unlock()
+		if !mine {
+			return
+		}
+	}
+	js.sess.Touch()
+	js.wc.Push(wsock.Item{Ev: ev})
+}
+
+// read passes the client's messages to the kernel.
+func (js *jupyterSocket) read(ctx context.Context) error {
+	for {
+		typ, b, err := js.wc.WS.Read(ctx)
+		if err != nil {
+			return err
+		}
+		var m *jupyter.Message
+		if js.v1 {
+			m, err = jupyter.DecodeV1(b)
+		} else {
+			m, err = jupyter.DecodeLegacy(b, typ == websocket.MessageBinary)
+		}
+		if err == nil && m.Header.MsgType == "" {
+			err = fmt.Errorf("%w: header must be an object with msg_type", jupyter.ErrMalformed)
+		}
+		if err != nil {
+			js.wc.Drop("bad_client_message", 1)
+			js.wc.Log().Debug("kernel websocket: bad message", "err", err)
+			continue
+		}
+		switch m.Channel {
+		case "shell", "control", "stdin":
+		default:
+			js.wc.Drop("bad_client_channel", 1)
+			continue
+		}
+		js.mu.Lock()
+		js.own[m.Header.Session] = true
+		js.mu.Unlock()
+		js.sess.Touch()
+		if err := js.send(ctx, m); err != nil {
+			js.wc.Drop("kernel_send_failed", 1)
+			js.wc.Log().Debug("kernel websocket: send failed", "msg_type", m.Header.MsgType, "err", err)
+		}
+	}
+}
+
+func (js *jupyterSocket) send(ctx context.Context, m *jupyter.Message) error {
+	sctx, cancel := context.WithTimeout(ctx, js.startTimeout)
+	defer cancel()
+	rt, err := js.sess.EnsureRuntime(sctx)
+	if err != nil {
+		return err
+	}
+	rs, ok := rt.(jupyter.Sender)
+	if !ok {
+		return fmt.Errorf("the session's runtime (%s) is not a Jupyter kernel", rt.Info().Backend)
+	}
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	return rs.Send(wctx, m)
+}
+
+// monitor closes the socket when the session ends, and tells the client
+// "dead" when the kernel dies (a restart or a REST call starts a new one).
+// The session tells it when its runtime changes; it does not poll.
+func (js *jupyterSocket) monitor() {
+	sess := js.sess
+	var ended jupyter.Runtime // the runtime whose end was handled
+	for {
+		rt, changed := sess.RuntimeChanges()
+		var done <-chan struct{}
+		if rt != nil && rt != ended {
+			done = rt.Done()
+		}
+		select {
+		case <-js.stop:
+			return
+		case <-sess.Closed():
+			js.wc.CloseWith(wsock.CloseNormal, "kernel shut down", "session_closed")
+			return
+		case <-changed:
+		case <-done:
+			ended = rt
+			var dead *jupyter.DeadError
+			if errors.As(rt.Err(), &dead) {
+				js.wc.Push(wsock.Item{Ev: execution.Event{Msg: jupyter.NewStatus(jupyter.StateDead), State: jupyter.StateDead}})
+			}
+		}
+	}
+}
+
+// render frames a kernel message for the client (writer goroutine).
+func (js *jupyterSocket) render(it *wsock.Item) (websocket.MessageType, []byte, bool) {
+	if it.Ev.Msg == nil {
+		return 0, nil, false
+	}
+	if js.v1 {
+		b, err := jupyter.EncodeV1(it.Ev.Msg)
+		return websocket.MessageBinary, b, err == nil
+	}
+	b, bin, err := jupyter.EncodeLegacy(it.Ev.Msg)
+	if err != nil {
+		return 0, nil, false
+	}
+	if bin {
+		return websocket.MessageBinary, b, true
+	}
+	return websocket.MessageText, b, true
+}

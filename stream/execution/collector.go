@@ -1,0 +1,300 @@
+package execution
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/goccy/go-json"
+
+	"github.com/aiod/aiod/kernel/jupyter"
+)
+
+// DefaultBudget is the default cap on one execution's collected output.
+const DefaultBudget = 8 << 20
+
+// Collector folds one execution's iopub messages into the outputs a notebook
+// would show at the end: consecutive stream chunks of one name merged,
+// clear_output and update_display_data applied, tracebacks without ANSI
+// codes (Result.Plain strips them from stream text too, for REST).
+//
+// Memory is bounded by the budget: past it, each stream keeps its head (what
+// was collected before the budget ran out) and a tail ring of budget/8
+// bytes; rich outputs that no longer fit are replaced by a short note.
+// A Collector is not safe for concurrent use; Execution serialises it.
+type Collector struct {
+	budget    int
+	used      int
+	outputs   []*Output
+	clearWait bool
+	truncated bool
+	tails     map[string]*tailRing // stream name -> tail kept past the budget
+	omitted   int                  // rich outputs replaced by a note
+	sizeHint  int                  // bytes of the stream message being folded
+}
+
+// NewCollector returns a collector with the given budget in bytes
+// (<= 0 means DefaultBudget).
+func NewCollector(budget int) *Collector {
+	if budget <= 0 {
+		budget = DefaultBudget
+	}
+	return &Collector{budget: budget}
+}
+
+// Add folds one decoded output (Decode). The collector never changes o:
+// it is shared with every other subscriber of the message.
+func (c *Collector) Add(o *Output) {
+	switch o.Type {
+	case jupyter.MsgStream:
+		c.applyClearWait()
+		c.sizeHint = o.textSize()
+		o.streamChunks(func(b []byte) { c.addStream(o.Name, b) })
+	case jupyter.MsgClearOutput:
+		if o.Wait {
+			c.clearWait = true
+		} else {
+			c.clear()
+		}
+	case jupyter.MsgUpdateDisplayData:
+		c.updateDisplay(o)
+	case jupyter.MsgError:
+		c.applyClearWait()
+		cp := *o
+		c.addRich(&cp, len(o.Ename)+len(o.Evalue)+sumLen(o.Traceback))
+	case jupyter.MsgExecuteResult, jupyter.MsgDisplayData:
+		c.applyClearWait()
+		cp := *o
+		c.addRich(&cp, bundleSize(o.Data)+len(o.Metadata))
+	}
+}
+
+// applyClearWait clears the outputs when clear_output(wait=True) is pending.
+func (c *Collector) applyClearWait() {
+	if c.clearWait {
+		c.clearWait = false
+		c.clear()
+	}
+}
+
+func (c *Collector) clear() {
+	c.outputs, c.used, c.tails = nil, 0, nil
+}
+
+func (c *Collector) addStream(name string, text []byte) {
+	if tail := c.tails[name]; tail != nil || c.used >= c.budget {
+		c.toTail(name, text)
+		return
+	}
+	room := c.budget - c.used
+	head := text
+	if len(head) > room {
+		head = cutUTF8(head, room)
+	}
+	if len(head) > 0 {
+		var o *Output
+		if n := len(c.outputs); n > 0 && c.outputs[n-1].Type == "stream" && c.outputs[n-1].Name == name {
+			o = c.outputs[n-1]
+		} else {
+			o = &Output{Type: "stream", Name: name, text: &strings.Builder{}}
+			c.outputs = append(c.outputs, o)
+		}
+		if free := o.text.Cap() - o.text.Len(); free < len(head) && c.sizeHint > room {
+			// A message larger than the budget: grow once to what can be
+			// kept instead of doubling through it.
+			o.text.Grow(room)
+		}
+		o.text.Write(head)
+		c.used += len(head)
+	}
+	if rest := text[len(head):]; len(rest) > 0 {
+		c.toTail(name, rest)
+	}
+}
+
+func (c *Collector) toTail(name string, text []byte) {
+	c.truncated = true
+	if c.tails == nil {
+		c.tails = map[string]*tailRing{}
+	}
+	t := c.tails[name]
+	if t == nil {
+		t = newTailRing(max(c.budget/8, 1024))
+		c.tails[name] = t
+		for i := len(c.outputs) - 1; i >= 0; i-- {
+			if o := c.outputs[i]; o.Type == "stream" && o.Name == name {
+				o.Truncated = true
+				break
+			}
+		}
+	}
+	t.write(text)
+}
+
+func (c *Collector) addRich(o *Output, size int) {
+	if c.used+size > c.budget {
+		c.truncated = true
+		c.omitted++
+		note := fmt.Sprintf("[aiod: %s output of %d bytes omitted: over the %s output budget]", o.Type, size, human(c.budget))
+		if o.Type == "error" {
+			o.Traceback = []string{note}
+		} else {
+			o.Data = map[string]json.RawMessage{"text/plain": mustJSON(note)}
+			o.Metadata = nil
+		}
+		o.Truncated = true
+		size = len(note)
+	}
+	c.used += size
+	c.outputs = append(c.outputs, o)
+}
+
+func (c *Collector) updateDisplay(ct *Output) {
+	id := ct.DisplayID
+	if id == "" {
+		return
+	}
+	for _, o := range c.outputs {
+		if o.DisplayID != id {
+			continue
+		}
+		size := bundleSize(ct.Data) + len(ct.Metadata)
+		old := bundleSize(o.Data) + len(o.Metadata)
+		if c.used-old+size > c.budget {
+			c.truncated = true
+			continue
+		}
+		c.used += size - old
+		o.Data, o.Metadata = ct.Data, ct.Metadata
+	}
+}
+
+// Truncated reports whether the budget cut anything so far.
+func (c *Collector) Truncated() bool { return c.truncated }
+
+// Finish returns the folded outputs. Streams that ran past the budget get a
+// closing output holding a note and their tail.
+func (c *Collector) Finish() []*Output {
+	for _, o := range c.outputs {
+		if o.text != nil {
+			o.Text, o.text = o.text.String(), nil
+		}
+	}
+	for _, name := range []string{"stdout", "stderr"} {
+		t := c.tails[name]
+		if t == nil {
+			continue
+		}
+		tail, dropped := t.finish()
+		note := fmt.Sprintf("\n[aiod: %s of %s omitted: output over the %s budget; head and last %s kept]\n",
+			human(int(dropped)), name, human(c.budget), human(len(tail)))
+		c.outputs = append(c.outputs, &Output{Type: "stream", Name: name, Text: note + tail, Truncated: true})
+	}
+	c.tails = nil
+	return c.outputs
+}
+
+// Note explains what the budget did, or "" when nothing was cut.
+func (c *Collector) Note() string {
+	if !c.truncated {
+		return ""
+	}
+	return fmt.Sprintf("output truncated: over the %s output budget (head and tail of each stream kept)", human(c.budget))
+}
+
+func sumLen(ss []string) int {
+	n := 0
+	for _, s := range ss {
+		n += len(s)
+	}
+	return n
+}
+
+func bundleSize(b map[string]json.RawMessage) int {
+	n := 0
+	for k, v := range b {
+		n += len(k) + len(v)
+	}
+	return n
+}
+
+func mustJSON(s string) json.RawMessage {
+	b, _ := json.Marshal(s)
+	return b
+}
+
+// cutUTF8 returns the longest prefix of s of at most n bytes that does not
+// split a rune.
+func cutUTF8(s []byte, n int) []byte {
+	if n >= len(s) {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+func human(n int) string {
+	switch {
+	case n >= 1<<20 && n%(1<<20) == 0:
+		return fmt.Sprintf("%d MiB", n>>20)
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d bytes", n)
+}
+
+// tailRing keeps the last max bytes written to it.
+type tailRing struct {
+	buf     []byte
+	pos     int // next write position once full
+	full    bool
+	written int64
+}
+
+func newTailRing(max int) *tailRing { return &tailRing{buf: make([]byte, 0, max)} }
+
+func (t *tailRing) write(s []byte) {
+	t.written += int64(len(s))
+	max := cap(t.buf)
+	if len(s) >= max {
+		t.buf = append(t.buf[:0], s[len(s)-max:]...)
+		t.pos, t.full = 0, true
+		return
+	}
+	if !t.full {
+		room := max - len(t.buf)
+		if len(s) <= room {
+			t.buf = append(t.buf, s...)
+			return
+		}
+		t.buf = append(t.buf, s[:room]...)
+		s = s[room:]
+		t.full, t.pos = true, 0
+	}
+	for len(s) > 0 {
+		n := copy(t.buf[t.pos:], s)
+		s = s[n:]
+		t.pos = (t.pos + n) % max
+	}
+}
+
+// finish returns the kept tail (starting on a rune boundary) and how many
+// written bytes it does not hold.
+func (t *tailRing) finish() (string, int64) {
+	var b []byte
+	if t.full {
+		b = append(append(b, t.buf[t.pos:]...), t.buf[:t.pos]...)
+	} else {
+		b = t.buf
+	}
+	i := 0
+	for i < len(b) && i < utf8.UTFMax && !utf8.RuneStart(b[i]) {
+		i++
+	}
+	b = b[i:]
+	return string(b), t.written - int64(len(b))
+}

@@ -1,0 +1,529 @@
+package execution
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/aiod/aiod/kernel/jupyter"
+)
+
+// Execution states, as GET /v2/code/executions/{id} reports them.
+const (
+	StateQueued  = "queued"
+	StateRunning = "running"
+	StateDone    = "done"
+)
+
+// Defaults of Config.
+const (
+	DefaultRetention      = 10 * time.Minute
+	DefaultRetentionBytes = 256 << 20
+	maxTombstones         = 10000
+	// entryOverhead is what an entry costs beyond its message's bytes: the
+	// message, header, decoded output and entry structs and their strings.
+	entryOverhead = 512
+)
+
+// Errors of the execution store.
+var (
+	// ErrExecutionConflict is returned when an execution id is reused
+	// with other code, language or session.
+	ErrExecutionConflict = errors.New("execution id already used for other code, language or session")
+	// ErrNoExecution is returned for an execution id never seen (or
+	// forgotten long ago).
+	ErrNoExecution = errors.New("no such execution")
+)
+
+// GoneError says that what was asked for is no longer held: the execution
+// was evicted (At, Why), or the outputs before FirstSeq were dropped from
+// its log to keep it within its bound.
+type GoneError struct {
+	ID       string
+	At       time.Time // when it was evicted; zero for a cut log
+	Why      string
+	FirstSeq int // the first output seq still held, for a cut log
+}
+
+func (e *GoneError) Error() string {
+	if e.At.IsZero() {
+		return fmt.Sprintf("execution %s: outputs before seq %d are no longer held (%s); resume from %d", e.ID, e.FirstSeq, e.Why, e.FirstSeq-1)
+	}
+	return fmt.Sprintf("execution %s was evicted at %s: %s", e.ID, e.At.UTC().Format(time.RFC3339), e.Why)
+}
+
+// Config bounds what finished executions keep.
+type Config struct {
+	Retention      time.Duration // how long a finished execution is kept; DefaultRetention
+	RetentionBytes int           // bytes all finished executions may hold; DefaultRetentionBytes
+	LogBytes       int           // bytes of outputs one execution's log holds (oldest dropped past it); the output budget
+}
+
+// Store records every execution that runs through a Session: its
+// state, its outputs in order (each with a seq that never restarts), and
+// its result, so that a caller can fetch it by id, wait for it, resume its
+// stream after a lost connection, or retry without running it twice. A
+// finished execution is kept for Retention, within RetentionBytes in all
+// (oldest evicted first); an evicted one leaves a tombstone (bounded) so
+// that its id answers "gone" rather than "unknown".
+//
+// Execution ids belong to a tenant (guard.Caller.Tenant), as session ids
+// do: two tenants may use the same id for two executions, and one tenant's
+// ids, held or evicted, are unknown to another.
+type Store struct {
+	cfg Config
+
+	mu        sync.Mutex
+	byID      map[execKey]*Record
+	finished  []*Record // in the order they finished: eviction order
+	bytes     int       // held by finished records
+	tombs     map[execKey]*GoneError
+	tombOrder []execKey
+}
+
+// execKey names an execution: its tenant's id.
+type execKey struct{ tenant, id string }
+
+// NewStore returns an empty store.
+func NewStore(cfg Config) *Store {
+	if cfg.Retention <= 0 {
+		cfg.Retention = DefaultRetention
+	}
+	if cfg.RetentionBytes <= 0 {
+		cfg.RetentionBytes = DefaultRetentionBytes
+	}
+	if cfg.LogBytes <= 0 {
+		cfg.LogBytes = DefaultBudget
+	}
+	return &Store{cfg: cfg, byID: map[execKey]*Record{}, tombs: map[execKey]*GoneError{}}
+}
+
+// Key is what must match for a retry to attach to an execution: the same
+// code, language and session ("" for one-shot).
+type Key struct{ Language, SessionID, Code string }
+
+// Claim returns tenant's execution id (a new one when id is ""). created
+// is true when this call made it and must run it; otherwise rec is the
+// execution the id names, queued, running or done, and the call must not
+// run it again. A known id with another key is ErrExecutionConflict; an
+// evicted one is a *GoneError. Only tenant's own ids are looked at.
+func (x *Store) Claim(tenant, id string, k Key) (rec *Record, created bool, err error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.sweepLocked(time.Now())
+	if id == "" {
+		id = jupyter.NewID()
+	}
+	ek := execKey{tenant, id}
+	if r := x.byID[ek]; r != nil {
+		if r.key != k {
+			return nil, false, ErrExecutionConflict
+		}
+		return r, false, nil
+	}
+	if g := x.tombs[ek]; g != nil {
+		return nil, false, g
+	}
+	r := &Record{ID: id, Tenant: tenant, key: k, Created: time.Now(), x: x, state: StateQueued,
+		done: make(chan struct{}), cancel: make(chan struct{}), sinks: map[*follower]struct{}{}, firstSeq: 1}
+	x.byID[ek] = r
+	return r, true, nil
+}
+
+// Get returns tenant's execution id names: ErrNoExecution when unknown
+// (another tenant's ids included), a *GoneError when evicted.
+func (x *Store) Get(tenant, id string) (*Record, error) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.sweepLocked(time.Now())
+	ek := execKey{tenant, id}
+	if r := x.byID[ek]; r != nil {
+		return r, nil
+	}
+	if g := x.tombs[ek]; g != nil {
+		return nil, g
+	}
+	return nil, ErrNoExecution
+}
+
+// Stats is what the store holds.
+type Stats struct {
+	Held, Finished int
+	Bytes          int // held by finished executions
+	Evicted        int // tombstones kept
+}
+
+// HeldBytes is what the finished executions hold, and the logs of the
+// running ones.
+func (x *Store) HeldBytes() int64 {
+	x.mu.Lock()
+	n := x.bytes
+	var running []*Record
+	for _, r := range x.byID {
+		running = append(running, r)
+	}
+	x.mu.Unlock()
+	for _, r := range running {
+		r.mu.Lock()
+		if r.state != StateDone {
+			n += r.logBytes
+		}
+		r.mu.Unlock()
+	}
+	return int64(n)
+}
+
+// Config is the store's bounds.
+func (x *Store) Config() Config { return x.cfg }
+
+// Stats reports the store's size.
+func (x *Store) Stats() Stats {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return Stats{Held: len(x.byID), Finished: len(x.finished), Bytes: x.bytes, Evicted: len(x.tombs)}
+}
+
+// Sweep evicts the finished executions older than the retention.
+func (x *Store) Sweep(now time.Time) {
+	x.mu.Lock()
+	x.sweepLocked(now)
+	x.mu.Unlock()
+}
+
+func (x *Store) sweepLocked(now time.Time) {
+	for len(x.finished) > 0 {
+		r := x.finished[0]
+		switch {
+		case now.Sub(r.endedAt()) > x.cfg.Retention:
+			x.evictLocked(r, fmt.Sprintf("finished more than %s ago (--execution-retention)", x.cfg.Retention))
+		case x.bytes > x.cfg.RetentionBytes:
+			x.evictLocked(r, fmt.Sprintf("finished executions held more than %d bytes (--execution-retention-bytes); the oldest go first", x.cfg.RetentionBytes))
+		default:
+			return
+		}
+	}
+}
+
+func (x *Store) evictLocked(r *Record, why string) {
+	x.finished = x.finished[1:]
+	x.bytes -= r.heldBytes()
+	ek := execKey{r.Tenant, r.ID}
+	delete(x.byID, ek)
+	x.tombs[ek] = &GoneError{ID: r.ID, At: time.Now(), Why: why}
+	x.tombOrder = append(x.tombOrder, ek)
+	if len(x.tombOrder) > maxTombstones {
+		delete(x.tombs, x.tombOrder[0])
+		x.tombOrder = x.tombOrder[1:]
+	}
+	r.release()
+}
+
+// finished records r as done and evicts what the bounds require.
+func (x *Store) finish(r *Record) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.finished = append(x.finished, r)
+	x.bytes += r.heldBytes()
+	x.sweepLocked(time.Now())
+}
+
+// Entry is one thing an execution sent, in order: an output (Seq > 0, the
+// same seq on every path), a status, or the result.
+type Entry struct {
+	Seq   int // outputs: 1, 2, ...; status and result: the seq of the last output before them
+	Event Event
+	Err   error // the execution could not run (with Event.Result nil)
+}
+
+// Record is one execution of the store.
+type Record struct {
+	ID      string
+	Tenant  string // whose id it is
+	Created time.Time
+	key     Key
+	x       *Store
+
+	done   chan struct{} // closed when the result (or the failure to run) is in
+	cancel chan struct{} // closed to drop the execution while it is queued
+	once   sync.Once     // closes cancel
+
+	mu        sync.Mutex
+	state     string
+	started   time.Time
+	ended     time.Time
+	queued    time.Duration
+	entries   []Entry // outputs (oldest dropped past LogBytes) and the last status
+	firstSeq  int     // seq of the oldest output still held
+	lastSeq   int
+	logBytes  int
+	status    string // last execution_state
+	result    *Result
+	runErr    error  // why it could not run at all
+	dropper   string // who dropped it while queued
+	runner    Runner // the session it runs in (temporary ones included), once it entered one
+	sinks     map[*follower]struct{}
+	resultLen int
+}
+
+// Runner is what runs an execution: the session it entered (package
+// stream's Session).
+type Runner interface {
+	// InterruptExecution interrupts rec when it is the one running, and
+	// reports whether it was.
+	InterruptExecution(ctx context.Context, rec *Record, by string) (ran bool, err error)
+}
+
+// Runner is the session the execution entered (a temporary one for a
+// one-shot call), or nil before it entered one and once it is done.
+func (r *Record) Runner() Runner {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.runner
+}
+
+// Enter notes the session the execution entered.
+func (r *Record) Enter(s Runner) {
+	r.mu.Lock()
+	r.runner = s
+	r.mu.Unlock()
+}
+
+// Key is what the execution was claimed with.
+func (r *Record) Key() Key { return r.key }
+
+// Done is closed when the execution has finished (or could not run).
+func (r *Record) Done() <-chan struct{} { return r.done }
+
+// View is a snapshot of an execution for listings and GET.
+type View struct {
+	ID, State, SessionID, Language string
+	Created, Started, Ended        time.Time
+	Queued                         time.Duration
+	LastSeq                        int
+	Result                         *Result
+	Err                            error // why it could not run at all, or nil
+}
+
+// View returns a snapshot.
+func (r *Record) View() View {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return View{ID: r.ID, State: r.state, SessionID: r.key.SessionID, Language: r.key.Language,
+		Created: r.Created, Started: r.started, Ended: r.ended, Queued: r.queued, LastSeq: r.lastSeq,
+		Result: r.result, Err: r.runErr}
+}
+
+// Wait blocks until the execution is done or ctx ends; it returns the
+// result, or why the execution could not run (what Fail was given), or
+// ctx's error.
+func (r *Record) Wait(ctx context.Context) (*Result, error, error) {
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.result, r.runErr, nil
+}
+
+// Fail records that the execution could not run at all, and why: the
+// error is kept as it is, for whoever started the execution to say in its
+// protocol (the store does not read it).
+func (r *Record) Fail(e error) {
+	r.mu.Lock()
+	if r.state == StateDone {
+		r.mu.Unlock()
+		return
+	}
+	r.state, r.ended, r.runErr, r.runner = StateDone, time.Now(), e, nil
+	r.emitLocked(Entry{Seq: r.lastSeq, Err: e})
+	r.closeSinksLocked()
+	r.mu.Unlock()
+	close(r.done)
+	r.x.finish(r)
+}
+
+// Cancelled is closed when Drop took the execution out of its queue.
+func (r *Record) Cancelled() <-chan struct{} { return r.cancel }
+
+// Drop cancels the execution while it is still queued (by says who did);
+// it reports whether it was queued.
+func (r *Record) Drop(by string) bool {
+	r.mu.Lock()
+	queued := r.state == StateQueued
+	if queued {
+		r.dropper = by
+	}
+	r.mu.Unlock()
+	if queued {
+		r.once.Do(func() { close(r.cancel) })
+	}
+	return queued
+}
+
+// DroppedBy says who dropped the execution while it was queued (Drop).
+func (r *Record) DroppedBy() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.dropper
+}
+
+// Started marks the execution as running after waiting queued.
+func (r *Record) Started(queued time.Duration) {
+	r.mu.Lock()
+	r.state, r.started, r.queued = StateRunning, time.Now(), queued
+	r.mu.Unlock()
+}
+
+// Deliver is the record's subscription to its execution: outputs and
+// statuses go to its log and its followers, the result ends it.
+func (r *Record) Deliver(ev Event) {
+	switch {
+	case ev.Result != nil:
+		r.complete(ev)
+	case ev.Out != nil || ev.State != "":
+		r.mu.Lock()
+		if r.state != StateDone {
+			if ev.Out != nil {
+				r.lastSeq = ev.Seq
+			} else {
+				r.status = ev.State
+			}
+			r.emitLocked(Entry{Seq: r.lastSeq, Event: ev})
+		}
+		r.mu.Unlock()
+	}
+}
+
+func (r *Record) complete(ev Event) {
+	r.mu.Lock()
+	if r.state == StateDone {
+		r.mu.Unlock()
+		return
+	}
+	r.state, r.ended, r.result, r.runner = StateDone, time.Now(), ev.Result, nil // a finished record keeps no session alive
+	r.resultLen = resultSize(ev.Result)
+	r.emitLocked(Entry{Seq: r.lastSeq, Event: ev})
+	r.closeSinksLocked()
+	r.mu.Unlock()
+	close(r.done)
+	r.x.finish(r)
+}
+
+// emitLocked keeps e (outputs within LogBytes, the oldest dropped; only
+// the last status) and hands it to every follower.
+func (r *Record) emitLocked(e Entry) {
+	if e.Event.Out != nil {
+		if n := e.Event.Size() + entryOverhead; n > r.x.cfg.LogBytes {
+			// One output over the whole bound (a flood printed at once) is
+			// not kept: the log starts after it. Followers still get it.
+			r.entries, r.logBytes, r.firstSeq = nil, 0, e.Seq+1
+		} else {
+			r.entries = append(r.entries, e)
+			r.logBytes += n
+			for r.logBytes > r.x.cfg.LogBytes {
+				old := r.entries[0]
+				r.entries[0] = Entry{}
+				r.entries = r.entries[1:]
+				r.logBytes -= old.Event.Size() + entryOverhead
+				r.firstSeq = old.Seq + 1
+			}
+		}
+	}
+	for f := range r.sinks {
+		f.deliver(e)
+	}
+}
+
+func (r *Record) closeSinksLocked() {
+	for f := range r.sinks {
+		delete(r.sinks, f)
+	}
+}
+
+func (r *Record) endedAt() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ended
+}
+
+// heldBytes is what a finished record holds: its log and its result.
+func (r *Record) heldBytes() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return 512 + len(r.key.Code) + r.logBytes + r.resultLen
+}
+
+// release drops what an evicted record holds.
+func (r *Record) release() {
+	r.mu.Lock()
+	r.entries, r.result, r.logBytes = nil, nil, 0
+	r.mu.Unlock()
+}
+
+// Follow replays the entries after output seq `after` to deliver, then
+// hands it every later entry as it comes, until the result (which ends it)
+// or detach. The replay is the held outputs past after, the current status
+// when the execution runs, and the result (or the failure to run) when it is done.
+// deliver is called with the record locked and must not block. When
+// outputs after `after` were dropped, Follow returns a *GoneError naming
+// the first seq still held.
+func (r *Record) Follow(after int, deliver func(Entry)) (detach func(), err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.x != nil && r.entries == nil && r.result == nil && r.runErr == nil && r.state == StateDone {
+		return nil, &GoneError{ID: r.ID, At: r.ended, Why: "evicted"}
+	}
+	if after < 0 {
+		after = 0
+	}
+	if after+1 < r.firstSeq {
+		return nil, &GoneError{ID: r.ID, FirstSeq: r.firstSeq,
+			Why: fmt.Sprintf("an execution's log keeps the last %d bytes of output", r.x.cfg.LogBytes)}
+	}
+	for _, e := range r.entries {
+		if e.Seq > after {
+			deliver(e)
+		}
+	}
+	switch {
+	case r.state == StateDone && r.runErr != nil:
+		deliver(Entry{Seq: r.lastSeq, Err: r.runErr})
+		return func() {}, nil
+	case r.state == StateDone:
+		deliver(Entry{Seq: r.lastSeq, Event: Event{ExecID: r.ID, ExecutionID: r.ID, Result: r.result}})
+		return func() {}, nil
+	case r.status != "":
+		deliver(Entry{Seq: r.lastSeq, Event: Event{ExecutionID: r.ID, State: r.status}})
+	}
+	f := &follower{deliver: deliver}
+	r.sinks[f] = struct{}{}
+	return func() {
+		r.mu.Lock()
+		delete(r.sinks, f)
+		r.mu.Unlock()
+	}, nil
+}
+
+type follower struct{ deliver func(Entry) }
+
+// resultSize approximates what a result holds.
+func resultSize(res *Result) int {
+	if res == nil {
+		return 0
+	}
+	n := 512 + len(res.Code)
+	for _, o := range res.Outputs {
+		n += 64 + len(o.Text) + len(o.Metadata)
+		for _, v := range o.Data {
+			n += len(v)
+		}
+		for _, l := range o.Traceback {
+			n += len(l)
+		}
+	}
+	return n
+}
