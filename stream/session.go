@@ -725,6 +725,7 @@ func (s *Session) finish(ex *Execution, res *execution.Result) {
 	}
 	if ex.gotR {
 		res.ExecutionCount = ex.reply.ExecutionCount
+		res.ExitStatus = ex.reply.ExitCode
 	}
 	res.NextInput = ex.nextInput
 	if res.InterruptedBy == "" {
@@ -761,6 +762,8 @@ func (s *Session) finish(ex *Execution, res *execution.Result) {
 		first = raised(e.Ename, e.Evalue)
 	case ex.gotR && ex.reply.Ename != "":
 		first = raised(ex.reply.Ename, ex.reply.Evalue)
+	case ex.gotR && ex.reply.ExitCode != nil:
+		first = fmt.Sprintf("the command exited with code %d", *ex.reply.ExitCode)
 	}
 	if first != "" {
 		res.Notes = append([]string{first}, res.Notes...)
