@@ -27,11 +27,11 @@ type execution struct {
 
 // driverMsg is one line the driver writes on fd 4.
 type driverMsg struct {
-	Type    string        `json:"type"`    // "ready", "done", "complete_reply" or "inspect_reply"
-	Version string        `json:"version"` // ready
-	Status  string        `json:"status"`  // done: "ok" or "error"
-	Result  *string       `json:"result"`  // done: text/plain of the trailing value
-	Error   *errorContent `json:"error"`   // done, status error
+	Type    string        `json:"type"`      // "ready", "done", "complete_reply" or "inspect_reply"
+	Version string        `json:"version"`   // ready
+	Status  string        `json:"status"`    // done: "ok" or "error"
+	Result  *string       `json:"result"`    // done: text/plain of the trailing value
+	Error   *errorContent `json:"error"`     // done, status error
 	Exit    *int          `json:"exit_code"` // done, bash: the exit code of the last command
 
 	ID          string   `json:"id"`           // complete_reply, inspect_reply: the request's
