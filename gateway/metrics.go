@@ -170,7 +170,7 @@ func (lc *liveCollector) Describe(ch chan<- *prometheus.Desc) {
 func (lc *liveCollector) Collect(ch chan<- prometheus.Metric) {
 	s := lc.s
 	type lb struct{ lang, backend string }
-	sessions := map[lb]int{{"python", s.pythonBackend()}: 0, {"javascript", "native"}: 0}
+	sessions := map[lb]int{{"python", s.pythonBackend()}: 0, {"javascript", "native"}: 0, {"bash", "native"}: 0}
 	for _, ss := range s.reg.ListAll() {
 		sessions[lb{ss.Language, ss.Backend.Name}]++
 	}

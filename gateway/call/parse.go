@@ -9,15 +9,15 @@ import (
 )
 
 // Languages are the languages calls run, in the order listings use.
-var Languages = []string{"python", "javascript"}
+var Languages = []string{"python", "javascript", "bash"}
 
 // KnownLanguage reports whether lang is one of Languages.
-func KnownLanguage(lang string) bool { return lang == "python" || lang == "javascript" }
+func KnownLanguage(lang string) bool { return lang == "python" || lang == "javascript" || lang == "bash" }
 
 // LanguageError is the 422 of an unknown language in field name.
 func LanguageError(in, name, lang string) *api.FieldError {
 	return &api.FieldError{In: in, Field: name, Type: "literal_error",
-		Msg: fmt.Sprintf("unsupported language %q: use python or javascript", lang)}
+		Msg: fmt.Sprintf("unsupported language %q: use python, javascript or bash", lang)}
 }
 
 // ParseTimeout reads an optional timeout in seconds within (0, max]; a

@@ -238,7 +238,7 @@ func (m *Server) addTools() {
 			"call; with session_id the session is created on first use and keeps its variables between calls. " +
 			"Ask for progress (a progressToken) to receive each output as it is printed.",
 		InputSchema: schema(map[string]any{
-			"language":   map[string]any{"type": "string", "enum": []string{"python", "javascript"}, "description": "python or javascript"},
+			"language":   map[string]any{"type": "string", "enum": []string{"python", "javascript", "bash"}, "description": "python, javascript or bash"},
 			"code":       map[string]any{"type": "string", "description": "the code to run"},
 			"session_id": map[string]any{"type": "string", "maxLength": 128, "pattern": "^[A-Za-z0-9._:@-]*$", "description": "run in this session (created on first use; variables persist); omit for a one-shot run"},
 			"timeout":    map[string]any{"type": "number", "exclusiveMinimum": 0, "maximum": m.core.Cfg.MaxTimeout.Seconds(), "description": fmt.Sprintf("seconds before the code is interrupted; default %g", m.core.Cfg.DefaultTimeout.Seconds())},

@@ -25,6 +25,7 @@ const (
 	Native = "native"  // a native REPL process
 	Python = "python"
 	JS     = "javascript"
+	Bash   = "bash"
 )
 
 // Config is what New needs; zero values take the defaults named.
@@ -161,7 +162,7 @@ func (e *ErrNoInterpreter) Error() string { return e.Msg }
 
 // Want says what runtime a call needs.
 type Want struct {
-	Language string // python or javascript
+	Language string // python, javascript or bash
 	// Kernel makes Python run in a kernel whatever the code backend (the
 	// /v1/jupyter routes and the Jupyter kernels API).
 	Kernel bool
@@ -220,6 +221,11 @@ func (r *Runtimes) choose(w Want, t *sandbox.Tenant) (stream.Backend, error) {
 			return stream.Backend{}, &ErrNoInterpreter{env.Node.Error}
 		}
 		return r.nativeBackend(JS, env.Node.Path, t), nil
+	case w.Language == Bash:
+		if env.Bash.Error != "" {
+			return stream.Backend{}, &ErrNoInterpreter{env.Bash.Error}
+		}
+		return r.nativeBackend(Bash, env.Bash.Path, t), nil
 	case r.remote != nil && r.cfg.CodeBackend == "auto" && !w.Kernel && r.remote.reachable():
 		// The first choice. A session made now falls back to the local
 		// backend for later runtimes if the server goes away.
