@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -81,4 +84,44 @@ func (r *REPL) WriteInput(ctx context.Context, text string) error {
 		return fmt.Errorf("write input: %w", err)
 	}
 	return nil
+}
+
+// SignalJob sends sig to every process of the REPL's group but the
+// interpreter itself: the command bash runs now (its pipeline, its
+// subshells, and any job it left in the background), not the shell,
+// whose state survives. Nothing is sent once the group leader has exited.
+func (r *REPL) SignalJob(sig syscall.Signal) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.exited {
+		return fmt.Errorf("signal %s REPL: process has exited", r.lang)
+	}
+	for _, pid := range groupOf(r.pid) {
+		if pid != r.pid {
+			syscall.Kill(pid, sig)
+		}
+	}
+	return nil
+}
+
+// groupOf lists the live processes of process group pgid, from /proc.
+func groupOf(pgid int) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // state ppid pgrp ...
+		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" {
+			out = append(out, pid)
+		}
+	}
+	return out
 }

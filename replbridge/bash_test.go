@@ -133,3 +133,15 @@ func TestBashEnvAndCwd(t *testing.T) {
 		t.Errorf("got %q", res.stdout)
 	}
 }
+
+// The code may move its own stdout and stderr; the REPL's end markers
+// still reach aiod.
+func TestBashRedirectsItsStreams(t *testing.T) {
+	h := start(t, LangBash)
+	if res := h.run("exec 2>&1; echo to-out; echo to-err >&2"); res.stdout != "to-out\nto-err\n" || res.exit() != 0 {
+		t.Fatalf("exec 2>&1: stdout %q stderr %q", res.stdout, res.stderr)
+	}
+	if res := h.run("exec >/dev/null; echo hidden"); res.stdout != "" || res.exit() != 0 {
+		t.Fatalf("exec >/dev/null: %q", res.stdout)
+	}
+}

@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +16,9 @@ import (
 // ChdirCode is code that makes a runtime of lang work in dir.
 func ChdirCode(lang, dir string) string {
 	q, _ := json.Marshal(dir) // a JSON string is a valid Python and JavaScript literal
+	if lang == Bash {
+		return "cd -- " + ShellQuote(dir)
+	}
 	if lang == JS {
 		// The driver's require resolves from the folder the REPL started
 		// in; point it at the new one.
@@ -22,6 +26,9 @@ func ChdirCode(lang, dir string) string {
 	}
 	return "__import__('os').chdir(" + string(q) + ")"
 }
+
+// ShellQuote quotes s as one bash word.
+func ShellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // startIn makes every runtime b starts work in dir: right after the start,
 // before the runtime is handed to its session, a silent execute (no
