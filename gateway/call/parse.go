@@ -12,7 +12,9 @@ import (
 var Languages = []string{"python", "javascript", "bash"}
 
 // KnownLanguage reports whether lang is one of Languages.
-func KnownLanguage(lang string) bool { return lang == "python" || lang == "javascript" || lang == "bash" }
+func KnownLanguage(lang string) bool {
+	return lang == "python" || lang == "javascript" || lang == "bash"
+}
 
 // LanguageError is the 422 of an unknown language in field name.
 func LanguageError(in, name, lang string) *api.FieldError {
