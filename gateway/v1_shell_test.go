@@ -1,12 +1,16 @@
 package gateway
 
 import (
+	"context"
 	"net/http"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/goccy/go-json"
 )
 
 // The agent_sandbox SDK's shell client (client.shell.*), each call sent as
@@ -274,5 +278,39 @@ func TestV1BashConcurrent(t *testing.T) {
 	wg.Wait()
 	if took := time.Since(start); took > 8*time.Second {
 		t.Errorf("three 1 s commands took %s", took)
+	}
+}
+
+// The TypeScript SDK's shell client, as its fetcher sends each call, from
+// Node; every answer is checked against openapi.json here.
+func TestV1ShellTypeScriptSDK(t *testing.T) {
+	ts := startServer(t, Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "node", "testdata/shell/ts_shell_client.mjs", ts.URL).CombinedOutput()
+	if err != nil {
+		t.Fatalf("node: %v\n%s", err, out)
+	}
+	var res struct {
+		OK    bool   `json:"ok"`
+		Error string `json:"error"`
+		Log   []struct {
+			Method, Path, Body string
+			Status             int
+		} `json:"log"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("node output: %v\n%s", err, out)
+	}
+	if !res.OK {
+		t.Fatalf("the TypeScript client failed: %s", res.Error)
+	}
+	for _, e := range res.Log {
+		if err := openapiDoc(t).CheckBody(e.Method, e.Path, e.Status, []byte(e.Body)); err != nil {
+			t.Errorf("%s %s: %v\n%s", e.Method, e.Path, err, e.Body)
+		}
+	}
+	if len(res.Log) < 12 {
+		t.Fatalf("only %d calls made", len(res.Log))
 	}
 }
