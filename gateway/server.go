@@ -27,6 +27,7 @@ import (
 	"github.com/aiod/aiod/gateway/live"
 	"github.com/aiod/aiod/gateway/mcp"
 	"github.com/aiod/aiod/gateway/shell"
+	"github.com/aiod/aiod/gateway/terminals"
 	v1 "github.com/aiod/aiod/gateway/v1"
 	"github.com/aiod/aiod/gateway/wsock"
 	"github.com/aiod/aiod/stream"
@@ -296,12 +297,14 @@ func (s *Server) routes() *router.Router {
 	r.GET("/healthz", func(ctx *fasthttp.RequestCtx) { api.OK(ctx, map[string]any{"status": "ok"}) })
 	r.POST(guard.TicketsPath, s.guard.ServeTickets)
 	fsplane.Register(r, fsplane.Config{MaxBody: int64(s.cfg.MaxBody), Logger: s.log, Workspace: s.core.Workspace(), View: s.core.ViewOf})
-	v1.New(s.core, Version).Register(r)                                                                               // the agent_sandbox SDK's code, jupyter, nodejs and sandbox routes
-	live.New(s.core, s.hub).Register(r)                                                                               // /v2/code/ws: aiod's streaming protocol
-	jupyterapi.New(s.core, s.hub, Version).Register(r)                                                                // the Jupyter kernels API and its channels
-	s.mcp.Register(r)                                                                                                 // the MCP endpoint at /mcp
-	shell.New(s.core, shell.Config{TerminalPath: TerminalPath, MaxSessions: s.cfg.Admission.MaxSessions}).Register(r) // /v1/shell and /v1/bash
-	s.registerWeb(r)                                                                                                  // web.go: the browser notebook page at /
+	v1.New(s.core, Version).Register(r)                // the agent_sandbox SDK's code, jupyter, nodejs and sandbox routes
+	live.New(s.core, s.hub).Register(r)                // /v2/code/ws: aiod's streaming protocol
+	jupyterapi.New(s.core, s.hub, Version).Register(r) // the Jupyter kernels API and its channels
+	s.mcp.Register(r)                                  // the MCP endpoint at /mcp
+	s.registerWeb(r)                                   // web.go: the browser notebook page at /
+	// /v1/shell and /v1/bash; the Jupyter terminals API and its terminado sockets
+	shell.New(s.core, shell.Config{TerminalPath: TerminalPath, MaxSessions: s.cfg.Admission.MaxSessions}).Register(r)
+	terminals.New(s.core, s.hub, terminals.Config{}).Register(r)
 	r.GET(MetricsPath, s.serveMetrics)
 	registerOpenAPI(r) // openapi.go: /openapi.json and /docs
 	return r
