@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -74,5 +75,92 @@ func TestBashLanguageWSAndMCP(t *testing.T) {
 	}
 	if r := callTool(t, cs, "execute_code", map[string]any{"language": "bash", "code": "exit_status() { return 3; }; exit_status"}, nil); !r.IsError {
 		t.Fatalf("mcp: exit code 3 is not an error: %q", texts(r))
+	}
+}
+
+// env and cwd on /v2/code/execute: applied when a Python, JavaScript or
+// bash session starts (bash: env per execution, put back after it); one-
+// shot calls get both; AIO_* variables and missing folders are 422s.
+func TestExecuteEnvAndCwd(t *testing.T) {
+	ts := startServer(t, Config{})
+	dir := ts.viewDir(t, "")
+	env := map[string]any{"GREETING": "hello", "EMPTY": ""}
+	probe := map[string]string{
+		"python":     "import os; print(os.getcwd(), os.environ['GREETING'], repr(os.environ['EMPTY']))",
+		"javascript": "console.log(process.cwd(), process.env.GREETING, JSON.stringify(process.env.EMPTY))",
+		"bash":       `echo "$PWD" "$GREETING" "'$EMPTY'"`,
+	}
+	want := map[string]string{"python": dir + " hello ''\n", "javascript": dir + ` hello ""` + "\n", "bash": dir + " hello ''\n"}
+	for _, lang := range []string{"python", "javascript", "bash"} {
+		// One-shot.
+		_, env1, data := ts.exec(t, map[string]any{"language": lang, "code": probe[lang], "cwd": dir, "env": env})
+		if data["stdout"] != want[lang] {
+			t.Errorf("%s one-shot: %v", lang, env1)
+		}
+		// A session created with them keeps them.
+		sid := "envcwd-" + lang
+		_, env1, data = ts.exec(t, map[string]any{"language": lang, "session_id": sid, "code": probe[lang], "cwd": dir, "env": env})
+		if data["stdout"] != want[lang] {
+			t.Errorf("%s session: %v", lang, env1)
+		}
+		if lang != "bash" {
+			_, env1, data = ts.exec(t, map[string]any{"language": lang, "session_id": sid, "code": probe[lang]})
+			if data["stdout"] != want[lang] {
+				t.Errorf("%s session, second call: %v", lang, env1)
+			}
+		}
+	}
+	// bash: env is this execution's; the session's own variables are put back.
+	ts.exec(t, map[string]any{"language": "bash", "session_id": "envcwd-bash", "code": "export GREETING=mine"})
+	_, _, data := ts.exec(t, map[string]any{"language": "bash", "session_id": "envcwd-bash", "code": "echo $GREETING; false", "env": map[string]any{"GREETING": "once"}})
+	if data["stdout"] != "once\n" || data["exit_code"] != 1.0 || data["code"] != "echo $GREETING; false" {
+		t.Errorf("bash env for one execution: %v", data)
+	}
+	if _, _, data = ts.exec(t, map[string]any{"language": "bash", "session_id": "envcwd-bash", "code": "echo $GREETING"}); data["stdout"] != "mine\n" {
+		t.Errorf("bash env not put back: %v", data)
+	}
+	// A Python session that runs already says env was not applied.
+	_, env1, _ := ts.exec(t, map[string]any{"language": "python", "session_id": "envcwd-python", "code": "1", "env": env})
+	if w, _ := json.Marshal(env1); !strings.Contains(string(w), "env was not applied") {
+		t.Errorf("no warning for env on a running session: %s", w)
+	}
+	for _, bad := range []map[string]any{
+		{"language": "python", "code": "1", "env": map[string]any{"AIO_TOKEN": "x"}},
+		{"language": "bash", "code": "1", "env": map[string]any{"aio_jwt": "x"}},
+		{"language": "bash", "code": "1", "env": map[string]any{"1BAD": "x"}},
+		{"language": "javascript", "code": "1", "env": []string{"A=1"}},
+	} {
+		if st, env1 := ts.call(t, "POST", "/v2/code/execute", bad); st != 422 || !strings.Contains(env1["message"].(string), "'env'") {
+			t.Errorf("%v: %d %v", bad["env"], st, env1)
+		}
+	}
+	if st, env1 := ts.call(t, "POST", "/v2/code/execute", map[string]any{"language": "python", "code": "1", "cwd": "/no/such/folder"}); st != 422 || !strings.Contains(env1["message"].(string), "'cwd'") {
+		t.Errorf("missing cwd: %d %v", st, env1)
+	}
+}
+
+// env and cwd on the WebSocket's execute message and MCP's execute_code.
+func TestEnvAndCwdWSAndMCP(t *testing.T) {
+	ts := startServer(t, Config{})
+	dir := ts.viewDir(t, "")
+	c := dialWS(t, ts, nil)
+	sendJSON(t, c, map[string]any{"type": "execute", "id": "e", "language": "python", "session_id": "ws-env",
+		"code": "import os; print(os.getcwd(), os.environ['WS_VAR'])", "cwd": dir, "env": map[string]string{"WS_VAR": "ws"}})
+	msgs := readUntil(t, c, "result", "e", time.Minute)
+	res := msgs[len(msgs)-1].m["data"].(map[string]any)
+	if res["stdout"] != dir+" ws\n" {
+		t.Fatalf("ws: %v", res)
+	}
+	sendJSON(t, c, map[string]any{"type": "execute", "id": "bad", "language": "python", "code": "1", "env": map[string]string{"AIO_X": "1"}})
+	if m := readSkipAccepted(t, c, time.Minute); m.typ() != "error" || !strings.Contains(fmt.Sprint(m.m), "AIO_") {
+		t.Fatalf("ws AIO_*: %v", m.m)
+	}
+	cs := mcpClient(t, ts, "", nil)
+	r := callTool(t, cs, "execute_code", map[string]any{"language": "javascript", "code": "console.log(process.cwd(), process.env.MCP_VAR)", "cwd": dir, "env": map[string]string{"MCP_VAR": "mcp"}}, nil)
+	if r.IsError || texts(r) != dir+" mcp\n" {
+		t.Fatalf("mcp: %v %q", r.IsError, texts(r))
+	}
+	if r := callTool(t, cs, "execute_code", map[string]any{"language": "bash", "code": "pwd", "cwd": "/no/such/folder"}, nil); !r.IsError || !strings.Contains(texts(r), "cwd") {
+		t.Fatalf("mcp missing cwd: %v %q", r.IsError, texts(r))
 	}
 }

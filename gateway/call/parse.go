@@ -60,7 +60,9 @@ func ValidSessionID(name, id string) *api.FieldError {
 // ParseExecute validates an execute request in the v2 shape: POST
 // /v2/code/execute, a WebSocket execute message (whose own keys are named
 // in known), MCP's execute_code arguments. Types are strict; fields it does
-// not know are ignored with a warning in the call's result.
+// not know are ignored with a warning in the call's result. cwd and env
+// (an object of strings; AIO_* refused) apply to a runtime the call starts;
+// for bash, env applies to this execution (Core.run).
 func (c *Core) ParseExecute(body []byte, known ...string) (Call, *api.FieldError) {
 	f, fe := api.DecodeStrict(body)
 	if fe != nil {
@@ -93,6 +95,12 @@ func (c *Core) ParseExecute(body []byte, known ...string) (Call, *api.FieldError
 	t, err := c.ParseTimeout(f, "timeout")
 	call.Timeout = t
 	if err != nil {
+		return call, err
+	}
+	if call.Cwd, err = c.parseCwd(f, "cwd"); err != nil {
+		return call, err
+	}
+	if call.Env, err = ParseEnv(f, "env"); err != nil {
 		return call, err
 	}
 	call.Warnings = UnknownWarnings(f)

@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -25,6 +26,20 @@ func ChdirCode(lang, dir string) string {
 		return "process.chdir(" + string(q) + "); globalThis.require = require('module').createRequire(require('path').join(" + string(q) + ", '<repl>'))"
 	}
 	return "__import__('os').chdir(" + string(q) + ")"
+}
+
+// WithEnvCode is bash code that runs code with env (KEY=VALUE) exported,
+// then puts each variable back as it was (unset when it was not set),
+// ending with code's exit status.
+func WithEnvCode(code string, env []string) string {
+	var pre, post strings.Builder
+	for i, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		n := strconv.Itoa(i)
+		pre.WriteString("__aiod_s" + n + "=${" + k + "+x} __aiod_v" + n + "=${" + k + "-}; export " + k + "=" + ShellQuote(v) + "\n")
+		post.WriteString("if [ -n \"$__aiod_s" + n + "\" ]; then " + k + "=$__aiod_v" + n + "; else unset " + k + "; fi; unset __aiod_s" + n + " __aiod_v" + n + "\n")
+	}
+	return pre.String() + "{ " + code + "\n}\n__aiod_rc=$?\n" + post.String() + "(exit $__aiod_rc)"
 }
 
 // ShellQuote quotes s as one bash word.
