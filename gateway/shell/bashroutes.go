@@ -2,7 +2,6 @@ package shell
 
 import (
 	"context"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -90,35 +89,6 @@ func (ss *session) bashInfo() bashSessionInfo {
 	return in
 }
 
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// EnvField reads an optional object of environment variables, refusing
-// names bash cannot export and AIO_* (aiod's own, never passed on).
-func envField(f *api.Fields, name string) ([]string, *api.FieldError) {
-	m := f.StrMap(name)
-	if err := f.Err(); err != nil {
-		return nil, err
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var out []string
-	for _, k := range keys {
-		switch {
-		case !envName.MatchString(k):
-			return nil, bodyErr(name, "value_error", "variable name "+quote(k)+" is not a valid name (letters, digits and _, not first a digit)")
-		case strings.HasPrefix(strings.ToUpper(k), "AIO_"):
-			return nil, bodyErr(name, "value_error", "variable "+quote(k)+": AIO_* variables are aiod's own and never passed to runtimes")
-		case strings.ContainsRune(m[k], 0):
-			return nil, bodyErr(name, "value_error", "variable "+quote(k)+" holds a NUL byte")
-		}
-		out = append(out, k+"="+m[k])
-	}
-	return out, nil
-}
-
 // POST /v1/bash/exec
 func (s *Surface) bashExec(ctx *fasthttp.RequestCtx) {
 	f, ok := readBody(ctx)
@@ -134,7 +104,7 @@ func (s *Surface) bashExec(ctx *fasthttp.RequestCtx) {
 	}
 	var env []string
 	if fe == nil {
-		env, fe = envField(f, "env")
+		env, fe = call.ParseEnv(f, "env")
 	}
 	var wait, hard time.Duration
 	var hasWait, hasHard bool
