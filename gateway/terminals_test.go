@@ -12,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
 	"github.com/goccy/go-json"
+	"github.com/golang-jwt/jwt/v5"
 )
 
 // @jupyterlab/services' TerminalManager against the terminals API: start,
@@ -117,4 +119,87 @@ func (ts *testServer) callAny(t testing.TB, method, path string, body any) (int,
 	var v any
 	_ = json.Unmarshal(raw, &v)
 	return resp.StatusCode, v
+}
+
+// Two tenants (JWT subjects) on one gateway: one's shell sessions, bash
+// sessions and terminals are unknown to the other; a terminal's socket
+// wants credentials (a ticket works) and refuses another site's Origin.
+func TestShellsAndTerminalsPerTenant(t *testing.T) {
+	key := testRSAKey()
+	ts := startServer(t, Config{JWTPublicKey: pemOf(t, &key.PublicKey)})
+	exp := time.Now().Add(time.Hour).Unix()
+	alice, bob := *ts, *ts
+	alice.token = signJWT(t, jwt.SigningMethodRS256, key, jwt.MapClaims{"sub": "alice", "exp": exp})
+	bob.token = signJWT(t, jwt.SigningMethodRS256, key, jwt.MapClaims{"sub": "bob", "exp": exp})
+
+	alice.sdkOK(t, "POST", "v1/shell/exec", map[string]any{"id": "mine", "command": "X=alice"})
+	alice.sdkOK(t, "POST", "v1/bash/exec", map[string]any{"session_id": "mine", "command": "true"})
+	bob.sdkStatus(t, "POST", "v1/shell/view", map[string]any{"id": "mine"}, http.StatusNotFound)
+	bob.sdkStatus(t, "POST", "v1/bash/output", map[string]any{"session_id": "mine"}, http.StatusNotFound)
+	if l := bob.sdkOK(t, "GET", "v1/shell/sessions", nil); len(l.data()["sessions"].(map[string]any)) != 0 {
+		t.Fatalf("bob sees alice's shell sessions: %s", l.Raw)
+	}
+	// The same id is bob's own session, with its own state.
+	if r := bob.sdkOK(t, "POST", "v1/shell/exec", map[string]any{"id": "mine", "command": "echo ${X:-unset}"}); r.data()["output"] != "unset\n" {
+		t.Fatalf("bob's shell: %s", r.Raw)
+	}
+
+	st, m := alice.callAny(t, "POST", "/api/terminals", map[string]any{"name": "t1"})
+	if st != 200 {
+		t.Fatalf("alice's terminal: %d %v", st, m)
+	}
+	if st, _ := bob.callAny(t, "GET", "/api/terminals/t1", nil); st != 404 {
+		t.Fatalf("bob gets alice's terminal: %d", st)
+	}
+	if st, m := bob.callAny(t, "GET", "/api/terminals", nil); st != 200 || len(m.([]any)) != 0 {
+		t.Fatalf("bob lists: %d %v", st, m)
+	}
+	if st, _ := bob.callRaw(t, "DELETE", "/api/terminals/t1"); st != 404 {
+		t.Fatalf("bob deletes alice's terminal: %d", st)
+	}
+
+	// The socket: no credentials 401, another site's Origin 403, a ticket works.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	wsURL := "ws" + strings.TrimPrefix(ts.URL, "http") + "/terminals/websocket/t1"
+	if _, resp, err := websocket.Dial(ctx, wsURL, nil); err == nil || resp == nil || resp.StatusCode != 401 {
+		t.Fatalf("socket without credentials: %v %v", err, resp)
+	}
+	hdr := http.Header{"Authorization": {"Bearer " + alice.token}, "Origin": {"https://evil.example"}}
+	if _, resp, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPHeader: hdr}); err == nil || resp == nil || resp.StatusCode != 403 {
+		t.Fatalf("socket from another site: %v %v", err, resp)
+	}
+	_, tk := alice.call(t, "POST", "/tickets", nil)
+	c, _, err := websocket.Dial(ctx, wsURL+"?ticket="+tk["ticket"].(string), nil)
+	if err != nil {
+		t.Fatalf("socket with a ticket: %v", err)
+	}
+	defer c.CloseNow()
+	_, b, err := c.Read(ctx)
+	if err != nil || string(b) != `["setup",{}]` {
+		t.Fatalf("first message %q %v", b, err)
+	}
+	c.Write(ctx, websocket.MessageText, []byte(`["stdin","echo tenant-$((40+2))\n"]`))
+	var screen strings.Builder
+	for !strings.Contains(screen.String(), "tenant-42") {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			t.Fatalf("read: %v; screen %q", err, screen.String())
+		}
+		var msg []string
+		json.Unmarshal(b, &msg)
+		if len(msg) == 2 && msg[0] == "stdout" {
+			screen.WriteString(msg[1])
+		}
+	}
+	c.Write(ctx, websocket.MessageText, []byte(`["stdin","exit\n"]`))
+	for {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			t.Fatalf("no disconnect before the socket closed: %v", err)
+		}
+		if string(b) == `["disconnect",1]` {
+			break
+		}
+	}
 }

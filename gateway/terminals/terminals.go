@@ -353,8 +353,15 @@ func (s *Surface) socket(ctx *fasthttp.RequestCtx) {
 			defer wg.Done()
 			select {
 			case <-tm.t.Done():
+				// The client closes on disconnect (terminado's clients do);
+				// one that does not is closed a little later, once the
+				// message has had time to leave the queue.
 				wc.Push(wsock.Item{Raw: []byte(`["disconnect",1]`)})
-				wc.CloseWith(wsock.CloseNormal, "the shell ended", "terminal_ended")
+				select {
+				case <-time.After(2 * time.Second):
+					wc.CloseWith(wsock.CloseNormal, "the shell ended", "terminal_ended")
+				case <-stop:
+				}
 			case <-stop:
 			}
 		}()
