@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bufio"
 	"context"
 	"net/http"
 	"os/exec"
@@ -313,4 +314,62 @@ func TestV1ShellTypeScriptSDK(t *testing.T) {
 	if len(res.Log) < 12 {
 		t.Fatalf("only %d calls made", len(res.Log))
 	}
+}
+
+// /v1/shell/exec with Accept: text/event-stream: output events as the
+// command writes, then the result.
+func TestV1ShellSSE(t *testing.T) {
+	ts := startServer(t, Config{})
+	req, _ := http.NewRequest("POST", ts.URL+"/v1/shell/exec", strings.NewReader(`{"command":"for i in 1 2 3; do echo line$i; sleep 0.3; done"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := ts.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("status %d, %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	var outputs []string
+	var at []time.Time
+	var result map[string]any
+	sc := bufio.NewScanner(resp.Body)
+	event := ""
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: "):
+			var m map[string]any
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &m); err != nil {
+				t.Fatalf("data %q: %v", line, err)
+			}
+			if event == "output" {
+				outputs = append(outputs, m["output"].(string))
+				at = append(at, time.Now())
+			} else {
+				result = m
+			}
+		}
+	}
+	if strings.Join(outputs, "") != "line1\nline2\nline3\n" || len(outputs) < 2 || at[len(at)-1].Sub(at[0]) < 300*time.Millisecond {
+		t.Fatalf("outputs %q (not spread over time?)", outputs)
+	}
+	if result == nil || result["status"] != "completed" || result["exit_code"] != 0.0 || result["output"] != "line1\nline2\nline3\n" {
+		t.Fatalf("result %v", result)
+	}
+	if err := openapiDoc(t).CheckBody("POST", "/v1/shell/exec", 200, mustMarshal(t, map[string]any{"success": true, "message": "ok", "data": result})); err != nil {
+		t.Fatalf("the result event's data is no ShellCommandResult: %v", err)
+	}
+}
+
+func mustMarshal(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

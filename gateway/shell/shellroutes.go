@@ -1,6 +1,7 @@
 package shell
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"strconv"
@@ -8,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
 
 	"github.com/aiod/aiod/gateway/api"
@@ -186,7 +188,79 @@ func (s *Surface) shellExec(ctx *fasthttp.RequestCtx) {
 	if !hasWait {
 		wait = s.core.Cfg.MaxTimeout
 	}
+	if strings.Contains(string(ctx.Request.Header.Peek("Accept")), "text/event-stream") {
+		s.streamShell(ctx, ss, c, wait, noChange, truncate)
+		return
+	}
 	api.OK(ctx, ss.result(c, awaitShell(c, wait, noChange), truncate))
+}
+
+// streamShell answers /v1/shell/exec as server-sent events: "output"
+// events ({session_id, command, status: "running", output}: the text
+// written since the previous event) as the command writes, ": keepalive"
+// comments every 15 s, and one "result" event, the ShellCommandResult the
+// JSON answer would have been, when the command ends or the wait does
+// (timeout: running; no_change_timeout). A client that goes away leaves
+// the command running.
+func (s *Surface) streamShell(ctx *fasthttp.RequestCtx, ss *session, c *command, wait, noChange time.Duration, truncate bool) {
+	ctx.SetContentType("text/event-stream")
+	ctx.Response.Header.Set("Cache-Control", "no-cache")
+	ctx.Response.Header.Set("X-Accel-Buffering", "no")
+	base := s.core.Ctx()
+	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
+		event := func(name string, v any) bool {
+			b, _ := json.Marshal(v)
+			_, _ = w.WriteString("event: " + name + "\ndata: ")
+			_, _ = w.Write(b)
+			_, _ = w.WriteString("\n\n")
+			return w.Flush() == nil
+		}
+		deadline := time.Now().Add(wait)
+		sent := 0
+		for {
+			ch := c.waitChange()
+			c.mu.Lock()
+			text, end := c.all.from(sent)
+			c.mu.Unlock()
+			if text != "" {
+				sent = end
+				if !event("output", map[string]string{"session_id": ss.id, "command": c.text, "status": stRunning,
+					"output": execution.StripANSI(text)}) {
+					return
+				}
+			}
+			status := ""
+			switch {
+			case c.finished():
+			case !time.Now().Before(deadline):
+				status = stRunning
+			case c.quietFor() >= noChange:
+				status = stNoChange
+			default:
+				next := min(time.Until(deadline), noChange-c.quietFor(), 15*time.Second)
+				t := time.NewTimer(next)
+				select {
+				case <-ch:
+				case <-c.done:
+				case <-t.C:
+					if c.quietFor() < noChange && time.Now().Before(deadline) {
+						_, _ = w.WriteString(": keepalive\n\n")
+						if w.Flush() != nil {
+							t.Stop()
+							return
+						}
+					}
+				case <-base.Done():
+					t.Stop()
+					return
+				}
+				t.Stop()
+				continue
+			}
+			event("result", ss.result(c, status, truncate))
+			return
+		}
+	})
 }
 
 // awaitShell waits for c to end, for at most wait, or until its output
