@@ -182,7 +182,7 @@ func (s *Surface) startBash(ctx *fasthttp.RequestCtx, ss *session, command, dir,
 	code.WriteString(command)
 	code.WriteString("\n)")
 	cid := jupyter.NewID()
-	c := newCommand(cid, command, "pipe."+cid, ss.tenant)
+	c := newCommand(cid, command, "pipe."+cid, ss.tenant, false)
 	after := func() {
 		cctx, cancel := context.WithTimeout(s.core.Ctx(), 10*time.Second)
 		defer cancel()

@@ -39,7 +39,7 @@ const (
 )
 
 const (
-	maxCommands        = 20  // commands a bash session remembers (by command_id)
+	maxCommands        = 10  // commands a bash session remembers (by command_id)
 	defaultNoChange    = 120 // seconds: a shell session's no_change_timeout
 	shellTruncate      = 30000
 	defaultBashMaxOut  = 50000
@@ -153,6 +153,7 @@ func (s *Surface) lookup(tenant, kind, id string) *session {
 
 // open returns the session, creating it; created says which.
 func (s *Surface) open(tenant, kind, id, dir string) (*session, bool) {
+	s.prune()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := key{tenant, kind, id}
@@ -177,8 +178,36 @@ func (s *Surface) forget(ss *session) {
 	ss.mu.Unlock()
 }
 
+// prune forgets sessions unused for longer than native sessions' idle
+// limit, with no command running (a shell session's bash has been
+// reclaimed by then): what they held goes with them.
+func (s *Surface) prune() {
+	idle := s.core.Cfg.NativeIdle
+	if idle <= 0 {
+		return
+	}
+	s.mu.Lock()
+	var old []*session
+	for k, ss := range s.sessions {
+		ss.mu.Lock()
+		stale := time.Since(ss.lastUsed) > idle && (ss.cur == nil || ss.cur.finished())
+		ss.mu.Unlock()
+		if stale {
+			delete(s.sessions, k)
+			old = append(old, ss)
+		}
+	}
+	s.mu.Unlock()
+	for _, ss := range old {
+		ss.mu.Lock()
+		ss.closed = true
+		ss.mu.Unlock()
+	}
+}
+
 // list is the tenant's sessions of kind.
 func (s *Surface) list(tenant, kind string) []*session {
+	s.prune()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []*session
@@ -197,6 +226,7 @@ type command struct {
 	regID    string // the registry session it runs in
 	tenant   string
 	started  time.Time
+	combined bool // all holds the output; else out and errb
 
 	mu         sync.Mutex
 	out, errb  buffer
@@ -209,9 +239,11 @@ type command struct {
 	killed     bool
 }
 
-func newCommand(id, text, regID, tenant string) *command {
+// newCommand makes a command; combined keeps one output of both streams
+// (a shell's), else stdout and stderr apart (a bash command's).
+func newCommand(id, text, regID, tenant string, combined bool) *command {
 	now := time.Now()
-	return &command{id: id, text: text, regID: regID, tenant: tenant, started: now, lastChange: now,
+	return &command{id: id, text: text, regID: regID, tenant: tenant, started: now, lastChange: now, combined: combined,
 		changed: make(chan struct{}), done: make(chan struct{})}
 }
 
@@ -223,12 +255,14 @@ func (c *command) Deliver(ev execution.Event) {
 	text := ev.Out.StreamText()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if ev.Out.Name == "stderr" {
+	switch {
+	case c.combined:
+		c.all.write(text)
+	case ev.Out.Name == "stderr":
 		c.errb.write(text)
-	} else {
+	default:
 		c.out.write(text)
 	}
-	c.all.write(text)
 	c.lastChange = time.Now()
 	close(c.changed)
 	c.changed = make(chan struct{})
@@ -313,7 +347,7 @@ type buffer struct {
 	b    []byte
 }
 
-const keepBytes = 4 << 20
+const keepBytes = 2 << 20
 
 func (b *buffer) write(s string) {
 	b.b = append(b.b, s...)

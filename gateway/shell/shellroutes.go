@@ -172,7 +172,7 @@ func (s *Surface) shellExec(ctx *fasthttp.RequestCtx) {
 	if hasHard {
 		timeout = hard
 	}
-	c := newCommand(jupyter.NewID(), command, id, tenant)
+	c := newCommand(jupyter.NewID(), command, id, tenant, true)
 	if e := s.run(ctx, c, code, startDir, timeout, nil, nil); e != nil {
 		if created {
 			s.forget(ss)
@@ -455,7 +455,7 @@ func (s *Surface) shellCreate(ctx *fasthttp.RequestCtx) {
 	}
 	if created {
 		// Start the shell now, in its folder.
-		c := newCommand(jupyter.NewID(), ":", id, ss.tenant)
+		c := newCommand(jupyter.NewID(), ":", id, ss.tenant, true)
 		if e := s.run(ctx, c, ":", dir, s.core.Cfg.MaxTimeout, nil, nil); e != nil {
 			s.forget(ss)
 			e.Write(ctx)
