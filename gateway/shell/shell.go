@@ -144,6 +144,30 @@ func (ss *session) add(c *command) {
 	}
 }
 
+// claim makes c the shell session's current command unless one is
+// running (busy); prev is the command it replaces, for unclaim.
+func (ss *session) claim(c *command) (prev, busy *command) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.cur != nil && !ss.cur.finished() {
+		return nil, ss.cur
+	}
+	prev = ss.cur
+	ss.cur, ss.lastUsed = c, time.Now()
+	ss.count++
+	return prev, nil
+}
+
+// unclaim puts prev back when c could not start.
+func (ss *session) unclaim(c, prev *command) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.cur == c {
+		ss.cur = prev
+		ss.count--
+	}
+}
+
 // lookup finds a session of the caller's tenant.
 func (s *Surface) lookup(tenant, kind, id string) *session {
 	s.mu.Lock()

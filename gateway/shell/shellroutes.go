@@ -145,8 +145,10 @@ func (s *Surface) shellExec(ctx *fasthttp.RequestCtx) {
 		id = jupyter.NewID()
 	}
 	ss, created := s.open(tenant, kindShell, id, s.core.Workspace())
-	if running := ss.running(); running != nil {
-		api.Fail(ctx, fasthttp.StatusConflict, "a command is running in shell session "+quote(id)+" ("+quote(running.text)+"): wait for it, write to it or kill it first")
+	c := newCommand(jupyter.NewID(), command, id, tenant, true)
+	prev, busy := ss.claim(c)
+	if busy != nil {
+		api.Fail(ctx, fasthttp.StatusConflict, "a command is running in shell session "+quote(id)+" ("+quote(busy.text)+"): wait for it, write to it or kill it first")
 		return
 	}
 	// One combined output in the order written, as on a terminal: the
@@ -172,15 +174,14 @@ func (s *Surface) shellExec(ctx *fasthttp.RequestCtx) {
 	if hasHard {
 		timeout = hard
 	}
-	c := newCommand(jupyter.NewID(), command, id, tenant, true)
 	if e := s.run(ctx, c, code, startDir, timeout, nil, nil); e != nil {
+		ss.unclaim(c, prev)
 		if created {
 			s.forget(ss)
 		}
 		e.Write(ctx)
 		return
 	}
-	ss.add(c)
 	if async {
 		api.OK(ctx, ss.result(c, stRunning, truncate))
 		return
