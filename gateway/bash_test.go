@@ -36,6 +36,13 @@ func TestBashLanguageREST(t *testing.T) {
 	if _, _, data = ts.exec(t, map[string]any{"language": "bash", "session_id": "sh", "code": "f"}); data["stdout"] != "42\n" {
 		t.Fatalf("state after the timeout: %v", data)
 	}
+	// Completion and inspection answer nothing for bash, without failing.
+	if st, env := ts.call(t, "POST", "/v2/code/complete", map[string]any{"language": "bash", "session_id": "sh", "code": "ec", "cursor_pos": 2}); st != 200 || env["success"] != true {
+		t.Fatalf("complete: %d %v", st, env)
+	}
+	if st, env := ts.call(t, "POST", "/v2/code/inspect", map[string]any{"language": "bash", "session_id": "sh", "code": "echo", "cursor_pos": 2}); st != 200 || env["success"] != true {
+		t.Fatalf("inspect: %d %v", st, env)
+	}
 	_, info := ts.call(t, "GET", "/v2/code/info", nil)
 	raw, _ := json.Marshal(info)
 	if !strings.Contains(string(raw), `"language":"bash"`) {

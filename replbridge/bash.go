@@ -73,14 +73,25 @@ func (r *REPL) WriteInput(ctx context.Context, text string) error {
 		return fmt.Errorf("write input: %w", err)
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.err != nil || r.closing || r.exited {
+	in := r.inW
+	switch {
+	case r.err != nil || r.closing || r.exited || in == nil:
+		r.mu.Unlock()
 		return fmt.Errorf("write input: %w", ErrClosed)
-	}
-	if r.cur == nil {
+	case r.cur == nil:
+		r.mu.Unlock()
 		return fmt.Errorf("write input: %w", ErrNotRunning)
 	}
-	if err := r.writeInLocked([]byte(text)); err != nil {
+	r.mu.Unlock()
+	// Not under the lock: a command that does not read would hold up
+	// the readers of its output until the deadline. Close may close the
+	// pipe meanwhile; the write then fails.
+	deadline := time.Now().Add(writeTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	in.SetWriteDeadline(deadline)
+	if _, err := in.Write([]byte(text)); err != nil {
 		return fmt.Errorf("write input: %w", err)
 	}
 	return nil
