@@ -105,6 +105,9 @@ func TestV1ShellSDK(t *testing.T) {
 	if c.data()["session_id"] != "sdk-shell" || c.data()["working_dir"] != sub {
 		t.Fatalf("create_session: %s", c.Raw)
 	}
+	if k := ts.sdkOK(t, "POST", "v1/shell/kill", map[string]any{"id": "sdk-shell"}); k.data()["status"] != "completed" {
+		t.Fatalf("kill with nothing running: %s", k.Raw)
+	}
 	if r = ts.sdkOK(t, "POST", "v1/shell/exec", map[string]any{"id": "sdk-shell", "command": "pwd"}); r.data()["output"] != sub+"\n" {
 		t.Fatalf("session in exec_dir: %s", r.Raw)
 	}

@@ -48,7 +48,9 @@ type shellResult struct {
 
 func (ss *session) shellStatus(c *command) string {
 	switch {
-	case c == nil || !c.finished():
+	case c == nil:
+		return stDone // nothing ran yet
+	case !c.finished():
 		return stRunning
 	case c.timedOut():
 		return stHard
