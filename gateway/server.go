@@ -394,7 +394,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		_ = ln.Close()
 		return errors.New("the server was shut down")
 	}
-	ln = &onceCloser{Listener: ln}
+	ln = &onceCloser{Listener: quickAckListener{Listener: ln}}
 	s.listeners = append(s.listeners, ln)
 	s.lnMu.Unlock()
 	s.log.Info("serving", "addr", ln.Addr().String(), "python_backend", s.env.PythonBackend)
