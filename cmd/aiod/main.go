@@ -74,6 +74,14 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- string) error {
 	for _, w := range env.Warnings {
 		log.Warn("discovery", "warning", w)
 	}
+	if o.pprofAddr != "" {
+		stopPprof, err := startPprof(o.pprofAddr, log)
+		if err != nil {
+			_ = srv.Shutdown(context.Background())
+			return fmt.Errorf("--pprof-addr %s: %w", o.pprofAddr, err)
+		}
+		defer stopPprof()
+	}
 
 	if !userLimit && o.memoryLimit > 0 {
 		lctx, stopLimits := context.WithCancel(context.Background())

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -84,6 +85,7 @@ type options struct {
 	tenantUIDs         [2]uint32
 	runtimeNetwork     string
 	egressAllow        string
+	pprofAddr          string // "": off
 }
 
 // setting is one flag with its variable, for parsing and for --help.
@@ -173,8 +175,29 @@ func (o *options) settings() []setting {
 		{"tenant-uids", "AIO_TENANT_UIDS", "2000000000-2000999999", "FIRST-LAST: the uids (and gids) tenants get under --isolation tenant, one each, kept across restarts; nothing else on the machine may use them", uidRangeSetter(&o.tenantUIDs)},
 		{"runtime-network", "AIO_RUNTIME_NETWORK", "none", "network of tenant runtimes under --isolation tenant: none (a network namespace per tenant with its own loopback only), allow (that, and an HTTP proxy in it letting through only --egress-allow) or host", strSetter(&o.runtimeNetwork)},
 		{"egress-allow", "AIO_EGRESS_ALLOW", "", "with --runtime-network allow: comma-separated HOST:PORT destinations runtimes may reach through aiod's proxy (a name, *.name for its subdomains, or an address), e.g. pypi.org:443,files.pythonhosted.org:443", strSetter(&o.egressAllow)},
+		{"pprof-addr", "AIO_PPROF_ADDR", "", "serve Go's profiles (net/http/pprof: CPU, heap, goroutines) on this loopback HOST:PORT, a listener of its own with no credentials; off when empty", loopbackSetter(&o.pprofAddr)},
 		{"access-log", "AIO_ACCESS_LOG", "true", "log one line per request at info: method, route pattern, status, duration, bytes (never bodies, queries or credentials)", boolSetter(&o.accessLog)},
 	}
+}
+
+// loopbackSetter reads a HOST:PORT whose host is a loopback address (or
+// localhost): what it serves needs no credentials, so only this machine
+// may reach it.
+func loopbackSetter(p *string) setter {
+	return setter{"host:port", func(v string) error {
+		host, port, err := net.SplitHostPort(v)
+		if err != nil {
+			return fmt.Errorf("want HOST:PORT, got %q", v)
+		}
+		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			return fmt.Errorf("want a port number, got %q", port)
+		}
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return fmt.Errorf("%q is not a loopback address: the profiles are served without credentials, so give 127.0.0.1:PORT or [::1]:PORT", host)
+		}
+		*p = v
+		return nil
+	}}
 }
 
 func strSetter(p *string) setter {
