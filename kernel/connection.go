@@ -33,14 +33,15 @@ type connectionInfo struct {
 	KernelName      string `json:"kernel_name"`
 }
 
-// endpoint returns the zmq endpoint of port, e.g. "tcp://127.0.0.1:5555",
-// or for the ipc transport "ipc:///tmp/aiod-kernel-123/k-1" (Jupyter's
+// endpoint returns the zmq endpoint aiod dials for port, through its
+// buffered transports (bufconn.go): "aiod-tcp://127.0.0.1:5555", or for
+// Jupyter's ipc transport "aiod-ipc:///tmp/aiod-kernel-123/k-1" (Jupyter's
 // convention: the "ip" field is a path prefix, the port its suffix).
 func (c *connectionInfo) endpoint(port int) string {
 	if c.Transport == TransportIPC {
-		return fmt.Sprintf("ipc://%s-%d", c.IP, port)
+		return fmt.Sprintf("%s://%s-%d", bufferedIPC, c.IP, port)
 	}
-	return fmt.Sprintf("%s://%s:%d", c.Transport, c.IP, port)
+	return fmt.Sprintf("%s://%s:%d", bufferedTCP, c.IP, port)
 }
 
 // newConnectionInfo picks five free loopback ports and a random 32-byte
