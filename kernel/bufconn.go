@@ -42,14 +42,31 @@ func (t bufferedTransport) Dial(ctx context.Context, d transport.Dialer, addr st
 	if err != nil {
 		return nil, err
 	}
-	return &bufferedConn{Conn: c, r: bufio.NewReaderSize(c, readBuffer)}, nil
+	r := bufio.NewReaderSize(c, readBuffer)
+	// The concrete connection is embedded, not the interface: zmq4 sends
+	// a message with net.Buffers, which makes one writev only for net's
+	// own connection types (an unexported method, kept by embedding).
+	switch c := c.(type) {
+	case *net.UnixConn:
+		return &bufferedUnix{UnixConn: c, r: r}, nil
+	case *net.TCPConn:
+		return &bufferedTCPConn{TCPConn: c, r: r}, nil
+	}
+	return c, nil
 }
 
-// bufferedConn reads through its buffer; everything else is the
-// connection's.
-type bufferedConn struct {
-	net.Conn
+// bufferedUnix and bufferedTCPConn read through their buffer; everything
+// else is the connection's.
+type bufferedUnix struct {
+	*net.UnixConn
 	r *bufio.Reader
 }
 
-func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+func (c *bufferedUnix) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+type bufferedTCPConn struct {
+	*net.TCPConn
+	r *bufio.Reader
+}
+
+func (c *bufferedTCPConn) Read(p []byte) (int, error) { return c.r.Read(p) }

@@ -10,7 +10,6 @@ package isolate
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/user"
@@ -546,9 +545,19 @@ func (l *Limits) readOOMKills() (uint64, error) {
 	if l.oomFile == nil {
 		return l.mgr.OOMKillCount()
 	}
-	var buf [512]byte
-	n, err := l.oomFile.ReadAt(buf[:], 0)
-	if err != nil && !errors.Is(err, io.EOF) {
+	var (
+		buf [512]byte
+		n   int
+	)
+	// One pread (File.ReadAt would make a second to see the end).
+	rc, err := l.oomFile.SyscallConn()
+	if err == nil {
+		err = rc.Read(func(fd uintptr) bool {
+			n, err = unix.Pread(int(fd), buf[:], 0)
+			return true
+		})
+	}
+	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(buf[:n]), "\n") {
