@@ -546,18 +546,19 @@ func (l *Limits) readOOMKills() (uint64, error) {
 		return l.mgr.OOMKillCount()
 	}
 	var (
-		buf [512]byte
-		n   int
+		buf  [512]byte
+		n    int
+		perr error
 	)
 	// One pread (File.ReadAt would make a second to see the end).
 	rc, err := l.oomFile.SyscallConn()
 	if err == nil {
 		err = rc.Read(func(fd uintptr) bool {
-			n, err = unix.Pread(int(fd), buf[:], 0)
+			n, perr = unix.Pread(int(fd), buf[:], 0)
 			return true
 		})
 	}
-	if err != nil {
+	if err = errors.Join(err, perr); err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(buf[:n]), "\n") {
