@@ -64,8 +64,10 @@ func (k *Kernel) readLoop(c *channel) {
 		}
 		if c == k.hb {
 			k.lastPong.Store(time.Now().UnixNano())
+			k.pongs.Add(1)
 			continue
 		}
+		k.lastUsed.Store(time.Now().UnixNano())
 		m, err := decode(k.key, c.name, zm.Frames)
 		if err != nil {
 			k.countDrop(c, err)
@@ -126,6 +128,7 @@ func (k *Kernel) send(ctx context.Context, c *channel, m *jupyter.Message) error
 	if err != nil {
 		return err
 	}
+	k.lastUsed.Store(time.Now().UnixNano())
 	r := sendReq{frames: frames, done: make(chan error, 1)}
 	select {
 	case c.out <- r:

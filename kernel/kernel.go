@@ -19,9 +19,11 @@ import (
 
 // Defaults for the zero values of Options.
 const (
-	DefaultStartTimeout      = 60 * time.Second
-	DefaultHeartbeatInterval = time.Second
-	DefaultHeartbeatTimeout  = 5 * time.Second
+	DefaultStartTimeout          = 60 * time.Second
+	DefaultHeartbeatInterval     = time.Second
+	DefaultHeartbeatTimeout      = 5 * time.Second
+	DefaultIdleHeartbeatInterval = 30 * time.Second
+	DefaultIdleAfter             = 10 * time.Second
 )
 
 // Options configure Start. Only Spec is required.
@@ -44,6 +46,16 @@ type Options struct {
 	// HeartbeatInterval is the time between two heartbeat pings; zero
 	// means DefaultHeartbeatInterval.
 	HeartbeatInterval time.Duration
+	// IdleHeartbeatInterval is the time between two pings once the kernel
+	// has been idle for IdleAfter: a thousand idle kernels pinged every
+	// second keep aiod busy for nobody, and an idle kernel's death is
+	// seen from its process anyway. Zero means
+	// DefaultIdleHeartbeatInterval; it is never below HeartbeatInterval.
+	IdleHeartbeatInterval time.Duration
+	// IdleAfter is how long a kernel goes without a message to or from it
+	// (heartbeats aside) before its pings slow to IdleHeartbeatInterval;
+	// zero means DefaultIdleAfter.
+	IdleAfter time.Duration
 	// HeartbeatTimeout is how long the kernel may leave pings unanswered
 	// before it is declared dead and killed; zero means
 	// DefaultHeartbeatTimeout.
@@ -84,6 +96,13 @@ func (o *Options) setDefaults() {
 	}
 	if o.HeartbeatInterval <= 0 {
 		o.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if o.IdleHeartbeatInterval <= 0 {
+		o.IdleHeartbeatInterval = DefaultIdleHeartbeatInterval
+	}
+	o.IdleHeartbeatInterval = max(o.IdleHeartbeatInterval, o.HeartbeatInterval)
+	if o.IdleAfter <= 0 {
+		o.IdleAfter = DefaultIdleAfter
 	}
 	if o.HeartbeatTimeout <= 0 {
 		o.HeartbeatTimeout = DefaultHeartbeatTimeout
@@ -146,7 +165,9 @@ type Kernel struct {
 	ready     atomic.Bool  // the handshake is over: messages go to Handler
 	closing   atomic.Bool  // Close has been called
 	lastPong  atomic.Int64 // unix nanoseconds of the last heartbeat answer
+	lastUsed  atomic.Int64 // unix nanoseconds of the last message sent or read (not hb)
 	badSig    atomic.Uint64
+	pongs     atomic.Uint64
 	malformed atomic.Uint64
 
 	iopubOnce sync.Once
@@ -255,11 +276,12 @@ func (k *Kernel) Info() jupyter.RuntimeInfo {
 type Stats struct {
 	BadSignature uint64 // signature did not match the key
 	Malformed    uint64 // not a Jupyter message
+	Pongs        uint64 // heartbeat answers
 }
 
 // Stats returns the drop counters.
 func (k *Kernel) Stats() Stats {
-	return Stats{BadSignature: k.badSig.Load(), Malformed: k.malformed.Load()}
+	return Stats{BadSignature: k.badSig.Load(), Malformed: k.malformed.Load(), Pongs: k.pongs.Load()}
 }
 
 // Done is closed when the kernel has been closed or has died, and all its

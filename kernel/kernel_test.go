@@ -207,6 +207,32 @@ func TestHeartbeatLoss(t *testing.T) {
 	assertGone(t, k)
 }
 
+// TestIdleKernelPingsRarely: pings come every HeartbeatInterval while
+// the kernel is used and every IdleHeartbeatInterval once it has been
+// idle for IdleAfter.
+func TestIdleKernelPingsRarely(t *testing.T) {
+	k, rec := startKernel(t, func(o *Options) {
+		o.HeartbeatInterval = 20 * time.Millisecond
+		o.IdleAfter = 300 * time.Millisecond
+		o.IdleHeartbeatInterval = time.Hour
+	})
+	time.Sleep(500 * time.Millisecond) // idle from here on
+	idle := k.Stats().Pongs
+	time.Sleep(time.Second)
+	if n := k.Stats().Pongs - idle; n > 1 {
+		t.Errorf("%d pongs in a second of idleness, want at most the one already on its way", n)
+	}
+	// Used again, the use is noted: the fast pings resume at the end of
+	// the current idle wait (30 s by default).
+	run(t, k, rec, "x = 1")
+	if d := time.Since(time.Unix(0, k.lastUsed.Load())); d > 5*time.Second {
+		t.Errorf("last use %v ago after an execution", d)
+	}
+	if idle == 0 {
+		t.Errorf("no pong at all while the kernel was in use")
+	}
+}
+
 func TestClose(t *testing.T) {
 	k, rec := startKernel(t, nil)
 	run(t, k, rec, "import subprocess; p = subprocess.Popen(['sleep', '600'])")

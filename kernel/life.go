@@ -190,24 +190,29 @@ func (k *Kernel) endErr() error {
 	return ErrClosed
 }
 
-// heartbeat pings the kernel every HeartbeatInterval on the hb socket (the
-// reader notes each answer). When no answer came for HeartbeatTimeout, the
-// kernel is declared dead and its process group killed; supervise then
-// tears it down.
+// heartbeat pings the kernel on the hb socket, every HeartbeatInterval
+// while it is in use and every IdleHeartbeatInterval once it has been idle
+// for IdleAfter (the reader notes each answer). When a ping stays
+// unanswered for HeartbeatTimeout, the kernel is declared dead and its
+// process group killed; supervise then tears it down. An idle kernel's
+// silence is seen at the next idle ping at the latest.
 func (k *Kernel) heartbeat() {
 	defer k.wg.Done()
-	t := time.NewTicker(k.opts.HeartbeatInterval)
+	t := time.NewTimer(k.opts.HeartbeatInterval)
 	defer t.Stop()
-	k.lastPong.Store(time.Now().UnixNano())
 	ping := [][]byte{{}, []byte("ping")}
+	var pinged int64 // unix nanoseconds of the oldest unanswered ping; 0: none
 	for {
 		select {
 		case <-k.stop:
 			return
 		case <-t.C:
 		}
-		silent := time.Since(time.Unix(0, k.lastPong.Load()))
-		if silent > k.opts.HeartbeatTimeout {
+		now := time.Now().UnixNano()
+		if pinged != 0 && k.lastPong.Load() >= pinged {
+			pinged = 0
+		}
+		if silent := time.Duration(now - pinged); pinged != 0 && silent > k.opts.HeartbeatTimeout {
 			k.log.Debug("heartbeat lost", "silent", silent)
 			d := deadFromHeartbeat(k.opts.HeartbeatTimeout)
 			d.Output = k.output.String()
@@ -215,9 +220,17 @@ func (k *Kernel) heartbeat() {
 			k.killGroup(syscall.SIGKILL)
 			return
 		}
+		if pinged == 0 {
+			pinged = now
+		}
 		select { // never wait on a stuck writer: the timeout above still counts
 		case k.hb.out <- sendReq{frames: ping}:
 		default:
 		}
+		next := k.opts.HeartbeatInterval
+		if time.Duration(now-k.lastUsed.Load()) > k.opts.IdleAfter {
+			next = k.opts.IdleHeartbeatInterval
+		}
+		t.Reset(next)
 	}
 }
