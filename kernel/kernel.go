@@ -19,11 +19,10 @@ import (
 
 // Defaults for the zero values of Options.
 const (
-	DefaultStartTimeout          = 60 * time.Second
-	DefaultHeartbeatInterval     = time.Second
-	DefaultHeartbeatTimeout      = 5 * time.Second
-	DefaultIdleHeartbeatInterval = 30 * time.Second
-	DefaultIdleAfter             = 10 * time.Second
+	DefaultStartTimeout      = 60 * time.Second
+	DefaultHeartbeatInterval = time.Second
+	DefaultHeartbeatTimeout  = 5 * time.Second
+	DefaultIdleAfter         = 10 * time.Second
 )
 
 // Options configure Start. Only Spec is required.
@@ -46,15 +45,12 @@ type Options struct {
 	// HeartbeatInterval is the time between two heartbeat pings; zero
 	// means DefaultHeartbeatInterval.
 	HeartbeatInterval time.Duration
-	// IdleHeartbeatInterval is the time between two pings once the kernel
-	// has been idle for IdleAfter: a thousand idle kernels pinged every
-	// second keep aiod busy for nobody, and an idle kernel's death is
-	// seen from its process anyway. Zero means
-	// DefaultIdleHeartbeatInterval; it is never below HeartbeatInterval.
-	IdleHeartbeatInterval time.Duration
 	// IdleAfter is how long a kernel goes without a message to or from it
-	// (heartbeats aside) before its pings slow to IdleHeartbeatInterval;
-	// zero means DefaultIdleAfter.
+	// (heartbeats aside) and without a shell request waiting for its reply
+	// before it counts as idle: an idle kernel is not pinged until it is
+	// used again. A thousand idle kernels pinged every second keep aiod
+	// busy for nobody, and an idle kernel's death is seen from its process
+	// anyway. Zero means DefaultIdleAfter.
 	IdleAfter time.Duration
 	// HeartbeatTimeout is how long the kernel may leave pings unanswered
 	// before it is declared dead and killed; zero means
@@ -97,10 +93,6 @@ func (o *Options) setDefaults() {
 	if o.HeartbeatInterval <= 0 {
 		o.HeartbeatInterval = DefaultHeartbeatInterval
 	}
-	if o.IdleHeartbeatInterval <= 0 {
-		o.IdleHeartbeatInterval = DefaultIdleHeartbeatInterval
-	}
-	o.IdleHeartbeatInterval = max(o.IdleHeartbeatInterval, o.HeartbeatInterval)
 	if o.IdleAfter <= 0 {
 		o.IdleAfter = DefaultIdleAfter
 	}
@@ -166,6 +158,9 @@ type Kernel struct {
 	closing   atomic.Bool  // Close has been called
 	lastPong  atomic.Int64 // unix nanoseconds of the last heartbeat answer
 	lastUsed  atomic.Int64 // unix nanoseconds of the last message sent or read (not hb)
+	awaiting  atomic.Int64 // shell requests sent whose reply has not come
+	hbIdle    atomic.Bool  // the heartbeat sleeps until hbWake
+	hbWake    chan struct{}
 	badSig    atomic.Uint64
 	pongs     atomic.Uint64
 	malformed atomic.Uint64

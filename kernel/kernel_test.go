@@ -207,30 +207,59 @@ func TestHeartbeatLoss(t *testing.T) {
 	assertGone(t, k)
 }
 
-// TestIdleKernelPingsRarely: pings come every HeartbeatInterval while
-// the kernel is used and every IdleHeartbeatInterval once it has been
-// idle for IdleAfter.
-func TestIdleKernelPingsRarely(t *testing.T) {
+// TestIdleKernelIsNotPinged: pings come every HeartbeatInterval while the
+// kernel is used, none once it has been idle for IdleAfter, and they
+// resume when it is used again.
+func TestIdleKernelIsNotPinged(t *testing.T) {
 	k, rec := startKernel(t, func(o *Options) {
 		o.HeartbeatInterval = 20 * time.Millisecond
 		o.IdleAfter = 300 * time.Millisecond
-		o.IdleHeartbeatInterval = time.Hour
 	})
-	time.Sleep(500 * time.Millisecond) // idle from here on
+	time.Sleep(600 * time.Millisecond) // idle from here on
 	idle := k.Stats().Pongs
+	if idle == 0 {
+		t.Errorf("no pong at all while the kernel was in use")
+	}
 	time.Sleep(time.Second)
 	if n := k.Stats().Pongs - idle; n > 1 {
 		t.Errorf("%d pongs in a second of idleness, want at most the one already on its way", n)
 	}
-	// Used again, the use is noted: the fast pings resume at the end of
-	// the current idle wait (30 s by default).
-	run(t, k, rec, "x = 1")
-	if d := time.Since(time.Unix(0, k.lastUsed.Load())); d > 5*time.Second {
-		t.Errorf("last use %v ago after an execution", d)
+	run(t, k, rec, "import time; time.sleep(0.5)")
+	if n := k.Stats().Pongs - idle; n < 5 {
+		t.Errorf("%d pongs during a 0.5 s execution after idleness, want the pings back", n)
 	}
-	if idle == 0 {
-		t.Errorf("no pong at all while the kernel was in use")
+}
+
+// TestStoppedWhileIdle: a kernel stopped while idle (no pings) is found
+// dead once it is used again.
+func TestStoppedWhileIdle(t *testing.T) {
+	k, _ := startKernel(t, func(o *Options) {
+		o.HeartbeatInterval = 50 * time.Millisecond
+		o.HeartbeatTimeout = time.Second
+		o.IdleAfter = 200 * time.Millisecond
+	})
+	time.Sleep(500 * time.Millisecond)
+	if err := syscall.Kill(k.Info().PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
 	}
+	select {
+	case <-k.Done():
+		t.Fatal("an idle stopped kernel was declared dead before anyone used it")
+	case <-time.After(1500 * time.Millisecond):
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = k.Execute(ctx, jupyter.ExecuteRequest{MsgID: jupyter.NewID(), Code: "1"})
+	select {
+	case <-k.Done():
+	case <-time.After(15 * time.Second):
+		t.Fatal("Done not closed 15s after a stopped kernel was used")
+	}
+	var dead *jupyter.DeadError
+	if err := k.Err(); !errors.As(err, &dead) || !strings.Contains(err.Error(), "stopped answering heartbeats") {
+		t.Fatalf("Err = %v", err)
+	}
+	assertGone(t, k)
 }
 
 func TestClose(t *testing.T) {

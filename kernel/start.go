@@ -79,6 +79,7 @@ func newKernel(opts Options) (*Kernel, error) {
 		viewDir:   view,
 		conf:      conf,
 		iopubSeen: make(chan struct{}),
+		hbWake:    make(chan struct{}, 1),
 		started:   make(chan struct{}),
 		stop:      make(chan struct{}),
 		outDone:   make(chan struct{}),
