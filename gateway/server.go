@@ -152,6 +152,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	counters := stream.NewCounters()
+	gate := stream.NewStartGate(cfg.Admission) // sessions and pool refills start under one gate
 	rt, err := backend.New(context.Background(), backend.Config{
 		CodeBackend: cfg.CodeBackend, KernelName: cfg.KernelName,
 		KernelIdle: cfg.KernelIdle, NativeIdle: cfg.NativeIdle, KernelStartTimeout: cfg.KernelStartTimeout,
@@ -160,7 +161,7 @@ func New(cfg Config) (*Server, error) {
 		JupyterProbeInterval: cfg.JupyterProbeInterval, KernelPrewarm: cfg.KernelPrewarm,
 		CodePrewarm: cfg.CodePrewarm, NoKernelWarmup: cfg.NoKernelWarmup, KernelStart: cfg.KernelStart,
 		KernelTransport: cfg.KernelTransport, Counter: counters, Logger: cfg.Logger,
-		Isolation: cfg.Isolation,
+		Isolation: cfg.Isolation, StartGate: gate,
 	})
 	if err != nil {
 		return nil, err
@@ -181,7 +182,7 @@ func New(cfg Config) (*Server, error) {
 	s.hub = wsock.NewHub(wsock.Config{Limits: wl, MaxRead: int64(cfg.MaxBody), Counters: counters, Logger: cfg.Logger, CheckOrigin: g.CheckOrigin})
 	s.reg = stream.NewRegistry(stream.Config{Budget: cfg.OutputBudget, ReapInterval: cfg.ReapInterval, Logger: cfg.Logger, Counters: counters,
 		Executions: execution.Config{Retention: cfg.ExecutionRetention, RetentionBytes: cfg.ExecutionRetentionBytes},
-		Admission:  cfg.Admission})
+		Admission:  cfg.Admission, Gate: gate})
 	s.core = call.New(s.reg, rt, call.Config{DefaultTimeout: cfg.DefaultTimeout, MaxTimeout: cfg.MaxTimeout,
 		KernelIdle: cfg.KernelIdle, NativeIdle: cfg.NativeIdle, KernelStartTimeout: cfg.KernelStartTimeout,
 		OutputBudget: cfg.OutputBudget, Logger: cfg.Logger})

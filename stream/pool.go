@@ -30,6 +30,9 @@ type PoolConfig struct {
 	Language string
 	Counter  jupyter.Counter
 	Logger   *slog.Logger
+	// Gate, when set, is the start gate a refill waits for, as a session
+	// start does: a pool never starts past --max-concurrent-starts.
+	Gate *StartGate
 }
 
 // Pool keeps Size runtimes started (and warmed up) so that a one-shot call
@@ -218,8 +221,13 @@ func (p *Pool) prune() {
 }
 
 func (p *Pool) add() error {
+	release, err := p.cfg.Gate.Acquire(p.ctx)
+	if err != nil {
+		return err
+	}
 	fwd := &forwarder{}
 	rt, err := p.cfg.Start(p.ctx, fwd.deliver)
+	release()
 	if err != nil {
 		return err
 	}

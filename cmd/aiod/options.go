@@ -53,7 +53,7 @@ type options struct {
 	maxTicketsPerCall  int
 	maxConnsPerIP      int
 	memoryLimit        int
-	kernelPrewarm      int
+	kernelPrewarm      int // -1: auto
 	codePrewarm        int
 	kernelWarmup       bool
 	kernelStart        string
@@ -132,7 +132,7 @@ func (o *options) settings() []setting {
 		{"max-body", "AIO_MAX_BODY", "67108864", "largest request body in bytes (413 past it)", intSetter(&o.maxBody)},
 		{"workdir", "AIO_WORKDIR", "", "working directory of kernels and REPLs (default: the daemon's)", strSetter(&o.workdir)},
 		{"shutdown-timeout", "AIO_SHUTDOWN_TIMEOUT", "20", "seconds to drain requests and stop runtimes on SIGINT/SIGTERM", secSetter(&o.shutdownTimeout)},
-		{"kernel-prewarm", "AIO_KERNEL_PREWARM", "0", "Python kernels kept started and ready for one-shot calls and new sessions", countSetter(&o.kernelPrewarm)},
+		{"kernel-prewarm", "AIO_KERNEL_PREWARM", "auto", "Python kernels kept started and ready for one-shot calls and new sessions (per tenant under --isolation tenant); auto is 2 with --kernel-start fork, fewer under a small --max-sessions or on a machine under 2 GiB, 0 with spawn (docs/kernels.md); 0 turns the pool off", autoCountSetter(&o.kernelPrewarm)},
 		{"code-prewarm", "AIO_CODE_PREWARM", "0", "native REPL processes kept ready per language (javascript; python when the backend is native)", countSetter(&o.codePrewarm)},
 		{"kernel-warmup", "AIO_KERNEL_WARMUP", "true", "import pandas and matplotlib in pooled kernels before handing them out, and in kernel templates before forking", boolSetter(&o.kernelWarmup)},
 		{"kernel-start", "AIO_KERNEL_START", "fork", "how Python kernels start: fork (from a warm template process per kernelspec, where its argv is the standard ipykernel launcher) or spawn (a new process each)", strSetter(&o.kernelStart)},
@@ -259,6 +259,21 @@ func rangeSetter(p *int, lo, hi int) setter {
 			return fmt.Errorf("want an integer from %d to %d, got %q", lo, hi, v)
 		}
 		*p = n
+		return nil
+	}}
+}
+
+// autoCountSetter is countSetter that also takes auto (stored as -1).
+func autoCountSetter(p *int) setter {
+	c := countSetter(p)
+	return setter{"auto|count", func(v string) error {
+		if v == "auto" {
+			*p = -1
+			return nil
+		}
+		if err := c.fn(v); err != nil {
+			return fmt.Errorf("want auto or an integer from 0 to 256, got %q", v)
+		}
 		return nil
 	}}
 }
@@ -619,7 +634,7 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 		Token: o.token, AllowedOrigins: splitList(o.allowedOrigins),
 		AllowedHosts: splitList(o.allowedHosts), JWTPublicKey: o.jwtPublicKey, TicketTTL: o.ticketTTL,
 		MaxTicketsPerCaller: o.maxTicketsPerCall, MaxConnsPerIP: o.maxConnsPerIP,
-		KernelPrewarm: o.kernelPrewarm, CodePrewarm: o.codePrewarm, NoKernelWarmup: !o.kernelWarmup,
+		KernelPrewarm: o.prewarm(), CodePrewarm: o.codePrewarm, NoKernelWarmup: !o.kernelWarmup,
 		KernelStart: o.kernelStart, KernelTransport: strings.TrimPrefix(o.kernelTransport, "auto"),
 		JupyterEndpoint: o.jupyterEndpoint, JupyterToken: o.jupyterToken, JupyterKernel: o.jupyterKernel,
 		JupyterStartTimeout: o.jupyterStart, JupyterProbeInterval: o.jupyterProbe,
@@ -641,6 +656,14 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 		c.Isolation.EnvAllow = []string{} // given empty: nothing passes
 	}
 	return c
+}
+
+// prewarm is --kernel-prewarm with auto resolved.
+func (o *options) prewarm() int {
+	if o.kernelPrewarm >= 0 {
+		return o.kernelPrewarm
+	}
+	return backend.DefaultKernelPrewarm(o.kernelStart, o.admission().MaxSessions)
 }
 
 // admission is the session caps and start queue, with auto resolved.
