@@ -76,7 +76,7 @@ type daemon struct {
 func cleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AIO_") && !strings.HasPrefix(kv, "GOGC=") && !strings.HasPrefix(kv, "GOMEMLIMIT=") &&
+		if !strings.HasPrefix(kv, "AIO_") && !strings.HasPrefix(kv, "GOGC=") && !strings.HasPrefix(kv, "GOMEMLIMIT=") && !strings.HasPrefix(kv, "GOMAXPROCS=") &&
 			!strings.HasPrefix(kv, "JWT_PUBLIC_KEY=") && !strings.HasPrefix(kv, "TICKET_TTL_SECONDS=") {
 			env = append(env, kv)
 		}

@@ -621,7 +621,8 @@ func printUsage(out io.Writer, sets []setting) {
 		"  KERNEL_*            passed to every kernel started on --jupyter-endpoint (e.g. KERNEL_USERNAME for Enterprise Gateway)\n"+
 		"  JWT_PUBLIC_KEY      read when AIO_JWT_PUBLIC_KEY is unset\n"+
 		"  TICKET_TTL_SECONDS  read when AIO_TICKET_TTL_SECONDS is unset\n"+
-		"  GOMEMLIMIT          wins over --memory-limit\n")
+		"  GOMEMLIMIT          wins over --memory-limit\n"+
+		"  GOMAXPROCS          processors for aiod's own Go code (default: half the CPUs, at least one)\n")
 }
 
 func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -55,5 +56,31 @@ func TestPprofRefusesNonLoopback(t *testing.T) {
 		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "pprof-addr") {
 			t.Errorf("--pprof-addr %s: err %v, want exit 2 naming the flag; output:\n%s", v, err, out)
 		}
+	}
+}
+
+// TestGoProcsDefault: aiod runs its Go code on half the CPUs (at least
+// one) unless GOMAXPROCS says otherwise (read from its own metrics).
+func TestGoProcsDefault(t *testing.T) {
+	for _, c := range []struct {
+		env  []string
+		want int
+	}{{nil, max(1, runtime.NumCPU()/2)}, {[]string{"GOMAXPROCS=3"}, 3}} {
+		d := startDaemonEnv(t, c.env, "--kernel-prewarm", "0")
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		req, _ := http.NewRequestWithContext(ctx, "GET", d.url+"/metrics", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			cancel()
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		cancel()
+		want := fmt.Sprintf("\ngo_sched_gomaxprocs_threads %d\n", c.want)
+		if !strings.Contains(string(b), want) {
+			t.Errorf("env %v: metrics lack %q", c.env, strings.TrimSpace(want))
+		}
+		d.stop()
 	}
 }
