@@ -13,7 +13,7 @@ import (
 // from the connection: a Jupyter message of seven frames costs fourteen
 // read syscalls, about seventy for the simplest execution. The kernel
 // writes a message in one go, so a buffered reader takes it in one or
-// two. aiod dials its kernels through these two transports, zmq4's own
+// two. aiod dials its kernels' busy sockets through these two transports, zmq4's own
 // ipc and tcp with a buffer in front of every connection's reads (zmq4
 // has one reader goroutine per connection, so the buffer has one owner).
 // Writes stay as they are: zmq4 sends a message with one writev.
@@ -22,10 +22,11 @@ const (
 	bufferedTCP = "aiod-tcp"
 )
 
-// readBuffer is the size of a connection's read buffer: an execute_reply
-// or a status message fits many times over; a larger frame is read past
-// the buffer, straight into its slice.
-const readBuffer = 16 << 10
+// readBuffer is the size of a connection's read buffer: a status message,
+// an execute_reply or a short stream fits whole; a larger frame is read
+// past the buffer, straight into its slice. Kept small: every live kernel
+// holds two (shell and iopub; control, stdin and hb are not buffered).
+const readBuffer = 4 << 10
 
 func init() {
 	for name, network := range map[string]string{bufferedIPC: "unix", bufferedTCP: "tcp"} {
