@@ -13,9 +13,10 @@ import (
 // from the connection: a Jupyter message of seven frames costs fourteen
 // read syscalls, about seventy for the simplest execution. The kernel
 // writes a message in one go, so a buffered reader takes it in one or
-// two. aiod dials its kernels' busy sockets through these two transports, zmq4's own
-// ipc and tcp with a buffer in front of every connection's reads (zmq4
-// has one reader goroutine per connection, so the buffer has one owner).
+// two. aiod dials its kernels' busy sockets through these two
+// transports, zmq4's own ipc and tcp with a buffer in front of every
+// connection's reads (zmq4 has one reader goroutine per connection, so
+// the buffer has one owner).
 // Writes stay as they are: zmq4 sends a message with one writev.
 const (
 	bufferedIPC = "aiod-ipc"
