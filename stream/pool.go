@@ -152,6 +152,7 @@ func (p *Pool) take() *pooled {
 	defer p.mu.Unlock()
 	for len(p.ready) > 0 {
 		pr := p.ready[0]
+		p.ready[0] = nil // the backing array must not keep a taken runtime alive
 		p.ready = p.ready[1:]
 		select {
 		case <-pr.rt.Done(): // died while waiting; the filler replaces it
