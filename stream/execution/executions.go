@@ -83,6 +83,8 @@ type Store struct {
 	tombs     map[execKey]*GoneError
 	tombOrder []execKey
 	peak      int // the most records byID held since it was last made anew
+
+	whyAge, whyBytes string // why an execution was evicted, one string for all tombstones
 }
 
 // shrinkFrom is the size from which byID is made anew once it holds an
@@ -104,7 +106,10 @@ func NewStore(cfg Config) *Store {
 	if cfg.LogBytes <= 0 {
 		cfg.LogBytes = DefaultBudget
 	}
-	return &Store{cfg: cfg, byID: map[execKey]*Record{}, tombs: map[execKey]*GoneError{}}
+	return &Store{cfg: cfg, byID: map[execKey]*Record{}, tombs: map[execKey]*GoneError{},
+		whyAge: fmt.Sprintf("finished more than %s ago (--execution-retention)", cfg.Retention),
+		whyBytes: fmt.Sprintf("finished executions held more than %d bytes (--execution-retention-bytes); the oldest go first",
+			cfg.RetentionBytes)}
 }
 
 // Key is what must match for a retry to attach to an execution: the same
@@ -206,9 +211,9 @@ func (x *Store) sweepLocked(now time.Time) {
 		r := x.finished[0]
 		switch {
 		case now.Sub(r.endedAt()) > x.cfg.Retention:
-			x.evictLocked(r, fmt.Sprintf("finished more than %s ago (--execution-retention)", x.cfg.Retention))
+			x.evictLocked(r, x.whyAge)
 		case x.bytes > x.cfg.RetentionBytes:
-			x.evictLocked(r, fmt.Sprintf("finished executions held more than %d bytes (--execution-retention-bytes); the oldest go first", x.cfg.RetentionBytes))
+			x.evictLocked(r, x.whyBytes)
 		default:
 			return
 		}
