@@ -154,6 +154,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	counters := stream.NewCounters()
+	gate := stream.NewStartGate(cfg.Admission) // sessions and pool refills start under one gate
 	rt, err := backend.New(context.Background(), backend.Config{
 		CodeBackend: cfg.CodeBackend, KernelName: cfg.KernelName,
 		KernelIdle: cfg.KernelIdle, NativeIdle: cfg.NativeIdle, KernelStartTimeout: cfg.KernelStartTimeout,
@@ -162,7 +163,7 @@ func New(cfg Config) (*Server, error) {
 		JupyterProbeInterval: cfg.JupyterProbeInterval, KernelPrewarm: cfg.KernelPrewarm,
 		CodePrewarm: cfg.CodePrewarm, NoKernelWarmup: cfg.NoKernelWarmup, KernelStart: cfg.KernelStart,
 		KernelTransport: cfg.KernelTransport, Counter: counters, Logger: cfg.Logger,
-		Isolation: cfg.Isolation,
+		Isolation: cfg.Isolation, StartGate: gate,
 	})
 	if err != nil {
 		return nil, err
@@ -183,7 +184,7 @@ func New(cfg Config) (*Server, error) {
 	s.hub = wsock.NewHub(wsock.Config{Limits: wl, MaxRead: int64(cfg.MaxBody), Counters: counters, Logger: cfg.Logger, CheckOrigin: g.CheckOrigin})
 	s.reg = stream.NewRegistry(stream.Config{Budget: cfg.OutputBudget, ReapInterval: cfg.ReapInterval, Logger: cfg.Logger, Counters: counters,
 		Executions: execution.Config{Retention: cfg.ExecutionRetention, RetentionBytes: cfg.ExecutionRetentionBytes},
-		Admission:  cfg.Admission})
+		Admission:  cfg.Admission, Gate: gate})
 	s.core = call.New(s.reg, rt, call.Config{DefaultTimeout: cfg.DefaultTimeout, MaxTimeout: cfg.MaxTimeout,
 		KernelIdle: cfg.KernelIdle, NativeIdle: cfg.NativeIdle, KernelStartTimeout: cfg.KernelStartTimeout,
 		OutputBudget: cfg.OutputBudget, Logger: cfg.Logger})
@@ -399,7 +400,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		_ = ln.Close()
 		return errors.New("the server was shut down")
 	}
-	ln = &onceCloser{Listener: ln}
+	ln = &onceCloser{Listener: quickAckListener{Listener: ln}}
 	s.listeners = append(s.listeners, ln)
 	s.lnMu.Unlock()
 	s.log.Info("serving", "addr", ln.Addr().String(), "python_backend", s.env.PythonBackend)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -64,8 +65,10 @@ func (k *Kernel) readLoop(c *channel) {
 		}
 		if c == k.hb {
 			k.lastPong.Store(time.Now().UnixNano())
+			k.pongs.Add(1)
 			continue
 		}
+		k.used()
 		m, err := decode(k.key, c.name, zm.Frames)
 		if err != nil {
 			k.countDrop(c, err)
@@ -90,6 +93,9 @@ func (k *Kernel) countDrop(c *channel, err error) {
 // (see Replies), or to the Handler once the kernel is ready. Before that,
 // messages are dropped; the first iopub message proves the subscription.
 func (k *Kernel) dispatch(m *jupyter.Message) {
+	if m.Channel == "shell" && strings.HasSuffix(m.Header.MsgType, "_reply") {
+		k.awaiting.Add(-1)
+	}
 	if m.Channel == "iopub" && !k.ready.Load() {
 		k.iopubOnce.Do(func() { close(k.iopubSeen) })
 	}
@@ -126,12 +132,18 @@ func (k *Kernel) send(ctx context.Context, c *channel, m *jupyter.Message) error
 	if err != nil {
 		return err
 	}
+	k.used()
+	if c == k.shell {
+		k.awaiting.Add(1)
+	}
 	r := sendReq{frames: frames, done: make(chan error, 1)}
 	select {
 	case c.out <- r:
 	case <-ctx.Done():
+		k.notSent(c)
 		return context.Cause(ctx)
 	case <-k.stop:
+		k.notSent(c)
 		return k.Err()
 	}
 	select {
@@ -141,6 +153,14 @@ func (k *Kernel) send(ctx context.Context, c *channel, m *jupyter.Message) error
 		return context.Cause(ctx)
 	case <-k.stop:
 		return k.Err()
+	}
+}
+
+// notSent takes back the reply a shell request that never reached the
+// writer was counted for.
+func (k *Kernel) notSent(c *channel) {
+	if c == k.shell {
+		k.awaiting.Add(-1)
 	}
 }
 

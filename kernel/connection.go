@@ -33,14 +33,21 @@ type connectionInfo struct {
 	KernelName      string `json:"kernel_name"`
 }
 
-// endpoint returns the zmq endpoint of port, e.g. "tcp://127.0.0.1:5555",
-// or for the ipc transport "ipc:///tmp/aiod-kernel-123/k-1" (Jupyter's
-// convention: the "ip" field is a path prefix, the port its suffix).
-func (c *connectionInfo) endpoint(port int) string {
-	if c.Transport == TransportIPC {
-		return fmt.Sprintf("ipc://%s-%d", c.IP, port)
+// endpoint returns the zmq endpoint aiod dials for port: "tcp://127.0.0.1:5555",
+// or for Jupyter's ipc transport "ipc:///tmp/aiod-kernel-123/k-1" (Jupyter's
+// convention: the "ip" field is a path prefix, the port its suffix). A
+// buffered one (shell and iopub, which every execution reads from) goes
+// through aiod's buffered transports (bufconn.go): "aiod-tcp://…",
+// "aiod-ipc://…".
+func (c *connectionInfo) endpoint(port int, buffered bool) string {
+	ipc, tcp := "ipc", c.Transport
+	if buffered {
+		ipc, tcp = bufferedIPC, bufferedTCP
 	}
-	return fmt.Sprintf("%s://%s:%d", c.Transport, c.IP, port)
+	if c.Transport == TransportIPC {
+		return fmt.Sprintf("%s://%s-%d", ipc, c.IP, port)
+	}
+	return fmt.Sprintf("%s://%s:%d", tcp, c.IP, port)
 }
 
 // newConnectionInfo picks five free loopback ports and a random 32-byte

@@ -22,6 +22,7 @@ const (
 	DefaultStartTimeout      = 60 * time.Second
 	DefaultHeartbeatInterval = time.Second
 	DefaultHeartbeatTimeout  = 5 * time.Second
+	DefaultIdleAfter         = 10 * time.Second
 )
 
 // Options configure Start. Only Spec is required.
@@ -44,6 +45,13 @@ type Options struct {
 	// HeartbeatInterval is the time between two heartbeat pings; zero
 	// means DefaultHeartbeatInterval.
 	HeartbeatInterval time.Duration
+	// IdleAfter is how long a kernel goes without a message to or from it
+	// (heartbeats aside) and without a shell request waiting for its reply
+	// before it counts as idle: an idle kernel is not pinged until it is
+	// used again. A thousand idle kernels pinged every second keep aiod
+	// busy for nobody, and an idle kernel's death is seen from its process
+	// anyway. Zero means DefaultIdleAfter.
+	IdleAfter time.Duration
 	// HeartbeatTimeout is how long the kernel may leave pings unanswered
 	// before it is declared dead and killed; zero means
 	// DefaultHeartbeatTimeout.
@@ -84,6 +92,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.HeartbeatInterval <= 0 {
 		o.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if o.IdleAfter <= 0 {
+		o.IdleAfter = DefaultIdleAfter
 	}
 	if o.HeartbeatTimeout <= 0 {
 		o.HeartbeatTimeout = DefaultHeartbeatTimeout
@@ -146,7 +157,12 @@ type Kernel struct {
 	ready     atomic.Bool  // the handshake is over: messages go to Handler
 	closing   atomic.Bool  // Close has been called
 	lastPong  atomic.Int64 // unix nanoseconds of the last heartbeat answer
+	lastUsed  atomic.Int64 // unix nanoseconds of the last message sent or read (not hb)
+	awaiting  atomic.Int64 // shell requests sent whose reply has not come
+	hbIdle    atomic.Bool  // the heartbeat sleeps until hbWake
+	hbWake    chan struct{}
 	badSig    atomic.Uint64
+	pongs     atomic.Uint64
 	malformed atomic.Uint64
 
 	iopubOnce sync.Once
@@ -255,11 +271,12 @@ func (k *Kernel) Info() jupyter.RuntimeInfo {
 type Stats struct {
 	BadSignature uint64 // signature did not match the key
 	Malformed    uint64 // not a Jupyter message
+	Pongs        uint64 // heartbeat answers
 }
 
 // Stats returns the drop counters.
 func (k *Kernel) Stats() Stats {
-	return Stats{BadSignature: k.badSig.Load(), Malformed: k.malformed.Load()}
+	return Stats{BadSignature: k.badSig.Load(), Malformed: k.malformed.Load(), Pongs: k.pongs.Load()}
 }
 
 // Done is closed when the kernel has been closed or has died, and all its

@@ -207,6 +207,61 @@ func TestHeartbeatLoss(t *testing.T) {
 	assertGone(t, k)
 }
 
+// TestIdleKernelIsNotPinged: pings come every HeartbeatInterval while the
+// kernel is used, none once it has been idle for IdleAfter, and they
+// resume when it is used again.
+func TestIdleKernelIsNotPinged(t *testing.T) {
+	k, rec := startKernel(t, func(o *Options) {
+		o.HeartbeatInterval = 20 * time.Millisecond
+		o.IdleAfter = 300 * time.Millisecond
+	})
+	time.Sleep(600 * time.Millisecond) // idle from here on
+	idle := k.Stats().Pongs
+	if idle == 0 {
+		t.Errorf("no pong at all while the kernel was in use")
+	}
+	time.Sleep(time.Second)
+	if n := k.Stats().Pongs - idle; n > 1 {
+		t.Errorf("%d pongs in a second of idleness, want at most the one already on its way", n)
+	}
+	run(t, k, rec, "import time; time.sleep(0.5)")
+	if n := k.Stats().Pongs - idle; n < 5 {
+		t.Errorf("%d pongs during a 0.5 s execution after idleness, want the pings back", n)
+	}
+}
+
+// TestStoppedWhileIdle: a kernel stopped while idle (no pings) is found
+// dead once it is used again.
+func TestStoppedWhileIdle(t *testing.T) {
+	k, _ := startKernel(t, func(o *Options) {
+		o.HeartbeatInterval = 50 * time.Millisecond
+		o.HeartbeatTimeout = time.Second
+		o.IdleAfter = 200 * time.Millisecond
+	})
+	time.Sleep(500 * time.Millisecond)
+	if err := syscall.Kill(k.Info().PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-k.Done():
+		t.Fatal("an idle stopped kernel was declared dead before anyone used it")
+	case <-time.After(1500 * time.Millisecond):
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = k.Execute(ctx, jupyter.ExecuteRequest{MsgID: jupyter.NewID(), Code: "1"})
+	select {
+	case <-k.Done():
+	case <-time.After(15 * time.Second):
+		t.Fatal("Done not closed 15s after a stopped kernel was used")
+	}
+	var dead *jupyter.DeadError
+	if err := k.Err(); !errors.As(err, &dead) || !strings.Contains(err.Error(), "stopped answering heartbeats") {
+		t.Fatalf("Err = %v", err)
+	}
+	assertGone(t, k)
+}
+
 func TestClose(t *testing.T) {
 	k, rec := startKernel(t, nil)
 	run(t, k, rec, "import subprocess; p = subprocess.Popen(['sleep', '600'])")

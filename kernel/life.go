@@ -190,24 +190,29 @@ func (k *Kernel) endErr() error {
 	return ErrClosed
 }
 
-// heartbeat pings the kernel every HeartbeatInterval on the hb socket (the
-// reader notes each answer). When no answer came for HeartbeatTimeout, the
-// kernel is declared dead and its process group killed; supervise then
-// tears it down.
+// heartbeat pings the kernel on the hb socket every HeartbeatInterval
+// while it is in use (the reader notes each answer). When a ping stays
+// unanswered for HeartbeatTimeout, the kernel is declared dead and its
+// process group killed; supervise then tears it down. Once the kernel is
+// idle (see Options.IdleAfter) and its last ping answered, the heartbeat
+// sleeps until a message to or from the kernel wakes it (used).
 func (k *Kernel) heartbeat() {
 	defer k.wg.Done()
-	t := time.NewTicker(k.opts.HeartbeatInterval)
+	t := time.NewTimer(k.opts.HeartbeatInterval)
 	defer t.Stop()
-	k.lastPong.Store(time.Now().UnixNano())
 	ping := [][]byte{{}, []byte("ping")}
+	var pinged int64 // unix nanoseconds of the oldest unanswered ping; 0: none
 	for {
 		select {
 		case <-k.stop:
 			return
 		case <-t.C:
 		}
-		silent := time.Since(time.Unix(0, k.lastPong.Load()))
-		if silent > k.opts.HeartbeatTimeout {
+		now := time.Now().UnixNano()
+		if pinged != 0 && k.lastPong.Load() >= pinged {
+			pinged = 0
+		}
+		if silent := time.Duration(now - pinged); pinged != 0 && silent > k.opts.HeartbeatTimeout {
 			k.log.Debug("heartbeat lost", "silent", silent)
 			d := deadFromHeartbeat(k.opts.HeartbeatTimeout)
 			d.Output = k.output.String()
@@ -215,9 +220,51 @@ func (k *Kernel) heartbeat() {
 			k.killGroup(syscall.SIGKILL)
 			return
 		}
+		if pinged == 0 && k.idle() {
+			select {
+			case <-k.stop:
+				return
+			case <-k.hbWake:
+			}
+			now = time.Now().UnixNano()
+		}
+		if pinged == 0 {
+			pinged = now
+		}
 		select { // never wait on a stuck writer: the timeout above still counts
 		case k.hb.out <- sendReq{frames: ping}:
 		default:
 		}
+		t.Reset(k.opts.HeartbeatInterval)
+	}
+}
+
+// idle says whether the kernel is idle, and if so marks the heartbeat
+// asleep: used then wakes it. The mark is set before the second look, and
+// used writes lastUsed before it reads the mark, so one of them sees the
+// other.
+func (k *Kernel) idle() bool {
+	quiet := func() bool {
+		return k.awaiting.Load() <= 0 && time.Duration(time.Now().UnixNano()-k.lastUsed.Load()) > k.opts.IdleAfter
+	}
+	if !quiet() {
+		return false
+	}
+	k.hbIdle.Store(true)
+	if quiet() {
+		return true
+	}
+	if !k.hbIdle.CompareAndSwap(true, false) {
+		<-k.hbWake // used took the mark and signalled: take the signal back
+	}
+	return false
+}
+
+// used notes a message to or from the kernel (heartbeats aside) and wakes
+// a sleeping heartbeat.
+func (k *Kernel) used() {
+	k.lastUsed.Store(time.Now().UnixNano())
+	if k.hbIdle.Load() && k.hbIdle.CompareAndSwap(true, false) {
+		k.hbWake <- struct{}{} // buffered (1): the heartbeat takes it before it can sleep again
 	}
 }

@@ -79,6 +79,7 @@ func newKernel(opts Options) (*Kernel, error) {
 		viewDir:   view,
 		conf:      conf,
 		iopubSeen: make(chan struct{}),
+		hbWake:    make(chan struct{}, 1),
 		started:   make(chan struct{}),
 		stop:      make(chan struct{}),
 		outDone:   make(chan struct{}),
@@ -242,7 +243,8 @@ func (k *Kernel) connect(ctx context.Context) error {
 // goes first so its subscription is in place as early as possible.
 func (k *Kernel) dialAll() error {
 	for _, c := range k.channels {
-		if err := c.sock.Dial(k.conn.endpoint(c.port)); err != nil {
+		busy := c == k.shell || c == k.iopub // what every execution reads from
+		if err := c.sock.Dial(k.conn.endpoint(c.port, busy)); err != nil {
 			return fmt.Errorf("dial %s: %w", c.name, err)
 		}
 		if c == k.iopub {

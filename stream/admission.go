@@ -70,6 +70,23 @@ func newGate(a Admission) *gate {
 	return &gate{max: a.MaxStarts, queueMax: a.StartQueue, wait: a.StartQueueWait, avg: time.Second}
 }
 
+// StartGate is the start gate of a, to share between a Registry
+// (Config.Gate) and the prewarm pools that refill under it
+// (PoolConfig.Gate); nil when a sets no bound on starts.
+type StartGate struct{ g *gate }
+
+// NewStartGate makes the gate of a.
+func NewStartGate(a Admission) *StartGate { return &StartGate{g: newGate(a)} }
+
+// Acquire takes a start slot as a session start does; release gives it
+// back. A nil gate grants at once.
+func (sg *StartGate) Acquire(ctx context.Context) (release func(), err error) {
+	if sg == nil {
+		return func() {}, nil
+	}
+	return sg.g.acquire(ctx)
+}
+
 // acquire takes a slot, waiting in line for at most the gate's wait (and
 // while ctx lasts). It returns the function that gives the slot back; the
 // error is a *LimitError, or ctx's.

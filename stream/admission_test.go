@@ -292,3 +292,25 @@ func TestIgnoredClientInterruptRestarts(t *testing.T) {
 	}
 	waitFor(t, func() bool { return fs.all()[0].closeCount() > 0 }) // closed in the background
 }
+
+// TestPoolRefillsUnderTheGate: a pool's refill waits for a start slot as
+// a session start does, and starts once the slot is free.
+func TestPoolRefillsUnderTheGate(t *testing.T) {
+	fs := &fakes{}
+	gate := NewStartGate(Admission{MaxStarts: 1, StartQueue: 4, StartQueueWait: time.Minute})
+	release, err := gate.Acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := NewPool(PoolConfig{Name: "kernel", Size: 1, Start: fs.backend().Start, Gate: gate})
+	defer p.Close(context.Background())
+	time.Sleep(200 * time.Millisecond)
+	if n := len(fs.all()); n != 0 {
+		t.Fatalf("the pool started %d runtimes while the only start slot was taken", n)
+	}
+	release()
+	waitFor(t, func() bool { return p.Ready() == 1 })
+	if st := gate.g.stats(); st.Starting != 0 || st.Queued != 0 {
+		t.Errorf("gate after the refill: %+v, want the slot back", st)
+	}
+}

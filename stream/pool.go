@@ -30,6 +30,9 @@ type PoolConfig struct {
 	Language string
 	Counter  jupyter.Counter
 	Logger   *slog.Logger
+	// Gate, when set, is the start gate a refill waits for, as a session
+	// start does: a pool never starts past --max-concurrent-starts.
+	Gate *StartGate
 }
 
 // Pool keeps Size runtimes started (and warmed up) so that a one-shot call
@@ -149,6 +152,7 @@ func (p *Pool) take() *pooled {
 	defer p.mu.Unlock()
 	for len(p.ready) > 0 {
 		pr := p.ready[0]
+		p.ready[0] = nil // the backing array must not keep a taken runtime alive
 		p.ready = p.ready[1:]
 		select {
 		case <-pr.rt.Done(): // died while waiting; the filler replaces it
@@ -218,8 +222,13 @@ func (p *Pool) prune() {
 }
 
 func (p *Pool) add() error {
+	release, err := p.cfg.Gate.Acquire(p.ctx)
+	if err != nil {
+		return err
+	}
 	fwd := &forwarder{}
 	rt, err := p.cfg.Start(p.ctx, fwd.deliver)
+	release()
 	if err != nil {
 		return err
 	}

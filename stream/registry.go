@@ -31,6 +31,7 @@ type Config struct {
 	Counters        *Counters        // where sessions count; a set of its own when nil
 	Executions      execution.Config // what finished executions keep (LogBytes defaults to Budget)
 	Admission       Admission        // session caps and the start queue; zero values turn them off
+	Gate            *StartGate       // the start gate, shared with the pools; nil: made from Admission
 	Logger          *slog.Logger
 }
 
@@ -97,6 +98,9 @@ func NewRegistry(cfg Config) *Registry {
 	r := &Registry{cfg: cfg, counters: cfg.Counters, execs: execution.NewStore(cfg.Executions), sessions: map[sessionKey]*Session{},
 		kernels: map[string]*Session{}, temps: map[*Session]struct{}{}, trim: make(chan struct{}, 1),
 		ended: newEndedLog(endedMax, endedTTL), owners: map[string]int{}, gate: newGate(cfg.Admission)}
+	if cfg.Gate != nil {
+		r.gate = cfg.Gate.g
+	}
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	r.wg.Add(2)
 	go r.reap()

@@ -564,12 +564,19 @@ func (s *Session) wait(ctx context.Context, ex *Execution, rt jupyter.Runtime, g
 		}
 	}()
 	for replied != nil || idled != nil {
+		// Activity matters only to the completion grace and to an
+		// interrupt's: listening to it always would wake this goroutine
+		// at every message of every execution.
+		var activity <-chan struct{}
+		if grace != nil || ignored != nil {
+			activity = ex.activity
+		}
 		select {
 		case <-replied:
 			replied = nil
 		case <-idled:
 			idled = nil
-		case <-ex.activity:
+		case <-activity:
 			if grace != nil {
 				grace.Reset(s.reg.cfg.CompletionGrace)
 			}
@@ -580,6 +587,7 @@ func (s *Session) wait(ctx context.Context, ex *Execution, rt jupyter.Runtime, g
 			continue
 		case <-ex.asked:
 			if ignored == nil {
+				drainPoke(ex.activity) // a poke from before the ask is no sign of it
 				ignored = time.NewTimer(s.reg.cfg.InterruptGrace)
 				ignoredC = ignored.C
 			}
@@ -611,9 +619,18 @@ func (s *Session) wait(ctx context.Context, ex *Execution, rt jupyter.Runtime, g
 			return
 		}
 		if grace == nil && (replied == nil) != (idled == nil) {
+			drainPoke(ex.activity)
 			grace = time.NewTimer(s.reg.cfg.CompletionGrace)
 			graceC = grace.C
 		}
+	}
+}
+
+// drainPoke empties a poke channel.
+func drainPoke(c <-chan struct{}) {
+	select {
+	case <-c:
+	default:
 	}
 }
 

@@ -15,8 +15,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aiod/aiod/bench/load"
 	"github.com/goccy/go-json"
+
+	"github.com/aiod/aiod/bench/load"
+	"github.com/aiod/aiod/kernel"
 )
 
 // Kernel start modes, as in the JSON.
@@ -101,10 +103,18 @@ type LiveResult struct {
 	// MaxAnswering is the most sessions that were all live and answered.
 	MaxAnswering int `json:"max_answering"`
 	// AiodRSSMiB is the daemon's VmRSS with MaxAnswering sessions.
-	AiodRSSMiB float64    `json:"aiod_rss_mib_at_max"`
-	StoppedBy  string     `json:"stopped_by"`
-	Steps      []LiveStep `json:"steps"`
+	AiodRSSMiB float64 `json:"aiod_rss_mib_at_max"`
+	// AiodQuietCPU is the daemon's CPU use with MaxAnswering sessions
+	// that nobody called for quietSeconds (kernels idle: no heartbeats),
+	// over 5 s, in percent of one core.
+	AiodQuietCPU *float64   `json:"aiod_quiet_cpu_percent_at_max"`
+	StoppedBy    string     `json:"stopped_by"`
+	Steps        []LiveStep `json:"steps"`
 }
+
+// quietWait is how long the live step leaves its sessions alone before it
+// measures the daemon's quiet CPU: past the kernels' idle threshold.
+const quietWait = kernel.DefaultIdleAfter + 2*time.Second
 
 // LiveStep is one stair: Sessions live, all asked to print.
 type LiveStep struct {
@@ -116,8 +126,9 @@ type LiveStep struct {
 	// PSSPerSessionMB is the kernels' PSS plus the template's, divided by
 	// the sessions.
 	PSSPerSessionMB float64 `json:"pss_per_session_mb"`
-	// AiodIdleCPU is the daemon's CPU use over 3 s of idle sessions, in
-	// percent of one core (heartbeats, and the GC).
+	// AiodIdleCPU is the daemon's CPU use over 3 s right after every
+	// session answered, in percent of one core (the kernels still count
+	// as in use: heartbeats every second).
 	AiodIdleCPU float64 `json:"aiod_idle_cpu_percent"`
 }
 
@@ -658,6 +669,11 @@ func (r *runner) live(ctx context.Context, d *daemon, mode string, step, maxN in
 			break
 		}
 	}
+	if res.MaxAnswering > 0 && ctx.Err() == nil {
+		time.Sleep(quietWait)
+		res.AiodQuietCPU = num(cpuPercent(d.pid(), 5*time.Second))
+		r.logf("start %s: aiod CPU with %d sessions quiet for %v: %.2f%% of a core", mode, res.MaxAnswering, quietWait, *res.AiodQuietCPU)
+	}
 	return res
 }
 
@@ -775,9 +791,9 @@ func (r *Result) deriveStart() {
 		}
 		return g
 	}
-	var live, liveRSS *float64
+	var live, liveRSS, quietCPU *float64
 	if l := sr.Live[ModeFork]; l != nil {
-		live, liveRSS = num(float64(l.MaxAnswering)), num(l.AiodRSSMiB)
+		live, liveRSS, quietCPU = num(float64(l.MaxAnswering)), num(l.AiodRSSMiB), l.AiodQuietCPU
 	}
 	r.Goals = append(r.Goals,
 		goal("start.first_execute.fork.p50_ms", first(ModeFork, 50), "<=", 80),
@@ -785,6 +801,7 @@ func (r *Result) deriveStart() {
 		goal("start.pss.fork.per_session_mb", pss(ModeFork), "<=", 25),
 		goal("start.live_sessions.fork.max_answering", live, ">=", 1000),
 		goal("start.live_sessions.fork.aiod_rss_mib_at_max", liveRSS, "<", 200),
+		goal("start.live_sessions.fork.aiod_quiet_cpu_percent", quietCPU, "<=", 2),
 		goal("start.ratios.first_execute_p50_isolated_over_plain", sr.Ratios["first_execute_p50_isolated_over_plain"], "<=", 1.3),
 		goal("start.ratios.burst_isolated_over_plain", sr.Ratios["burst_isolated_over_plain"], "<=", 1.3),
 		goal("start.ratios.pss_isolated_minus_plain_mb", sr.Ratios["pss_isolated_minus_plain_mb"], "<=", 2),
@@ -872,6 +889,11 @@ func (r *Result) writeStartTable(w io.Writer) {
 				return "-"
 			}
 			return fmt.Sprintf("%.1f%%", l.Steps[len(l.Steps)-1].AiodIdleCPU)
+		case "quiet":
+			if l.AiodQuietCPU == nil {
+				return "-"
+			}
+			return fmt.Sprintf("%.2f%%", *l.AiodQuietCPU)
 		}
 		return fmt.Sprintf("%d (%s)", l.MaxAnswering, l.StoppedBy)
 	}
@@ -888,7 +910,8 @@ func (r *Result) writeStartTable(w io.Writer) {
 		[]string{"live pandas sessions, each answering", lv(ModeFork, "n"), lv(ModeSpawn, "n"), "", goalCell("start.live_sessions.fork.max_answering")},
 		[]string{"aiod RSS with that many", lv(ModeFork, "rss"), lv(ModeSpawn, "rss"), "", goalCell("start.live_sessions.fork.aiod_rss_mib_at_max")},
 		[]string{"PSS per session with that many (template included)", lv(ModeFork, "pss"), lv(ModeSpawn, "pss"), "", ""},
-		[]string{"aiod CPU with that many idle (% of a core)", lv(ModeFork, "cpu"), lv(ModeSpawn, "cpu"), "", ""},
+		[]string{"aiod CPU with that many, just answered (% of a core)", lv(ModeFork, "cpu"), lv(ModeSpawn, "cpu"), "", ""},
+		[]string{"aiod CPU with that many, quiet 12 s (% of a core)", lv(ModeFork, "quiet"), lv(ModeSpawn, "quiet"), "", goalCell("start.live_sessions.fork.aiod_quiet_cpu_percent")},
 	)
 	writeMarkdown(w, rows)
 }

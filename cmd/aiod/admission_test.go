@@ -255,7 +255,9 @@ func (d *daemon) deleteAll(ctx context.Context, n int, pattern string) {
 // refused with 503, Retry-After and a message naming the queue's flag; no
 // refused call leaves a runtime behind.
 func TestStartQueueRefusesPastItsBound(t *testing.T) {
-	d := startDaemon(t, "--code-backend", "kernel", "--max-concurrent-starts", "1", "--start-queue", "4", "--start-queue-timeout", "30")
+	// No pool: its refills wait in the same line (TestPoolRefillsUnderTheGate)
+	// and would take a place of the sessions counted here.
+	d := startDaemon(t, "--code-backend", "kernel", "--kernel-prewarm", "0", "--max-concurrent-starts", "1", "--start-queue", "4", "--start-queue-timeout", "30")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	answers := d.openAtOnce(ctx, 20, "q-%02d", "print(1)", 60)

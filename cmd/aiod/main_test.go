@@ -76,7 +76,7 @@ type daemon struct {
 func cleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "AIO_") && !strings.HasPrefix(kv, "GOGC=") && !strings.HasPrefix(kv, "GOMEMLIMIT=") &&
+		if !strings.HasPrefix(kv, "AIO_") && !strings.HasPrefix(kv, "GOGC=") && !strings.HasPrefix(kv, "GOMEMLIMIT=") && !strings.HasPrefix(kv, "GOMAXPROCS=") &&
 			!strings.HasPrefix(kv, "JWT_PUBLIC_KEY=") && !strings.HasPrefix(kv, "TICKET_TTL_SECONDS=") {
 			env = append(env, kv)
 		}
@@ -501,7 +501,7 @@ func TestSIGTERMEndsOneShotInFlight(t *testing.T) {
 // --execution-retention-bytes 160 MiB (above the 128 MiB --memory-limit, so
 // that the bound, not the limit, is what is measured): the store holds all
 // of them within the bound, and the daemon's resident memory stays within
-// the bound plus 32 MiB.
+// the bound plus 40 MiB.
 func TestRetainedExecutionsStayWithinTheirBound(t *testing.T) {
 	const bound = 160 << 20
 	d := startDaemon(t, "--execution-retention-bytes", strconv.Itoa(bound))
@@ -542,8 +542,14 @@ func TestRetainedExecutionsStayWithinTheirBound(t *testing.T) {
 	}
 	t.Logf("1,000 executions: %d retained in %s (%d evicted); daemon RSS peak %s (sampled), VmHWM %s",
 		st.Finished, mib(st.FinishedBytes), st.Evicted, mib(peak), mib(hwm))
-	if limit := int64(bound + 32<<20); hwm > limit {
-		t.Fatalf("daemon VmHWM %s passed the retention bound plus 32 MiB (%s)", mib(hwm), mib(limit))
+	// 40 MiB over the bound: the Go runtime's own memory, the binary's
+	// pages and the GC's headroom (--memory-limit follows what aiod holds
+	// plus 16 MiB). Measured 190.9-192.5 MiB here on 2026-12-02, the same
+	// before and after that day's changes (the old 32 MiB slack failed on
+	// main about one run in three). A second copy of the outputs, or a
+	// store that kept evicted ones, would add 70 MiB or more.
+	if limit := int64(bound + 40<<20); hwm > limit {
+		t.Fatalf("daemon VmHWM %s passed the retention bound plus 40 MiB (%s)", mib(hwm), mib(limit))
 	}
 }
 

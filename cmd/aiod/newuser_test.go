@@ -92,7 +92,7 @@ func TestHelpShowsTypesAndPassthrough(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("--help exit %d:\n%s", code, out)
 	}
-	for _, want := range []string{"--default-timeout seconds", "--max-body bytes", "--kernel-prewarm count",
+	for _, want := range []string{"--default-timeout seconds", "--max-body bytes", "--kernel-prewarm auto|count",
 		"--kernel-warmup true|false", "--addr host:port", "--workdir folder", "--log-level debug|info|warn|error",
 		"--access-log true|false", "KERNEL_*", "JWT_PUBLIC_KEY"} {
 		if !strings.Contains(out, want) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -52,7 +53,7 @@ type options struct {
 	maxTicketsPerCall  int
 	maxConnsPerIP      int
 	memoryLimit        int
-	kernelPrewarm      int
+	kernelPrewarm      int // -1: auto
 	codePrewarm        int
 	kernelWarmup       bool
 	kernelStart        string
@@ -84,6 +85,7 @@ type options struct {
 	tenantUIDs         [2]uint32
 	runtimeNetwork     string
 	egressAllow        string
+	pprofAddr          string // "": off
 }
 
 // setting is one flag with its variable, for parsing and for --help.
@@ -130,7 +132,7 @@ func (o *options) settings() []setting {
 		{"max-body", "AIO_MAX_BODY", "67108864", "largest request body in bytes (413 past it)", intSetter(&o.maxBody)},
 		{"workdir", "AIO_WORKDIR", "", "working directory of kernels and REPLs (default: the daemon's)", strSetter(&o.workdir)},
 		{"shutdown-timeout", "AIO_SHUTDOWN_TIMEOUT", "20", "seconds to drain requests and stop runtimes on SIGINT/SIGTERM", secSetter(&o.shutdownTimeout)},
-		{"kernel-prewarm", "AIO_KERNEL_PREWARM", "0", "Python kernels kept started and ready for one-shot calls and new sessions", countSetter(&o.kernelPrewarm)},
+		{"kernel-prewarm", "AIO_KERNEL_PREWARM", "auto", "Python kernels kept started and ready for one-shot calls and new sessions (per tenant under --isolation tenant); auto is 2 with --kernel-start fork, fewer under a small --max-sessions or on a machine under 2 GiB, 0 with spawn (docs/kernels.md); 0 turns the pool off", autoCountSetter(&o.kernelPrewarm)},
 		{"code-prewarm", "AIO_CODE_PREWARM", "0", "native REPL processes kept ready per language (javascript; python when the backend is native)", countSetter(&o.codePrewarm)},
 		{"kernel-warmup", "AIO_KERNEL_WARMUP", "true", "import pandas and matplotlib in pooled kernels before handing them out, and in kernel templates before forking", boolSetter(&o.kernelWarmup)},
 		{"kernel-start", "AIO_KERNEL_START", "fork", "how Python kernels start: fork (from a warm template process per kernelspec, where its argv is the standard ipykernel launcher) or spawn (a new process each)", strSetter(&o.kernelStart)},
@@ -173,8 +175,29 @@ func (o *options) settings() []setting {
 		{"tenant-uids", "AIO_TENANT_UIDS", "2000000000-2000999999", "FIRST-LAST: the uids (and gids) tenants get under --isolation tenant, one each, kept across restarts; nothing else on the machine may use them", uidRangeSetter(&o.tenantUIDs)},
 		{"runtime-network", "AIO_RUNTIME_NETWORK", "none", "network of tenant runtimes under --isolation tenant: none (a network namespace per tenant with its own loopback only), allow (that, and an HTTP proxy in it letting through only --egress-allow) or host", strSetter(&o.runtimeNetwork)},
 		{"egress-allow", "AIO_EGRESS_ALLOW", "", "with --runtime-network allow: comma-separated HOST:PORT destinations runtimes may reach through aiod's proxy (a name, *.name for its subdomains, or an address), e.g. pypi.org:443,files.pythonhosted.org:443", strSetter(&o.egressAllow)},
+		{"pprof-addr", "AIO_PPROF_ADDR", "", "serve Go's profiles (net/http/pprof: CPU, heap, goroutines) on this loopback HOST:PORT, a listener of its own with no credentials; off when empty", loopbackSetter(&o.pprofAddr)},
 		{"access-log", "AIO_ACCESS_LOG", "true", "log one line per request at info: method, route pattern, status, duration, bytes (never bodies, queries or credentials)", boolSetter(&o.accessLog)},
 	}
+}
+
+// loopbackSetter reads a HOST:PORT whose host is a loopback address (or
+// localhost): what it serves needs no credentials, so only this machine
+// may reach it.
+func loopbackSetter(p *string) setter {
+	return setter{"host:port", func(v string) error {
+		host, port, err := net.SplitHostPort(v)
+		if err != nil {
+			return fmt.Errorf("want HOST:PORT, got %q", v)
+		}
+		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			return fmt.Errorf("want a port number, got %q", port)
+		}
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return fmt.Errorf("%q is not a loopback address: the profiles are served without credentials, so give 127.0.0.1:PORT or [::1]:PORT", host)
+		}
+		*p = v
+		return nil
+	}}
 }
 
 func strSetter(p *string) setter {
@@ -236,6 +259,21 @@ func rangeSetter(p *int, lo, hi int) setter {
 			return fmt.Errorf("want an integer from %d to %d, got %q", lo, hi, v)
 		}
 		*p = n
+		return nil
+	}}
+}
+
+// autoCountSetter is countSetter that also takes auto (stored as -1).
+func autoCountSetter(p *int) setter {
+	c := countSetter(p)
+	return setter{"auto|count", func(v string) error {
+		if v == "auto" {
+			*p = -1
+			return nil
+		}
+		if err := c.fn(v); err != nil {
+			return fmt.Errorf("want auto or an integer from 0 to 256, got %q", v)
+		}
 		return nil
 	}}
 }
@@ -583,7 +621,8 @@ func printUsage(out io.Writer, sets []setting) {
 		"  KERNEL_*            passed to every kernel started on --jupyter-endpoint (e.g. KERNEL_USERNAME for Enterprise Gateway)\n"+
 		"  JWT_PUBLIC_KEY      read when AIO_JWT_PUBLIC_KEY is unset\n"+
 		"  TICKET_TTL_SECONDS  read when AIO_TICKET_TTL_SECONDS is unset\n"+
-		"  GOMEMLIMIT          wins over --memory-limit\n")
+		"  GOMEMLIMIT          wins over --memory-limit\n"+
+		"  GOMAXPROCS          processors for aiod's own Go code (default: half the CPUs, at least one)\n")
 }
 
 func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
@@ -596,7 +635,7 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 		Token: o.token, AllowedOrigins: splitList(o.allowedOrigins),
 		AllowedHosts: splitList(o.allowedHosts), JWTPublicKey: o.jwtPublicKey, TicketTTL: o.ticketTTL,
 		MaxTicketsPerCaller: o.maxTicketsPerCall, MaxConnsPerIP: o.maxConnsPerIP,
-		KernelPrewarm: o.kernelPrewarm, CodePrewarm: o.codePrewarm, NoKernelWarmup: !o.kernelWarmup,
+		KernelPrewarm: o.prewarm(), CodePrewarm: o.codePrewarm, NoKernelWarmup: !o.kernelWarmup,
 		KernelStart: o.kernelStart, KernelTransport: strings.TrimPrefix(o.kernelTransport, "auto"),
 		JupyterEndpoint: o.jupyterEndpoint, JupyterToken: o.jupyterToken, JupyterKernel: o.jupyterKernel,
 		JupyterStartTimeout: o.jupyterStart, JupyterProbeInterval: o.jupyterProbe,
@@ -618,6 +657,14 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 		c.Isolation.EnvAllow = []string{} // given empty: nothing passes
 	}
 	return c
+}
+
+// prewarm is --kernel-prewarm with auto resolved.
+func (o *options) prewarm() int {
+	if o.kernelPrewarm >= 0 {
+		return o.kernelPrewarm
+	}
+	return backend.DefaultKernelPrewarm(o.kernelStart, o.admission().MaxSessions)
 }
 
 // admission is the session caps and start queue, with auto resolved.

@@ -33,6 +33,23 @@ func DefaultMaxSessions(kernelStart string) int {
 	return int(min(max(total*3/4/cost, 8), 4096))
 }
 
+// DefaultKernelPrewarm is the default of --kernel-prewarm (auto): with
+// fork, 2 kernels kept ready (each costs its PSS, about 25 MB with the
+// warm-up imports, and nothing while it waits: an idle kernel is not
+// pinged), 1 under a session cap below 16 or on a machine of less than
+// 2 GiB, and 0 under a cap below 4; with spawn none (a spawned kernel
+// costs about 85 MB and a second of CPU to keep ready). maxSessions 0 is
+// no cap.
+func DefaultKernelPrewarm(kernelStart string, maxSessions int) int {
+	if kernelStart == "spawn" || maxSessions > 0 && maxSessions < 4 {
+		return 0
+	}
+	if maxSessions > 0 && maxSessions < 16 || MemTotal() > 0 && MemTotal() < 2<<30 {
+		return 1
+	}
+	return 2
+}
+
 // DefaultMaxStarts is the default of --max-concurrent-starts: one start
 // per core, at least 2. A kernel start is CPU-bound (about a second of CPU
 // when spawned), so more at once only makes each slower.

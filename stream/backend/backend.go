@@ -30,23 +30,24 @@ const (
 
 // Config is what New needs; zero values take the defaults named.
 type Config struct {
-	CodeBackend          string          // auto, native or kernel; "auto"
-	KernelName           string          // --kernel-name; "" picks python3 or the first ipykernel
-	KernelIdle           time.Duration   // idle limit of kernel sessions
-	NativeIdle           time.Duration   // idle limit of native REPL sessions
-	KernelStartTimeout   time.Duration   // bound on a kernel start; 60 s
-	Workdir              string          // working directory of runtimes; "" is the daemon's
-	JupyterEndpoint      string          // a Jupyter server to run Python kernels on
-	JupyterToken         string          // its token
-	JupyterKernel        string          // kernelspec on that server; "" is its default
-	JupyterStartTimeout  time.Duration   // bound on a remote kernel start; 120 s
-	JupyterProbeInterval time.Duration   // how often the server is probed; 30 s
-	KernelPrewarm        int             // Python kernels kept started and ready
-	CodePrewarm          int             // native REPL processes kept ready per language
-	NoKernelWarmup       bool            // do not import pandas and matplotlib in pooled kernels (nor in templates)
-	KernelStart          string          // fork (from a warm template per kernelspec) or spawn; "" is fork
-	KernelTransport      string          // ipc or tcp for local kernels; "" is ipc for ipykernel specs, tcp for others
-	Counter              jupyter.Counter // where runtimes count what they drop; nil counts nothing
+	CodeBackend          string            // auto, native or kernel; "auto"
+	KernelName           string            // --kernel-name; "" picks python3 or the first ipykernel
+	KernelIdle           time.Duration     // idle limit of kernel sessions
+	NativeIdle           time.Duration     // idle limit of native REPL sessions
+	KernelStartTimeout   time.Duration     // bound on a kernel start; 60 s
+	Workdir              string            // working directory of runtimes; "" is the daemon's
+	JupyterEndpoint      string            // a Jupyter server to run Python kernels on
+	JupyterToken         string            // its token
+	JupyterKernel        string            // kernelspec on that server; "" is its default
+	JupyterStartTimeout  time.Duration     // bound on a remote kernel start; 120 s
+	JupyterProbeInterval time.Duration     // how often the server is probed; 30 s
+	KernelPrewarm        int               // Python kernels kept started and ready
+	CodePrewarm          int               // native REPL processes kept ready per language
+	NoKernelWarmup       bool              // do not import pandas and matplotlib in pooled kernels (nor in templates)
+	KernelStart          string            // fork (from a warm template per kernelspec) or spawn; "" is fork
+	KernelTransport      string            // ipc or tcp for local kernels; "" is ipc for ipykernel specs, tcp for others
+	Counter              jupyter.Counter   // where runtimes count what they drop; nil counts nothing
+	StartGate            *stream.StartGate // the registry's start gate, which pool refills wait for; nil: none
 	// Isolation is the limits, user and environment of local runtimes; the
 	// zero value limits nothing but still scrubs the environment.
 	Isolation Isolation

@@ -14,11 +14,20 @@ import (
 // a pooled one must already be in its tenant's sandbox: each tenant that
 // starts runtimes gets pools of its own (--kernel-prewarm kernels,
 // --code-prewarm native REPLs per language), made on its first start and
-// closed once it has started nothing for tenantPoolIdle. A tenant's first
-// session is therefore a cold start; the next ones take a ready runtime.
+// closed once it has started nothing for tenantPoolIdle, or when more than
+// maxTenantPools tenants hold pools and its last start is the oldest. A
+// tenant's first session is therefore a cold start (unless it is the one
+// tenant of a daemon without credentials, prewarmed at start: see
+// PrewarmTenant); the next ones take a ready runtime.
 
 // tenantPoolIdle is how long a tenant's pools outlive its last start.
 const tenantPoolIdle = 5 * time.Minute
+
+// maxTenantPools is how many tenants hold pools at once: past it, the
+// pools of the tenant whose last start is oldest are closed, so that the
+// kernels kept ready stay bounded however many callers come (2 kernels
+// of about 25 MB each per tenant by default: 400 MB at most).
+const maxTenantPools = 8
 
 // tenantPools are the pools of every tenant.
 type tenantPools struct {
@@ -26,6 +35,7 @@ type tenantPools struct {
 	byKey  map[string]*tenantPool // guarded by mu
 	closed bool                   // guarded by mu
 	stop   chan struct{}          // closed by close: ends the janitor
+	evict  chan struct{}          // pokes the janitor: more than maxTenantPools
 	done   chan struct{}          // closed when the janitor is over
 }
 
@@ -53,7 +63,7 @@ func (r *Runtimes) startTenantPools() {
 	if r.cfg.KernelPrewarm == 0 && r.cfg.CodePrewarm == 0 {
 		return
 	}
-	tp := &tenantPools{byKey: map[string]*tenantPool{}, stop: make(chan struct{}), done: make(chan struct{})}
+	tp := &tenantPools{byKey: map[string]*tenantPool{}, stop: make(chan struct{}), evict: make(chan struct{}, 1), done: make(chan struct{})}
 	r.tpools = tp
 	go func() {
 		defer close(tp.done)
@@ -64,8 +74,9 @@ func (r *Runtimes) startTenantPools() {
 			case <-tp.stop:
 				return
 			case <-t.C:
-				tp.closeIdle(time.Now())
+			case <-tp.evict:
 			}
+			tp.closeIdle(time.Now())
 		}
 	}()
 }
@@ -95,25 +106,32 @@ func (r *Runtimes) tenantPool(t *sandbox.Tenant) *tenantPool {
 		}
 		p.kernel = stream.NewPool(stream.PoolConfig{
 			Name: "kernel", Size: n, Start: r.coldKernelBackend(env.PythonKernel.spec, nil, t).Start,
-			Warmup: warm, Prime: true, Language: Python, Counter: r.cfg.Counter, Logger: r.log.With("tenant", t.Key),
+			Warmup: warm, Prime: true, Language: Python, Counter: r.cfg.Counter, Gate: r.cfg.StartGate, Logger: r.log.With("tenant", t.Key),
 		})
 	}
 	if n := r.cfg.CodePrewarm; n > 0 {
 		if env.Node.Error == "" {
 			p.native[JS] = stream.NewPool(stream.PoolConfig{Name: JS, Size: n, Start: r.coldNativeBackend(JS, env.Node.Path, nil, t).Start,
-				Language: JS, Counter: r.cfg.Counter, Logger: r.log.With("tenant", t.Key)})
+				Language: JS, Counter: r.cfg.Counter, Gate: r.cfg.StartGate, Logger: r.log.With("tenant", t.Key)})
 		}
 		if env.PythonBackend == Native && env.Python.Error == "" {
 			p.native[Python] = stream.NewPool(stream.PoolConfig{Name: Python, Size: n, Start: r.coldNativeBackend(Python, env.Python.Path, nil, t).Start,
-				Language: Python, Counter: r.cfg.Counter, Logger: r.log.With("tenant", t.Key)})
+				Language: Python, Counter: r.cfg.Counter, Gate: r.cfg.StartGate, Logger: r.log.With("tenant", t.Key)})
 		}
 	}
 	tps.byKey[t.Key] = p
+	if len(tps.byKey) > maxTenantPools {
+		select {
+		case tps.evict <- struct{}{}:
+		default:
+		}
+	}
 	return p
 }
 
 // closeIdle closes the pools of tenants that started nothing since
-// now - tenantPoolIdle.
+// now - tenantPoolIdle, and those of the least recent tenants past
+// maxTenantPools.
 func (tps *tenantPools) closeIdle(now time.Time) {
 	tps.mu.Lock()
 	var idle []*stream.Pool
@@ -122,6 +140,16 @@ func (tps *tenantPools) closeIdle(now time.Time) {
 			idle = append(idle, p.all()...)
 			delete(tps.byKey, k)
 		}
+	}
+	for len(tps.byKey) > maxTenantPools {
+		oldest := ""
+		for k, p := range tps.byKey {
+			if oldest == "" || p.last.Before(tps.byKey[oldest].last) {
+				oldest = k
+			}
+		}
+		idle = append(idle, tps.byKey[oldest].all()...)
+		delete(tps.byKey, oldest)
 	}
 	tps.mu.Unlock()
 	closePools(idle)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -81,7 +82,15 @@ type Store struct {
 	bytes     int       // held by finished records
 	tombs     map[execKey]*GoneError
 	tombOrder []execKey
+	peak      int // the most records byID held since it was last made anew
+
+	whyAge, whyBytes string // why an execution was evicted, one string for all tombstones
 }
+
+// shrinkFrom is the size from which byID is made anew once it holds an
+// eighth of its peak: a Go map keeps its buckets after deletes, so a burst
+// of executions would hold their room for ever.
+const shrinkFrom = 4096
 
 // execKey names an execution: its tenant's id.
 type execKey struct{ tenant, id string }
@@ -97,7 +106,10 @@ func NewStore(cfg Config) *Store {
 	if cfg.LogBytes <= 0 {
 		cfg.LogBytes = DefaultBudget
 	}
-	return &Store{cfg: cfg, byID: map[execKey]*Record{}, tombs: map[execKey]*GoneError{}}
+	return &Store{cfg: cfg, byID: map[execKey]*Record{}, tombs: map[execKey]*GoneError{},
+		whyAge: fmt.Sprintf("finished more than %s ago (--execution-retention)", cfg.Retention),
+		whyBytes: fmt.Sprintf("finished executions held more than %d bytes (--execution-retention-bytes); the oldest go first",
+			cfg.RetentionBytes)}
 }
 
 // Key is what must match for a retry to attach to an execution: the same
@@ -129,6 +141,7 @@ func (x *Store) Claim(tenant, id string, k Key) (rec *Record, created bool, err 
 	r := &Record{ID: id, Tenant: tenant, key: k, Created: time.Now(), x: x, state: StateQueued,
 		done: make(chan struct{}), cancel: make(chan struct{}), sinks: map[*follower]struct{}{}, firstSeq: 1}
 	x.byID[ek] = r
+	x.peak = max(x.peak, len(x.byID))
 	return r, true, nil
 }
 
@@ -193,20 +206,25 @@ func (x *Store) Sweep(now time.Time) {
 }
 
 func (x *Store) sweepLocked(now time.Time) {
+	defer x.compactLocked()
 	for len(x.finished) > 0 {
 		r := x.finished[0]
 		switch {
 		case now.Sub(r.endedAt()) > x.cfg.Retention:
-			x.evictLocked(r, fmt.Sprintf("finished more than %s ago (--execution-retention)", x.cfg.Retention))
+			x.evictLocked(r, x.whyAge)
 		case x.bytes > x.cfg.RetentionBytes:
-			x.evictLocked(r, fmt.Sprintf("finished executions held more than %d bytes (--execution-retention-bytes); the oldest go first", x.cfg.RetentionBytes))
+			x.evictLocked(r, x.whyBytes)
 		default:
 			return
 		}
 	}
 }
 
+// evictLocked forgets r. The slots it leaves at the front of finished and
+// tombOrder are cleared: a slice's backing array keeps whatever its
+// dropped front still points at alive.
 func (x *Store) evictLocked(r *Record, why string) {
+	x.finished[0] = nil
 	x.finished = x.finished[1:]
 	x.bytes -= r.heldBytes()
 	ek := execKey{r.Tenant, r.ID}
@@ -215,9 +233,24 @@ func (x *Store) evictLocked(r *Record, why string) {
 	x.tombOrder = append(x.tombOrder, ek)
 	if len(x.tombOrder) > maxTombstones {
 		delete(x.tombs, x.tombOrder[0])
+		x.tombOrder[0] = execKey{}
 		x.tombOrder = x.tombOrder[1:]
 	}
 	r.release()
+}
+
+// compactLocked gives back the room a burst left: byID is made anew once
+// it holds an eighth of its peak, and finished is copied out of a backing
+// array with room for four times its length (or more) left.
+func (x *Store) compactLocked() {
+	if x.peak >= shrinkFrom && len(x.byID) < x.peak/8 {
+		m := make(map[execKey]*Record, len(x.byID))
+		maps.Copy(m, x.byID)
+		x.byID, x.peak = m, len(m)
+	}
+	if c := cap(x.finished); c >= 64 && len(x.finished) < c/4 {
+		x.finished = append([]*Record(nil), x.finished...)
+	}
 }
 
 // finished records r as done and evicts what the bounds require.

@@ -2,6 +2,7 @@ package execution
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -163,4 +164,47 @@ func equalInts(a, b []int) bool {
 		}
 	}
 	return true
+}
+
+// TestStoreGivesBackABurst: once a burst of executions has expired, the
+// store holds no pointer to them (the front of its eviction queue is
+// cleared) and its index is made anew, so the heap goes back down.
+func TestStoreGivesBackABurst(t *testing.T) {
+	x := NewStore(Config{Retention: time.Hour, RetentionBytes: 1 << 30, LogBytes: 1 << 20})
+	const n = 3 * shrinkFrom
+	for i := range n {
+		r, _, err := x.Claim("t", fmt.Sprint("e", i), Key{Code: fmt.Sprint(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		finishRecord(r, "x")
+	}
+	keep, _, _ := x.Claim("t", "last", Key{Code: "last"})
+	finishRecord(keep, "x")
+	x.Sweep(time.Now().Add(time.Hour - time.Minute)) // nothing old enough yet
+	if st := x.Stats(); st.Held != n+1 {
+		t.Fatalf("before the retention: %+v", st)
+	}
+	// All but the last finished more than the retention ago.
+	x.mu.Lock()
+	for _, r := range x.finished[:n] {
+		r.mu.Lock()
+		r.ended = r.ended.Add(-2 * time.Hour)
+		r.mu.Unlock()
+	}
+	x.mu.Unlock()
+	x.Sweep(time.Now())
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if len(x.byID) != 1 || x.peak != 1 {
+		t.Errorf("index holds %d (peak %d), want 1 made anew", len(x.byID), x.peak)
+	}
+	if len(x.finished) != 1 || cap(x.finished) > 4 {
+		t.Errorf("finished: len %d cap %d, want the one record in a small array", len(x.finished), cap(x.finished))
+	}
+	for i, r := range x.finished[:cap(x.finished)] {
+		if r != nil && r != keep {
+			t.Errorf("slot %d of the eviction queue still points at an evicted record", i)
+		}
+	}
 }

@@ -25,6 +25,7 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
 	startOnly := fs.Bool("start-only", false, "run only the kernel start benchmark (fork against spawn)")
 	noStart := fs.Bool("no-start", false, "skip the kernel start benchmark")
+	withStart := fs.Bool("start", false, "with --quick: run the kernel start benchmark too (quick mode skips it, to stay under a minute)")
 	startMax := fs.Int("start-max", 0, "most live sessions the start benchmark's staircase opens (default 1000, quick 100)")
 	startBurst := fs.Int("start-burst", 0, "sessions of the start benchmark's burst (default 64, quick 16)")
 	if err := fs.Parse(args); err != nil {
@@ -35,6 +36,9 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if *svgOut == "" && *jsonOut != "" && !*startOnly { // the chart is of the main comparison
 		*svgOut = strings.TrimSuffix(*jsonOut, filepath.Ext(*jsonOut)) + ".svg"
+	}
+	if *quick && !*withStart && !*startOnly {
+		*noStart = true
 	}
 	cfg := compare.Config{Quick: *quick, StartOnly: *startOnly, NoStart: *noStart, StartMax: *startMax, StartBurst: *startBurst}
 	if !*quiet {

@@ -2,6 +2,7 @@
 //
 //	aiobench load [flags]     drive a running aiod and report latency and throughput
 //	aiobench compare [flags]  start aiod, its floor and Jupyter Server, and compare them in one run
+//	aiobench soak [flags]     start aiod, load it, let everything expire, and check its heap comes back
 package main
 
 import (
@@ -32,6 +33,8 @@ func main() {
 		err = runLoad(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "compare":
 		err = runCompare(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	case "soak":
+		err = runSoak(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "-h", "--help", "help":
 		usage(os.Stdout)
 		return
@@ -49,8 +52,9 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `Usage:
   aiobench load [flags]     drive a running aiod over REST or WebSocket
   aiobench compare [flags]  floor vs aiod REST/WS vs Jupyter Server, one-shots, memory; one table and --json
+  aiobench soak [flags]     mixed load, then everything expires: does aiod's live heap come back?
 
-Run "aiobench load -h" or "aiobench compare -h" for flags.
+Run "aiobench load -h", "aiobench compare -h" or "aiobench soak -h" for flags.
 `)
 }
 

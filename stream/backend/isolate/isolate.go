@@ -21,11 +21,12 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/aiod/aiod/stream/backend/sandbox"
 	"github.com/opencontainers/cgroups"
 	"github.com/opencontainers/cgroups/fs"
 	"github.com/opencontainers/cgroups/fs2"
 	"golang.org/x/sys/unix"
+
+	"github.com/aiod/aiod/stream/backend/sandbox"
 )
 
 // Mechanisms, as Report.Mechanism names them.
@@ -430,8 +431,12 @@ type Limits struct {
 	dir  string          // a folder of the group that lists its processes
 	once sync.Once
 	oom  atomic.Uint64 // oom kills counted before the group was removed
-	full atomic.Bool   // ReachedOwnLimit seen before the group was removed
-	err  error
+	// oomFile is the group's file that counts its OOM kills, kept open:
+	// the count is read at every execution, and one pread is a fraction
+	// of an open, read and close each time. nil: ask the manager.
+	oomFile *os.File
+	full    atomic.Bool // ReachedOwnLimit seen before the group was removed
+	err     error
 }
 
 // Apply puts the process pid (and what it starts from now on) under the
@@ -494,6 +499,13 @@ func (is *Isolator) Apply(pid int) (*Limits, error) {
 		}
 		return nil, fmt.Errorf("put runtime (pid %d) in its cgroup: %w", pid, err)
 	}
+	oomPath := filepath.Join(l.dir, "memory.events")
+	if is.mechanism != CgroupV2 {
+		oomPath = filepath.Join(l.mgr.Path("memory"), "memory.oom_control")
+	}
+	if f, err := os.Open(oomPath); err == nil {
+		l.oomFile = f
+	}
 	return l, nil
 }
 
@@ -520,10 +532,41 @@ func (l *Limits) OOMKills() uint64 {
 	if l == nil || l.mgr == nil {
 		return 0
 	}
-	if n, err := l.mgr.OOMKillCount(); err == nil && n > l.oom.Load() {
+	if n, err := l.readOOMKills(); err == nil && n > l.oom.Load() {
 		l.oom.Store(n)
 	}
 	return l.oom.Load()
+}
+
+// readOOMKills reads the group's count: the line "oom_kill N" of its
+// oomFile read again from the start (cgroup files are generated anew
+// at each read from offset 0), or the manager's answer without one.
+func (l *Limits) readOOMKills() (uint64, error) {
+	if l.oomFile == nil {
+		return l.mgr.OOMKillCount()
+	}
+	var (
+		buf  [512]byte
+		n    int
+		perr error
+	)
+	// One pread (File.ReadAt would make a second to see the end).
+	rc, err := l.oomFile.SyscallConn()
+	if err == nil {
+		err = rc.Read(func(fd uintptr) bool {
+			n, perr = unix.Pread(int(fd), buf[:], 0)
+			return true
+		})
+	}
+	if err = errors.Join(err, perr); err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(buf[:n]), "\n") {
+		if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+			return strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, errors.New("no oom_kill line in " + l.oomFile.Name())
 }
 
 // ReachedOwnLimit reports whether the runtime's group used its own memory
@@ -555,6 +598,9 @@ func (l *Limits) Close() error {
 	l.once.Do(func() {
 		l.OOMKills() // keep the counts: the group goes
 		l.ReachedOwnLimit()
+		if l.oomFile != nil {
+			_ = l.oomFile.Close()
+		}
 		l.err = l.killAll()
 		if err := l.mgr.Destroy(); err != nil {
 			l.err = errors.Join(l.err, err)

@@ -141,6 +141,9 @@ func TestCgroupV1Group(t *testing.T) {
 	if !slices.Contains(strings.Fields(read("pids", "cgroup.procs")), strconv.Itoa(cmd.Process.Pid)) {
 		t.Fatalf("pid %d not in its group: %q", cmd.Process.Pid, read("pids", "cgroup.procs"))
 	}
+	if n := l.OOMKills(); n != 0 { // and the kept file is read anew below
+		t.Fatalf("OOMKills = %d before any allocation", n)
+	}
 	in.WriteString("go\n")
 	if line, _ := out.ReadString('\n'); line != "started\n" {
 		t.Fatalf("child said %q", line)

@@ -1,0 +1,83 @@
+package gateway
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestTwoWriteClientNoStall: a client that sends a request's headers and
+// its body in two writes with Nagle on (as httpx 0.23 does) on a
+// kept-alive connection is as fast as one that sends them together.
+// Without an immediate ACK from aiod the body waits for Linux's delayed
+// ACK, about 40 ms a call.
+func TestTwoWriteClientNoStall(t *testing.T) {
+	ts := startServer(t, Config{})
+	body := `{"language":"python","code":"pass","session_id":"quickack"}`
+	if st, _, data := ts.exec(t, map[string]any{"language": "python", "code": "pass", "session_id": "quickack"}); st != 200 || data["status"] != "ok" {
+		t.Fatalf("warm-up: %d %v", st, data)
+	}
+	head := fmt.Sprintf("POST /v2/code/execute HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n",
+		strings.TrimPrefix(ts.URL, "http://"), len(body))
+
+	one, two := dialNagle(t, ts), dialNagle(t, ts)
+	const rounds = 25
+	var tOne, tTwo []time.Duration
+	for i := 0; i < rounds; i++ {
+		tOne = append(tOne, roundTrip(t, one, head+body))
+		tTwo = append(tTwo, roundTrip(t, two, head, body))
+	}
+	p50 := func(d []time.Duration) time.Duration { slices.Sort(d); return d[len(d)/2] }
+	a, b := p50(tOne), p50(tTwo)
+	t.Logf("p50 one write %v, two writes %v (%.2fx)", a, b, float64(b)/float64(a))
+	if float64(b) > 1.3*float64(a) {
+		t.Errorf("two-write client p50 %v is more than 1.3x the one-write client's %v: delayed ACK stall", b, a)
+	}
+}
+
+type nagleConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func dialNagle(t *testing.T, ts *testServer) *nagleConn {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", strings.TrimPrefix(ts.URL, "http://"), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.(*net.TCPConn).SetNoDelay(false); err != nil { // Nagle on, as httpx
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &nagleConn{Conn: c, r: bufio.NewReader(c)}
+}
+
+// roundTrip writes parts one write each and reads one answer.
+func roundTrip(t *testing.T, c *nagleConn, parts ...string) time.Duration {
+	t.Helper()
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	start := time.Now()
+	for _, p := range parts {
+		if _, err := io.WriteString(c, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := http.ReadResponse(c.r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	d := time.Since(start)
+	if resp.StatusCode != 200 || !strings.Contains(string(raw), `"status":"ok"`) {
+		t.Fatalf("answer %d: %s", resp.StatusCode, raw)
+	}
+	return d
+}

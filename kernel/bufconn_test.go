@@ -1,0 +1,63 @@
+package kernel
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/go-zeromq/zmq4/transport"
+)
+
+// TestBufferedConnKeepsWritev: a buffered connection reads through its
+// buffer and still sends net.Buffers as one writev (the method net finds
+// by type assertion), for both transports.
+func TestBufferedConnKeepsWritev(t *testing.T) {
+	for _, network := range []string{"unix", "tcp"} {
+		addr := "127.0.0.1:0"
+		if network == "unix" {
+			addr = filepath.Join(t.TempDir(), "s")
+		}
+		ln, err := net.Listen(network, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan []byte, 1)
+		go func() {
+			c, err := ln.Accept()
+			if err != nil {
+				got <- nil
+				return
+			}
+			defer c.Close()
+			_, _ = c.Write([]byte("hello"))
+			b, _ := io.ReadAll(io.LimitReader(c, 6))
+			got <- b
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := bufferedTransport{transport.New(network)}.Dial(ctx, &net.Dialer{}, ln.Addr().String())
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := c.(interface{ CloseWrite() error }); !ok {
+			t.Errorf("%s: the buffered connection hides the concrete type %T", network, c)
+		}
+		b := make([]byte, 5)
+		if _, err := io.ReadFull(c, b); err != nil || string(b) != "hello" {
+			t.Errorf("%s: read %q, %v", network, b, err)
+		}
+		bufs := net.Buffers{[]byte("ab"), []byte("cd"), []byte("ef")}
+		if _, err := bufs.WriteTo(c); err != nil {
+			t.Fatal(err)
+		}
+		if b := <-got; !bytes.Equal(b, []byte("abcdef")) {
+			t.Errorf("%s: peer read %q", network, b)
+		}
+		c.Close()
+		ln.Close()
+	}
+}
