@@ -5,10 +5,19 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
 	"os/exec"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/kernel/remote/remotetest"
 )
 
 // walkthroughModules is a Python program that prints, one a line, the
@@ -70,5 +79,171 @@ func TestMakeRunInstallsWhatTheWalkthroughImports(t *testing.T) {
 		if !run[pkg] {
 			t.Errorf("the walkthrough imports %s from Debian's %s, which `make run` (.ci/deps.sh run) does not install: %v", mod, pkg, strings.Fields(string(list)))
 		}
+	}
+}
+
+// fmtStringer is a server's log, printed when a client fails.
+type fmtStringer interface{ String() string }
+
+type stringer func() string
+
+func (f stringer) String() string { return f() }
+
+// runGatewayNotebook runs testdata/nbclient_gateway.py against base and
+// returns each cell's outputs.
+func runGatewayNotebook(t *testing.T, base, token string, logs fmtStringer) []any {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	args := []string{"testdata/nbclient_gateway.py", base}
+	if token != "" {
+		args = append(args, token)
+	}
+	out, err := exec.CommandContext(ctx, remotetest.Python, args...).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("nbclient through GatewayKernelManager against %s: %v\n%s\nserver:\n%s", base, err, ee.Stderr, logs)
+		}
+		t.Fatalf("nbclient through GatewayKernelManager against %s: %v\nserver:\n%s", base, err, logs)
+	}
+	var cells []any
+	if err := json.Unmarshal(out, &cells); err != nil {
+		t.Fatalf("nbclient's outputs: %v\n%s", err, out)
+	}
+	return cells
+}
+
+// Item 1: nbclient runs a two-cell notebook through jupyter_server 1.23's
+// GatewayKernelManager (whose client sends no channel and a float
+// header.date) against the binary, and gets the outputs Jupyter Server
+// gives for the same notebook: the print's stream, and the DataFrame as
+// text/html with its execution count.
+func TestNbclientThroughGatewayKernelManager(t *testing.T) {
+	d := startDaemon(t)
+	got := runGatewayNotebook(t, d.url, "", d.stderr)
+	if len(got) != 2 {
+		t.Fatalf("cells: %v", got)
+	}
+	df, _ := got[1].([]any)
+	if len(df) != 1 {
+		t.Fatalf("the DataFrame cell's outputs: %v", got[1])
+	}
+	res, _ := df[0].(map[string]any)
+	data, _ := res["data"].(map[string]any)
+	if html, _ := data["text/html"].(string); res["output_type"] != "execute_result" || !strings.Contains(html, "<table") || !strings.Contains(html, "&lt;y&gt;") {
+		t.Errorf("the DataFrame is not text/html: %v", res)
+	}
+	// jupyter_server 1.23's gateway client sends no credentials on the
+	// channels WebSocket, so the reference server runs without a token.
+	js := remotetest.Start(t, "--ServerApp.token=", "--ServerApp.disable_check_xsrf=True")
+	want := runGatewayNotebook(t, js.URL, "", stringer(js.Output))
+	if !reflect.DeepEqual(got, want) {
+		gb, _ := json.Marshal(got)
+		wb, _ := json.Marshal(want)
+		t.Errorf("outputs through aiod differ from Jupyter Server's:\n aiod: %s\n jupyter_server: %s", gb, wb)
+	}
+	if strings.Contains(d.stderr.String(), "refused") {
+		t.Errorf("aiod refused a message of the gateway client:\n%s", d.stderr)
+	}
+}
+
+// openChannels opens a kernel (POST /api/kernels) and its channels socket
+// in the legacy framing.
+func openChannels(t *testing.T, d *daemon) *websocket.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	a := d.post(ctx, "/api/kernels", map[string]any{"name": "python3"})
+	id, _ := a.body["id"].(string)
+	if a.status != http.StatusCreated || id == "" {
+		t.Fatalf("POST /api/kernels: %d %s", a.status, a.raw)
+	}
+	c, _, err := websocket.Dial(ctx, "ws"+d.url[len("http"):]+"/api/kernels/"+id+"/channels", nil)
+	if err != nil {
+		t.Fatalf("dial channels: %v", err)
+	}
+	c.SetReadLimit(64 << 20)
+	t.Cleanup(func() { c.CloseNow() })
+	return c
+}
+
+// replyTo reads until the shell reply parented to msgID, and returns it.
+func replyTo(t *testing.T, c *websocket.Conn, msgID string) *jupyter.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		typ, b, err := c.Read(ctx)
+		if err != nil {
+			t.Fatalf("no reply to %s: %v", msgID, err)
+		}
+		m, err := jupyter.DecodeLegacy(b, typ == websocket.MessageBinary)
+		if err != nil {
+			t.Fatalf("aiod sent a message it cannot decode itself: %v", err)
+		}
+		if m.Channel != jupyter.IOPub && m.Parent.MsgID == msgID {
+			return m
+		}
+	}
+}
+
+// Item 1: header.date may be a string, a number or null; a request aiod
+// cannot take gets its reply with status error, a message that is no
+// request closes the socket with 1007 and the reason; each is logged at
+// warn level.
+func TestChannelsAnswerEveryClientMessage(t *testing.T) {
+	d := startDaemon(t)
+	c := openChannels(t, d)
+	write := func(raw string) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := c.Write(ctx, websocket.MessageText, []byte(raw)); err != nil {
+			t.Fatalf("write: %v", err)
+		}
+	}
+	msg := func(id, msgType, date, content string) string {
+		return `{"header":{"msg_id":"` + id + `","session":"s26","username":"u","msg_type":"` + msgType + `","version":"5.3","date":` + date +
+			`},"parent_header":{},"metadata":{},"content":` + content + `}`
+	}
+	for i, date := range []string{`"2026-12-02T00:00:00.000000Z"`, `1796169600.25`, `null`} {
+		id := "info-" + string(rune('a'+i))
+		write(msg(id, "kernel_info_request", date, `{}`))
+		if r := replyTo(t, c, id); r.Header.MsgType != "kernel_info_reply" || !strings.Contains(string(r.Content), `"status":"ok"`) {
+			t.Errorf("date %s: %s %s", date, r.Header.MsgType, r.Content)
+		}
+	}
+	write(msg("bad-content", "execute_request", `1796169600`, `["print(1)"]`))
+	r := replyTo(t, c, "bad-content")
+	var content struct {
+		Status, Ename, Evalue string
+	}
+	_ = json.Unmarshal(r.Content, &content)
+	if r.Header.MsgType != "execute_reply" || r.Channel != jupyter.Shell || content.Status != "error" || content.Ename != "BadMessage" ||
+		!strings.Contains(content.Evalue, "content") {
+		t.Errorf("a bad execute_request's answer: %s %s %s", r.Channel, r.Header.MsgType, r.Content)
+	}
+	write(msg("wrong-channel", "kernel_info_request", `null`, `{}`)[:1] + `"channel":"iopub",` + msg("wrong-channel", "kernel_info_request", `null`, `{}`)[1:])
+	if r := replyTo(t, c, "wrong-channel"); !strings.Contains(string(r.Content), `"status":"error"`) || !strings.Contains(string(r.Content), "iopub") {
+		t.Errorf("a request on iopub: %s %s", r.Header.MsgType, r.Content)
+	}
+	write(`{"channel":"shell","header":{"msg_id":7,"msg_type":"execute_request"},"parent_header":{},"metadata":{},"content":{}}`)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		if _, _, err := c.Read(ctx); err != nil {
+			if websocket.CloseStatus(err) != websocket.StatusInvalidFramePayloadData || !strings.Contains(err.Error(), "header") {
+				t.Errorf("an unreadable header: %v, want a close with 1007 naming the header", err)
+			}
+			break
+		}
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for strings.Count(d.stderr.String(), "level=WARN msg=\"kernel websocket: ") < 3 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := strings.Count(d.stderr.String(), "level=WARN msg=\"kernel websocket: "); n < 3 {
+		t.Errorf("%d warn lines for 3 refused messages:\n%s", n, d.stderr)
 	}
 }
