@@ -591,6 +591,13 @@ func (s *Session) wait(ctx context.Context, ex *Execution, rt jupyter.Runtime, g
 				grace.Reset(s.reg.cfg.CompletionGrace)
 				continue
 			}
+			if replied != nil {
+				// Idle without a reply (ipykernel 6.17 does that for code
+				// it cannot take): nothing says the code ran.
+				res.Status, res.ErrorKind = execution.StatusError, execution.KindNoReply
+				res.Note(fmt.Sprintf("the %s went idle but sent no reply to the execution within %s: whether the code ran is unknown", s.kind(), s.reg.cfg.CompletionGrace))
+				return
+			}
 			res.Note("the runtime's closing status message was lost; outputs may be incomplete")
 			return
 		case <-rt.Done():

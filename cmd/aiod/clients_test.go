@@ -247,3 +247,59 @@ func TestChannelsAnswerEveryClientMessage(t *testing.T) {
 		t.Errorf("%d warn lines for 3 refused messages:\n%s", n, d.stderr)
 	}
 }
+
+// Item 2: code with a NUL byte is refused with 422 naming the field code,
+// on v2 (execute, complete) and on every v1 execute route, before anything
+// runs.
+func TestNULInCodeIsRefused(t *testing.T) {
+	d := startDaemon(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	code := "x = 1\x00\nprint(x)"
+	for _, c := range []struct {
+		path string
+		body map[string]any
+	}{
+		{"/v2/code/execute", map[string]any{"language": "python", "code": code}},
+		{"/v2/code/complete", map[string]any{"language": "python", "code": code, "cursor_pos": 1}},
+		{"/v1/code/execute", map[string]any{"language": "python", "code": code}},
+		{"/v1/jupyter/execute", map[string]any{"code": code}},
+		{"/v1/nodejs/execute", map[string]any{"code": "console.log(1)\x00"}},
+	} {
+		a := d.post(ctx, c.path, c.body)
+		if a.status != http.StatusUnprocessableEntity || !strings.Contains(a.raw, "code") || !strings.Contains(a.raw, "NUL") {
+			t.Errorf("%s with a NUL in code: %d %s, want 422 naming code", c.path, a.status, a.raw)
+		}
+	}
+}
+
+// Item 2: a real ipykernel that goes idle without its execute_reply (the
+// code drops its own reply, as ipykernel 6.17 does for a NUL) is not
+// success: error, error_kind no_reply, after the 5 s grace, with the
+// outputs it sent.
+func TestLostReplyIsAnError(t *testing.T) {
+	d := startDaemon(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	drop := `
+k = get_ipython().kernel
+orig = k.session.send
+def send(stream, msg_or_type, *args, **kwargs):
+    if msg_or_type == "execute_reply":
+        k.session.send = orig
+        return None
+    return orig(stream, msg_or_type, *args, **kwargs)
+k.session.send = send
+print("ran")
+`
+	a := d.post(ctx, "/v2/code/execute", map[string]any{"language": "python", "session_id": "noreply", "code": drop, "timeout": 60})
+	data, _ := a.body["data"].(map[string]any)
+	if a.status != http.StatusOK || a.body["success"] != false || data["status"] != "error" || data["error_kind"] != "no_reply" ||
+		data["stdout"] != "ran\n" || !strings.Contains(a.raw, "sent no reply") {
+		t.Fatalf("a lost reply: %d %s", a.status, a.raw)
+	}
+	// The session goes on.
+	if got := d.execute(ctx, "noreply", "print(40 + 2)", 30); got.Stdout != "42\n" {
+		t.Errorf("after a lost reply: %+v", got)
+	}
+}

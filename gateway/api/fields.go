@@ -6,6 +6,7 @@ import (
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/goccy/go-json"
 )
@@ -138,6 +139,18 @@ func (f *Fields) Str(name string, required bool) string {
 	var s string
 	if err := json.Unmarshal(r, &s); err != nil {
 		f.fail(name, "must be a string, got "+kind(r), "string_type")
+		return ""
+	}
+	return s
+}
+
+// Code reads a required string of code to run. A NUL byte is refused: no
+// runtime takes it (ipykernel 6.17 went idle without a reply, the call
+// looked ok and nothing ran).
+func (f *Fields) Code(name string) string {
+	s := f.Str(name, true)
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		f.fail(name, fmt.Sprintf("must not contain a NUL character (U+0000, at byte %d)", i), "value_error")
 		return ""
 	}
 	return s
