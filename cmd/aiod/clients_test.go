@@ -303,3 +303,34 @@ print("ran")
 		t.Errorf("after a lost reply: %+v", got)
 	}
 }
+
+// Item 3: a timeout shorter than the code's run (1 ms) reports what
+// happened: code that ran to its end before the interrupt reached it is ok,
+// with its execute_result and execution_count, and the message says the
+// timeout passed; code the interrupt stopped is a timeout.
+func TestTinyTimeoutReportsWhatHappened(t *testing.T) {
+	d := startDaemon(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	d.execute(ctx, "tiny", "x = 1", 30) // the kernel is up
+	a := d.post(ctx, "/v2/code/execute", map[string]any{"language": "python", "session_id": "tiny", "code": "1+1", "timeout": 0.001})
+	data, _ := a.body["data"].(map[string]any)
+	outs, _ := data["outputs"].([]any)
+	switch data["status"] {
+	case "ok":
+		if data["execution_count"] == nil || len(outs) != 1 || !strings.Contains(a.raw, `"text/plain":"2"`) || !strings.Contains(a.raw, "run to its end") {
+			t.Errorf("ok after a 1 ms timeout: %s", a.raw)
+		}
+	case "timeout":
+		// The interrupt landed first: nothing may claim the code finished.
+		if strings.Contains(a.raw, `"execute_result"`) {
+			t.Errorf("a timeout with the finished result: %s", a.raw)
+		}
+	default:
+		t.Errorf("1 ms timeout: %s", a.raw)
+	}
+	a = d.post(ctx, "/v2/code/execute", map[string]any{"language": "python", "session_id": "tiny", "code": "import time; time.sleep(5)", "timeout": 0.001})
+	if data, _ := a.body["data"].(map[string]any); data["status"] != "timeout" || data["error_kind"] != "timeout" {
+		t.Errorf("a sleep after a 1 ms timeout: %s", a.raw)
+	}
+}
