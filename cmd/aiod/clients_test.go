@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"os/exec"
 	"reflect"
@@ -333,4 +334,37 @@ func TestTinyTimeoutReportsWhatHappened(t *testing.T) {
 	if data, _ := a.body["data"].(map[string]any); data["status"] != "timeout" || data["error_kind"] != "timeout" {
 		t.Errorf("a sleep after a 1 ms timeout: %s", a.raw)
 	}
+}
+
+// Item 9: a timeout too large for a float64 is a 422 that says it is out
+// of range, on v2 and v1.
+func TestHugeTimeoutIsOutOfRange(t *testing.T) {
+	d := startDaemon(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, path := range []string{"/v2/code/execute", "/v1/code/execute"} {
+		a := d.postRaw(ctx, path, `{"language":"python","code":"1","timeout":1e309}`)
+		if a.status != http.StatusUnprocessableEntity || !strings.Contains(a.raw, "timeout") || !strings.Contains(a.raw, "out of range") ||
+			strings.Contains(a.raw, "got a number") {
+			t.Errorf("%s with timeout 1e309: %d %s", path, a.status, a.raw)
+		}
+	}
+}
+
+// postRaw sends body as it is and returns the answer whatever its status.
+func (d *daemon) postRaw(ctx context.Context, path, body string) rawAnswer {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, d.url+path, strings.NewReader(body))
+	if err != nil {
+		return rawAnswer{err: err}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := d.client.Do(req)
+	if err != nil {
+		d.t.Fatalf("POST %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	a := rawAnswer{status: resp.StatusCode, retry: resp.Header.Get("Retry-After"), raw: string(raw), err: err}
+	_ = json.Unmarshal(raw, &a.body)
+	return a
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -209,6 +210,15 @@ func (f *Fields) Float(name string) (v float64, ok bool) {
 		if !f.strict && json.Unmarshal(r, &s) == nil {
 			if p, perr := strconv.ParseFloat(s, 64); perr == nil {
 				return p, true
+			} else if errors.Is(perr, strconv.ErrRange) {
+				f.fail(name, fmt.Sprintf("is out of range: %.40s does not fit a 64-bit float", s), "float_parsing")
+				return 0, false
+			}
+		}
+		if lit := bytes.TrimSpace(r); kind(lit) == "a number" {
+			if _, perr := strconv.ParseFloat(string(lit), 64); errors.Is(perr, strconv.ErrRange) {
+				f.fail(name, fmt.Sprintf("is out of range: %.40s does not fit a 64-bit float", lit), "float_parsing")
+				return 0, false
 			}
 		}
 		f.fail(name, "must be a number, got "+kind(r), "float_type")
