@@ -368,3 +368,81 @@ func (d *daemon) postRaw(ctx context.Context, path, body string) rawAnswer {
 	_ = json.Unmarshal(raw, &a.body)
 	return a
 }
+
+// getJSON GETs path and decodes the answer, whatever its status.
+func (d *daemon) getJSON(ctx context.Context, path string) (int, map[string]any) {
+	d.t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.url+path, nil)
+	resp, err := d.client.Do(req)
+	if err != nil {
+		d.t.Fatalf("GET %s: %v", path, err)
+	}
+	defer resp.Body.Close()
+	var body map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&body)
+	return resp.StatusCode, body
+}
+
+// Item 4: GET /v2/code/executions/{id} gives every field one type
+// whatever the state: last_seq (the seq to resume after) is a number queued, running and done;
+// outputs is only ever the list of the finished execution.
+func TestExecutionFieldsKeepTheirTypes(t *testing.T) {
+	d := startDaemon(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	d.execute(ctx, "types", "x = 1", 30)
+	done := make(chan rawAnswer, 2)
+	go func() {
+		done <- d.post(ctx, "/v2/code/execute", map[string]any{"language": "python", "session_id": "types", "execution_id": "types-1",
+			"code": "import time\nprint('a', flush=True)\ntime.sleep(3)\nprint('b')", "timeout": 60})
+	}()
+	check := func(data map[string]any, state string) {
+		t.Helper()
+		if data["state"] != state {
+			return
+		}
+		if _, ok := data["last_seq"].(float64); !ok {
+			t.Errorf("%s: last_seq is %T (%v), want a number", state, data["last_seq"], data["last_seq"])
+		}
+		if o, present := data["outputs"]; present {
+			if _, ok := o.([]any); !ok || state != "done" {
+				t.Errorf("%s: outputs is %T (%v): only a finished execution has outputs, a list", state, o, o)
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for deadline := time.Now().Add(30 * time.Second); !seen["running"] && time.Now().Before(deadline); {
+		if st, env := d.getJSON(ctx, "/v2/code/executions/types-1"); st == http.StatusOK {
+			data, _ := env["data"].(map[string]any)
+			st, _ := data["state"].(string)
+			seen[st] = true
+			check(data, st)
+			if n, _ := data["last_seq"].(float64); st == "running" && n < 1 {
+				seen["running"] = false // until the first output is in
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !seen["running"] {
+		t.Fatal("never saw the execution running with an output")
+	}
+	// One queued behind it.
+	go func() {
+		done <- d.post(ctx, "/v2/code/execute", map[string]any{"language": "python", "session_id": "types", "execution_id": "types-2", "code": "print('c')"})
+	}()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if st, env := d.getJSON(ctx, "/v2/code/executions/types-2"); st == http.StatusOK {
+			data, _ := env["data"].(map[string]any)
+			check(data, "queued")
+			break
+		}
+	}
+	_, env := d.getJSON(ctx, "/v2/code/executions/types-1?wait=30")
+	data, _ := env["data"].(map[string]any)
+	check(data, "done")
+	if outs, _ := data["outputs"].([]any); data["state"] != "done" || data["last_seq"] != float64(2) || len(outs) == 0 {
+		t.Errorf("done: %v", env)
+	}
+	<-done
+	<-done
+}
