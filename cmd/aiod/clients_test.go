@@ -446,3 +446,51 @@ func TestExecutionFieldsKeepTheirTypes(t *testing.T) {
 	<-done
 	<-done
 }
+
+// Item 5: every NDJSON line has a type, the last one "result" (the SSE
+// event's name), and the SSE result's data is the same object.
+func TestStreamsTypeEveryLine(t *testing.T) {
+	d := startDaemon(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	for _, accept := range []string{"application/x-ndjson", "text/event-stream"} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, d.url+"/v2/code/execute",
+			strings.NewReader(`{"language":"python","code":"print(1)\nprint(2)"}`))
+		req.Header.Set("Accept", accept)
+		resp, err := d.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var objs []map[string]any
+		for _, line := range strings.Split(string(raw), "\n") {
+			if accept == "text/event-stream" {
+				var ok bool
+				if line, ok = strings.CutPrefix(line, "data: "); !ok {
+					continue
+				}
+			}
+			if line == "" {
+				continue
+			}
+			var m map[string]any
+			if err := json.Unmarshal([]byte(line), &m); err != nil {
+				t.Fatalf("%s line %q: %v", accept, line, err)
+			}
+			objs = append(objs, m)
+		}
+		if len(objs) < 2 {
+			t.Fatalf("%s: %s", accept, raw)
+		}
+		for i, m := range objs {
+			if _, ok := m["type"].(string); !ok {
+				t.Errorf("%s: object %d has no type: %v", accept, i, m)
+			}
+		}
+		last := objs[len(objs)-1]
+		if data, _ := last["data"].(map[string]any); last["type"] != "result" || last["success"] != true || data["stdout"] != "1\n2\n" {
+			t.Errorf("%s: the last object: %v", accept, last)
+		}
+	}
+}
