@@ -494,3 +494,61 @@ func TestStreamsTypeEveryLine(t *testing.T) {
 		}
 	}
 }
+
+// Item 6: over --max-sessions, a streamed execute is refused in HTTP
+// (429, Retry-After, the JSON envelope) before any stream starts, and a
+// WebSocket execute gets the refusal as its only answer, with no accepted
+// before it.
+func TestRefusedStreamIsAnHTTPRefusal(t *testing.T) {
+	d := startDaemon(t, "--max-sessions", "1")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	d.execute(ctx, "holds-the-slot", "x = 1", 30)
+	for _, c := range []struct{ accept, body string }{
+		{"text/event-stream", `{"language":"python","code":"print(1)"}`},
+		{"application/x-ndjson", `{"language":"python","code":"print(1)","session_id":"another"}`},
+	} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, d.url+"/v2/code/execute", strings.NewReader(c.body))
+		req.Header.Set("Accept", c.accept)
+		resp, err := d.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" ||
+			!strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") || !strings.Contains(string(raw), `"error_kind":"admission"`) {
+			t.Errorf("%s over the cap: %d Retry-After=%q %s %s", c.accept, resp.StatusCode, resp.Header.Get("Retry-After"), resp.Header.Get("Content-Type"), raw)
+		}
+	}
+	ws, _, err := websocket.Dial(ctx, "ws"+d.url[len("http"):]+"/v2/code/ws", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	if err := ws.Write(ctx, websocket.MessageText, []byte(`{"type":"execute","id":1,"language":"python","code":"print(1)","session_id":"third"}`)); err != nil {
+		t.Fatal(err)
+	}
+	_, b, err := ws.Read(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	_ = json.Unmarshal(b, &m)
+	if m["type"] != "error" || m["status"] != float64(429) || m["error_kind"] != "admission" {
+		t.Errorf("the WebSocket's first answer to a refused execute: %s", b)
+	}
+	// The slot's own session still streams.
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, d.url+"/v2/code/execute",
+		strings.NewReader(`{"language":"python","code":"print(x)","session_id":"holds-the-slot"}`))
+	req.Header.Set("Accept", "application/x-ndjson")
+	resp, err := d.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(raw), `"type":"result"`) {
+		t.Errorf("a stream in the live session: %d %s", resp.StatusCode, raw)
+	}
+}

@@ -150,7 +150,51 @@ func (c *Core) Start(call Call, rec *execution.Record, done func()) {
 		if done != nil {
 			done()
 		}
+		c.Unadmit(call)
 		rec.Fail(MapError(stream.ErrShuttingDown, call))
+	}
+}
+
+// admitted is the session Admit took for a call before it ran.
+type admitted struct {
+	sess    *stream.Session
+	created bool
+	temp    bool // a one-shot call's temporary session: released after the run
+}
+
+// Admit takes call's session before the call runs (opens its named
+// session, creating it, or takes a temporary one), so that a surface that
+// streams can say a refusal by the session caps (429, Retry-After) before
+// it answers anything else. Run or Start the call afterwards, or give an
+// admitted call that will not run back with Unadmit.
+func (c *Core) Admit(call *Call) *Error {
+	if call.adm != nil {
+		return nil
+	}
+	if call.SessionID != "" {
+		sess, created, e := c.OpenSession(*call)
+		if e != nil {
+			return e
+		}
+		call.adm = &admitted{sess: sess, created: created}
+		return nil
+	}
+	b, err := c.Backend(*call)
+	if err != nil {
+		return MapError(err, *call)
+	}
+	sess, err := c.Reg.TempFor(call.Owner, call.Tenant, b)
+	if err != nil {
+		return MapError(err, *call)
+	}
+	call.adm = &admitted{sess: sess, temp: true}
+	return nil
+}
+
+// Unadmit gives back what Admit took for a call that will not run.
+func (c *Core) Unadmit(call Call) {
+	if call.adm != nil && call.adm.temp {
+		c.Reg.Release(call.adm.sess)
 	}
 }
 
@@ -209,22 +253,14 @@ func (c *Core) RunClaimed(ctx context.Context, call Call, rec *execution.Record)
 
 func (c *Core) run(ctx context.Context, call Call, rec *execution.Record) (*execution.Result, *Error) {
 	req := stream.ExecRequest{Code: call.Code, Timeout: call.Timeout, Origin: call.Origin, Subs: call.Subs, Record: rec, Warnings: call.Warnings}
-	if call.SessionID == "" {
-		b, err := c.Backend(call)
-		if err != nil {
-			return nil, MapError(err, call)
-		}
-		sess, err := c.Reg.TempFor(call.Owner, call.Tenant, b)
-		if err != nil {
-			return nil, MapError(err, call)
-		}
+	if e := c.Admit(&call); e != nil {
+		return nil, e
+	}
+	sess, created := call.adm.sess, call.adm.created
+	if call.adm.temp {
 		defer c.Reg.Release(sess)
 		res, err := sess.Execute(ctx, req)
 		return res, MapError(err, call)
-	}
-	sess, created, e := c.OpenSession(call)
-	if e != nil {
-		return nil, e
 	}
 	if !created && call.Cwd != "" && sess.Cwd() != call.Cwd {
 		// The session's runtime already runs elsewhere: change folder in

@@ -171,6 +171,15 @@ func (cs *codeSocket) execute(ref json.RawMessage, b []byte) {
 		cs.failCall(ref, ce)
 		return
 	}
+	if created {
+		// A refusal by the session caps is the only answer: no accepted
+		// before it.
+		if ce := cs.core.Admit(&c); ce != nil {
+			rec.Fail(ce)
+			cs.failCall(ref, ce)
+			return
+		}
+	}
 	cs.accepted(ref, rec, "")
 	if !created { // an execution that exists: follow it from the start
 		cs.follow(ref, rec, 0)
