@@ -552,3 +552,45 @@ func TestRefusedStreamIsAnHTTPRefusal(t *testing.T) {
 		t.Errorf("a stream in the live session: %d %s", resp.StatusCode, raw)
 	}
 }
+
+// Item 7: behind a token, a browser opening / gets a small sign-in page
+// (401, HTML, a token field that opens /?token=), and the page with the
+// token; curl and the API keep the JSON 401.
+func TestTokenPageSignIn(t *testing.T) {
+	d := startDaemonEnv(t, []string{"AIO_TOKEN=tok-26-secret"})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	get := func(path, accept string) (*http.Response, string) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.url+path, nil)
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		resp, err := d.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	browser := "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+	resp, body := get("/", browser)
+	if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") ||
+		!strings.Contains(body, `name="token"`) || !strings.Contains(body, "/?token=") || strings.Contains(body, `\u003c`) ||
+		!strings.Contains(resp.Header.Get("Content-Security-Policy"), "default-src 'none'") || resp.Header.Get("WWW-Authenticate") == "" {
+		t.Errorf("a browser at / without the token: %d %s %v\n%s", resp.StatusCode, resp.Header.Get("Content-Type"), resp.Header, body)
+	}
+	if resp, body := get("/?token=wrong", browser); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(body, `name="token"`) {
+		t.Errorf("a browser at / with a wrong token: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := get("/?token=tok-26-secret", browser); resp.StatusCode != http.StatusOK || !strings.Contains(body, "static/") {
+		t.Errorf("a browser at / with the token: %d %.300s", resp.StatusCode, body)
+	}
+	for _, c := range []struct{ path, accept string }{{"/", ""}, {"/", "*/*"}, {"/v2/code/sessions", browser}} {
+		resp, body := get(c.path, c.accept)
+		if resp.StatusCode != http.StatusUnauthorized || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") ||
+			!strings.Contains(body, "token or JWT") {
+			t.Errorf("GET %s (Accept %q): %d %s %s", c.path, c.accept, resp.StatusCode, resp.Header.Get("Content-Type"), body)
+		}
+	}
+}
