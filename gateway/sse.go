@@ -89,7 +89,7 @@ func wireEntry(e execution.Entry, executionID string) (event string, b []byte, o
 	default:
 		return "", nil, false
 	}
-	b, err := json.MarshalNoEscape(v)
+	b, err := api.Marshal(v)
 	return event, b, err == nil
 }
 
@@ -196,7 +196,7 @@ func (s *Server) streamExecution(ctx *fasthttp.RequestCtx, rec *execution.Record
 				}
 			}
 			if overflowed {
-				b, _ := json.MarshalNoEscape(map[string]any{"type": "error", "execution_id": id, "status": fasthttp.StatusServiceUnavailable,
+				b, _ := api.Marshal(map[string]any{"type": "error", "execution_id": id, "status": fasthttp.StatusServiceUnavailable,
 					"message": "slow reader: more output waited than this stream holds; resume with after=" + strconv.Itoa(last), "resume_after": last})
 				writeStreamEvent(w, f, "error", execution.Entry{}, b)
 				_ = w.Flush()

@@ -594,3 +594,82 @@ func TestTokenPageSignIn(t *testing.T) {
 		}
 	}
 }
+
+// Item 8: JSON answers keep <, > and & as they are (code, outputs,
+// tracebacks, messages), on REST, the streams, v1, the WebSocket and the
+// 401; none carries \u003c, \u003e or \u0026.
+func TestJSONAnswersDoNotEscapeHTML(t *testing.T) {
+	d := startDaemonEnv(t, []string{"AIO_TOKEN=tok-26"})
+	d.token = "tok-26"
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	escaped := func(what, raw string) {
+		t.Helper()
+		for _, e := range []string{`\u003c`, `\u003e`, `\u0026`} {
+			if strings.Contains(raw, e) {
+				t.Errorf("%s escapes HTML (%s): %.600s", what, e, raw)
+				return
+			}
+		}
+	}
+	code := `print("<a & b>")` + "\n" + `raise ValueError("<x> & <y>")`
+	a := d.post(ctx, "/v2/code/execute", map[string]any{"language": "python", "code": code, "session_id": "html", "execution_id": "html-1"})
+	if !strings.Contains(a.raw, `print(\"<a & b>\")`) || !strings.Contains(a.raw, `<a & b>\n`) || !strings.Contains(a.raw, "ValueError: <x> & <y>") {
+		t.Errorf("v2 execute: %s", a.raw)
+	}
+	escaped("v2 execute", a.raw)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.url+"/v2/code/executions/html-1", nil)
+	req.Header.Set("Authorization", "Bearer tok-26")
+	if resp, err := d.client.Do(req); err == nil {
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		escaped("GET /v2/code/executions/{id}", string(raw))
+	}
+	for _, accept := range []string{"text/event-stream", "application/x-ndjson"} {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, d.url+"/v2/code/execute", strings.NewReader(`{"language":"python","code":"print('<b>&')"}`))
+		req.Header.Set("Accept", accept)
+		req.Header.Set("Authorization", "Bearer tok-26")
+		resp, err := d.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !strings.Contains(string(raw), "<b>&") {
+			t.Errorf("%s: %s", accept, raw)
+		}
+		escaped(accept, string(raw))
+	}
+	a = d.post(ctx, "/v1/code/execute", map[string]any{"language": "python", "code": "print('<c>&')"})
+	if !strings.Contains(a.raw, "<c>&") {
+		t.Errorf("v1: %s", a.raw)
+	}
+	escaped("v1 code execute", a.raw)
+	a = d.post(ctx, "/v1/jupyter/execute", map[string]any{"code": "'<d>&'"})
+	escaped("v1 jupyter execute", a.raw)
+	d.token = ""
+	a = d.post(ctx, "/v2/code/execute", map[string]any{"language": "python", "code": "1"})
+	if a.status != http.StatusUnauthorized || !strings.Contains(a.raw, "Bearer <token or JWT>") {
+		t.Errorf("401: %d %s", a.status, a.raw)
+	}
+	escaped("401", a.raw)
+	ws, _, err := websocket.Dial(ctx, "ws"+d.url[len("http"):]+"/v2/code/ws?token=tok-26", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	_ = ws.Write(ctx, websocket.MessageText, []byte(`{"type":"execute","id":1,"language":"python","code":"print('<e>&')"}`))
+	for {
+		_, b, err := ws.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		escaped("WebSocket", string(b))
+		if strings.Contains(string(b), `"type":"result"`) {
+			if !strings.Contains(string(b), "<e>&") {
+				t.Errorf("WebSocket result: %s", b)
+			}
+			break
+		}
+	}
+}

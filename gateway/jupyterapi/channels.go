@@ -152,9 +152,9 @@ func (js *jupyterSocket) refuse(channel string, h jupyter.Header, reason string)
 	default:
 		channel = jupyter.Shell
 	}
-	content, _ := json.Marshal(map[string]any{
+	content, _ := json.MarshalWithOption(map[string]any{
 		"status": "error", "ename": "BadMessage", "evalue": reason, "traceback": []string{"BadMessage: " + reason},
-	})
+	}, json.DisableHTMLEscape())
 	reply := jupyter.NewMessage(channel, h.Session, base+"_reply", content)
 	reply.Parent = h
 	js.wc.Push(wsock.Item{Ev: execution.Event{Msg: reply}})

@@ -300,8 +300,9 @@ func toolError(msg string) *sdk.CallToolResult {
 }
 
 // structured is v as JSON, for structuredContent (the SDK marshals it with
-// encoding/json; the v2 data holds goccy values that must stay raw JSON).
-func structured(v any) (json.RawMessage, error) { return json.Marshal(v) }
+// encoding/json, without HTML escaping; the v2 data holds goccy values that
+// must stay raw JSON), written as every answer is (api.Marshal).
+func structured(v any) (json.RawMessage, error) { return api.Marshal(v) }
 
 // args decodes a tool call's arguments with the REST routes' field decoder.
 func args(req *sdk.CallToolRequest) (*api.Fields, *sdk.CallToolResult) {

@@ -51,10 +51,10 @@ func EncodeLegacy(m *Message) (b []byte, binaryMsg bool, err error) {
 	if err != nil {
 		return nil, false, err
 	}
-	js, err := json.MarshalNoEscape(&legacyMessage{
+	js, err := json.MarshalWithOption(&legacyMessage{
 		Channel: m.Channel, Header: header, Parent: parent, Metadata: metadata, Content: content,
 		Buffers: []any{}, MsgID: m.Header.MsgID, MsgType: m.Header.MsgType,
-	})
+	}, json.DisableHTMLEscape())
 	if err != nil {
 		return nil, false, fmt.Errorf("encode %s: %w", m.Header.MsgType, err)
 	}
