@@ -673,3 +673,43 @@ func TestJSONAnswersDoNotEscapeHTML(t *testing.T) {
 		}
 	}
 }
+
+// mcpPost sends one JSON-RPC message to /mcp and returns the answer's
+// body (an SSE stream or JSON) and its session header.
+func mcpPost(t *testing.T, d *daemon, ctx context.Context, session, body string) (string, string) {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, d.url+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+	}
+	resp, err := d.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		t.Fatalf("POST /mcp %s: %d %s", body, resp.StatusCode, raw)
+	}
+	return string(raw), resp.Header.Get("Mcp-Session-Id")
+}
+
+// Item 8, MCP: a tool's answer keeps <, > and & too.
+func TestMCPAnswersDoNotEscapeHTML(t *testing.T) {
+	d := startDaemon(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, sid := mcpPost(t, d, ctx, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	mcpPost(t, d, ctx, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	raw, _ := mcpPost(t, d, ctx, sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"execute_code","arguments":{"language":"python","code":"print('<m> & <n>')"}}}`)
+	if !strings.Contains(raw, "<m> & <n>") {
+		t.Errorf("MCP execute_code: %s", raw)
+	}
+	for _, e := range []string{`\u003c`, `\u003e`, `\u0026`} {
+		if strings.Contains(raw, e) {
+			t.Errorf("MCP escapes HTML (%s): %s", e, raw)
+		}
+	}
+}

@@ -162,7 +162,9 @@ func (m *Server) Register(r *router.Router) {
 		}
 		ctx, cancel := context.WithCancel(parent)
 		defer cancel()
-		m.handler.ServeHTTP(w, req.WithContext(ctx))
+		uw := &unescapeWriter{w: w}
+		defer uw.close()
+		m.handler.ServeHTTP(uw, req.WithContext(ctx))
 	}))
 	// The caller the guard found, and its tenant, ride to the tool calls
 	// in headers of aiod's own; ones a client sent are dropped first.
