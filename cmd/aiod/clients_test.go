@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os/exec"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -712,4 +713,56 @@ func TestMCPAnswersDoNotEscapeHTML(t *testing.T) {
 			t.Errorf("MCP escapes HTML (%s): %s", e, raw)
 		}
 	}
+}
+
+// Item 10: the binary's own /openapi.json declares, on each route, the
+// statuses the binary answers there (not only through default): each
+// answer provoked below is looked up in the document it serves.
+func TestOpenAPIDeclaresTheStatusesTheBinaryAnswers(t *testing.T) {
+	d := startDaemon(t, "--max-sessions", "1")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	_, doc := d.getJSON(ctx, "/openapi.json")
+	paths, _ := doc["paths"].(map[string]any)
+	declared := func(method, path string, status int) bool {
+		op, _ := paths[path].(map[string]any)[method].(map[string]any)
+		rs, _ := op["responses"].(map[string]any)
+		_, ok := rs[strconv.Itoa(status)]
+		return ok
+	}
+	exec := "/v2/code/execute"
+	d.execute(ctx, "one", "x = 1", 30)
+	for _, c := range []struct {
+		method, route string
+		got           rawAnswer
+	}{
+		{"post", exec, d.postRaw(ctx, exec, `{"language":"python"}`)},
+		{"post", exec, d.postRaw(ctx, exec, `{"language":"python","code":"1","session_id":"two"}`)},
+		{"post", exec, d.postRaw(ctx, exec, `{"language":"python","code":"2","session_id":"one","execution_id":"`+d.lastExecID(ctx, "one")+`"}`)},
+		{"post", exec, d.postRaw(ctx, exec, `{"language":"cobol","code":"1"}`)},
+		{"post", "/v2/code/sessions/{id}/restart", d.postRaw(ctx, "/v2/code/sessions/nope/restart", `{}`)},
+		{"post", "/v2/code/complete", d.postRaw(ctx, "/v2/code/complete", `{"language":"python"}`)},
+	} {
+		if c.got.status == http.StatusOK || c.got.status == 0 {
+			t.Errorf("%s %s: %d %s, want a refusal", c.method, c.route, c.got.status, c.got.raw)
+			continue
+		}
+		t.Logf("%s %s: %d", c.method, c.route, c.got.status)
+		if !declared(c.method, c.route, c.got.status) {
+			t.Errorf("%s %s answered %d (%s), which its /openapi.json does not declare", c.method, c.route, c.got.status, c.got.raw)
+		}
+	}
+	for _, s := range []int{404, 409, 422, 429, 503} {
+		if !declared("post", exec, s) {
+			t.Errorf("POST %s does not declare %d", exec, s)
+		}
+	}
+}
+
+// lastExecID is the execution id of the session's last call.
+func (d *daemon) lastExecID(ctx context.Context, sid string) string {
+	a := d.post(ctx, "/v2/code/execute", map[string]any{"language": "python", "code": "y = 2", "session_id": sid})
+	data, _ := a.body["data"].(map[string]any)
+	id, _ := data["execution_id"].(string)
+	return id
 }
