@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Installs what aiod needs when it is missing.
-#   .ci/deps.sh run   - what the daemon needs: ipykernel, pandas, matplotlib for /usr/bin/python3
-#   .ci/deps.sh test  - that, plus what the tests drive: Node.js and npm, httpx,
+#   .ci/deps.sh run   - what the daemon needs: ipykernel, pandas, matplotlib for /usr/bin/python3,
+#                       and httpx, which the README's walkthrough (examples/) imports
+#   .ci/deps.sh list run|test - print the Debian packages of that mode, one a line, and exit
+#   .ci/deps.sh test  - that, plus what the tests drive: Node.js and npm,
 #                       jupyter_client/server, websocket-client, nbformat (the browser
-#                       tests validate the .ipynb the page writes), and the npm packages
+#                       tests validate the .ipynb the page writes), nbclient (a notebook run
+#                       through jupyter_server's gateway client), and the npm packages
 #                       of gateway/testdata/jlab (ws, @jupyterlab/services), gateway/testdata/mcp
 #                       (@modelcontextprotocol/sdk), web/e2e
 #                       (playwright-core) and web/vendor (the page's bundled libraries
@@ -12,14 +15,17 @@
 # AIO_NO_INSTALL=1; otherwise the apt-get line is printed and, for "test", it fails.
 set -euo pipefail
 mode=${1:-run}
+list=0
+if [ "$mode" = list ]; then list=1; mode=${2:-run}; fi
 here=$(cd "$(dirname "$0")/.." && pwd)
-pkgs=(python3-ipykernel python3-pandas python3-matplotlib)
+pkgs=(python3-ipykernel python3-pandas python3-matplotlib python3-httpx)
 if [ "$mode" = test ]; then
-  pkgs+=(python3-httpx python3-jupyter-client python3-jupyter-server python3-websocket python3-nbformat)
+  pkgs+=(python3-jupyter-client python3-jupyter-server python3-websocket python3-nbformat python3-nbclient)
   command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
   command -v npm >/dev/null 2>&1 || pkgs+=(npm)
   pkgs+=(chromium) # the browser tests drive Debian's Chromium with playwright-core
 fi
+if [ "$list" = 1 ]; then printf '%s\n' "${pkgs[@]}"; exit 0; fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -148,9 +148,6 @@ func readStream(t *testing.T, r io.Reader, ndjson bool, stop func(streamEvent) b
 			if ev.Event == "output" {
 				ev.ID = strconv.Itoa(int(d["seq"].(float64)))
 			}
-			if d["success"] != nil {
-				ev.Event = "result"
-			}
 			out = append(out, ev)
 			if ev.Event == "result" || stop(ev) {
 				return out

@@ -45,6 +45,13 @@ func (s *Server) v2ExecuteStream(ctx *fasthttp.RequestCtx, c call.Call, f stream
 		return
 	}
 	if created {
+		// A refusal by the session caps is an HTTP answer (429 and
+		// Retry-After), not an error event in a 200 stream.
+		if ce := s.core.Admit(&c); ce != nil {
+			rec.Fail(ce)
+			ce.Write(ctx)
+			return
+		}
 		s.core.Start(c, rec, nil)
 	}
 	s.streamExecution(ctx, rec, 0, f)

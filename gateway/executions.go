@@ -35,14 +35,16 @@ type execState struct {
 	CreatedAt   time.Time  `json:"created_at"`
 	StartedAt   *time.Time `json:"started_at"`
 	QueuedMs    int64      `json:"queued_ms"`
-	Outputs     int        `json:"outputs"` // outputs so far: resume with after=this
+	LastSeq     int        `json:"last_seq"` // the seq of the last output so far: resume with after=this
 }
 
 // execDone is data of GET /v2/code/executions/{id} once done: exactly the
-// execute route's data, and the state.
+// execute route's data, the state, and the output count a running one
+// has (so that every field keeps one type whatever the state).
 type execDone struct {
 	call.ExecData
-	State string `json:"state"`
+	State   string `json:"state"`
+	LastSeq int    `json:"last_seq"`
 }
 
 // record answers the caller's execution the path names, or 404 / 410.
@@ -89,11 +91,11 @@ func (s *Server) answerExecution(ctx *fasthttp.RequestCtx, v execution.View) {
 	case v.Err != nil:
 		call.ErrorOf(v.Err).Write(ctx)
 	case v.State == execution.StateDone && v.Result != nil:
-		d := execDone{ExecData: call.V2Data(v.Result), State: v.State}
+		d := execDone{ExecData: call.V2Data(v.Result), State: v.State, LastSeq: v.LastSeq}
 		api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: v.Result.Success(), Message: v.Result.Message(), Data: d})
 	default:
 		st := execState{ExecutionID: v.ID, State: v.State, Language: v.Language, CreatedAt: v.Created.UTC(),
-			QueuedMs: v.Queued.Milliseconds(), Outputs: v.LastSeq}
+			QueuedMs: v.Queued.Milliseconds(), LastSeq: v.LastSeq}
 		if v.SessionID != "" {
 			st.SessionID = &v.SessionID
 		}

@@ -13,11 +13,27 @@ import (
 
 	"github.com/goccy/go-json"
 
+	"github.com/aiod/aiod/gateway/openapi/openapitest"
 	"github.com/aiod/aiod/kernel/kerneltest"
 )
 
-// TestMain fails the run if a test leaves a goroutine or a child process.
-func TestMain(m *testing.M) { os.Exit(kerneltest.Run(m)) }
+// TestMain fails the run if a test leaves a goroutine or a child process,
+// or if an answer the handler tests saw has a status its route in
+// openapi.json does not declare (only its default covers it).
+func TestMain(m *testing.M) {
+	code := kerneltest.Run(m)
+	report, undeclared := openapitest.Statuses()
+	switch {
+	case undeclared > 0:
+		fmt.Fprintf(os.Stderr, "openapi.json: %d statuses the handler tests saw are not declared by their route (marked !); declare them:\n%s", undeclared, report)
+		if code == 0 {
+			code = 1
+		}
+	case testing.Verbose() && report != "":
+		fmt.Fprintf(os.Stderr, "openapi.json: the statuses the handler tests saw, per route (all declared):\n%s", report)
+	}
+	os.Exit(code)
+}
 
 // testServer is a live gateway on a random loopback port.
 type testServer struct {

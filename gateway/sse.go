@@ -21,7 +21,7 @@ import (
 //
 //	SSE:    id: SEQ / event: output / data: {"type":"output","execution_id","seq","output"}
 //	        event: status / data: {"type":"status","execution_id","state"}
-//	        event: result / data: the execute route's answer (envelope)
+//	        event: result / data: {"type":"result"} and the execute route's answer (envelope)
 //	        event: error  / data: {"type":"error","status","message"} (could not run; or a slow reader, with resume_after)
 //	        ": keepalive" comments every 15 s
 //	NDJSON: one such JSON object per line, with "type"; {"type":"keepalive"} every 15 s
@@ -70,7 +70,7 @@ func wireEntry(e execution.Entry, executionID string) (event string, b []byte, o
 		event, v = "error", m
 	case e.Event.Result != nil:
 		r := e.Event.Result
-		event, v = "result", api.Envelope{Success: r.Success(), Message: r.Message(), Data: call.V2Data(r)}
+		event, v = "result", streamResult{Type: "result", Envelope: api.Envelope{Success: r.Success(), Message: r.Message(), Data: call.V2Data(r)}}
 	case e.Event.Out != nil:
 		out, err := e.Event.Out.CompactJSON()
 		if err != nil {
@@ -89,8 +89,15 @@ func wireEntry(e execution.Entry, executionID string) (event string, b []byte, o
 	default:
 		return "", nil, false
 	}
-	b, err := json.MarshalNoEscape(v)
+	b, err := api.Marshal(v)
 	return event, b, err == nil
+}
+
+// streamResult is a stream's last object: the execute route's answer with
+// a type, as every other object of the stream has.
+type streamResult struct {
+	Type string `json:"type"`
+	api.Envelope
 }
 
 // entryQueue is a follower's bounded queue, counted in bytes: push never
@@ -189,7 +196,7 @@ func (s *Server) streamExecution(ctx *fasthttp.RequestCtx, rec *execution.Record
 				}
 			}
 			if overflowed {
-				b, _ := json.MarshalNoEscape(map[string]any{"type": "error", "execution_id": id, "status": fasthttp.StatusServiceUnavailable,
+				b, _ := api.Marshal(map[string]any{"type": "error", "execution_id": id, "status": fasthttp.StatusServiceUnavailable,
 					"message": "slow reader: more output waited than this stream holds; resume with after=" + strconv.Itoa(last), "resume_after": last})
 				writeStreamEvent(w, f, "error", execution.Entry{}, b)
 				_ = w.Flush()

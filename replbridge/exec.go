@@ -226,7 +226,7 @@ func (r *REPL) Inspect(ctx context.Context, code string, cursorPos, detailLevel 
 	}
 	data := map[string]json.RawMessage{}
 	if m.Found {
-		data["text/plain"], _ = json.Marshal(m.Text)
+		data["text/plain"], _ = json.MarshalWithOption(m.Text, json.DisableHTMLEscape())
 	}
 	return &jupyter.InspectReply{Status: "ok", Found: m.Found, Data: data, Metadata: json.RawMessage("{}")}, nil
 }

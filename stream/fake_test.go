@@ -283,6 +283,24 @@ func TestFakeLostIdle(t *testing.T) {
 	}
 }
 
+// An idle without a reply (ipykernel 6.17 with a NUL in the code) is not
+// success: the call ends after the completion grace with error_kind
+// no_reply and keeps the outputs.
+func TestFakeLostReply(t *testing.T) {
+	fs := &fakes{script: func(f *fakeRuntime, req jupyter.ExecuteRequest) {
+		f.status(req, jupyter.StateBusy)
+		f.print(req, "out\n")
+		f.status(req, jupyter.StateIdle)
+	}}
+	reg := fakeRegistry(t, fs)
+	sess, _, _ := reg.Open("", "python", "r", fs.backend())
+	res, _ := sess.Execute(context.Background(), ExecRequest{Code: "x", Timeout: 10 * time.Second})
+	if res.Status != execution.StatusError || res.ErrorKind != execution.KindNoReply || res.Text("stdout") != "out\n" ||
+		!strings.Contains(res.Message(), "sent no reply") {
+		t.Fatalf("lost reply: %s %s %q %q", res.Status, res.ErrorKind, res.Text("stdout"), res.Message())
+	}
+}
+
 // Close ends a one-shot call in flight (its temporary session is the
 // registry's): the call answers that aiod shut down, and Close returns.
 func TestFakeShutdownEndsOneShotInFlight(t *testing.T) {

@@ -604,6 +604,13 @@ func (s *Session) wait(ctx context.Context, ex *Execution, rt jupyter.Runtime, g
 				grace.Reset(s.reg.cfg.CompletionGrace)
 				continue
 			}
+			if replied != nil {
+				// Idle without a reply (ipykernel 6.17 does that for code
+				// it cannot take): nothing says the code ran.
+				res.Status, res.ErrorKind = execution.StatusError, execution.KindNoReply
+				res.Note(fmt.Sprintf("the %s went idle but sent no reply to the execution within %s: whether the code ran is unknown", s.kind(), s.reg.cfg.CompletionGrace))
+				return
+			}
 			res.Note("the runtime's closing status message was lost; outputs may be incomplete")
 			return
 		case <-rt.Done():
@@ -715,6 +722,13 @@ func (s *Session) stop(ex *Execution, rt jupyter.Runtime, gen uint64, res *execu
 	}
 	ex.interrupted(after)
 	res.InterruptedBy = after
+	if ierr == nil && s.ranToTheEnd(ex) {
+		// The code finished as the interrupt was sent (a timeout of a
+		// millisecond, a client's late interrupt): say what happened.
+		res.Status, res.ErrorKind, res.InterruptedBy = "", "", ""
+		res.Note(what + ", but the code had run to its end before the interrupt reached it")
+		return
+	}
 	if ierr == nil {
 		if s.ID != "" {
 			res.Note(what + "; it was interrupted and the session kept its state")
@@ -731,6 +745,24 @@ func (s *Session) stop(ex *Execution, rt jupyter.Runtime, gen uint64, res *execu
 		msg += ": session state was lost"
 	}
 	res.Note(msg)
+}
+
+// ranToTheEnd reports whether the runtime replied ok to an execution it
+// was asked to interrupt: the interrupt came too late and the code ran to
+// its end. The reply may trail the idle that ended the interrupt's wait; it
+// is waited for up to a second (an interrupt caught in IPython's own code
+// publishes idle and no reply).
+func (s *Session) ranToTheEnd(ex *Execution) bool {
+	t := time.NewTimer(min(s.reg.cfg.CompletionGrace, time.Second))
+	defer t.Stop()
+	select {
+	case <-ex.replied:
+	case <-t.C:
+		return false
+	}
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	return ex.gotR && ex.reply.Status == "ok"
 }
 
 // finish copies the execution's outcome into res.

@@ -19,13 +19,20 @@ type Envelope struct {
 	Data    any    `json:"data"`
 }
 
+// Marshal encodes an answer: JSON without HTML escaping, so that code,
+// tracebacks and messages keep their <, > and & (answers are not HTML;
+// they are served as application/json with nosniff). goccy's
+// MarshalNoEscape is not that: its "no escape" is about the heap, and it
+// escapes HTML as Marshal does.
+func Marshal(v any) ([]byte, error) { return json.MarshalWithOption(v, json.DisableHTMLEscape()) }
+
 // WriteJSON writes v as JSON with the given status.
 func WriteJSON(ctx *fasthttp.RequestCtx, status int, v any) {
-	b, err := json.MarshalNoEscape(v)
+	b, err := Marshal(v)
 	if err != nil {
 		// Only our own types reach here; a marshal failure is a bug, but the
 		// caller still gets an envelope, never an empty 500.
-		b, _ = json.Marshal(Envelope{Message: "encode response: " + err.Error()})
+		b, _ = Marshal(Envelope{Message: "encode response: " + err.Error()})
 		status = fasthttp.StatusInternalServerError
 	}
 	ctx.SetStatusCode(status)

@@ -2,10 +2,12 @@ package api
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/goccy/go-json"
 )
@@ -143,6 +145,18 @@ func (f *Fields) Str(name string, required bool) string {
 	return s
 }
 
+// Code reads a required string of code to run. A NUL byte is refused: no
+// runtime takes it (ipykernel 6.17 went idle without a reply, the call
+// looked ok and nothing ran).
+func (f *Fields) Code(name string) string {
+	s := f.Str(name, true)
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		f.fail(name, fmt.Sprintf("must not contain a NUL character (U+0000, at byte %d)", i), "value_error")
+		return ""
+	}
+	return s
+}
+
 // OptStr reads an optional string field: nil when absent or null.
 func (f *Fields) OptStr(name string) *string {
 	if !f.Has(name) {
@@ -196,6 +210,15 @@ func (f *Fields) Float(name string) (v float64, ok bool) {
 		if !f.strict && json.Unmarshal(r, &s) == nil {
 			if p, perr := strconv.ParseFloat(s, 64); perr == nil {
 				return p, true
+			} else if errors.Is(perr, strconv.ErrRange) {
+				f.fail(name, fmt.Sprintf("is out of range: %.40s does not fit a 64-bit float", s), "float_parsing")
+				return 0, false
+			}
+		}
+		if lit := bytes.TrimSpace(r); kind(lit) == "a number" {
+			if _, perr := strconv.ParseFloat(string(lit), 64); errors.Is(perr, strconv.ErrRange) {
+				f.fail(name, fmt.Sprintf("is out of range: %.40s does not fit a 64-bit float", lit), "float_parsing")
+				return 0, false
 			}
 		}
 		f.fail(name, "must be a number, got "+kind(r), "float_type")

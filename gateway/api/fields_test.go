@@ -83,3 +83,35 @@ func TestStrictFieldsAndUnknown(t *testing.T) {
 		t.Fatalf("unknown fields %q (err %v)", got, f.Err())
 	}
 }
+
+// A number too large for a float64 is out of range, not "not a number";
+// one too small to hold is 0.
+func TestFloatOutOfRange(t *testing.T) {
+	for _, body := range []string{`{"t":1e309}`, `{"t":-1e309}`, `{"t":"1e309"}`} {
+		for _, strict := range []bool{false, true} {
+			dec := Decode
+			if strict {
+				dec = DecodeStrict
+			}
+			f, fe := dec([]byte(body))
+			if fe != nil {
+				t.Fatalf("%s: %v", body, fe)
+			}
+			f.Float("t")
+			fe = f.Err()
+			if strict && body == `{"t":"1e309"}` {
+				if fe == nil || fe.Type != "float_type" {
+					t.Errorf("strict %s: %v, want float_type", body, fe)
+				}
+				continue
+			}
+			if fe == nil || fe.Field != "t" || !strings.Contains(fe.Msg, "out of range") || strings.Contains(fe.Msg, "got a number") {
+				t.Errorf("%s (strict %v): %v", body, strict, fe)
+			}
+		}
+	}
+	f, _ := DecodeStrict([]byte(`{"t":1e-400}`))
+	if v, ok := f.Float("t"); f.Err() != nil || !ok || v != 0 {
+		t.Errorf("1e-400: %v %v %v", v, ok, f.Err())
+	}
+}

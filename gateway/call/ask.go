@@ -39,7 +39,7 @@ func ParseAsk(body []byte, inspect bool, known ...string) (Ask, *api.FieldError)
 	}
 	f.Known(known...)
 	a := Ask{Inspect: inspect}
-	a.Language, a.Code = f.Str("language", true), f.Str("code", true)
+	a.Language, a.Code = f.Str("language", true), f.Code("code")
 	a.SessionID = f.Str("session_id", true)
 	pos, posSet := f.Float("cursor_pos")
 	detail, _ := f.Float("detail_level")

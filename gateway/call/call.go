@@ -43,6 +43,8 @@ type Call struct {
 	Warnings    []string // about the request (fields ignored); copied into the result
 	// OnCreate is called with the session when this call creates it.
 	OnCreate func(*stream.Session)
+
+	adm *admitted // the session Admit took for it, or nil
 }
 
 // Error is a failure to run at all, with its HTTP status: every surface

@@ -150,7 +150,55 @@ func (c *Core) Start(call Call, rec *execution.Record, done func()) {
 		if done != nil {
 			done()
 		}
+		c.Unadmit(call)
 		rec.Fail(MapError(stream.ErrShuttingDown, call))
+	}
+}
+
+// admitted is the session Admit took for a call before it ran.
+type admitted struct {
+	sess    *stream.Session
+	created bool
+	temp    bool // a one-shot call's temporary session: released after the run
+}
+
+// Admit takes call's session before the call runs (opens its named
+// session, creating it, or takes a temporary one), so that a surface that
+// streams can say a refusal by the session caps (429, Retry-After) before
+// it answers anything else. Run or Start the call afterwards, or give an
+// admitted call that will not run back with Unadmit.
+func (c *Core) Admit(call *Call) *Error {
+	if call.adm != nil {
+		return nil
+	}
+	if call.SessionID != "" {
+		open := *call
+		if open.Language == backend.Bash {
+			open.Env = nil // a bash session takes env per execution (run)
+		}
+		sess, created, e := c.OpenSession(open)
+		if e != nil {
+			return e
+		}
+		call.adm = &admitted{sess: sess, created: created}
+		return nil
+	}
+	b, err := c.Backend(*call)
+	if err != nil {
+		return MapError(err, *call)
+	}
+	sess, err := c.Reg.TempFor(call.Owner, call.Tenant, b)
+	if err != nil {
+		return MapError(err, *call)
+	}
+	call.adm = &admitted{sess: sess, temp: true}
+	return nil
+}
+
+// Unadmit gives back what Admit took for a call that will not run.
+func (c *Core) Unadmit(call Call) {
+	if call.adm != nil && call.adm.temp {
+		c.Reg.Release(call.adm.sess)
 	}
 }
 
@@ -214,30 +262,21 @@ func (c *Core) RunClaimed(ctx context.Context, call Call, rec *execution.Record)
 
 func (c *Core) run(ctx context.Context, call Call, rec *execution.Record) (*execution.Result, *Error) {
 	req := stream.ExecRequest{Code: call.Code, Timeout: call.Timeout, Origin: call.Origin, Subs: call.Subs, Record: rec, Warnings: call.Warnings}
-	if call.SessionID == "" {
-		b, err := c.Backend(call)
-		if err != nil {
-			return nil, MapError(err, call)
-		}
-		sess, err := c.Reg.TempFor(call.Owner, call.Tenant, b)
-		if err != nil {
-			return nil, MapError(err, call)
-		}
+	if call.SessionID != "" && call.Language == backend.Bash && len(call.Env) > 0 {
+		// A bash session takes env for this execution only: exported
+		// before the code, put back after it (Admit opens it without).
+		req.Run = backend.WithEnvCode(call.Code, call.Env)
+	}
+	if e := c.Admit(&call); e != nil {
+		return nil, e
+	}
+	sess, created := call.adm.sess, call.adm.created
+	if call.adm.temp {
 		defer c.Reg.Release(sess)
 		res, err := sess.Execute(ctx, req)
 		return res, MapError(err, call)
 	}
-	env := call.Env
-	if call.Language == backend.Bash && len(env) > 0 {
-		// A bash session takes env for this execution only: exported
-		// before the code, put back after it.
-		req.Run, call.Env = backend.WithEnvCode(call.Code, env), nil
-	}
-	sess, created, e := c.OpenSession(call)
-	if e != nil {
-		return nil, e
-	}
-	if !created && len(call.Env) > 0 {
+	if !created && len(call.Env) > 0 && call.Language != backend.Bash {
 		req.Warnings = append(req.Warnings, fmt.Sprintf("env applies when a session starts its runtime: session %q was running, so env was not applied", call.SessionID))
 	}
 	if !created && call.Cwd != "" && sess.Cwd() != call.Cwd {

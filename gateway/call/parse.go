@@ -69,7 +69,7 @@ func (c *Core) ParseExecute(body []byte, known ...string) (Call, *api.FieldError
 		return Call{}, fe
 	}
 	f.Known(known...)
-	call := Call{Language: f.Str("language", true), Code: f.Str("code", true)}
+	call := Call{Language: f.Str("language", true), Code: f.Code("code")}
 	if sid := f.OptStr("session_id"); sid != nil {
 		call.SessionID = *sid
 	}

@@ -420,9 +420,16 @@ func (g *Guard) authorize(ctx *fasthttp.RequestCtx) bool {
 }
 
 // Unauthorized answers 401 with WWW-Authenticate, saying why and how to
-// send credentials, and logs the refusal.
+// send credentials, and logs the refusal. A browser opening the page (GET
+// / accepting HTML) gets a small sign-in page instead of the JSON.
 func (g *Guard) Unauthorized(ctx *fasthttp.RequestCtx, why string) {
 	ctx.Response.Header.Set("WWW-Authenticate", `Bearer realm="aiod"`)
+	if wantsSignInPage(ctx) {
+		g.log.Info("request refused", "status", fasthttp.StatusUnauthorized, "method", string(ctx.Method()), "path", "/",
+			"reason", why, "remote", ctx.RemoteAddr().String())
+		signInPage(ctx, why)
+		return
+	}
 	g.refuse(ctx, fasthttp.StatusUnauthorized, why,
 		"send Authorization: Bearer <token or JWT> (AIO_TOKEN or --token-file, --jwt-public-key), or ?ticket=<ticket> from POST /tickets")
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/coder/websocket"
+	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
 
 	"github.com/aiod/aiod/gateway/wsock"
@@ -82,7 +85,10 @@ func (js *jupyterSocket) Deliver(ev execution.Event) {
 	js.wc.Push(wsock.Item{Ev: ev})
 }
 
-// read passes the client's messages to the kernel.
+// read passes the client's messages to the kernel. A message aiod cannot
+// take is answered, never dropped in silence: a request gets its reply with
+// status error, anything else closes the socket with the reason; both are
+// logged at warn level.
 func (js *jupyterSocket) read(ctx context.Context) error {
 	for {
 		typ, b, err := js.wc.WS.Read(ctx)
@@ -100,13 +106,20 @@ func (js *jupyterSocket) read(ctx context.Context) error {
 		}
 		if err != nil {
 			js.wc.Drop("bad_client_message", 1)
-			js.wc.Log().Debug("kernel websocket: bad message", "err", err)
+			var bad *jupyter.BadMessageError
+			if errors.As(err, &bad) {
+				js.refuse(bad.Channel, bad.Header, err.Error())
+				continue
+			}
+			js.wc.Log().Warn("kernel websocket: message refused, closing the socket", "err", err)
+			js.wc.CloseWith(websocket.StatusInvalidFramePayloadData, closeReason(err.Error()), "bad_client_message")
 			continue
 		}
 		switch m.Channel {
 		case "shell", "control", "stdin":
 		default:
 			js.wc.Drop("bad_client_channel", 1)
+			js.refuse(m.Channel, m.Header, fmt.Sprintf("channel %q: a client sends on shell, control or stdin", m.Channel))
 			continue
 		}
 		js.mu.Lock()
@@ -115,9 +128,48 @@ func (js *jupyterSocket) read(ctx context.Context) error {
 		js.sess.Touch()
 		if err := js.send(ctx, m); err != nil {
 			js.wc.Drop("kernel_send_failed", 1)
-			js.wc.Log().Debug("kernel websocket: send failed", "msg_type", m.Header.MsgType, "err", err)
+			js.refuse(m.Channel, m.Header, "the kernel could not be sent the message: "+err.Error())
 		}
 	}
+}
+
+// refuse answers a client's message aiod could not pass on: a request
+// (msg_type *_request) gets its *_reply with status error on its channel
+// (shell when the channel was not one a client sends on); a message that
+// expects no reply closes the socket with the reason.
+func (js *jupyterSocket) refuse(channel string, h jupyter.Header, reason string) {
+	base, isRequest := strings.CutSuffix(h.MsgType, "_request")
+	if !isRequest || base == "" || h.MsgID == "" {
+		js.wc.Log().Warn("kernel websocket: message refused, closing the socket",
+			"channel", channel, "msg_type", h.MsgType, "msg_id", h.MsgID, "reason", reason)
+		js.wc.CloseWith(websocket.StatusInvalidFramePayloadData, closeReason(h.MsgType+": "+reason), "bad_client_message")
+		return
+	}
+	js.wc.Log().Warn("kernel websocket: request refused with an error reply",
+		"channel", channel, "msg_type", h.MsgType, "msg_id", h.MsgID, "reason", reason)
+	switch channel {
+	case "shell", "control", "stdin":
+	default:
+		channel = jupyter.Shell
+	}
+	content, _ := json.MarshalWithOption(map[string]any{
+		"status": "error", "ename": "BadMessage", "evalue": reason, "traceback": []string{"BadMessage: " + reason},
+	}, json.DisableHTMLEscape())
+	reply := jupyter.NewMessage(channel, h.Session, base+"_reply", content)
+	reply.Parent = h
+	js.wc.Push(wsock.Item{Ev: execution.Event{Msg: reply}})
+}
+
+// closeReason fits a reason into a close frame (at most 123 bytes).
+func closeReason(s string) string {
+	if len(s) <= 123 {
+		return s
+	}
+	s = s[:120]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "..."
 }
 
 func (js *jupyterSocket) send(ctx context.Context, m *jupyter.Message) error {

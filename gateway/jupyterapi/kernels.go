@@ -136,7 +136,7 @@ func jfail(ctx *fasthttp.RequestCtx, status int, msg string) {
 }
 
 func jwriteJSON(ctx *fasthttp.RequestCtx, status int, v any) {
-	b, err := json.MarshalNoEscape(v)
+	b, err := api.Marshal(v)
 	if err != nil {
 		status, b = fasthttp.StatusInternalServerError, []byte(`{"message":"encode response","reason":null}`)
 	}

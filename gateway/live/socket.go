@@ -16,6 +16,7 @@ import (
 	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
 
+	"github.com/aiod/aiod/gateway/api"
 	"github.com/aiod/aiod/gateway/call"
 	"github.com/aiod/aiod/gateway/wsock"
 	"github.com/aiod/aiod/stream"
@@ -171,6 +172,15 @@ func (cs *codeSocket) execute(ref json.RawMessage, b []byte) {
 		cs.failCall(ref, ce)
 		return
 	}
+	if created {
+		// A refusal by the session caps is the only answer: no accepted
+		// before it.
+		if ce := cs.core.Admit(&c); ce != nil {
+			rec.Fail(ce)
+			cs.failCall(ref, ce)
+			return
+		}
+	}
 	cs.accepted(ref, rec, "")
 	if !created { // an execution that exists: follow it from the start
 		cs.follow(ref, rec, 0)
@@ -224,7 +234,7 @@ func (cs *codeSocket) resume(ref json.RawMessage, b []byte) {
 
 // accepted tells the client the execution id of its reference.
 func (cs *codeSocket) accepted(ref json.RawMessage, rec *execution.Record, state string) {
-	b, _ := json.MarshalNoEscape(struct {
+	b, _ := api.Marshal(struct {
 		Type        string          `json:"type"`
 		ID          json.RawMessage `json:"id"`
 		ExecutionID string          `json:"execution_id"`
@@ -393,7 +403,7 @@ func (cs *codeSocket) failCall(ref json.RawMessage, ce *call.Error) {
 	if ref == nil {
 		ref = json.RawMessage("null")
 	}
-	b, _ := json.MarshalNoEscape(wsError{"error", ref, ce.Status, ce.Msg, ce.Kind, ce.Retry})
+	b, _ := api.Marshal(wsError{"error", ref, ce.Status, ce.Msg, ce.Kind, ce.Retry})
 	cs.wc.Push(wsock.Item{Raw: b})
 }
 
@@ -401,7 +411,7 @@ func (cs *codeSocket) ok(ref json.RawMessage, request string) {
 	if ref == nil {
 		ref = json.RawMessage("null")
 	}
-	b, _ := json.MarshalNoEscape(struct {
+	b, _ := api.Marshal(struct {
 		Type    string          `json:"type"`
 		ID      json.RawMessage `json:"id"`
 		Request string          `json:"request"`
@@ -469,7 +479,7 @@ func (cs *codeSocket) render(it *wsock.Item) (websocket.MessageType, []byte, boo
 		if it.Ev.ExecID == "" {
 			id = json.RawMessage("null")
 		} else {
-			id, _ = json.Marshal(it.Ev.ExecID)
+			id, _ = api.Marshal(it.Ev.ExecID)
 		}
 	}
 	execID, seq := it.ExecID, it.Seq
@@ -497,7 +507,7 @@ func (cs *codeSocket) render(it *wsock.Item) (websocket.MessageType, []byte, boo
 	default:
 		return 0, nil, false
 	}
-	b, err := json.MarshalNoEscape(v)
+	b, err := api.Marshal(v)
 	if err != nil {
 		return 0, nil, false
 	}
@@ -527,7 +537,7 @@ func (cs *codeSocket) ask(ref json.RawMessage, b []byte, inspect bool) {
 		for k, x := range fields {
 			out[k] = x
 		}
-		msg, err := json.MarshalNoEscape(out)
+		msg, err := api.Marshal(out)
 		if err != nil {
 			cs.fail(ref, fasthttp.StatusInternalServerError, "encode the answer: "+err.Error())
 			return

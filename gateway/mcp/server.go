@@ -162,7 +162,9 @@ func (m *Server) Register(r *router.Router) {
 		}
 		ctx, cancel := context.WithCancel(parent)
 		defer cancel()
-		m.handler.ServeHTTP(w, req.WithContext(ctx))
+		uw := &unescapeWriter{w: w}
+		defer uw.close()
+		m.handler.ServeHTTP(uw, req.WithContext(ctx))
 	}))
 	// The caller the guard found, and its tenant, ride to the tool calls
 	// in headers of aiod's own; ones a client sent are dropped first.
@@ -302,8 +304,9 @@ func toolError(msg string) *sdk.CallToolResult {
 }
 
 // structured is v as JSON, for structuredContent (the SDK marshals it with
-// encoding/json; the v2 data holds goccy values that must stay raw JSON).
-func structured(v any) (json.RawMessage, error) { return json.Marshal(v) }
+// encoding/json, without HTML escaping; the v2 data holds goccy values that
+// must stay raw JSON), written as every answer is (api.Marshal).
+func structured(v any) (json.RawMessage, error) { return api.Marshal(v) }
 
 // args decodes a tool call's arguments with the REST routes' field decoder.
 func args(req *sdk.CallToolRequest) (*api.Fields, *sdk.CallToolResult) {

@@ -14,7 +14,7 @@ import (
 func (v *Surface) parseCodeExecute(ctx *fasthttp.RequestCtx, f *api.Fields) (execReq, *api.FieldError) {
 	c := execReq{}
 	c.Language = f.Str("language", true)
-	c.Code = f.Str("code", true)
+	c.Code = f.Code("code")
 	stateful := f.Bool("stateful", false)
 	if err := f.Err(); err != nil {
 		return c, err

@@ -79,7 +79,7 @@ func (v *Surface) kernelNames() []string {
 func (v *Surface) parseJupyterExecute(ctx *fasthttp.RequestCtx, f *api.Fields) (execReq, *api.FieldError) {
 	c := execReq{}
 	c.Language, c.Kernel = "python", true
-	c.Code = f.Str("code", true)
+	c.Code = f.Code("code")
 	if err := f.Err(); err != nil {
 		return c, err
 	}

@@ -58,7 +58,7 @@ type nodeCall struct {
 func (v *Surface) parseNodeExecute(ctx *fasthttp.RequestCtx, f *api.Fields) (nodeCall, *api.FieldError) {
 	c := nodeCall{}
 	c.Language = "javascript"
-	c.Code = f.Str("code", true)
+	c.Code = f.Code("code")
 	stateful := f.Bool("stateful", false)
 	c.Stdin = f.OptStr("stdin")
 	c.Files = f.StrMap("files")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/goccy/go-json"
 )
@@ -50,10 +51,10 @@ func EncodeLegacy(m *Message) (b []byte, binaryMsg bool, err error) {
 	if err != nil {
 		return nil, false, err
 	}
-	js, err := json.MarshalNoEscape(&legacyMessage{
+	js, err := json.MarshalWithOption(&legacyMessage{
 		Channel: m.Channel, Header: header, Parent: parent, Metadata: metadata, Content: content,
 		Buffers: []any{}, MsgID: m.Header.MsgID, MsgType: m.Header.MsgType,
-	})
+	}, json.DisableHTMLEscape())
 	if err != nil {
 		return nil, false, fmt.Errorf("encode %s: %w", m.Header.MsgType, err)
 	}
@@ -83,7 +84,7 @@ func EncodeLegacy(m *Message) (b []byte, binaryMsg bool, err error) {
 }
 
 // DecodeLegacy parses one legacy message: JSON text, or binary (with
-// buffers) when binaryMsg is set. It never panics, whatever the input;
+// buffers) when binaryMsg is set. A message without a channel is shell's. It never panics, whatever the input;
 // errors wrap ErrMalformed. The message refers to b's memory.
 func DecodeLegacy(b []byte, binaryMsg bool) (*Message, error) {
 	if binaryMsg {
@@ -98,7 +99,9 @@ func decodeLegacyJSON(b []byte, buffers [][]byte) (*Message, error) {
 		return nil, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	if lm.Channel == "" {
-		return nil, fmt.Errorf("%w: no channel", ErrMalformed)
+		// jupyter_server 1.23's gateway client sends no channel; Jupyter
+		// Server takes such a message as shell's.
+		lm.Channel = Shell
 	}
 	m := &Message{Channel: lm.Channel}
 	if len(lm.Parent) == 0 || bytes.Equal(lm.Parent, []byte("null")) {
@@ -211,17 +214,74 @@ func DecodeV1(b []byte) (*Message, error) {
 	return m, nil
 }
 
+// BadMessageError is the error of a message whose header could be read
+// but whose other parts could not: Channel and Header say what it was, so
+// that whoever received it can answer it. It wraps ErrMalformed.
+type BadMessageError struct {
+	Channel string
+	Header  Header
+	Reason  string
+}
+
+func (e *BadMessageError) Error() string { return ErrMalformed.Error() + ": " + e.Reason }
+
+// Unwrap makes errors.Is(err, ErrMalformed) hold.
+func (e *BadMessageError) Unwrap() error { return ErrMalformed }
+
 // decodeParts fills m from the four JSON parts.
 func decodeParts(m *Message, header, parent, metadata, content []byte) error {
-	if err := json.Unmarshal(header, &m.Header); err != nil {
+	if err := decodeHeader(header, &m.Header); err != nil {
 		return fmt.Errorf("%w: header: %v", ErrMalformed, err)
 	}
-	if err := json.Unmarshal(parent, &m.Parent); err != nil {
-		return fmt.Errorf("%w: parent_header: %v", ErrMalformed, err)
+	if err := decodeHeader(parent, &m.Parent); err != nil {
+		return &BadMessageError{Channel: m.Channel, Header: m.Header, Reason: "parent_header: " + err.Error()}
 	}
 	if !LooksLikeObject(metadata) || !LooksLikeObject(content) {
-		return fmt.Errorf("%w: metadata or content is not a JSON object", ErrMalformed)
+		return &BadMessageError{Channel: m.Channel, Header: m.Header, Reason: "metadata or content is not a JSON object"}
 	}
 	m.Metadata, m.Content = metadata, content
+	return nil
+}
+
+// looseHeader is a header whose date may be any JSON value.
+type looseHeader struct {
+	MsgID    string          `json:"msg_id"`
+	Session  string          `json:"session"`
+	Username string          `json:"username"`
+	Date     json.RawMessage `json:"date"`
+	MsgType  string          `json:"msg_type"`
+	Version  string          `json:"version"`
+}
+
+// decodeHeader decodes a header (or parent_header). Clients disagree on
+// the date: Jupyter Server passes any JSON there on, and jupyter_server
+// 1.23's gateway client sends a float Unix timestamp. A string is kept, a
+// number becomes DateFormat, null or a missing date is "". Any other field
+// must be a string.
+func decodeHeader(b []byte, h *Header) error {
+	err := json.Unmarshal(b, h)
+	if err == nil {
+		return nil
+	}
+	var lh looseHeader
+	if json.Unmarshal(b, &lh) != nil {
+		return err
+	}
+	*h = Header{MsgID: lh.MsgID, Session: lh.Session, Username: lh.Username, MsgType: lh.MsgType, Version: lh.Version}
+	d := bytes.TrimSpace(lh.Date)
+	switch {
+	case len(d) == 0 || bytes.Equal(d, []byte("null")):
+	case d[0] == '"':
+		if err := json.Unmarshal(d, &h.Date); err != nil {
+			return fmt.Errorf("date: %v", err)
+		}
+	default:
+		var secs float64
+		if err := json.Unmarshal(d, &secs); err != nil || math.IsInf(secs, 0) || math.IsNaN(secs) || math.Abs(secs) > 1e11 {
+			return fmt.Errorf("date must be a string, a number of seconds since 1970 or null, got %.40s", d)
+		}
+		whole, frac := math.Modf(secs)
+		h.Date = FormatDate(time.Unix(int64(whole), int64(frac*1e9)))
+	}
 	return nil
 }

@@ -171,7 +171,6 @@ func TestDecodeRejects(t *testing.T) {
 	}
 	for name, b := range map[string]string{
 		"not json":      "hello",
-		"no channel":    `{"header":{},"parent_header":{},"metadata":{},"content":{}}`,
 		"content array": `{"channel":"iopub","header":{},"parent_header":{},"metadata":{},"content":[]}`,
 		"header string": `{"channel":"iopub","header":"x","parent_header":{},"metadata":{},"content":{}}`,
 	} {
@@ -182,11 +181,56 @@ func TestDecodeRejects(t *testing.T) {
 	if _, err := DecodeLegacy([]byte{0, 0, 0, 9, 0}, true); !errors.Is(err, ErrMalformed) {
 		t.Errorf("legacy binary with a bad count: %v", err)
 	}
+	// No channel is shell, as Jupyter Server takes it.
+	if m, err := DecodeLegacy([]byte(`{"header":{"msg_type":"kernel_info_request"},"parent_header":{},"metadata":{},"content":{}}`), false); err != nil || m.Channel != Shell {
+		t.Errorf("no channel: %+v %v", m, err)
+	}
 	// A null parent_header and metadata, as some servers send, are {}.
 	m, err := DecodeLegacy(
 		[]byte(`{"channel":"iopub","header":{"msg_id":"a"},"parent_header":null,"metadata":null,"content":{}}`), false)
 	if err != nil || m.Parent.MsgID != "" || string(m.Metadata) != "{}" {
 		t.Errorf("null parts: %+v %v", m, err)
+	}
+}
+
+// The header's date is a string, a number (jupyter_server 1.23's gateway
+// client sends time.time()) or null; other shapes are refused, and a
+// message whose header was read says what it was.
+func TestDecodeHeaderDates(t *testing.T) {
+	msg := func(date string) []byte {
+		return []byte(`{"channel":"shell","header":{"msg_id":"m","session":"s","msg_type":"kernel_info_request","date":` + date +
+			`},"parent_header":{"date":` + date + `},"metadata":{},"content":{}}`)
+	}
+	for date, want := range map[string]string{
+		`"2026-01-01T00:00:00.000000Z"`: "2026-01-01T00:00:00.000000Z",
+		`"whatever"`:                    "whatever",
+		`1767225600.5`:                  "2026-01-01T00:00:00.500000Z",
+		`1767225600`:                    "2026-01-01T00:00:00.000000Z",
+		`null`:                          "",
+	} {
+		m, err := DecodeLegacy(msg(date), false)
+		if err != nil {
+			t.Errorf("date %s: %v", date, err)
+			continue
+		}
+		if m.Header.Date != want || m.Parent.Date != want || m.Header.MsgType != "kernel_info_request" || m.Header.Session != "s" {
+			t.Errorf("date %s: header %+v parent %+v, want date %q", date, m.Header, m.Parent, want)
+		}
+		b, _ := EncodeV1(m)
+		if m2, err := DecodeV1(b); err != nil || m2.Header != m.Header {
+			t.Errorf("date %s: v1 round trip: %+v %v", date, m2, err)
+		}
+	}
+	for _, date := range []string{`{}`, `[1]`, `true`, `1e300`} {
+		if _, err := DecodeLegacy(msg(date), false); !errors.Is(err, ErrMalformed) {
+			t.Errorf("date %s: err = %v, want ErrMalformed", date, err)
+		}
+	}
+	// A bad content after a good header: the error names the message.
+	_, err := DecodeLegacy([]byte(`{"channel":"shell","header":{"msg_id":"m","session":"s","msg_type":"execute_request"},"parent_header":{},"metadata":{},"content":[]}`), false)
+	var bad *BadMessageError
+	if !errors.As(err, &bad) || !errors.Is(err, ErrMalformed) || bad.Header.MsgID != "m" || bad.Channel != "shell" {
+		t.Errorf("bad content: err = %#v", err)
 	}
 }
 

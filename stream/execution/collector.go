@@ -219,7 +219,7 @@ func bundleSize(b map[string]json.RawMessage) int {
 }
 
 func mustJSON(s string) json.RawMessage {
-	b, _ := json.Marshal(s)
+	b, _ := json.MarshalWithOption(s, json.DisableHTMLEscape())
 	return b
 }
 

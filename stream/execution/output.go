@@ -203,9 +203,9 @@ func (o *Output) Compact() any {
 // holds invalid UTF-8, which a WebSocket text message may not carry).
 func (o *Output) CompactJSON() ([]byte, error) {
 	if o.Type != jupyter.MsgStream || o.textJSON == nil || !utf8.Valid(o.textJSON) {
-		return json.MarshalNoEscape(o.Compact())
+		return json.MarshalWithOption(o.Compact(), json.DisableHTMLEscape())
 	}
-	name, _ := json.Marshal(o.Name)
+	name, _ := json.MarshalWithOption(o.Name, json.DisableHTMLEscape())
 	b := make([]byte, 0, len(o.textJSON)+len(name)+48)
 	b = append(b, `{"output_type":"stream","name":`...)
 	b = append(b, name...)

@@ -22,6 +22,7 @@ const (
 	KindInterrupted = "interrupted"   // stopped on purpose: an interrupt, a restart, a delete, a cancelled call, shutdown
 	KindDied        = "runtime_died"  // the runtime died on its own; the session's state is gone
 	KindOutOfMemory = "out_of_memory" // the runtime's memory limit killed it; the session's state is gone
+	KindNoReply     = "no_reply"      // the runtime went idle but never sent the execute_reply: whether the code ran is unknown
 	KindAdmission   = "admission"     // refused by a limit before it ran (429 or 503)
 	KindStart       = "start_failed"  // no runtime could be started (503)
 )

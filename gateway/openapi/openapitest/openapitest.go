@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"mime"
 	"net/http"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -54,7 +56,8 @@ func (d *Doc) Has(method, path string) bool {
 
 // Check validates one answer: the route must be in the document, the
 // status among its responses (or its default), and a JSON body must match
-// the response's schema. Bodies of other types (files, HTML, metrics, SSE)
+// the response's schema. The statuses of the answers that pass are
+// recorded per route (Statuses). Bodies of other types (files, HTML, metrics, SSE)
 // are checked for their status and content type only.
 func (d *Doc) Check(req *http.Request, status int, header http.Header, body []byte) error {
 	r := req.Clone(context.Background())
@@ -83,6 +86,9 @@ func (d *Doc) Check(req *http.Request, status int, header http.Header, body []by
 	if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
 		return fmt.Errorf("%s %s answered %d, which openapi.json does not allow: %w", req.Method, req.URL.Path, status, err)
 	}
+	// An answer that passed (a refused one already fails its test) counts
+	// for the status report.
+	seen.add(req.Method+" "+route.Path, status, route.Operation.Responses.Status(status) != nil)
 	return nil
 }
 
@@ -110,4 +116,55 @@ func (d *Doc) CheckBody(method, path string, status int, body []byte) error {
 		return err
 	}
 	return d.Check(req, status, http.Header{"Content-Type": {"application/json"}}, body)
+}
+
+// statuses records, per documented route, the statuses of the answers
+// Check saw, and whether the route declares each one itself (not only
+// through its default response).
+type statuses struct {
+	mu sync.Mutex
+	m  map[string]map[int]bool // "GET /path" -> status -> declared
+}
+
+var seen = &statuses{m: map[string]map[int]bool{}}
+
+func (s *statuses) add(route string, status int, declared bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m[route] == nil {
+		s.m[route] = map[int]bool{}
+	}
+	s.m[route][status] = declared
+}
+
+// Statuses lists, one line per route the checked answers came from, the
+// statuses they had, an undeclared one marked with "!" (the route answers
+// it, but its operation names it only through default), and the number of
+// undeclared statuses.
+func Statuses() (report string, undeclared int) {
+	seen.mu.Lock()
+	defer seen.mu.Unlock()
+	routes := make([]string, 0, len(seen.m))
+	for r := range seen.m {
+		routes = append(routes, r)
+	}
+	sort.Strings(routes)
+	var b strings.Builder
+	for _, r := range routes {
+		codes := make([]int, 0, len(seen.m[r]))
+		for c := range seen.m[r] {
+			codes = append(codes, c)
+		}
+		sort.Ints(codes)
+		b.WriteString(r + ":")
+		for _, c := range codes {
+			b.WriteString(" " + strconv.Itoa(c))
+			if !seen.m[r][c] {
+				b.WriteString("!")
+				undeclared++
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String(), undeclared
 }

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,7 +41,7 @@ type Server struct {
 }
 
 // Start runs `python3 -m jupyter_server` on a free loopback port
-// with a random token, waits until GET /api answers, and shuts it down
+// with a random token (or the one extra gives with --ServerApp.token=), waits until GET /api answers, and shuts it down
 // politely at cleanup, checking that no process of its tree remains.
 func Start(t testing.TB, extra ...string) *Server {
 	t.Helper()
@@ -75,15 +76,20 @@ func tryStartJupyter(t testing.TB, extra ...string) (*Server, error) {
 		exited: make(chan struct{}),
 		out:    &kerneltest.SyncBuffer{},
 	}
-	args := append([]string{"-m", "jupyter_server",
-		"--ServerApp.token=" + s.Token,
-		"--ServerApp.port=" + strconv.Itoa(port),
+	args := []string{"-m", "jupyter_server"}
+	if i := slices.IndexFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--ServerApp.token=") }); i >= 0 {
+		s.Token = strings.TrimPrefix(extra[i], "--ServerApp.token=") // a test's own token ("" for none)
+	} else {
+		args = append(args, "--ServerApp.token="+s.Token)
+	}
+	args = append(append(args,
+		"--ServerApp.port="+strconv.Itoa(port),
 		"--ServerApp.port_retries=0",
 		"--ServerApp.ip=127.0.0.1",
 		"--ServerApp.open_browser=False",
 		"--ServerApp.allow_root=True",
-		"--ServerApp.root_dir=" + dir,
-	}, extra...)
+		"--ServerApp.root_dir="+dir,
+	), extra...)
 	s.cmd = exec.Command(Python, args...)
 	s.cmd.Dir = dir
 	s.cmd.Env = append(os.Environ(),
