@@ -9,7 +9,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
 
 	"github.com/aiod/aiod/gateway/api"
@@ -212,7 +211,7 @@ func (s *Surface) streamShell(ctx *fasthttp.RequestCtx, ss *session, c *command,
 	base := s.core.Ctx()
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		event := func(name string, v any) bool {
-			b, _ := json.Marshal(v)
+			b, _ := api.Marshal(v)
 			_, _ = w.WriteString("event: " + name + "\ndata: ")
 			_, _ = w.Write(b)
 			_, _ = w.WriteString("\n\n")

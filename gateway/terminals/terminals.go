@@ -162,7 +162,7 @@ func jfail(ctx *fasthttp.RequestCtx, status int, msg string) {
 }
 
 func jwrite(ctx *fasthttp.RequestCtx, status int, v any) {
-	b, _ := json.Marshal(v)
+	b, _ := api.Marshal(v)
 	ctx.SetStatusCode(status)
 	ctx.SetContentType("application/json")
 	ctx.Response.SetBodyRaw(b)
@@ -409,7 +409,7 @@ func (s *Surface) socket(ctx *fasthttp.RequestCtx) {
 }
 
 func frame(typ, text string) []byte {
-	b, _ := json.Marshal([]string{typ, text})
+	b, _ := api.Marshal([]string{typ, text})
 	return b
 }
 
