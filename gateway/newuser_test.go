@@ -171,9 +171,9 @@ func TestV2StrictTypesAndUnknownFields(t *testing.T) {
 	if msg, _ := env["message"].(string); st != 422 || !strings.Contains(msg, "'timeout': must be a number, got a string") {
 		t.Fatalf(`"timeout": "5" on v2: %d %v`, st, env)
 	}
-	want := []any{`unknown field "cwd" ignored`, `unknown field "env" ignored`, `unknown field "sesion_id" ignored`}
+	want := []any{`unknown field "sesion_id" ignored`, `unknown field "workdir" ignored`}
 	_, env, data := ts.exec(t, map[string]any{"language": "javascript", "code": "console.log(7)",
-		"sesion_id": "typo", "env": map[string]any{"A": "1"}, "cwd": "/tmp"})
+		"sesion_id": "typo", "workdir": "/tmp"})
 	if env["success"] != true || !reflect.DeepEqual(data["warnings"], want) || data["session_id"] != nil {
 		t.Fatalf("unknown fields: %v", env)
 	}
