@@ -118,6 +118,7 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	reg     *stream.Registry
+	execs   *execution.Store // the registry's store of executions (state.go)
 	env     *backend.Environment // rt.Env()
 	started time.Time
 	http    *fasthttp.Server
@@ -179,9 +180,14 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.streamQueue = wl.WithDefaults().QueueBytes
 	s.hub = wsock.NewHub(wsock.Config{Limits: wl, MaxRead: int64(cfg.MaxBody), Counters: counters, Logger: cfg.Logger, CheckOrigin: g.CheckOrigin})
+	execs, err := openExecutions(cfg)
+	if err != nil {
+		_ = rt.Close(context.Background())
+		return nil, err
+	}
+	s.execs = execs
 	s.reg = stream.NewRegistry(stream.Config{Budget: cfg.OutputBudget, ReapInterval: cfg.ReapInterval, Logger: cfg.Logger, Counters: counters,
-		Executions: execution.Config{Retention: cfg.ExecutionRetention, RetentionBytes: cfg.ExecutionRetentionBytes},
-		Admission:  cfg.Admission})
+		Executions: execs.Config(), Store: execs, Admission: cfg.Admission})
 	s.core = call.New(s.reg, rt, call.Config{DefaultTimeout: cfg.DefaultTimeout, MaxTimeout: cfg.MaxTimeout,
 		KernelIdle: cfg.KernelIdle, NativeIdle: cfg.NativeIdle, KernelStartTimeout: cfg.KernelStartTimeout,
 		OutputBudget: cfg.OutputBudget, Logger: cfg.Logger})
@@ -439,6 +445,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mcp.Close()
 	lerr := errors.Join(s.hub.Close(ctx), s.core.Close(ctx))
 	perr := s.rt.Close(ctx)
+	xerr := s.execs.Close()
 	if hdone != nil {
 		select {
 		case herr = <-hdone:
@@ -446,7 +453,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			herr = ctx.Err()
 		}
 	}
-	return errors.Join(herr, rerr, lerr, perr)
+	return errors.Join(herr, rerr, lerr, perr, xerr)
 }
 
 // onceCloser is a listener that closes once: Shutdown and fasthttp may

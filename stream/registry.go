@@ -30,6 +30,7 @@ type Config struct {
 	CloseTimeout    time.Duration    // bound on closing one runtime; 10 s
 	Counters        *Counters        // where sessions count; a set of its own when nil
 	Executions      execution.Config // what finished executions keep (LogBytes defaults to Budget)
+	Store           *execution.Store // the store to use (OpenStore's, written through to disk); nil makes one from Executions
 	Admission       Admission        // session caps and the start queue; zero values turn them off
 	Logger          *slog.Logger
 }
@@ -94,7 +95,11 @@ func NewRegistry(cfg Config) *Registry {
 	if cfg.Executions.LogBytes <= 0 {
 		cfg.Executions.LogBytes = cfg.Budget
 	}
-	r := &Registry{cfg: cfg, counters: cfg.Counters, execs: execution.NewStore(cfg.Executions), sessions: map[sessionKey]*Session{},
+	execs := cfg.Store
+	if execs == nil {
+		execs = execution.NewStore(cfg.Executions)
+	}
+	r := &Registry{cfg: cfg, counters: cfg.Counters, execs: execs, sessions: map[sessionKey]*Session{},
 		kernels: map[string]*Session{}, temps: map[*Session]struct{}{}, trim: make(chan struct{}, 1),
 		ended: newEndedLog(endedMax, endedTTL), owners: map[string]int{}, gate: newGate(cfg.Admission)}
 	r.ctx, r.cancel = context.WithCancel(context.Background())

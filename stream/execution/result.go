@@ -24,6 +24,9 @@ const (
 	KindOutOfMemory = "out_of_memory" // the runtime's memory limit killed it; the session's state is gone
 	KindAdmission   = "admission"     // refused by a limit before it ran (429 or 503)
 	KindStart       = "start_failed"  // no runtime could be started (503)
+	// KindDaemonRestarted: aiod stopped while the execution was queued or
+	// running; after a restart its id answers with this kind.
+	KindDaemonRestarted = "daemon_restarted"
 )
 
 // Result is one finished execution, ready to be rendered by any route.
