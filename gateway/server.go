@@ -118,7 +118,7 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	reg     *stream.Registry
-	execs   *execution.Store // the registry's store of executions (state.go)
+	execs   *execution.Store     // the registry's store of executions (state.go)
 	env     *backend.Environment // rt.Env()
 	started time.Time
 	http    *fasthttp.Server
