@@ -148,6 +148,7 @@ func (s *Server) v2CodeInfo(ctx *fasthttp.RequestCtx) {
 		"kernel_start":        s.rt.KernelStart(),
 		"isolation":           s.rt.Isolation(call.Tenant(ctx)),
 		"executions":          s.executionStats(),
+		"snapshots":           s.snapshotStats(),
 		"warnings":            append([]string{}, s.env.Warnings...),
 	})
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/aiod/aiod/stream"
 	"github.com/aiod/aiod/stream/backend"
 	"github.com/aiod/aiod/stream/execution"
+	"github.com/aiod/aiod/stream/snapshot"
 )
 
 // Version is aiod's version, reported by discovery routes.
@@ -66,6 +67,9 @@ type Config struct {
 	MetricsPublic           bool              // serve /metrics without credentials
 	ExecutionRetention      time.Duration     // how long a finished execution is kept; 10 min
 	ExecutionRetentionBytes int               // bytes all finished executions may hold; 256 MiB
+	SnapshotMaxBytes        int64             // one session snapshot's bytes; 256 MiB (needs a state directory: Isolation.StateDir)
+	SnapshotTotalBytes      int64             // all snapshots' bytes; the oldest go first; 4 GiB
+	SnapshotRetention       time.Duration     // a snapshot is deleted this long after it was taken; 7 days
 	Admission               stream.Admission  // session caps and the start queue; zero values turn them off
 	Token                   string            // when set, every route but /healthz requires it (or a JWT, or a ticket)
 	AllowedOrigins          []string          // origins allowed on state-changing requests and WebSockets besides the request's own; "*" allows any
@@ -119,6 +123,7 @@ type Server struct {
 	log     *slog.Logger
 	reg     *stream.Registry
 	execs   *execution.Store     // the registry's store of executions (state.go)
+	snaps   *snapshot.Manager    // sessions' snapshots (state.go); nil without a state directory
 	env     *backend.Environment // rt.Env()
 	started time.Time
 	http    *fasthttp.Server
@@ -186,8 +191,19 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.execs = execs
-	s.reg = stream.NewRegistry(stream.Config{Budget: cfg.OutputBudget, ReapInterval: cfg.ReapInterval, Logger: cfg.Logger, Counters: counters,
-		Executions: execs.Config(), Store: execs, Admission: cfg.Admission})
+	snaps, err := openSnapshots(cfg)
+	if err != nil {
+		_ = execs.Close()
+		_ = rt.Close(context.Background())
+		return nil, err
+	}
+	s.snaps = snaps
+	rc := stream.Config{Budget: cfg.OutputBudget, ReapInterval: cfg.ReapInterval, Logger: cfg.Logger, Counters: counters,
+		Executions: execs.Config(), Store: execs, Admission: cfg.Admission}
+	if snaps != nil {
+		rc.Snapshots = snaps
+	}
+	s.reg = stream.NewRegistry(rc)
 	s.core = call.New(s.reg, rt, call.Config{DefaultTimeout: cfg.DefaultTimeout, MaxTimeout: cfg.MaxTimeout,
 		KernelIdle: cfg.KernelIdle, NativeIdle: cfg.NativeIdle, KernelStartTimeout: cfg.KernelStartTimeout,
 		OutputBudget: cfg.OutputBudget, Logger: cfg.Logger})
@@ -290,6 +306,8 @@ func (s *Server) routes() *router.Router {
 	r.DELETE("/v2/code/sessions/{id}", s.v2DeleteSession)
 	r.POST("/v2/code/sessions/{id}/interrupt", s.v2InterruptSession)
 	r.POST("/v2/code/sessions/{id}/restart", s.v2RestartSession)
+	r.POST("/v2/code/sessions/{id}/snapshot", s.v2SnapshotSession)
+	r.POST("/v2/code/sessions/{id}/fork", s.v2ForkSession)
 	r.POST("/v2/code/complete", s.v2Complete)
 	r.POST("/v2/code/inspect", s.v2Inspect)
 	r.GET("/v2/code/executions/{id}", s.v2GetExecution)
@@ -446,6 +464,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	lerr := errors.Join(s.hub.Close(ctx), s.core.Close(ctx))
 	perr := s.rt.Close(ctx)
 	xerr := s.execs.Close()
+	if s.snaps != nil {
+		s.snaps.Close()
+	}
 	if hdone != nil {
 		select {
 		case herr = <-hdone:

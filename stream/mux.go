@@ -105,8 +105,10 @@ func (m *Mux) deliver(gen uint64, msg *jupyter.Message) {
 	if ex != nil {
 		complete = ex.add(ev)
 	}
-	for _, w := range *m.watchers.Load() {
-		w.Deliver(ev)
+	if ex == nil || !ex.internal {
+		for _, w := range *m.watchers.Load() {
+			w.Deliver(ev)
+		}
 	}
 	if complete != nil {
 		complete()
@@ -210,6 +212,7 @@ type Execution struct {
 	activity chan struct{} // poked (never blocking) on every message
 	asked    chan struct{} // poked when a client's interrupt reached the runtime (Session.Interrupt)
 	folding  atomic.Int32  // messages being folded right now
+	internal bool          // aiod's own (Session.Internal): watchers do not see it
 
 	mu          sync.Mutex // guards everything below
 	col         *execution.Collector

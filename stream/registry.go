@@ -31,6 +31,7 @@ type Config struct {
 	Counters        *Counters        // where sessions count; a set of its own when nil
 	Executions      execution.Config // what finished executions keep (LogBytes defaults to Budget)
 	Store           *execution.Store // the store to use (OpenStore's, written through to disk); nil makes one from Executions
+	Snapshots       Snapshots        // saves named sessions before idle reclaim and shutdown, restores them on their next start; nil: none
 	Admission       Admission        // session caps and the start queue; zero values turn them off
 	Logger          *slog.Logger
 }
@@ -278,15 +279,26 @@ func (r *Registry) list(match func(*Session) bool) []*Session {
 // Delete ends every session of tenant named id, of any language, and
 // returns how many there were. Runtimes are closed before it returns.
 func (r *Registry) Delete(ctx context.Context, tenant, id string) int {
-	return r.remove(ctx, func(s *Session) bool { return s.Tenant == tenant && s.ID == id }, ClosedDeleted)
+	n := r.remove(ctx, func(s *Session) bool { return s.Tenant == tenant && s.ID == id }, ClosedDeleted)
+	if sn := r.cfg.Snapshots; sn != nil {
+		// Its saved state goes too: the id comes back empty.
+		if f := sn.Forget(tenant, "", id); n == 0 {
+			n = f
+		}
+	}
+	return n
 }
 
 // DeleteOne ends tenant's one session (lang, id) and reports whether it
 // existed.
 func (r *Registry) DeleteOne(ctx context.Context, tenant, lang, id string) bool {
-	return r.remove(ctx, func(s *Session) bool {
+	n := r.remove(ctx, func(s *Session) bool {
 		return s.Tenant == tenant && s.Language == lang && s.ID == id
-	}, ClosedDeleted) > 0
+	}, ClosedDeleted)
+	if sn := r.cfg.Snapshots; sn != nil {
+		n += sn.Forget(tenant, lang, id)
+	}
+	return n > 0
 }
 
 // DeleteSession ends one session (not the others sharing its id in other
@@ -326,6 +338,7 @@ func (r *Registry) closeAll(ctx context.Context, ss []*Session, why string, reas
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			r.saveBeforeClose(ctx, s, why)
 			s.Close(ctx, why)
 			if s.ID != "" {
 				reason := why

@@ -43,12 +43,14 @@ type Result struct {
 	ExecutionCount *int
 	Outputs        []*Output
 	Truncated      bool
-	Fresh          bool     // the runtime was (re)started for this call after a loss of state
-	Notes          []string // what the caller should know, joined into the envelope's message
-	Warnings       []string // about the request itself (ExecRequest.Warnings)
-	NextInput      string   // the text a set_next_input payload proposed for the next cell
-	InterruptedBy  string   // who interrupted the execution ("a timeout", Session.Interrupt's by), or ""
-	ErrorKind      string   // why it did not end ok: one of the Kind* constants; "" when Status is ok
+	Fresh          bool              // the runtime was (re)started for this call after a loss of state
+	Restored       bool              // the runtime was started for this call and the session's saved state restored into it
+	Skipped        map[string]string // with Restored: what the snapshot could not save or restore (name -> why)
+	Notes          []string          // what the caller should know, joined into the envelope's message
+	Warnings       []string          // about the request itself (ExecRequest.Warnings)
+	NextInput      string            // the text a set_next_input payload proposed for the next cell
+	InterruptedBy  string            // who interrupted the execution ("a timeout", Session.Interrupt's by), or ""
+	ErrorKind      string            // why it did not end ok: one of the Kind* constants; "" when Status is ok
 	Runtime        jupyter.RuntimeInfo
 }
 
