@@ -189,6 +189,9 @@ func readFile(key []byte, path string, limit int64) (*Info, []byte, error) {
 	if pn != uint64(len(body)-off) {
 		return nil, nil, ErrTampered
 	}
+	if pn > uint64(limit) {
+		return nil, nil, fmt.Errorf("the snapshot holds %d bytes, over the limit %d (--snapshot-max-bytes); it was not loaded", pn, limit)
+	}
 	var info Info
 	if err := json.Unmarshal(head, &info); err != nil {
 		return nil, nil, ErrTampered
