@@ -7,6 +7,7 @@
 import base64
 import importlib
 import json
+import os
 import sys
 
 
@@ -25,6 +26,12 @@ def _restore(ns, args):
     except Exception as e:
         return {"error": "the snapshot could not be loaded (%s: %s)" % (type(e).__name__, str(e)[:300])}
     restored, skipped = [], {}
+    cwd = state.get("cwd")
+    if cwd:
+        try:
+            os.chdir(cwd)
+        except Exception as e:
+            skipped["(working folder)"] = "%s could not be entered again (%s)" % (cwd, e)
     for name, mod in state.get("modules", {}).items():
         try:
             ns[name] = importlib.import_module(mod)

@@ -82,7 +82,7 @@ def _snapshot(ns, args):
             continue
         values[name], sizes[name] = v, len(b)
     while True:
-        state = {"values": values, "modules": modules, "files": files}
+        state = {"values": values, "modules": modules, "files": files, "cwd": os.getcwd()}
         try:
             payload = dill.dumps(state, recurse=True)
         except Exception as e:
