@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what aiod needs when it is missing.
-#   .ci/deps.sh run   - what the daemon needs: ipykernel, pandas, matplotlib for /usr/bin/python3
+#   .ci/deps.sh run   - what the daemon needs: ipykernel, pandas, matplotlib, dill (session
+#                       snapshots) for /usr/bin/python3
 #   .ci/deps.sh test  - that, plus what the tests drive: Node.js and npm, httpx,
 #                       jupyter_client/server, websocket-client, nbformat (the browser
 #                       tests validate the .ipynb the page writes), and the npm packages
@@ -13,7 +14,7 @@
 set -euo pipefail
 mode=${1:-run}
 here=$(cd "$(dirname "$0")/.." && pwd)
-pkgs=(python3-ipykernel python3-pandas python3-matplotlib)
+pkgs=(python3-ipykernel python3-pandas python3-matplotlib python3-dill)
 if [ "$mode" = test ]; then
   pkgs+=(python3-httpx python3-jupyter-client python3-jupyter-server python3-websocket python3-nbformat)
   command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
