@@ -2,6 +2,7 @@
 //
 //	aiobench load [flags]     drive a running aiod and report latency and throughput
 //	aiobench compare [flags]  start aiod, its floor and Jupyter Server, and compare them in one run
+//	aiobench persist [flags]  snapshots, restores, SIGTERM with live sessions, saved sessions, RSS under load
 package main
 
 import (
@@ -32,6 +33,8 @@ func main() {
 		err = runLoad(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "compare":
 		err = runCompare(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	case "persist":
+		err = runPersist(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "-h", "--help", "help":
 		usage(os.Stdout)
 		return
@@ -49,6 +52,7 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `Usage:
   aiobench load [flags]     drive a running aiod over REST or WebSocket
   aiobench compare [flags]  floor vs aiod REST/WS vs Jupyter Server, one-shots, memory; one table and --json
+  aiobench persist [flags]  session snapshots and restores, SIGTERM with live sessions, 5,000 saved sessions, RSS under a steady load
 
 Run "aiobench load -h" or "aiobench compare -h" for flags.
 `)
