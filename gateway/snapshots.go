@@ -79,11 +79,6 @@ func (s *Server) snapshotArgs(ctx *fasthttp.RequestCtx, fork bool) (id, lang, to
 		api.Invalid(ctx, call.LanguageError("body", "language", lang))
 		return "", "", "", false
 	}
-	if lang != "python" {
-		api.Invalid(ctx, &api.FieldError{In: "body", Field: "language", Type: "literal_error",
-			Msg: (&snapshot.UnsupportedError{Language: lang}).Error()})
-		return "", "", "", false
-	}
 	if fork {
 		if fe := call.ValidSessionID("session_id", to); fe != nil {
 			api.Invalid(ctx, fe)

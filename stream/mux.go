@@ -174,7 +174,18 @@ func (m *Mux) Watchers() int { return len(*m.watchers.Load()) }
 // Begin registers an execution before its request is sent, so that no reply
 // can arrive unrouted. Its events carry executionID and origin.
 func (m *Mux) Begin(id, executionID string, origin any, budget int, subs ...execution.Subscriber) *Execution {
+	return m.begin(id, executionID, origin, budget, false, subs)
+}
+
+// beginInternal is Begin for aiod's own execution (Session.Internal):
+// watchers do not see it.
+func (m *Mux) beginInternal(id string, budget int) *Execution {
+	return m.begin(id, "", nil, budget, true, nil)
+}
+
+func (m *Mux) begin(id, executionID string, origin any, budget int, internal bool, subs []execution.Subscriber) *Execution {
 	ex := &Execution{
+		internal:    internal,
 		ID:          id,
 		ExecutionID: executionID,
 		Origin:      origin,

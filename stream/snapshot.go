@@ -87,8 +87,7 @@ func deadlineOf(ctx context.Context, d time.Duration) time.Time {
 // runInternal runs code in rt; the caller holds the turn.
 func (s *Session) runInternal(ctx context.Context, rt jupyter.Runtime, gen uint64, code string, timeout time.Duration, budget int) (*execution.Result, error) {
 	res := &execution.Result{ID: jupyter.NewID(), Code: code, Language: s.Language, SessionID: s.ID}
-	ex := s.mux.Begin(res.ID, "", nil, budget)
-	ex.internal = true
+	ex := s.mux.beginInternal(res.ID, budget)
 	defer s.mux.End(ex)
 	if err := rt.Execute(ctx, jupyter.ExecuteRequest{MsgID: res.ID, Code: code, Silent: true, NoHistory: true}); err != nil {
 		s.discard(rt, gen, "sending to it failed: "+err.Error())

@@ -292,3 +292,50 @@ func TestSessionSnapshots(t *testing.T) {
 		t.Fatalf("a deleted session: %v", out)
 	}
 }
+
+// A JavaScript session comes back after idle reclaim with what can be
+// restored: plain data of its globals, its functions (from source), its
+// working folder and environment; the answer names what was not.
+func TestJavaScriptSessionRestores(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	d := startDaemon(t, "--native-idle", "2")
+	c := &caller{t: t, d: d, name: "default"}
+	setup := `var data = {a: [1, 2, 3], m: new Map([["k", 1]]), when: new Date(0)};
+var counter = 5;
+function add(a, b) { return a + b + counter; }
+class Point { constructor(x) { this.x = x; } }
+var p = new Point(-3);
+const hidden = 1;
+process.env.AIO_TEST_FLAG = "on";
+process.chdir(require("os").tmpdir());
+console.log("ready");`
+	if out := c.run(ctx, "javascript", "js", setup); out != "ready\n" {
+		t.Fatalf("setup: %q", out)
+	}
+	st, env := c.call(ctx, http.MethodPost, "/v2/code/sessions/js/snapshot", map[string]any{"language": "javascript"})
+	sd, _ := env["data"].(map[string]any)
+	if st != 200 || sd == nil || mustJSON(t, sd["saved"]) != `["add","counter","data"]` {
+		t.Fatalf("snapshot: %d %v", st, env)
+	}
+	if sk := sd["skipped"].(map[string]any); !strings.Contains(sk["p"].(string), "Point") || sk["(let, const, class)"] == nil {
+		t.Fatalf("skipped: %v", sk)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, list := c.call(ctx, http.MethodGet, "/v2/code/sessions", nil)
+		if strings.Contains(mustJSON(t, list), `"state":"saved"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not saved after idle reclaim: %v", list)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	st, env = c.call(ctx, http.MethodPost, "/v2/code/execute", map[string]any{"language": "javascript", "session_id": "js",
+		"code": `console.log(JSON.stringify(data.a), data.m.get("k"), data.when.getTime(), add(1, 2), process.env.AIO_TEST_FLAG, process.cwd() === require("os").tmpdir(), typeof p, typeof hidden)`})
+	out, _ := env["data"].(map[string]any)
+	if st != 200 || out["restored"] != true || out["stdout"] != "[1,2,3] 1 0 8 on true undefined undefined\n" {
+		t.Fatalf("after idle reclaim: %d %v", st, env)
+	}
+}

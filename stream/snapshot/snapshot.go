@@ -37,6 +37,18 @@ var saveSource string
 //go:embed restore.py
 var restoreSource string
 
+//go:embed save.js
+var saveJS string
+
+//go:embed restore.js
+var restoreJS string
+
+// programs is the save and restore code of each language snapshots know.
+var programs = map[string]struct{ save, restore string }{
+	"python":     {saveSource, restoreSource},
+	"javascript": {saveJS, restoreJS},
+}
+
 // Defaults of Config.
 const (
 	DefaultMaxBytes    = 256 << 20
@@ -192,7 +204,8 @@ func (m *Manager) add(k Key, info *Info, pending bool) {
 // Save snapshots the session's state (why: one of the Why constants) and
 // returns what it holds. The session keeps running.
 func (m *Manager) Save(ctx context.Context, s *stream.Session, why string) (*Info, error) {
-	if s.Language != "python" {
+	prog, ok := programs[s.Language]
+	if !ok {
 		return nil, &UnsupportedError{Language: s.Language}
 	}
 	k := keyOf(s)
@@ -200,7 +213,7 @@ func (m *Manager) Save(ctx context.Context, s *stream.Session, why string) (*Inf
 	defer done()
 	args, _ := json.Marshal(map[string]any{"max_bytes": m.cfg.MaxBytes})
 	budget := int(m.cfg.MaxBytes/3*4) + 1<<20
-	res, err := s.Internal(ctx, program(saveSource, args), m.cfg.SaveTimeout, budget)
+	res, err := s.Internal(ctx, program(s.Language, prog.save, args), m.cfg.SaveTimeout, budget)
 	if err != nil {
 		return nil, err
 	}
@@ -216,6 +229,9 @@ func (m *Manager) Save(ctx context.Context, s *stream.Session, why string) (*Inf
 	}
 	if out.Error != "" {
 		return nil, errors.New(out.Error)
+	}
+	if (why == WhyIdle || why == WhyShutdown) && len(out.Saved) == 0 && len(out.Skipped) == 0 {
+		return nil, errEmpty // nothing to restore: the next call starts fresh, as it would
 	}
 	payload, err := base64.StdEncoding.DecodeString(out.Payload)
 	if err != nil {
@@ -302,13 +318,17 @@ func (m *Manager) SaveBeforeClose(ctx context.Context, s *stream.Session, why st
 	if why == stream.ClosedShutdown {
 		w = WhyShutdown
 	}
-	if s.Language != "python" {
+	if _, ok := programs[s.Language]; !ok {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.SaveTimeout)
 	defer cancel()
 	began := time.Now()
 	info, err := m.Save(ctx, s, w)
+	if errors.Is(err, errEmpty) {
+		m.log.Debug("session not saved: its namespace is empty", "session", s.ID, "language", s.Language, "why", w)
+		return
+	}
 	if err != nil {
 		m.log.Warn("session not saved", "session", s.ID, "language", s.Language, "why", w, "err", err)
 		return
@@ -365,7 +385,7 @@ func (m *Manager) load(ctx context.Context, k Key, info *Info, run stream.Intern
 	}
 	args, _ := json.Marshal(map[string]any{"payload": base64.StdEncoding.EncodeToString(payload)})
 	payload = nil
-	res, err := run(ctx, program(restoreSource, args), m.cfg.SaveTimeout, 1<<20)
+	res, err := run(ctx, program(k.Language, programs[k.Language].restore, args), m.cfg.SaveTimeout, 1<<20)
 	if err != nil {
 		return nil, err
 	}
@@ -564,18 +584,24 @@ func (m *Manager) Close() {
 	})
 }
 
+// errEmpty says that a session's namespace held nothing to save.
+var errEmpty = errors.New("the namespace is empty")
+
 // UnsupportedError says a language's sessions cannot be snapshotted.
 type UnsupportedError struct{ Language string }
 
 func (e *UnsupportedError) Error() string {
-	return fmt.Sprintf("snapshots of %s sessions are not supported; only python sessions are", e.Language)
+	return fmt.Sprintf("snapshots of %s sessions are not supported; python and javascript sessions are", e.Language)
 }
 
-// program is the code that runs src with args in the user namespace and
-// adds nothing to it.
-func program(src string, args []byte) string {
-	s, _ := json.Marshal(src)
+// program is the code that runs src with args in the session's namespace
+// and adds nothing to it.
+func program(lang, src string, args []byte) string {
 	a, _ := json.Marshal(string(args))
+	if lang == "javascript" {
+		return fmt.Sprintf("(() => { const args = JSON.parse(%s);\n%s\n})()", a, src)
+	}
+	s, _ := json.Marshal(src)
 	return fmt.Sprintf("exec(compile(%s, '<aiod-snapshot>', 'exec'), {'__aiod_user': globals(), '__aiod_args': %s, '__name__': '__aiod__'})", s, a)
 }
 
