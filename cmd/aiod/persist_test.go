@@ -223,7 +223,7 @@ func TestSessionSnapshots(t *testing.T) {
 		t.Fatalf("the reopened file: %v", out)
 	}
 	// Bob's "lab" is his own, empty.
-	if out := exec(bob, "lab", "print('df' in globals())"); out["stdout"] != "False\n" || out["restored"] == true {
+	if out := exec(bob, "lab", "bobs = 1\nprint('df' in globals())"); out["stdout"] != "False\n" || out["restored"] == true {
 		t.Fatalf("bob's lab: %v", out)
 	}
 	done := exec(alice, "lab", "total += 1\nprint('finished before the restart', total)")

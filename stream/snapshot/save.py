@@ -72,15 +72,28 @@ def _snapshot(ns, args):
             else:
                 skipped[name] = "an open file or stream with no path to reopen it by"
             continue
+        values[name] = v
+    state = {"values": values, "modules": modules, "files": files, "cwd": os.getcwd()}
+    try:
+        payload = dill.dumps(state, recurse=True)  # the usual case: all at once
+    except Exception:
+        payload = None
+    if payload is not None and len(payload) <= max_bytes:
+        return _answer(payload, values, modules, files, skipped, reopened)
+    # Something does not serialize, or the whole is too large: value by
+    # value, to name what is skipped and why.
+    for name, v in list(values.items()):
         try:
             b = dill.dumps(v, recurse=True)
         except Exception as e:
             skipped[name] = "cannot be serialized (%s: %s)" % (type(e).__name__, str(e)[:200])
+            del values[name]
             continue
         if len(b) > max_bytes:
             skipped[name] = "over the size limit (%d bytes; a snapshot may hold %d)" % (len(b), max_bytes)
+            del values[name]
             continue
-        values[name], sizes[name] = v, len(b)
+        sizes[name] = len(b)
     while True:
         state = {"values": values, "modules": modules, "files": files, "cwd": os.getcwd()}
         try:
@@ -94,6 +107,10 @@ def _snapshot(ns, args):
         del values[big]
     if len(payload) > max_bytes:
         return {"error": "the snapshot would be %d bytes, over its limit %d" % (len(payload), max_bytes)}
+    return _answer(payload, values, modules, files, skipped, reopened)
+
+
+def _answer(payload, values, modules, files, skipped, reopened):
     saved = sorted(list(values) + list(modules) + list(files))
     return {"payload": base64.b64encode(payload).decode("ascii"), "saved": saved,
             "skipped": skipped, "reopened": reopened}
