@@ -230,7 +230,7 @@ func (m *Manager) Save(ctx context.Context, s *stream.Session, why string) (*Inf
 	if out.Error != "" {
 		return nil, errors.New(out.Error)
 	}
-	if (why == WhyIdle || why == WhyShutdown) && len(out.Saved) == 0 && len(out.Skipped) == 0 {
+	if (why == WhyIdle || why == WhyShutdown) && len(out.Saved) == 0 && !namesAny(out.Skipped) {
 		return nil, errEmpty // nothing to restore: the next call starts fresh, as it would
 	}
 	payload, err := base64.StdEncoding.DecodeString(out.Payload)
@@ -582,6 +582,17 @@ func (m *Manager) Close() {
 		close(m.stop)
 		<-m.done
 	})
+}
+
+// namesAny says whether skipped names a value (not only a general note,
+// whose key is in parentheses).
+func namesAny(skipped map[string]string) bool {
+	for k := range skipped {
+		if !strings.HasPrefix(k, "(") {
+			return true
+		}
+	}
+	return false
 }
 
 // errEmpty says that a session's namespace held nothing to save.
