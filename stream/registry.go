@@ -325,7 +325,9 @@ func (r *Registry) remove(ctx context.Context, match func(*Session) bool, why st
 			reasons = append(reasons, reason)
 		}
 	}
+	held := r.reserveSaves(gone, why) // before anyone can open the name again
 	r.mu.Unlock()
+	defer held()
 	r.closeAll(ctx, gone, why, reasons)
 	return len(gone)
 }

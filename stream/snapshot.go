@@ -18,9 +18,14 @@ var ErrNoRuntime = errors.New("the session has no live runtime")
 // for idleness or at shutdown, Restore when a named session started a
 // fresh runtime, and Forget when a session is deleted.
 type Snapshots interface {
+	// Reserve is called as the registry takes s out for idleness or at
+	// shutdown, before another session of its name can exist: a restore
+	// of the name waits until release is called (after SaveBeforeClose).
+	Reserve(s *Session) (release func())
 	// SaveBeforeClose snapshots s before its runtime is closed (why is
-	// ClosedIdle or ClosedShutdown), within ctx; the next start of the
-	// same (tenant, language, id) restores it.
+	// ClosedIdle or ClosedShutdown), within ctx, under the reservation
+	// Reserve made; the next start of the same (tenant, language, id)
+	// restores it.
 	SaveBeforeClose(ctx context.Context, s *Session, why string)
 	// Restore loads the state saved for s, if it waits for a restore,
 	// into its fresh runtime with run (the session's turn is held).
@@ -36,6 +41,27 @@ type Snapshots interface {
 // InternalRun runs code in the session's runtime as aiod's own execution
 // (Session.Internal's rules), with a timeout and an output budget.
 type InternalRun func(ctx context.Context, code string, timeout time.Duration, budget int) (*execution.Result, error)
+
+// reserveSaves reserves the names of the named sessions ss that are about
+// to be saved (why is idle or shutdown); r.mu is held. The function
+// returned releases them.
+func (r *Registry) reserveSaves(ss []*Session, why string) (release func()) {
+	sn := r.cfg.Snapshots
+	if sn == nil || (why != ClosedIdle && why != ClosedShutdown) {
+		return func() {}
+	}
+	var rel []func()
+	for _, s := range ss {
+		if s.ID != "" {
+			rel = append(rel, sn.Reserve(s))
+		}
+	}
+	return func() {
+		for _, f := range rel {
+			f()
+		}
+	}
+}
 
 // saveBeforeClose lets the snapshots save s before it is closed for
 // idleness or at shutdown, when it is named and has a live runtime.
@@ -69,7 +95,13 @@ func (s *Session) Internal(ctx context.Context, code string, timeout time.Durati
 	defer func() { <-s.turn }()
 	s.mu.Lock()
 	rt, gen := s.rt, s.gen
+	s.pending++ // the idle reaper leaves it alone meanwhile
 	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.pending--
+		s.mu.Unlock()
+	}()
 	if rt == nil || isDone(rt) {
 		return nil, ErrNoRuntime
 	}

@@ -102,7 +102,9 @@ func keyOf(s *stream.Session) Key { return Key{s.Tenant, s.Language, s.ID} }
 type entry struct {
 	snaps   []*Info       // oldest first
 	pending bool          // the next start restores the latest
-	saving  chan struct{} // closed when a save in progress ends; nil when none
+	saving  chan struct{} // closed when the saves in progress end; nil when none
+	holders int           // saves (and reservations) in progress
+	epoch   int           // counts Forget: a save begun before one is dropped
 }
 
 // Manager keeps the snapshots: the files, an index of them in memory, and
@@ -191,6 +193,10 @@ func (m *Manager) sessionDir(k Key) string {
 func (m *Manager) add(k Key, info *Info, pending bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.addLocked(k, info, pending)
+}
+
+func (m *Manager) addLocked(k Key, info *Info, pending bool) {
 	e := m.index[k]
 	if e == nil {
 		e = &entry{}
@@ -204,13 +210,22 @@ func (m *Manager) add(k Key, info *Info, pending bool) {
 // Save snapshots the session's state (why: one of the Why constants) and
 // returns what it holds. The session keeps running.
 func (m *Manager) Save(ctx context.Context, s *stream.Session, why string) (*Info, error) {
+	return m.save(ctx, s, why, true)
+}
+
+// save is Save; reserve is false when the caller holds the name's
+// reservation already (Reserve).
+func (m *Manager) save(ctx context.Context, s *stream.Session, why string, reserve bool) (*Info, error) {
 	prog, ok := programs[s.Language]
 	if !ok {
 		return nil, &UnsupportedError{Language: s.Language}
 	}
 	k := keyOf(s)
-	done := m.beginSave(k)
-	defer done()
+	if reserve {
+		done := m.beginSave(k)
+		defer done()
+	}
+	epoch := m.epochOf(k)
 	args, _ := json.Marshal(map[string]any{"max_bytes": m.cfg.MaxBytes})
 	budget := int(m.cfg.MaxBytes/3*4) + 1<<20
 	res, err := s.Internal(ctx, program(s.Language, prog.save, args), m.cfg.SaveTimeout, budget)
@@ -240,14 +255,25 @@ func (m *Manager) Save(ctx context.Context, s *stream.Session, why string) (*Inf
 	now := time.Now()
 	info := &Info{SnapshotID: newID(now), Tenant: s.Tenant, Language: s.Language, SessionID: s.ID, Created: now.UTC(),
 		Why: why, Bytes: int64(len(payload)), Saved: nonNil(out.Saved), Skipped: nonNilMap(out.Skipped), Reopened: out.Reopened}
-	if err := m.store(k, info, payload, why == WhyIdle || why == WhyShutdown); err != nil {
+	if err := m.store(k, info, payload, why == WhyIdle || why == WhyShutdown, epoch); err != nil {
 		return nil, err
 	}
 	return info, nil
 }
 
-// store writes a snapshot of k and indexes it.
-func (m *Manager) store(k Key, info *Info, payload []byte, pending bool) error {
+// epochOf is k's count of Forget calls.
+func (m *Manager) epochOf(k Key) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e := m.index[k]; e != nil {
+		return e.epoch
+	}
+	return 0
+}
+
+// store writes a snapshot of k and indexes it, unless k was forgotten
+// since epoch (a session deleted while it was being saved).
+func (m *Manager) store(k Key, info *Info, payload []byte, pending bool, epoch int) error {
 	info.path = filepath.Join(m.sessionDir(k), info.SnapshotID+fileExtension)
 	if err := writeFile(m.key, info.path, info, payload); err != nil {
 		return fmt.Errorf("write the snapshot: %w", err)
@@ -255,9 +281,27 @@ func (m *Manager) store(k Key, info *Info, payload []byte, pending bool) error {
 	if st, err := os.Stat(info.path); err == nil {
 		info.size = st.Size()
 	}
-	m.add(k, info, pending)
+	if !m.addIf(k, info, pending, epoch) {
+		_ = os.Remove(info.path)
+		return errors.New("the session was deleted while it was being saved")
+	}
 	m.trim(k)
 	return nil
+}
+
+// addIf is add, unless k was forgotten since epoch.
+func (m *Manager) addIf(k Key, info *Info, pending bool, epoch int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur := 0
+	if e := m.index[k]; e != nil {
+		cur = e.epoch
+	}
+	if cur != epoch {
+		return false
+	}
+	m.addLocked(k, info, pending)
+	return true
 }
 
 // trim keeps the last few snapshots of k.
@@ -278,7 +322,9 @@ func (m *Manager) trim(k Key) {
 	}
 }
 
-// beginSave marks a save of k in progress; a restore of k waits for it.
+// beginSave marks a save of k in progress (there may be several: saves of
+// one session run one at a time in its order anyway); a restore of k
+// waits until every one has ended. It never blocks.
 func (m *Manager) beginSave(k Key) (done func()) {
 	m.mu.Lock()
 	e := m.index[k]
@@ -286,33 +332,40 @@ func (m *Manager) beginSave(k Key) (done func()) {
 		e = &entry{}
 		m.index[k] = e
 	}
-	for e.saving != nil { // one save at a time per session
-		ch := e.saving
-		m.mu.Unlock()
-		<-ch
-		m.mu.Lock()
-		if m.index[k] != nil {
-			e = m.index[k]
-		} else {
-			e = &entry{}
-			m.index[k] = e
-		}
+	if e.saving == nil {
+		e.saving = make(chan struct{})
 	}
-	ch := make(chan struct{})
-	e.saving = ch
+	e.holders++
 	m.mu.Unlock()
+	var once sync.Once
 	return func() {
-		m.mu.Lock()
-		e.saving = nil
-		if len(e.snaps) == 0 && !e.pending && m.index[k] == e {
-			delete(m.index, k)
-		}
-		m.mu.Unlock()
-		close(ch)
+		once.Do(func() {
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			e.holders--
+			if e.holders > 0 {
+				return
+			}
+			close(e.saving)
+			e.saving = nil
+			if len(e.snaps) == 0 && !e.pending && m.index[k] == e {
+				delete(m.index, k)
+			}
+		})
 	}
 }
 
-// SaveBeforeClose is the registry's hook before idle reclaim and shutdown.
+// Reserve is the registry's hook as it takes a session out for idleness
+// or at shutdown: a restore of its name waits until release.
+func (m *Manager) Reserve(s *stream.Session) (release func()) {
+	if _, ok := programs[s.Language]; !ok || s.ID == "" {
+		return func() {}
+	}
+	return m.beginSave(keyOf(s))
+}
+
+// SaveBeforeClose is the registry's hook before idle reclaim and shutdown,
+// under the reservation Reserve made.
 func (m *Manager) SaveBeforeClose(ctx context.Context, s *stream.Session, why string) {
 	w := WhyIdle
 	if why == stream.ClosedShutdown {
@@ -324,7 +377,7 @@ func (m *Manager) SaveBeforeClose(ctx context.Context, s *stream.Session, why st
 	ctx, cancel := context.WithTimeout(ctx, m.cfg.SaveTimeout)
 	defer cancel()
 	began := time.Now()
-	info, err := m.Save(ctx, s, w)
+	info, err := m.save(ctx, s, w, false)
 	if errors.Is(err, errEmpty) {
 		m.log.Debug("session not saved: its namespace is empty", "session", s.ID, "language", s.Language, "why", w)
 		return
@@ -428,6 +481,7 @@ func (m *Manager) Forget(tenant, lang, id string) int {
 		}
 		gone = append(gone, e.snaps...)
 		e.snaps, e.pending = nil, false
+		e.epoch++
 		if e.saving == nil {
 			delete(m.index, k)
 		}
@@ -483,7 +537,7 @@ func (m *Manager) Fork(from *Info, to Key) (*Info, error) {
 	now := time.Now()
 	info := *full
 	info.SnapshotID, info.Language, info.SessionID, info.Created, info.Why = newID(now), to.Language, to.ID, now.UTC(), WhyFork
-	if err := m.store(to, &info, payload, true); err != nil {
+	if err := m.store(to, &info, payload, true, m.epochOf(to)); err != nil {
 		return nil, err
 	}
 	return &info, nil
