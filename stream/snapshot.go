@@ -10,6 +10,10 @@ import (
 	"github.com/aiod/aiod/stream/execution"
 )
 
+// firstSign bounds the wait for a runtime's first message about an
+// internal execution.
+const firstSign = 10 * time.Second
+
 // ErrNoRuntime is returned by Session.Internal when no runtime is live.
 var ErrNoRuntime = errors.New("the session has no live runtime")
 
@@ -125,6 +129,18 @@ func (s *Session) runInternal(ctx context.Context, rt jupyter.Runtime, gen uint6
 		s.discard(rt, gen, "sending to it failed: "+err.Error())
 		return nil, fmt.Errorf("send to the runtime: %w", err)
 	}
+	// A runtime that shows no sign of the request (a kernel answers busy
+	// at once) is not waited for past firstSign: a save at shutdown must
+	// not hold up the stop.
+	sign := time.NewTimer(min(timeout, firstSign))
+	select {
+	case <-ex.activity:
+	case <-rt.Done():
+	case <-ctx.Done():
+	case <-sign.C:
+		return nil, fmt.Errorf("the runtime showed no sign of aiod's request within %s", min(timeout, firstSign))
+	}
+	sign.Stop()
 	deadline := time.NewTimer(max(timeout, time.Millisecond))
 	defer deadline.Stop()
 	s.wait(ctx, ex, rt, gen, deadline, timeout, res)
