@@ -304,7 +304,11 @@ func (r *Registry) DeleteOne(ctx context.Context, tenant, lang, id string) bool 
 // DeleteSession ends one session (not the others sharing its id in other
 // languages) and reports whether it was registered.
 func (r *Registry) DeleteSession(ctx context.Context, s *Session) bool {
-	return r.remove(ctx, func(x *Session) bool { return x == s }, ClosedDeleted) > 0
+	n := r.remove(ctx, func(x *Session) bool { return x == s }, ClosedDeleted)
+	if sn := r.cfg.Snapshots; sn != nil && n > 0 && s.ID != "" {
+		sn.Forget(s.Tenant, s.Language, s.ID)
+	}
+	return n > 0
 }
 
 func (r *Registry) remove(ctx context.Context, match func(*Session) bool, why string) int {

@@ -98,6 +98,7 @@ type Session struct {
 	idle       time.Duration       // reclaim after this long unused; starts as Backend.Idle
 	cwd        string              // the folder the runtime was last told to work in; "" its start folder
 	running    *execution.Record   // the execution running now
+	told       *execution.Result   // a restore (or its failure) the next call's answer reports (EnsureRuntime)
 	queued     []*execution.Record // executions waiting for their turn, in arrival order
 }
 
@@ -425,6 +426,15 @@ func (s *Session) runtime(ctx context.Context, res *execution.Result) (jupyter.R
 	restored := false
 	if started && s.ID != "" && s.reg.cfg.Snapshots != nil {
 		restored = s.restore(ctx, rt, gen, res, lost)
+	}
+	s.mu.Lock()
+	told := s.told
+	s.told = nil
+	s.mu.Unlock()
+	if told != nil && !started {
+		res.Restored, res.Skipped, res.Fresh = told.Restored, told.Skipped, told.Fresh
+		res.Notes = append(res.Notes, told.Notes...)
+		restored = true
 	}
 	if lost != "" && !restored {
 		res.Fresh = true
