@@ -13,6 +13,7 @@ import (
 
 	"github.com/goccy/go-json"
 	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sys/unix"
 )
 
 // The execution store's write-through to the state directory: one bbolt
@@ -43,6 +44,26 @@ const DefaultCacheBytes = 16 << 20
 
 // flushEvery is how often the writer commits what finished meanwhile.
 const flushEvery = 50 * time.Millisecond
+
+// dropEvery is how often the file's pages are taken out of aiod's
+// resident memory (dropPages).
+const dropEvery = time.Second
+
+// dropPages tells the kernel that aiod no longer needs the pages of the
+// file it has read through bbolt's memory map: they stay in the page
+// cache, but leave aiod's resident set, which would otherwise grow with
+// every page a lookup or a write touched, up to the file's size. It runs
+// in a read transaction, during which bbolt cannot remap the file.
+func (d *disk) dropPages() {
+	_ = d.db.View(func(tx *bolt.Tx) error {
+		info := d.db.Info()
+		if info == nil || info.Data == 0 || tx.Size() <= 0 {
+			return nil
+		}
+		_, _, _ = unix.Syscall(unix.SYS_MADVISE, info.Data, uintptr(tx.Size()), unix.MADV_DONTNEED)
+		return nil
+	})
+}
 
 // StoredError is why an execution could not run, as read back from disk:
 // its message only.
@@ -342,7 +363,7 @@ func (x *Store) writer() {
 	defer close(d.done)
 	t := time.NewTicker(flushEvery)
 	defer t.Stop()
-	lastSweep := time.Now()
+	lastSweep, lastDrop := time.Now(), time.Now()
 	for {
 		select {
 		case <-d.stop:
@@ -361,6 +382,10 @@ func (x *Store) writer() {
 		if time.Since(lastSweep) > time.Second {
 			lastSweep = time.Now()
 			x.sweepDisk(lastSweep)
+		}
+		if time.Since(lastDrop) > dropEvery {
+			lastDrop = time.Now()
+			d.dropPages()
 		}
 	}
 }
