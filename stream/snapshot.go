@@ -43,8 +43,9 @@ type Snapshots interface {
 }
 
 // InternalRun runs code in the session's runtime as aiod's own execution
-// (Session.Internal's rules), with a timeout and an output budget.
-type InternalRun func(ctx context.Context, code string, timeout time.Duration, budget int) (*execution.Result, error)
+// (Session.Internal's rules), with a timeout and an output budget; expr,
+// when set, is evaluated after it as a user expression (kernels only).
+type InternalRun func(ctx context.Context, code, expr string, timeout time.Duration, budget int) (*execution.Result, error)
 
 // reserveSaves reserves the names of the named sessions ss that are about
 // to be saved (why is idle or shutdown); r.mu is held. The function
@@ -110,7 +111,7 @@ func (s *Session) Internal(ctx context.Context, code string, timeout time.Durati
 		return nil, ErrNoRuntime
 	}
 	left := time.Until(deadlineOf(ctx, timeout))
-	return s.runInternal(ctx, rt, gen, code, left, budget)
+	return s.runInternal(ctx, rt, gen, code, "", left, budget)
 }
 
 func deadlineOf(ctx context.Context, d time.Duration) time.Time {
@@ -121,11 +122,15 @@ func deadlineOf(ctx context.Context, d time.Duration) time.Time {
 }
 
 // runInternal runs code in rt; the caller holds the turn.
-func (s *Session) runInternal(ctx context.Context, rt jupyter.Runtime, gen uint64, code string, timeout time.Duration, budget int) (*execution.Result, error) {
+func (s *Session) runInternal(ctx context.Context, rt jupyter.Runtime, gen uint64, code, expr string, timeout time.Duration, budget int) (*execution.Result, error) {
 	res := &execution.Result{ID: jupyter.NewID(), Code: code, Language: s.Language, SessionID: s.ID}
 	ex := s.mux.beginInternal(res.ID, budget)
 	defer s.mux.End(ex)
-	if err := rt.Execute(ctx, jupyter.ExecuteRequest{MsgID: res.ID, Code: code, Silent: true, NoHistory: true}); err != nil {
+	req := jupyter.ExecuteRequest{MsgID: res.ID, Code: code, Silent: true, NoHistory: true}
+	if expr != "" {
+		req.UserExpressions = map[string]string{"aiod": expr}
+	}
+	if err := rt.Execute(ctx, req); err != nil {
 		s.discard(rt, gen, "sending to it failed: "+err.Error())
 		return nil, fmt.Errorf("send to the runtime: %w", err)
 	}
@@ -182,8 +187,8 @@ func (s *Session) Prepare(ctx context.Context, timeout time.Duration) (*executio
 // for it; lost is why earlier state was gone (the caller's note, when
 // nothing was restored). It reports whether the state came back.
 func (s *Session) restore(ctx context.Context, rt jupyter.Runtime, gen uint64, res *execution.Result, lost string) bool {
-	run := func(ctx context.Context, code string, timeout time.Duration, budget int) (*execution.Result, error) {
-		return s.runInternal(ctx, rt, gen, code, timeout, budget)
+	run := func(ctx context.Context, code, expr string, timeout time.Duration, budget int) (*execution.Result, error) {
+		return s.runInternal(ctx, rt, gen, code, expr, timeout, budget)
 	}
 	waiting, restored, skipped, note := s.reg.cfg.Snapshots.Restore(ctx, s, run)
 	if !waiting {

@@ -417,7 +417,7 @@ func (m *Manager) Restore(ctx context.Context, s *stream.Session, run stream.Int
 	e.pending = false
 	info := e.snaps[len(e.snaps)-1]
 	m.mu.Unlock()
-	skipped, err := m.load(ctx, k, info, run)
+	skipped, err := m.load(ctx, k, info, run, s.Backend.Name != "native")
 	if err != nil {
 		m.log.Warn("session not restored", "session", s.ID, "language", s.Language, "snapshot", info.SnapshotID, "err", err)
 		return true, false, nil, fmt.Sprintf("its saved state (snapshot %s) could not be restored: %v", info.SnapshotID, err)
@@ -428,7 +428,7 @@ func (m *Manager) Restore(ctx context.Context, s *stream.Session, run stream.Int
 
 // load verifies the snapshot's file and loads it with run; skipped is
 // what the snapshot did not hold and what could not be restored.
-func (m *Manager) load(ctx context.Context, k Key, info *Info, run stream.InternalRun) (map[string]string, error) {
+func (m *Manager) load(ctx context.Context, k Key, info *Info, run stream.InternalRun, kernel bool) (map[string]string, error) {
 	full, payload, err := readFile(m.key, info.path, m.cfg.MaxBytes)
 	if err != nil {
 		return nil, err
@@ -438,7 +438,16 @@ func (m *Manager) load(ctx context.Context, k Key, info *Info, run stream.Intern
 	}
 	args, _ := json.Marshal(map[string]any{"payload": base64.StdEncoding.EncodeToString(payload)})
 	payload = nil
-	res, err := run(ctx, program(k.Language, programs[k.Language].restore, args), m.cfg.SaveTimeout, 1<<20)
+	prog := program(k.Language, programs[k.Language].restore, args)
+	var res *execution.Result
+	if kernel && k.Language == "python" {
+		// A kernel hashes every cell's text (ipykernel's debugger names
+		// cells), in pure Python: a 3 MB cell costs half a second. A user
+		// expression is a plain eval.
+		res, err = run(ctx, "", prog, m.cfg.SaveTimeout, 1<<20)
+	} else {
+		res, err = run(ctx, prog, "", m.cfg.SaveTimeout, 1<<20)
+	}
 	if err != nil {
 		return nil, err
 	}
