@@ -98,7 +98,10 @@ func (s *Server) snapshotArgs(ctx *fasthttp.RequestCtx, fork bool) (id, lang, to
 
 // saveError answers a failed save.
 func saveError(ctx *fasthttp.RequestCtx, id string, err error) {
+	var ue *snapshot.UnsupportedError
 	switch {
+	case errors.As(err, &ue):
+		api.Invalid(ctx, &api.FieldError{In: "body", Field: "language", Type: "literal_error", Msg: ue.Error()})
 	case errors.Is(err, stream.ErrNoRuntime):
 		api.Fail(ctx, fasthttp.StatusConflict, fmt.Sprintf("session %q has no live runtime: nothing to snapshot", id))
 	case errors.Is(err, stream.ErrSessionClosed):
