@@ -89,6 +89,21 @@ func TestManagerIndex(t *testing.T) {
 		t.Fatalf("with a changed file: %+v", st)
 	}
 
+	// A session whose latest snapshot was taken on request does not wait
+	// for a restore after a restart (its state may have moved on since);
+	// one taken at shutdown does.
+	c := Key{"t1", "python", "c"}
+	req := put(t, m3, c, now, false)
+	req.Why = WhyRequest
+	m3.Close()
+	if err := writeFile(m3.key, req.path, req, make([]byte, 10)); err != nil {
+		t.Fatal(err)
+	}
+	m3 = testManager(t, Config{Dir: dir})
+	if m3.Pending(c) {
+		t.Fatal("a session with only a requested snapshot waits for a restore after a restart")
+	}
+
 	// Retention and the total.
 	m3.cfg.Retention = time.Hour
 	put(t, m3, b, now.Add(-2*time.Hour), true)

@@ -182,6 +182,10 @@ func (m *Manager) scan() {
 	}
 	for _, e := range m.index {
 		sort.Slice(e.snaps, func(i, j int) bool { return e.snaps[i].Created.Before(e.snaps[j].Created) })
+		// A session waits for a restore when its latest snapshot was taken
+		// as its runtime went (idle, shutdown) or for a fork: one taken on
+		// request may be older than the state the session had at the end.
+		e.pending = e.snaps[len(e.snaps)-1].Why != WhyRequest
 	}
 }
 
@@ -379,6 +383,9 @@ func (m *Manager) SaveBeforeClose(ctx context.Context, s *stream.Session, why st
 	began := time.Now()
 	info, err := m.save(ctx, s, w, false)
 	if errors.Is(err, errEmpty) {
+		// Nothing to restore: older automatic snapshots must not bring
+		// back a state the session had since left.
+		m.dropAutomatic(keyOf(s))
 		m.log.Debug("session not saved: its namespace is empty", "session", s.ID, "language", s.Language, "why", w)
 		return
 	}
@@ -388,6 +395,30 @@ func (m *Manager) SaveBeforeClose(ctx context.Context, s *stream.Session, why st
 	}
 	m.log.Info("session saved", "session", s.ID, "language", s.Language, "why", w, "snapshot", info.SnapshotID,
 		"bytes", info.Bytes, "skipped", len(info.Skipped), "took", time.Since(began).Round(time.Millisecond).String())
+}
+
+// dropAutomatic deletes k's snapshots taken at idle, shutdown or for a
+// fork (not those taken on request), and k no longer waits for a restore.
+func (m *Manager) dropAutomatic(k Key) {
+	m.mu.Lock()
+	e := m.index[k]
+	var drop []*Info
+	if e != nil {
+		keep := e.snaps[:0:0]
+		for _, i := range e.snaps {
+			if i.Why == WhyRequest {
+				keep = append(keep, i)
+			} else {
+				drop = append(drop, i)
+				m.bytes -= i.size
+			}
+		}
+		e.snaps, e.pending = keep, false
+	}
+	m.mu.Unlock()
+	for _, i := range drop {
+		_ = os.Remove(i.path)
+	}
 }
 
 // Restore is the registry's hook after a named session started a fresh
