@@ -85,7 +85,7 @@ func (s *Server) codeInterpreter(tenant string) codeInterpreter {
 		BackendError:  env.BackendError,
 		Languages:     []string{},
 		PythonKernels: []backend.KernelInfo{},
-		Interpreters:  map[string]backend.Interpreter{"python": env.Python, "javascript": env.Node},
+		Interpreters:  map[string]backend.Interpreter{"python": env.Python, "javascript": env.Node, "bash": env.Bash},
 		Limits:        s.limits(),
 		Pools:         s.rt.PoolStats(tenant),
 		KernelStart:   s.rt.KernelStart(),
@@ -105,6 +105,9 @@ func (s *Server) codeInterpreter(tenant string) codeInterpreter {
 	}
 	if env.Node.Error == "" {
 		ci.Languages = append(ci.Languages, "javascript")
+	}
+	if env.Bash.Error == "" {
+		ci.Languages = append(ci.Languages, "bash")
 	}
 	ci.Available = len(ci.Languages) > 0
 	return ci

@@ -17,6 +17,7 @@ import (
 	"github.com/aiod/aiod/gateway/jupyterapi"
 	"github.com/aiod/aiod/gateway/live"
 	"github.com/aiod/aiod/gateway/mcp"
+	"github.com/aiod/aiod/gateway/terminals"
 	"github.com/aiod/aiod/gateway/wsock"
 	"github.com/aiod/aiod/stream"
 )
@@ -170,14 +171,14 @@ func (lc *liveCollector) Describe(ch chan<- *prometheus.Desc) {
 func (lc *liveCollector) Collect(ch chan<- prometheus.Metric) {
 	s := lc.s
 	type lb struct{ lang, backend string }
-	sessions := map[lb]int{{"python", s.pythonBackend()}: 0, {"javascript", "native"}: 0}
+	sessions := map[lb]int{{"python", s.pythonBackend()}: 0, {"javascript", "native"}: 0, {"bash", "native"}: 0}
 	for _, ss := range s.reg.ListAll() {
 		sessions[lb{ss.Language, ss.Backend.Name}]++
 	}
 	for k, n := range sessions {
 		ch <- prometheus.MustNewConstMetric(sessionsDesc, prometheus.GaugeValue, float64(n), k.lang, k.backend)
 	}
-	conns := map[string]int{live.Route: 0, jupyterapi.ChannelsRoute: 0}
+	conns := map[string]int{live.Route: 0, jupyterapi.ChannelsRoute: 0, terminals.SocketRoute: 0}
 	for route, n := range s.hub.Open() {
 		conns[route] += n
 	}

@@ -26,6 +26,8 @@ import (
 	"github.com/aiod/aiod/gateway/jupyterapi"
 	"github.com/aiod/aiod/gateway/live"
 	"github.com/aiod/aiod/gateway/mcp"
+	"github.com/aiod/aiod/gateway/shell"
+	"github.com/aiod/aiod/gateway/terminals"
 	v1 "github.com/aiod/aiod/gateway/v1"
 	"github.com/aiod/aiod/gateway/wsock"
 	"github.com/aiod/aiod/stream"
@@ -324,6 +326,9 @@ func (s *Server) routes() *router.Router {
 	jupyterapi.New(s.core, s.hub, Version).Register(r) // the Jupyter kernels API and its channels
 	s.mcp.Register(r)                                  // the MCP endpoint at /mcp
 	s.registerWeb(r)                                   // web.go: the browser notebook page at /
+	// /v1/shell and /v1/bash; the Jupyter terminals API and its terminado sockets
+	shell.New(s.core, shell.Config{TerminalPath: TerminalPath, MaxSessions: s.cfg.Admission.MaxSessions}).Register(r)
+	terminals.New(s.core, s.hub, terminals.Config{}).Register(r)
 	r.GET(MetricsPath, s.serveMetrics)
 	registerOpenAPI(r) // openapi.go: /openapi.json and /docs
 	return r

@@ -30,6 +30,10 @@ import (
 // its scripts are blocked twice. Inline styles are allowed because pandas'
 // DataFrame HTML carries a <style> block; the page itself never inserts
 // markup from user code, only text.
+// TerminalPath is the page with its terminal panel open, as
+// /v1/shell/terminal-url answers it.
+const TerminalPath = "/#terminal"
+
 const webCSP = "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; " +
 	"img-src 'self' data: blob:; font-src 'self'; connect-src 'self'; frame-src 'self'; " +
 	"object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"

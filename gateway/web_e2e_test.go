@@ -27,10 +27,10 @@ import (
 
 // e2eScenarios are the scenarios TestWebE2E expects run.js to report.
 var e2eScenarios = []string{"walkthrough", "cells", "streaming", "progress", "watch", "interrupt", "xss",
-	"editor", "complete", "inspect", "markdown", "commands", "ipynb", "persist", "resume", "ansi", "layout", "reconnect"}
+	"editor", "complete", "inspect", "markdown", "commands", "ipynb", "persist", "resume", "ansi", "layout", "reconnect", "terminal"}
 
 // e2eShots are the screenshots TestWebE2E expects run.js to write.
-var e2eShots = []string{"walkthrough.png", "streaming.png", "notebook.png", "narrow.png", "keys.png", "complete.png", "inspect.png"}
+var e2eShots = []string{"walkthrough.png", "streaming.png", "notebook.png", "narrow.png", "keys.png", "complete.png", "inspect.png", "terminal.png"}
 
 // TestWebE2E runs every browser scenario against one gateway; the
 // reconnect scenario goes through a proxy that cuts its connections. The
@@ -69,6 +69,14 @@ func TestWebE2ETokenBudget(t *testing.T) {
 	const tok = "e2e-s3cret"
 	ts := startServer(t, Config{Token: tok, OutputBudget: 1 << 20})
 	runE2E(t, root, []string{"token", "truncation"}, ts.URL+"/?token="+tok, t.TempDir(), "--only=token,truncation")
+}
+
+// TestWebE2ETerminal runs the terminal panel's scenario alone (TestWebE2E
+// runs it with the others).
+func TestWebE2ETerminal(t *testing.T) {
+	root := e2eSetup(t)
+	ts := startServer(t, Config{})
+	runE2E(t, root, []string{"terminal"}, ts.URL+"/", t.TempDir(), "--only=terminal")
 }
 
 // TestWebE2ENative runs the completion and inspection scenario on a

@@ -27,11 +27,12 @@ type execution struct {
 
 // driverMsg is one line the driver writes on fd 4.
 type driverMsg struct {
-	Type    string        `json:"type"`    // "ready", "done", "complete_reply" or "inspect_reply"
-	Version string        `json:"version"` // ready
-	Status  string        `json:"status"`  // done: "ok" or "error"
-	Result  *string       `json:"result"`  // done: text/plain of the trailing value
-	Error   *errorContent `json:"error"`   // done, status error
+	Type    string        `json:"type"`      // "ready", "done", "complete_reply" or "inspect_reply"
+	Version string        `json:"version"`   // ready
+	Status  string        `json:"status"`    // done: "ok" or "error"
+	Result  *string       `json:"result"`    // done: text/plain of the trailing value
+	Error   *errorContent `json:"error"`     // done, status error
+	Exit    *int          `json:"exit_code"` // done, bash: the exit code of the last command
 
 	ID          string   `json:"id"`           // complete_reply, inspect_reply: the request's
 	Matches     []string `json:"matches"`      // complete_reply
@@ -117,6 +118,9 @@ func (r *REPL) startNextLocked() {
 }
 
 func (r *REPL) sendLocked(c command) error {
+	if r.lang == LangBash {
+		return r.sendBashLocked(c)
+	}
 	if r.cmdW == nil {
 		return ErrClosed
 	}
@@ -143,6 +147,11 @@ func (r *REPL) maybeFinishLocked() {
 	d := x.reply
 	reply := map[string]any{"status": "ok", "execution_count": x.count, "user_expressions": map[string]any{}, "payload": []any{}}
 	switch {
+	case d.Exit != nil:
+		reply["exit_code"] = *d.Exit
+		if *d.Exit != 0 {
+			reply["status"] = "error"
+		}
 	case d.Status == "error" && d.Error != nil:
 		r.emit("iopub", "error", x.parent, d.Error)
 		reply = map[string]any{"status": "error", "execution_count": x.count,
@@ -188,6 +197,10 @@ func newToken() string {
 // runs (synchronous JavaScript, or any Python), the answer waits for it,
 // bounded by ctx.
 func (r *REPL) Complete(ctx context.Context, code string, cursorPos int) (*jupyter.CompleteReply, error) {
+	if r.lang == LangBash { // no completer: nothing found
+		return &jupyter.CompleteReply{Status: "ok", Matches: []string{}, CursorStart: cursorPos, CursorEnd: cursorPos,
+			Metadata: json.RawMessage("{}")}, nil
+	}
 	m, err := r.ask(ctx, command{Type: "complete", Code: code, CursorPos: cursorPos})
 	if err != nil {
 		return nil, err
@@ -204,6 +217,9 @@ func (r *REPL) Complete(ctx context.Context, code string, cursorPos int) (*jupyt
 // signature and documentation (Python) or what inspecting it shows
 // (Node), as text/plain.
 func (r *REPL) Inspect(ctx context.Context, code string, cursorPos, detailLevel int) (*jupyter.InspectReply, error) {
+	if r.lang == LangBash {
+		return &jupyter.InspectReply{Status: "ok", Data: map[string]json.RawMessage{}, Metadata: json.RawMessage("{}")}, nil
+	}
 	m, err := r.ask(ctx, command{Type: "inspect", Code: code, CursorPos: cursorPos, DetailLevel: detailLevel})
 	if err != nil {
 		return nil, err

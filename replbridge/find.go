@@ -53,6 +53,20 @@ func FindPython() (path, version string, err error) {
 	return path, version, nil
 }
 
+// FindBash looks up bash on PATH and returns its version ("5.2.15"). The
+// error wraps ErrNoInterpreter.
+func FindBash() (path, version string, err error) {
+	path, err = exec.LookPath("bash")
+	if err != nil {
+		return "", "", fmt.Errorf("bash needs bash on PATH; none found (install it, e.g. apt-get install bash): %w", ErrNoInterpreter)
+	}
+	version, err = probeVersion(path, "-c", "echo ${BASH_VERSION%%(*}")
+	if err != nil {
+		return "", "", err
+	}
+	return path, version, nil
+}
+
 // NodeVersion runs `node --version` under ctx (and at most probeTimeout).
 func NodeVersion(ctx context.Context) (string, error) {
 	path, err := exec.LookPath("node")
@@ -82,9 +96,12 @@ func findInterpreter(lang, given string) (string, error) {
 	}
 	var path string
 	var err error
-	if lang == LangJavaScript {
+	switch lang {
+	case LangJavaScript:
 		path, _, err = FindNode()
-	} else {
+	case LangBash:
+		path, _, err = FindBash()
+	default:
 		path, _, err = FindPython()
 	}
 	return path, err

@@ -20,6 +20,7 @@ import (
 const (
 	LangPython     = "python"
 	LangJavaScript = "javascript"
+	LangBash       = "bash"
 )
 
 // ErrClosed is what Err returns after Close ended a REPL, and what Execute
@@ -32,6 +33,9 @@ var pyDriver string
 //go:embed driver/node_driver.js
 var nodeDriver string
 
+//go:embed driver/bash_driver.sh
+var bashDriver string
+
 const (
 	defaultStartTimeout = 10 * time.Second
 	writeTimeout        = 10 * time.Second // one command write to fd 3
@@ -43,7 +47,7 @@ const (
 
 // Options configure Start. Zero values are usable except Language.
 type Options struct {
-	Language     string              // "python" or "javascript"
+	Language     string              // "python", "javascript" or "bash"
 	Interpreter  string              // path or name; empty: FindPython / FindNode
 	Handler      jupyter.Handler     // receives every message; nil drops them
 	Cwd          string              // working directory; empty: the gateway's
@@ -79,6 +83,7 @@ type REPL struct {
 
 	mu      sync.Mutex // guards the fields below
 	cmdW    *os.File   // fd 3 write end; nil once closed
+	inW     *os.File   // bash: the shell's stdin, write end; nil once closed
 	version string
 	err     error
 	closing bool
@@ -122,8 +127,10 @@ func driverArgs(lang string) ([]string, error) {
 		return []string{"-u", "-c", pyDriver}, nil
 	case LangJavaScript:
 		return []string{"--expose-internals", "-e", nodeDriver}, nil
+	case LangBash:
+		return []string{"--norc", "--noprofile", "--noediting", "-i"}, nil
 	}
-	return nil, fmt.Errorf("start REPL: unsupported language %q (want python or javascript)", lang)
+	return nil, fmt.Errorf("start REPL: unsupported language %q (want python, javascript or bash)", lang)
 }
 
 func newREPL(opts Options, path string) *REPL {
@@ -167,24 +174,50 @@ func (r *REPL) launch(opts Options, args []string) error {
 	cmd.Env = append(cmd.Env, opts.Env...)
 	cmd.Stdout, cmd.Stderr = p[2][1], p[3][1]
 	cmd.ExtraFiles = []*os.File{p[0][0], p[1][1]}
+	var in [2]*os.File // bash: stdin
+	if r.lang == LangBash {
+		rd, wr, err := os.Pipe()
+		if err != nil {
+			closeAll(p[:])
+			return fmt.Errorf("create pipe: %w", err)
+		}
+		in = [2]*os.File{rd, wr}
+		// The driver moves fd 5 to stderr once bash's start-up notes
+		// (no job control without a terminal) have gone to /dev/null.
+		cmd.Stdin, cmd.Stderr = rd, nil
+		cmd.ExtraFiles = append(cmd.ExtraFiles, p[3][1])
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: opts.Credential}
 	if opts.Wrap != nil {
 		opts.Wrap(cmd)
 	}
 	if err := cmd.Start(); err != nil {
 		closeAll(p[:])
+		if in[0] != nil {
+			closeAll([][2]*os.File{in})
+		}
 		return fmt.Errorf("run %s: %w", r.path, err)
 	}
-	for _, f := range []*os.File{p[0][0], p[1][1], p[2][1], p[3][1]} {
-		f.Close() // the child holds its own copies
+	for _, f := range []*os.File{p[0][0], p[1][1], p[2][1], p[3][1], in[0]} {
+		if f != nil {
+			f.Close() // the child holds its own copies
+		}
 	}
-	r.cmd, r.pid, r.cmdW = cmd, cmd.Process.Pid, p[0][1]
+	r.cmd, r.pid, r.cmdW, r.inW = cmd, cmd.Process.Pid, p[0][1], in[1]
 	r.ctlR, r.outR, r.errR = p[1][0], p[2][0], p[3][0]
 	r.readers.Add(3)
 	go r.readControl()
 	go r.readStream(r.outR, "stdout")
 	go r.readStream(r.errR, "stderr")
 	go r.wait()
+	if r.lang == LangBash {
+		r.mu.Lock()
+		if err := r.writeInLocked([]byte(bashDriver)); err != nil {
+			r.log.Error("send the driver to bash", "pid", r.pid, "err", err)
+			syscall.Kill(-r.pid, syscall.SIGKILL) // the waiter reports it; Start's wait sees done
+		}
+		r.mu.Unlock()
+	}
 	return nil
 }
 
@@ -247,10 +280,7 @@ func (r *REPL) wait() {
 		<-drained
 	}
 	r.mu.Lock()
-	if r.cmdW != nil {
-		r.cmdW.Close()
-		r.cmdW = nil
-	}
+	r.closePipesLocked()
 	if r.closing {
 		r.err = ErrClosed
 	} else {
@@ -284,10 +314,7 @@ func (r *REPL) Close(ctx context.Context) error {
 	r.closeOnce.Do(func() {
 		r.mu.Lock()
 		r.closing = true
-		if r.cmdW != nil {
-			r.cmdW.Close()
-			r.cmdW = nil
-		}
+		r.closePipesLocked() // the driver (bash: the shell) exits on EOF
 		r.mu.Unlock()
 	})
 	if r.awaitDone(ctx, closeGrace) {

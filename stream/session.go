@@ -36,6 +36,7 @@ type Backend struct {
 // ExecRequest is one call to Session.Execute.
 type ExecRequest struct {
 	Code    string
+	Run     string                 // what the runtime gets when it is not Code (Code wrapped); "" is Code
 	Timeout time.Duration          // counted from the call's arrival, queueing included
 	Origin  any                    // who started it, carried into its events (comparable); nil for none
 	Subs    []execution.Subscriber // extra subscribers of this execution only
@@ -387,7 +388,11 @@ func (s *Session) Execute(ctx context.Context, req ExecRequest) (res *execution.
 	defer s.setCurrent(nil)
 	began := time.Now()
 	defer func() { s.reg.executed(s, res, time.Since(began)) }()
-	if err := rt.Execute(ctx, jupyter.ExecuteRequest{MsgID: res.ID, Code: req.Code}); err != nil {
+	run := req.Code
+	if req.Run != "" {
+		run = req.Run
+	}
+	if err := rt.Execute(ctx, jupyter.ExecuteRequest{MsgID: res.ID, Code: run}); err != nil {
 		s.discard(rt, gen, "sending to it failed: "+err.Error())
 		res.Status, res.ErrorKind = execution.StatusError, execution.KindDied
 		res.Note("send execute request: " + err.Error())
@@ -744,6 +749,7 @@ func (s *Session) finish(ex *Execution, res *execution.Result) {
 	}
 	if ex.gotR {
 		res.ExecutionCount = ex.reply.ExecutionCount
+		res.ExitStatus = ex.reply.ExitCode
 	}
 	res.NextInput = ex.nextInput
 	if res.InterruptedBy == "" {
@@ -780,6 +786,8 @@ func (s *Session) finish(ex *Execution, res *execution.Result) {
 		first = raised(e.Ename, e.Evalue)
 	case ex.gotR && ex.reply.Ename != "":
 		first = raised(ex.reply.Ename, ex.reply.Evalue)
+	case ex.gotR && ex.reply.ExitCode != nil:
+		first = fmt.Sprintf("the command exited with code %d", *ex.reply.ExitCode)
 	}
 	if first != "" {
 		res.Notes = append([]string{first}, res.Notes...)

@@ -157,6 +157,11 @@ func (c *Core) Start(call Call, rec *execution.Record, done func()) {
 // Claim records call's execution in the store; created is false when its
 // id names one that exists.
 func (c *Core) Claim(call Call) (*execution.Record, bool, *Error) {
+	if call.Cwd != "" {
+		if e := c.CheckCwd(call.Tenant, call.Cwd); e != nil {
+			return nil, false, e
+		}
+	}
 	rec, created, err := c.Reg.Executions().Claim(call.Tenant, call.ExecutionID, execution.Key{Language: call.Language, SessionID: call.SessionID, Code: call.Code})
 	var gone *execution.GoneError
 	switch {
@@ -222,9 +227,18 @@ func (c *Core) run(ctx context.Context, call Call, rec *execution.Record) (*exec
 		res, err := sess.Execute(ctx, req)
 		return res, MapError(err, call)
 	}
+	env := call.Env
+	if call.Language == backend.Bash && len(env) > 0 {
+		// A bash session takes env for this execution only: exported
+		// before the code, put back after it.
+		req.Run, call.Env = backend.WithEnvCode(call.Code, env), nil
+	}
 	sess, created, e := c.OpenSession(call)
 	if e != nil {
 		return nil, e
+	}
+	if !created && len(call.Env) > 0 {
+		req.Warnings = append(req.Warnings, fmt.Sprintf("env applies when a session starts its runtime: session %q was running, so env was not applied", call.SessionID))
 	}
 	if !created && call.Cwd != "" && sess.Cwd() != call.Cwd {
 		// The session's runtime already runs elsewhere: change folder in

@@ -14,7 +14,7 @@ type LanguageInfo struct {
 	Error     string `json:"error,omitempty"`
 }
 
-// LanguageInfos says what runs Python and JavaScript calls now: Python's
+// LanguageInfos says what runs Python, JavaScript and bash calls now: Python's
 // backend is "jupyter" while AIO_JUPYTER_ENDPOINT answers.
 func (c *Core) LanguageInfos() []LanguageInfo {
 	env := c.Env
@@ -33,5 +33,8 @@ func (c *Core) LanguageInfos() []LanguageInfo {
 	js := LanguageInfo{Language: "javascript", Backend: "native", Runtime: "node REPL",
 		Version: env.Node.Version, Path: env.Node.Path, Error: env.Node.Error}
 	js.Available = js.Error == ""
-	return []LanguageInfo{py, js}
+	sh := LanguageInfo{Language: "bash", Backend: "native", Runtime: "bash",
+		Version: env.Bash.Version, Path: env.Bash.Path, Error: env.Bash.Error}
+	sh.Available = sh.Error == ""
+	return []LanguageInfo{py, js, sh}
 }

@@ -9,15 +9,17 @@ import (
 )
 
 // Languages are the languages calls run, in the order listings use.
-var Languages = []string{"python", "javascript"}
+var Languages = []string{"python", "javascript", "bash"}
 
 // KnownLanguage reports whether lang is one of Languages.
-func KnownLanguage(lang string) bool { return lang == "python" || lang == "javascript" }
+func KnownLanguage(lang string) bool {
+	return lang == "python" || lang == "javascript" || lang == "bash"
+}
 
 // LanguageError is the 422 of an unknown language in field name.
 func LanguageError(in, name, lang string) *api.FieldError {
 	return &api.FieldError{In: in, Field: name, Type: "literal_error",
-		Msg: fmt.Sprintf("unsupported language %q: use python or javascript", lang)}
+		Msg: fmt.Sprintf("unsupported language %q: use python, javascript or bash", lang)}
 }
 
 // ParseTimeout reads an optional timeout in seconds within (0, max]; a
@@ -58,7 +60,9 @@ func ValidSessionID(name, id string) *api.FieldError {
 // ParseExecute validates an execute request in the v2 shape: POST
 // /v2/code/execute, a WebSocket execute message (whose own keys are named
 // in known), MCP's execute_code arguments. Types are strict; fields it does
-// not know are ignored with a warning in the call's result.
+// not know are ignored with a warning in the call's result. cwd and env
+// (an object of strings; AIO_* refused) apply to a runtime the call starts;
+// for bash, env applies to this execution (Core.run).
 func (c *Core) ParseExecute(body []byte, known ...string) (Call, *api.FieldError) {
 	f, fe := api.DecodeStrict(body)
 	if fe != nil {
@@ -91,6 +95,12 @@ func (c *Core) ParseExecute(body []byte, known ...string) (Call, *api.FieldError
 	t, err := c.ParseTimeout(f, "timeout")
 	call.Timeout = t
 	if err != nil {
+		return call, err
+	}
+	if call.Cwd, err = c.parseCwd(f, "cwd"); err != nil {
+		return call, err
+	}
+	if call.Env, err = ParseEnv(f, "env"); err != nil {
 		return call, err
 	}
 	call.Warnings = UnknownWarnings(f)

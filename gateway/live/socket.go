@@ -302,7 +302,7 @@ func (cs *codeSocket) target(ref json.RawMessage, head codeHead) ([]*stream.Sess
 	lang := ""
 	if head.Language != nil {
 		if lang = *head.Language; !call.KnownLanguage(lang) {
-			cs.fail(ref, fasthttp.StatusUnprocessableEntity, fmt.Sprintf("field 'language': unsupported language %q: use python or javascript", lang))
+			cs.fail(ref, fasthttp.StatusUnprocessableEntity, fmt.Sprintf("field 'language': unsupported language %q: use python, javascript or bash", lang))
 			return nil, false
 		}
 	}

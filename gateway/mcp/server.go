@@ -229,19 +229,21 @@ func schema(props map[string]any, required ...string) json.RawMessage {
 func (m *Server) addTools() {
 	m.srv.AddTool(&sdk.Tool{
 		Name:  "execute_code",
-		Title: "Run Python or JavaScript",
+		Title: "Run Python, JavaScript or bash",
 		Description: "Runs code and returns its outputs as a notebook shows them: stdout/stderr and text/plain as text, " +
 			"image/png (e.g. a matplotlib chart) as an image, text/html (e.g. a DataFrame) as HTML text, and errors " +
 			"with isError true and the traceback. structuredContent holds the same answer as POST /v2/code/execute " +
 			"({success, message, data}). Python runs in a Jupyter kernel (rich outputs, %magics), JavaScript in a " +
-			"Node.js REPL (top-level await). Without session_id the code runs in a fresh runtime that ends after the " +
+			"Node.js REPL (top-level await), bash in a persistent shell (exit code of the last command). Without session_id the code runs in a fresh runtime that ends after the " +
 			"call; with session_id the session is created on first use and keeps its variables between calls. " +
 			"Ask for progress (a progressToken) to receive each output as it is printed.",
 		InputSchema: schema(map[string]any{
-			"language":   map[string]any{"type": "string", "enum": []string{"python", "javascript"}, "description": "python or javascript"},
+			"language":   map[string]any{"type": "string", "enum": []string{"python", "javascript", "bash"}, "description": "python, javascript or bash"},
 			"code":       map[string]any{"type": "string", "description": "the code to run"},
 			"session_id": map[string]any{"type": "string", "maxLength": 128, "pattern": "^[A-Za-z0-9._:@-]*$", "description": "run in this session (created on first use; variables persist); omit for a one-shot run"},
 			"timeout":    map[string]any{"type": "number", "exclusiveMinimum": 0, "maximum": m.core.Cfg.MaxTimeout.Seconds(), "description": fmt.Sprintf("seconds before the code is interrupted; default %g", m.core.Cfg.DefaultTimeout.Seconds())},
+			"cwd":        map[string]any{"type": "string", "description": "the working folder of a runtime this call starts (an existing folder; relative to the workspace)"},
+			"env":        map[string]any{"type": "object", "additionalProperties": map[string]any{"type": "string"}, "description": "environment variables of a runtime this call starts (bash: of this execution); AIO_* names are refused"},
 		}, "language", "code"),
 	}, m.executeCode)
 	m.srv.AddTool(&sdk.Tool{

@@ -6,7 +6,6 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/aiod/aiod/gateway/api"
-	"github.com/aiod/aiod/gateway/call"
 	"github.com/aiod/aiod/kernel/jupyter"
 )
 
@@ -20,7 +19,7 @@ func (v *Surface) parseCodeExecute(ctx *fasthttp.RequestCtx, f *api.Fields) (exe
 	if err := f.Err(); err != nil {
 		return c, err
 	}
-	if !call.KnownLanguage(c.Language) {
+	if c.Language != "python" && c.Language != "javascript" { // the SDK's Language; bash is /v1/shell and /v1/bash
 		return c, bodyErr("language", "literal_error", "unsupported language %q: use python or javascript", c.Language)
 	}
 	var fe *api.FieldError
@@ -89,6 +88,9 @@ func (v *Surface) codeInfo(ctx *fasthttp.RequestCtx) {
 	cfg := v.core.Cfg
 	var out []codeLanguageInfo
 	for _, li := range v.core.LanguageInfos() {
+		if li.Language == "bash" { // not in the SDK's Language: its shell is /v1/shell and /v1/bash
+			continue
+		}
 		idle := cfg.NativeIdle.Seconds()
 		if li.Backend == "kernel" {
 			idle = cfg.KernelIdle.Seconds()

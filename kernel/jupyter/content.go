@@ -20,6 +20,7 @@ type ExecuteReplyContent struct {
 	Ename          string          `json:"ename"`
 	Evalue         string          `json:"evalue"`
 	Payload        json.RawMessage `json:"payload"`
+	ExitCode       *int            `json:"exit_code,omitempty"` // bash: the exit code of the last command
 }
 
 // StreamContent is a stream message's content.

@@ -25,6 +25,7 @@ const (
 	Native = "native"  // a native REPL process
 	Python = "python"
 	JS     = "javascript"
+	Bash   = "bash"
 )
 
 // Config is what New needs; zero values take the defaults named.
@@ -161,7 +162,7 @@ func (e *ErrNoInterpreter) Error() string { return e.Msg }
 
 // Want says what runtime a call needs.
 type Want struct {
-	Language string // python or javascript
+	Language string // python, javascript or bash
 	// Kernel makes Python run in a kernel whatever the code backend (the
 	// /v1/jupyter routes and the Jupyter kernels API).
 	Kernel bool
@@ -219,7 +220,12 @@ func (r *Runtimes) choose(w Want, t *sandbox.Tenant) (stream.Backend, error) {
 		if env.Node.Error != "" {
 			return stream.Backend{}, &ErrNoInterpreter{env.Node.Error}
 		}
-		return r.nativeBackend(JS, env.Node.Path, t), nil
+		return r.nativeBackend(JS, env.Node.Path, w.Env, t), nil
+	case w.Language == Bash:
+		if env.Bash.Error != "" {
+			return stream.Backend{}, &ErrNoInterpreter{env.Bash.Error}
+		}
+		return r.nativeBackend(Bash, env.Bash.Path, w.Env, t), nil
 	case r.remote != nil && r.cfg.CodeBackend == "auto" && !w.Kernel && r.remote.reachable():
 		// The first choice. A session made now falls back to the local
 		// backend for later runtimes if the server goes away.
@@ -249,7 +255,7 @@ func (r *Runtimes) localPython(w Want, t *sandbox.Tenant) (stream.Backend, error
 	if env.BackendError != "" {
 		return stream.Backend{}, &ErrNoInterpreter{env.BackendError}
 	}
-	return r.nativeBackend(Python, env.Python.Path, t), nil
+	return r.nativeBackend(Python, env.Python.Path, w.Env, t), nil
 }
 
 // PythonBackend is the backend new Python sessions get on the code routes
@@ -308,8 +314,11 @@ func (r *Runtimes) coldKernelBackend(spec *kernel.Spec, env []string, t *sandbox
 	}
 }
 
-func (r *Runtimes) nativeBackend(lang, path string, t *sandbox.Tenant) stream.Backend {
-	b := r.coldNativeBackend(lang, path, t)
+func (r *Runtimes) nativeBackend(lang, path string, env []string, t *sandbox.Tenant) stream.Backend {
+	b := r.coldNativeBackend(lang, path, env, t)
+	if len(env) > 0 { // a pooled process has the base environment only
+		return b
+	}
 	if p := r.pools.native[lang]; p != nil && t == nil {
 		b.Start = p.Start
 	}
@@ -321,14 +330,15 @@ func (r *Runtimes) nativeBackend(lang, path string, t *sandbox.Tenant) stream.Ba
 	return b
 }
 
-// coldNativeBackend starts native REPLs, in tenant t's sandbox (nil:
-// none); replbridge.Start's errors already say "start LANG REPL: ...".
-func (r *Runtimes) coldNativeBackend(lang, path string, t *sandbox.Tenant) stream.Backend {
+// coldNativeBackend starts native REPLs with extra environment env, in
+// tenant t's sandbox (nil: none); replbridge.Start's errors already say
+// "start LANG REPL: ...".
+func (r *Runtimes) coldNativeBackend(lang, path string, env []string, t *sandbox.Tenant) stream.Backend {
 	return stream.Backend{
 		Name: Native, Language: lang, Idle: r.cfg.NativeIdle,
 		Start: func(ctx context.Context, h jupyter.Handler) (jupyter.Runtime, error) {
 			rp, err := replbridge.Start(ctx, replbridge.Options{
-				Language: lang, Interpreter: path, Handler: h, Cwd: r.cfg.Workdir, Logger: r.log,
+				Language: lang, Interpreter: path, Handler: h, Cwd: r.cfg.Workdir, Env: env, Logger: r.log,
 				Environ: r.base, Credential: r.iso.Credential(), Wrap: wrapIn(t),
 			})
 			if err != nil {

@@ -43,6 +43,7 @@ type Environment struct {
 	PythonKernel  *KernelInfo // the kernelspec Python runs in; nil when none has ipykernel
 	Python        Interpreter // native Python
 	Node          Interpreter // Node.js
+	Bash          Interpreter // bash
 	KernelName    string      // the kernelspec asked for (--kernel-name), "" for the default
 	PythonBackend string      // "kernel" or "native" on the code routes
 	BackendError  string      // why the pinned backend cannot run, when it cannot
@@ -100,7 +101,7 @@ func Discover(ctx context.Context, codeBackend, kernelName string) *Environment 
 			ki.Python, ki.IPyKernel = v.Python, v.IPyKernel
 		}()
 	}
-	wg.Add(2)
+	wg.Add(3)
 	go func() {
 		defer wg.Done()
 		p, v, err := replbridge.FindPython()
@@ -110,6 +111,11 @@ func Discover(ctx context.Context, codeBackend, kernelName string) *Environment 
 		defer wg.Done()
 		p, v, err := replbridge.FindNode()
 		env.Node = interp("javascript", p, v, err)
+	}()
+	go func() {
+		defer wg.Done()
+		p, v, err := replbridge.FindBash()
+		env.Bash = interp("bash", p, v, err)
 	}()
 	wg.Wait()
 	env.KernelName = kernelName

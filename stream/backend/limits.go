@@ -71,6 +71,11 @@ func (r *Runtimes) limit(rt jupyter.Runtime) (jupyter.Runtime, error) {
 	return w, nil
 }
 
+// Unwrap is the runtime under the limits, for extensions of its own that
+// only a surface that knows them asks for (a bash REPL's input and job
+// signals).
+func (w *limited) Unwrap() jupyter.Runtime { return w.Runtime }
+
 // limited is a runtime under limits. Every extension the runtime has
 // (jupyter.Completer, jupyter.Sender) is kept by limitedC and limitedCS,
 // since the gateway and stream find them by type assertion.

@@ -82,12 +82,12 @@ func (r *Runtimes) startPools() error {
 		r.pools.native = map[string]*stream.Pool{}
 		if env.Node.Error == "" {
 			r.pools.native[JS] = stream.NewPool(stream.PoolConfig{
-				Name: JS, Size: n, Start: r.coldNativeBackend(JS, env.Node.Path, nil).Start, Language: JS, Counter: r.cfg.Counter, Logger: r.log,
+				Name: JS, Size: n, Start: r.coldNativeBackend(JS, env.Node.Path, nil, nil).Start, Language: JS, Counter: r.cfg.Counter, Logger: r.log,
 			})
 		}
 		if env.PythonBackend == Native && env.Python.Error == "" {
 			r.pools.native[Python] = stream.NewPool(stream.PoolConfig{
-				Name: Python, Size: n, Start: r.coldNativeBackend(Python, env.Python.Path, nil).Start, Language: Python, Counter: r.cfg.Counter, Logger: r.log,
+				Name: Python, Size: n, Start: r.coldNativeBackend(Python, env.Python.Path, nil, nil).Start, Language: Python, Counter: r.cfg.Counter, Logger: r.log,
 			})
 		}
 	}

@@ -3,6 +3,8 @@ package backend
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +17,9 @@ import (
 // ChdirCode is code that makes a runtime of lang work in dir.
 func ChdirCode(lang, dir string) string {
 	q, _ := json.Marshal(dir) // a JSON string is a valid Python and JavaScript literal
+	if lang == Bash {
+		return "cd -- " + ShellQuote(dir)
+	}
 	if lang == JS {
 		// The driver's require resolves from the folder the REPL started
 		// in; point it at the new one.
@@ -22,6 +27,23 @@ func ChdirCode(lang, dir string) string {
 	}
 	return "__import__('os').chdir(" + string(q) + ")"
 }
+
+// WithEnvCode is bash code that runs code with env (KEY=VALUE) exported,
+// then puts each variable back as it was (unset when it was not set),
+// ending with code's exit status.
+func WithEnvCode(code string, env []string) string {
+	var pre, post strings.Builder
+	for i, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		n := strconv.Itoa(i)
+		pre.WriteString("__aiod_s" + n + "=${" + k + "+x} __aiod_v" + n + "=${" + k + "-}; export " + k + "=" + ShellQuote(v) + "\n")
+		post.WriteString("if [ -n \"$__aiod_s" + n + "\" ]; then " + k + "=$__aiod_v" + n + "; else unset " + k + "; fi; unset __aiod_s" + n + " __aiod_v" + n + "\n")
+	}
+	return pre.String() + "{ " + code + "\n}\n__aiod_rc=$?\n" + post.String() + "(exit $__aiod_rc)"
+}
+
+// ShellQuote quotes s as one bash word.
+func ShellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // startIn makes every runtime b starts work in dir: right after the start,
 // before the runtime is handed to its session, a silent execute (no

@@ -100,11 +100,11 @@ func (r *Runtimes) tenantPool(t *sandbox.Tenant) *tenantPool {
 	}
 	if n := r.cfg.CodePrewarm; n > 0 {
 		if env.Node.Error == "" {
-			p.native[JS] = stream.NewPool(stream.PoolConfig{Name: JS, Size: n, Start: r.coldNativeBackend(JS, env.Node.Path, t).Start,
+			p.native[JS] = stream.NewPool(stream.PoolConfig{Name: JS, Size: n, Start: r.coldNativeBackend(JS, env.Node.Path, nil, t).Start,
 				Language: JS, Counter: r.cfg.Counter, Logger: r.log.With("tenant", t.Key)})
 		}
 		if env.PythonBackend == Native && env.Python.Error == "" {
-			p.native[Python] = stream.NewPool(stream.PoolConfig{Name: Python, Size: n, Start: r.coldNativeBackend(Python, env.Python.Path, t).Start,
+			p.native[Python] = stream.NewPool(stream.PoolConfig{Name: Python, Size: n, Start: r.coldNativeBackend(Python, env.Python.Path, nil, t).Start,
 				Language: Python, Counter: r.cfg.Counter, Logger: r.log.With("tenant", t.Key)})
 		}
 	}

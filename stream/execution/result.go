@@ -51,6 +51,7 @@ type Result struct {
 	NextInput      string            // the text a set_next_input payload proposed for the next cell
 	InterruptedBy  string            // who interrupted the execution ("a timeout", Session.Interrupt's by), or ""
 	ErrorKind      string            // why it did not end ok: one of the Kind* constants; "" when Status is ok
+	ExitStatus     *int              // bash: the exit code of the last command; nil for other languages
 	Runtime        jupyter.RuntimeInfo
 }
 
@@ -100,8 +101,12 @@ func (r *Result) FirstError() *Output {
 	return nil
 }
 
-// ExitCode is 0 for ok, 1 for error and 124 for timeout, as a shell would say.
+// ExitCode is 0 for ok, 1 for error and 124 for timeout, as a shell would
+// say; a bash execution that ended says its last command's.
 func (r *Result) ExitCode() int {
+	if r.ExitStatus != nil && r.Status != StatusTimeout {
+		return *r.ExitStatus
+	}
 	switch r.Status {
 	case StatusOK:
 		return 0

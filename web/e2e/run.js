@@ -1197,10 +1197,56 @@ const scenarios = {
         ready: performance.getEntriesByName('aiod-ready')[0].startTime,
       };
     });
-    assert(perf.files === 8 && perf.bytes > 0, 'scripts loaded: ' + JSON.stringify(perf));
+    assert(perf.files === 9 && perf.bytes > 0, 'scripts loaded: ' + JSON.stringify(perf));
     await rest('DELETE', '/v2/code/sessions/' + sid);
     return 'JavaScript ' + perf.files + ' files, ' + (perf.bytes / 1024).toFixed(0) + ' KiB (' + (perf.wire / 1024).toFixed(0) + ' KiB gzip on the wire); ' +
       'cold load: DOMContentLoaded ' + perf.dcl.toFixed(0) + ' ms, load ' + perf.load.toFixed(0) + ' ms, notebook ready ' + perf.ready.toFixed(0) + ' ms';
+  },
+
+  // The terminal panel: opened from the toolbar, a command typed and its
+  // output seen, the terminal's size following the panel (stty size) when
+  // the window shrinks; /v1/shell/terminal-url opens the page with it.
+  async terminal(ctx) {
+    const page = await openPage(ctx, {});
+    await page.click('#terminal-toggle');
+    await page.waitForSelector('#terminal:not([hidden]) .xterm-rows');
+    await page.waitForFunction(() => document.getElementById('term-status').textContent === 'connected', null, { timeout: 20000 });
+    const screenText = () => page.evaluate(() => document.querySelector('#term-screen .xterm-rows').innerText);
+    const waitScreen = async (re, what) => {
+      const end = Date.now() + 15000;
+      for (;;) {
+        const text = await screenText();
+        if (re.test(text)) return text;
+        if (Date.now() > end) throw new Error('no ' + what + ' on the terminal: ' + JSON.stringify(text.slice(-600)));
+        await sleep(50);
+      }
+    };
+    await page.click('#term-screen');
+    await page.keyboard.type('echo hi-$((6*7))\n');
+    await waitScreen(/^hi-42\s*$/m, 'the command\'s output');
+    const size = async () => page.evaluate(() => [window.AiodTerminal.state.term.rows, window.AiodTerminal.state.term.cols]);
+    const [rows, cols] = await size();
+    assert(rows >= 10 && cols >= 40, 'terminal size ' + rows + 'x' + cols);
+    await page.keyboard.type('stty size\n');
+    await waitScreen(new RegExp('^' + rows + ' ' + cols + '\\s*$', 'm'), 'stty size ' + rows + ' ' + cols);
+    await page.screenshot({ path: path.join(shotDir, 'terminal.png') });
+    await page.setViewportSize({ width: 1000, height: 560 });
+    await page.waitForFunction((c) => window.AiodTerminal.state.term.cols < c, cols, { timeout: 10000 });
+    const [rows2, cols2] = await size();
+    await page.keyboard.type('clear; stty size\n');
+    await waitScreen(new RegExp('^' + rows2 + ' ' + cols2 + '\\s*$', 'm'), 'stty size after the resize');
+    await page.setViewportSize(VIEWPORT);
+    const name = await page.evaluate(() => window.AiodTerminal.state.name);
+    await checkClean(page);
+    await page.close();
+
+    const url = (await rest('GET', '/v1/shell/terminal-url')).body.data;
+    const page2 = await openPage(ctx, {}, url);
+    await page2.waitForSelector('#terminal:not([hidden]) .xterm-rows');
+    await page2.waitForFunction(() => document.getElementById('term-status').textContent === 'connected', null, { timeout: 20000 });
+    await checkClean(page2);
+    const del = await fetch(origin + '/api/terminals/' + encodeURIComponent(name), { method: 'DELETE', headers: token ? { Authorization: 'Bearer ' + token } : {} });
+    assert(del.status === 204 || del.status === 404, 'DELETE the terminal: ' + del.status);
   },
 
   // With a token, the page works from /?token=T: assets, REST and the socket.

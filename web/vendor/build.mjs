@@ -4,6 +4,7 @@
 //
 //   codemirror.js  CodeMirror 6 (editor, Python/JavaScript/Markdown modes) as window.AiodCM
 //   markdown.js    marked + DOMPurify as window.AiodMarkdown
+//   terminal.js    xterm.js, its fit add-on and its stylesheet as window.AiodTerm
 //   LICENSES.txt   the licence of every package that went into a bundle
 //
 //   node web/vendor/build.mjs            write the files (make vendor)
@@ -26,6 +27,7 @@ const check = process.argv.includes('--check');
 const bundles = [
   { entry: 'editor.js', out: 'codemirror.js', global: 'AiodCM', what: 'CodeMirror 6 for the notebook page' },
   { entry: 'markdown.js', out: 'markdown.js', global: 'AiodMarkdown', what: 'marked and DOMPurify for the notebook page' },
+  { entry: 'terminal.js', out: 'terminal.js', global: 'AiodTerm', what: "xterm.js and its fit add-on for the notebook page's terminal" },
 ];
 
 // packageOf names the npm package an input file of the bundle belongs to.
@@ -64,6 +66,7 @@ async function build() {
       metafile: true,
       write: false,
       logLevel: 'warning',
+      loader: { '.css': 'text' }, // a stylesheet is bundled as a string the page adds itself
     });
     const pkgs = [...new Set(Object.keys(r.metafile.inputs).map(packageOf).filter(Boolean))].sort();
     pkgs.forEach((p) => used.add(p));

@@ -1,0 +1,613 @@
+// Package shell serves the agent_sandbox SDK's shell and bash clients:
+// /v1/shell/* (a persistent bash per session: cd, variables and functions
+// survive; one combined output; view, wait, write, kill) and /v1/bash/*
+// (a bash process per command, stdout and stderr apart, read by offset;
+// the session keeps only the working folder). Both run on the call core as
+// language "bash" executions, under the same admission, limits and tenant
+// isolation as every runtime (docs/shell.md).
+package shell
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fasthttp/router"
+	"github.com/valyala/fasthttp"
+
+	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/gateway/call"
+	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/stream/execution"
+)
+
+// Config is what the surface needs beyond the core.
+type Config struct {
+	// TerminalPath is where the page's terminal is (GET
+	// /v1/shell/terminal-url answers it as a full URL).
+	TerminalPath string
+	MaxSessions  int // --max-sessions, as /v1/shell/sessions/stats reports it (0: no cap)
+}
+
+// Session kinds: the two route families keep their sessions apart.
+const (
+	kindShell = "shell"
+	kindBash  = "bash"
+)
+
+const (
+	maxCommands        = 10  // commands a bash session remembers (by command_id)
+	defaultNoChange    = 120 // seconds: a shell session's no_change_timeout
+	shellTruncate      = 30000
+	defaultBashMaxOut  = 50000
+	defaultWaitTimeout = 30 * time.Second
+)
+
+// Surface is the shell and bash routes.
+type Surface struct {
+	core *call.Core
+	cfg  Config
+
+	mu       sync.Mutex
+	sessions map[key]*session
+}
+
+type key struct{ tenant, kind, id string }
+
+// New makes the surface.
+func New(core *call.Core, cfg Config) *Surface {
+	return &Surface{core: core, cfg: cfg, sessions: map[key]*session{}}
+}
+
+// Register adds the routes.
+func (s *Surface) Register(r *router.Router) {
+	r.POST("/v1/shell/exec", s.shellExec)
+	r.POST("/v1/shell/view", s.shellView)
+	r.POST("/v1/shell/wait", s.shellWait)
+	r.POST("/v1/shell/write", s.shellWrite)
+	r.POST("/v1/shell/kill", s.shellKill)
+	r.POST("/v1/shell/sessions/create", s.shellCreate)
+	r.POST("/v1/shell/sessions/update", s.shellUpdate)
+	r.GET("/v1/shell/sessions", s.shellList)
+	r.DELETE("/v1/shell/sessions", s.shellDeleteAll)
+	r.DELETE("/v1/shell/sessions/{session_id}", s.shellDelete)
+	r.GET("/v1/shell/sessions/stats", s.shellStats)
+	r.GET("/v1/shell/terminal-url", s.terminalURL)
+
+	r.POST("/v1/bash/exec", s.bashExec)
+	r.POST("/v1/bash/output", s.bashOutput)
+	r.POST("/v1/bash/write", s.bashWrite)
+	r.POST("/v1/bash/kill", s.bashKill)
+	r.GET("/v1/bash/sessions", s.bashList)
+	r.POST("/v1/bash/sessions/create", s.bashCreate)
+	r.POST("/v1/bash/sessions/{session_id}/close", s.bashClose)
+}
+
+// session is what the surface keeps of one shell or bash session. A shell
+// session is the registry's bash session of the same id; a bash session
+// starts a registry session per command (its regID).
+type session struct {
+	kind, tenant, id string
+	created          time.Time
+
+	mu       sync.Mutex // guards the fields below
+	lastUsed time.Time
+	dir      string        // shell: where it started; bash: the default exec folder
+	noChange time.Duration // shell: no_change_timeout
+	snapshot string        // bash: a script sourced before each command
+	count    int
+	cur      *command // the current or last command
+	byID     map[string]*command
+	order    []string
+	closed   bool
+}
+
+func (ss *session) touch() {
+	ss.mu.Lock()
+	ss.lastUsed = time.Now()
+	ss.mu.Unlock()
+}
+
+// current is the command running now, or nil.
+func (ss *session) running() *command {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.cur != nil && !ss.cur.finished() {
+		return ss.cur
+	}
+	return nil
+}
+
+func (ss *session) last() *command {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.cur
+}
+
+// add makes c the session's current command.
+func (ss *session) add(c *command) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.cur, ss.lastUsed = c, time.Now()
+	ss.count++
+	if ss.byID == nil {
+		ss.byID = map[string]*command{}
+	}
+	ss.byID[c.id] = c
+	ss.order = append(ss.order, c.id)
+	if len(ss.order) > maxCommands {
+		delete(ss.byID, ss.order[0])
+		ss.order = ss.order[1:]
+	}
+}
+
+// claim makes c the shell session's current command unless one is
+// running (busy); prev is the command it replaces, for unclaim.
+func (ss *session) claim(c *command) (prev, busy *command) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.cur != nil && !ss.cur.finished() {
+		return nil, ss.cur
+	}
+	prev = ss.cur
+	ss.cur, ss.lastUsed = c, time.Now()
+	ss.count++
+	return prev, nil
+}
+
+// unclaim puts prev back when c could not start.
+func (ss *session) unclaim(c, prev *command) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.cur == c {
+		ss.cur = prev
+		ss.count--
+	}
+}
+
+// lookup finds a session of the caller's tenant.
+func (s *Surface) lookup(tenant, kind, id string) *session {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessions[key{tenant, kind, id}]
+}
+
+// open returns the session, creating it; created says which.
+func (s *Surface) open(tenant, kind, id, dir string) (*session, bool) {
+	s.prune()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := key{tenant, kind, id}
+	if ss := s.sessions[k]; ss != nil {
+		return ss, false
+	}
+	now := time.Now()
+	ss := &session{kind: kind, tenant: tenant, id: id, created: now, lastUsed: now, dir: dir,
+		noChange: defaultNoChange * time.Second}
+	s.sessions[k] = ss
+	return ss, true
+}
+
+func (s *Surface) forget(ss *session) {
+	s.mu.Lock()
+	if s.sessions[key{ss.tenant, ss.kind, ss.id}] == ss {
+		delete(s.sessions, key{ss.tenant, ss.kind, ss.id})
+	}
+	s.mu.Unlock()
+	ss.mu.Lock()
+	ss.closed = true
+	ss.mu.Unlock()
+}
+
+// prune forgets sessions unused for longer than native sessions' idle
+// limit, with no command running (a shell session's bash has been
+// reclaimed by then): what they held goes with them.
+func (s *Surface) prune() {
+	idle := s.core.Cfg.NativeIdle
+	if idle <= 0 {
+		return
+	}
+	s.mu.Lock()
+	var old []*session
+	for k, ss := range s.sessions {
+		ss.mu.Lock()
+		stale := time.Since(ss.lastUsed) > idle && (ss.cur == nil || ss.cur.finished())
+		ss.mu.Unlock()
+		if stale {
+			delete(s.sessions, k)
+			old = append(old, ss)
+		}
+	}
+	s.mu.Unlock()
+	for _, ss := range old {
+		ss.mu.Lock()
+		ss.closed = true
+		ss.mu.Unlock()
+	}
+}
+
+// list is the tenant's sessions of kind.
+func (s *Surface) list(tenant, kind string) []*session {
+	s.prune()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*session
+	for k, ss := range s.sessions {
+		if k.tenant == tenant && k.kind == kind {
+			out = append(out, ss)
+		}
+	}
+	return out
+}
+
+// command is one command run in a session: its outputs as they come (it
+// subscribes to its execution) and its end.
+type command struct {
+	id, text string
+	regID    string // the registry session it runs in
+	tenant   string
+	started  time.Time
+	combined bool // all holds the output; else out and errb
+
+	mu         sync.Mutex
+	out, errb  buffer
+	all        buffer // stdout and stderr in arrival order (the shell's output)
+	changed    chan struct{}
+	lastChange time.Time
+	done       chan struct{}
+	res        *execution.Result
+	fail       *call.Error
+	killed     bool
+}
+
+// newCommand makes a command; combined keeps one output of both streams
+// (a shell's), else stdout and stderr apart (a bash command's).
+func newCommand(id, text, regID, tenant string, combined bool) *command {
+	now := time.Now()
+	return &command{id: id, text: text, regID: regID, tenant: tenant, started: now, lastChange: now, combined: combined,
+		changed: make(chan struct{}), done: make(chan struct{})}
+}
+
+// Deliver is the command's subscription to its execution's events.
+func (c *command) Deliver(ev execution.Event) {
+	if ev.Out == nil || ev.Out.Type != jupyter.MsgStream {
+		return
+	}
+	text := ev.Out.StreamText()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.combined:
+		c.all.write(text)
+	case ev.Out.Name == "stderr":
+		c.errb.write(text)
+	default:
+		c.out.write(text)
+	}
+	c.lastChange = time.Now()
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// end records how the command ended.
+func (c *command) end(res *execution.Result, fail *call.Error) {
+	c.mu.Lock()
+	c.res, c.fail = res, fail
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.mu.Unlock()
+	close(c.done)
+}
+
+func (c *command) finished() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// exitCode is the command's exit code once it ended (nil before).
+func (c *command) exitCode() *int {
+	if !c.finished() {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 1
+	switch {
+	case c.res != nil && c.res.ExitStatus != nil:
+		n = *c.res.ExitStatus
+	case c.res != nil:
+		n = c.res.ExitCode()
+	}
+	return &n
+}
+
+// timedOut says whether the command's hard timeout ended it.
+func (c *command) timedOut() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.res != nil && c.res.Status == execution.StatusTimeout
+}
+
+func (c *command) wasKilled() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.killed || c.fail != nil
+}
+
+// note is why the command could not run, or "".
+func (c *command) note() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.fail != nil {
+		return c.fail.Msg
+	}
+	return ""
+}
+
+// waitChange returns a channel closed at the next output or at the end.
+func (c *command) waitChange() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changed
+}
+
+func (c *command) quietFor() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Since(c.lastChange)
+}
+
+// buffer is one output stream, of which the last `keep` bytes are held;
+// offsets count from the stream's start.
+type buffer struct {
+	base int // offset of b[0]
+	b    []byte
+}
+
+const keepBytes = 2 << 20
+
+func (b *buffer) write(s string) {
+	b.b = append(b.b, s...)
+	if over := len(b.b) - keepBytes; over > 0 {
+		b.b = append([]byte(nil), b.b[over:]...)
+		b.base += over
+	}
+}
+
+func (b *buffer) end() int { return b.base + len(b.b) }
+
+// from returns the bytes from offset off (from the oldest held when off
+// was dropped) and the end offset.
+func (b *buffer) from(off int) (string, int) {
+	if off < b.base {
+		off = b.base
+	}
+	if off > b.end() {
+		off = b.end()
+	}
+	return string(b.b[off-b.base:]), b.end()
+}
+
+// run starts code as command c in registry session c.regID (created in
+// dir when new), in the background; the command ends by itself.
+func (s *Surface) run(ctx *fasthttp.RequestCtx, c *command, code, dir string, timeout time.Duration, env []string, after func()) *call.Error {
+	cl := call.Call{Language: "bash", Code: code, SessionID: c.regID, Timeout: timeout, Cwd: dir, Env: env,
+		Owner: call.Owner(ctx), Tenant: call.Tenant(ctx), Subs: []execution.Subscriber{c}}
+	rec, _, e := s.core.Claim(cl)
+	if e != nil {
+		return e
+	}
+	ok := s.core.Go(func() {
+		res, e := s.core.RunClaimed(s.core.Ctx(), cl, rec)
+		c.end(res, e)
+		if after != nil {
+			after()
+		}
+	})
+	if !ok {
+		e := &call.Error{Status: fasthttp.StatusServiceUnavailable, Msg: "aiod is shutting down"}
+		rec.Fail(e)
+		return e
+	}
+	return nil
+}
+
+// jobRuntime is what a bash runtime offers beyond jupyter.Runtime.
+type jobRuntime interface {
+	WriteInput(ctx context.Context, text string) error
+	SignalJob(sig syscall.Signal) error
+}
+
+// job is the bash runtime of registry session regID, or nil.
+func (s *Surface) job(tenant, regID string) (jobRuntime, jupyter.Runtime) {
+	sess := s.core.Reg.Get(tenant, "bash", regID)
+	if sess == nil {
+		return nil, nil
+	}
+	rt := sess.Runtime()
+	top := rt
+	for rt != nil {
+		if j, ok := rt.(jobRuntime); ok {
+			return j, top
+		}
+		u, ok := rt.(interface{ Unwrap() jupyter.Runtime })
+		if !ok {
+			break
+		}
+		rt = u.Unwrap()
+	}
+	return nil, top
+}
+
+// stop ends c: sig to its job (SIGINT: to the shell too, which abandons
+// the rest of the command line), then, if it still runs after a grace,
+// SIGKILL to the job and SIGINT to the shell. It waits up to 5 s.
+func (s *Surface) stop(c *command, sig syscall.Signal) {
+	c.mu.Lock()
+	c.killed = true
+	c.mu.Unlock()
+	j, rt := s.job(c.tenant, c.regID)
+	if rt == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if sig == syscall.SIGINT || j == nil {
+		_ = rt.Interrupt(ctx)
+	} else {
+		_ = j.SignalJob(sig)
+	}
+	select {
+	case <-c.done:
+		return
+	case <-time.After(time.Second):
+	}
+	if j != nil {
+		_ = j.SignalJob(syscall.SIGKILL)
+	}
+	_ = rt.Interrupt(ctx)
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+	}
+}
+
+// writeInput writes text to c's standard input, waiting up to 10 s for
+// its bash to start.
+func (s *Surface) writeInput(c *command, text string) error {
+	var j jobRuntime
+	for wait := time.Now().Add(10 * time.Second); ; {
+		if c.finished() {
+			return errNotRunning
+		}
+		if j, _ = s.job(c.tenant, c.regID); j != nil || time.Now().After(wait) {
+			break
+		}
+		select {
+		case <-c.done:
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if j == nil {
+		return errNotRunning
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return j.WriteInput(ctx, text)
+}
+
+type errString string
+
+func (e errString) Error() string { return string(e) }
+
+const errNotRunning = errString("no command is running in this session")
+
+// readBody decodes a v1 body (empty or null is {}); on failure it has
+// answered the 422.
+func readBody(ctx *fasthttp.RequestCtx) (*api.Fields, bool) {
+	f, fe := api.Decode(ctx.PostBody())
+	if fe != nil {
+		api.InvalidV1(ctx, fe)
+		return nil, false
+	}
+	return f, true
+}
+
+func bodyErr(field, typ, msg string) *api.FieldError {
+	return &api.FieldError{In: "body", Field: field, Type: typ, Msg: msg}
+}
+
+// dirField reads an optional absolute folder; it must exist in the
+// caller's view when must is true. ok false: absent (or, not must, missing).
+func (s *Surface) dirField(ctx *fasthttp.RequestCtx, f *api.Fields, name string, must bool) (string, *api.FieldError) {
+	p := f.OptStr(name)
+	if err := f.Err(); err != nil {
+		return "", err
+	}
+	if p == nil || *p == "" {
+		return "", nil
+	}
+	dir := *p
+	if !strings.HasPrefix(dir, "/") {
+		return "", bodyErr(name, "value_error", "must be an absolute path, got "+quote(dir))
+	}
+	view, err := s.core.ViewOf(ctx)
+	if err != nil {
+		return "", bodyErr(name, "value_error", "cannot check "+quote(dir)+": "+err.Error())
+	}
+	st, err := view.Stat(dir)
+	switch {
+	case err != nil && must:
+		return "", bodyErr(name, "value_error", "cannot use "+quote(dir)+" as the working directory: "+err.Error())
+	case err != nil:
+		return "", nil
+	case !st.IsDir() && must:
+		return "", bodyErr(name, "value_error", quote(dir)+" is not a directory")
+	case !st.IsDir():
+		return "", nil
+	}
+	return dir, nil
+}
+
+func quote(s string) string { return `"` + s + `"` }
+
+// sessionIDField reads an optional session id ("" when absent).
+func sessionIDField(f *api.Fields, name string) (string, *api.FieldError) {
+	p := f.OptStr(name)
+	if err := f.Err(); err != nil {
+		return "", err
+	}
+	if p == nil {
+		return "", nil
+	}
+	return *p, call.ValidSessionID(name, *p)
+}
+
+// seconds reads an optional positive number of seconds, at most max.
+func seconds(f *api.Fields, name string, max time.Duration) (time.Duration, bool, *api.FieldError) {
+	v, ok := f.Float(name)
+	if err := f.Err(); err != nil {
+		return 0, false, err
+	}
+	if !ok {
+		return 0, false, nil
+	}
+	if v <= 0 || v > max.Seconds() || v != v {
+		return 0, false, bodyErr(name, "less_than_equal", "must be more than 0 and at most "+trimFloat(max.Seconds())+" seconds")
+	}
+	return time.Duration(v * float64(time.Second)), true, nil
+}
+
+func trimFloat(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+
+// okMsg answers data with success true and msg.
+func okMsg(ctx *fasthttp.RequestCtx, msg string, data any) {
+	api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: true, Message: msg, Data: data})
+}
+
+// notFound answers an unknown session id.
+func notFound(ctx *fasthttp.RequestCtx, kind, id string) {
+	api.Fail(ctx, fasthttp.StatusNotFound, "no "+kind+" session "+quote(id))
+}
+
+// truncateMiddle keeps the head and the tail of s within max characters.
+func truncateMiddle(s string, max int) (string, bool) {
+	r := []rune(s)
+	if max <= 0 || len(r) <= max {
+		return s, false
+	}
+	marker := "\n... [output truncated] ...\n"
+	keep := max - len([]rune(marker))
+	if keep < 2 {
+		return string(r[len(r)-max:]), true
+	}
+	head := keep / 2
+	return string(r[:head]) + marker + string(r[len(r)-(keep-head):]), true
+}

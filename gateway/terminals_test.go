@@ -1,0 +1,205 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/goccy/go-json"
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// @jupyterlab/services' TerminalManager against the terminals API: start,
+// the shell's tty is a /dev/pts/N, set_size is what stty size says, Ctrl-C
+// ends sleep 100, a second socket gets the recent screen and the same
+// shell, shutdown lists it no more.
+func TestTerminalsJupyterLabServices(t *testing.T) {
+	dir := jlabDir(t)
+	ts := startServer(t, Config{Token: "term-token"})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", "terminals_client.js", ts.URL+"/", "term-token")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("node terminals_client.js: %v\n%s", err, out)
+	}
+	var got struct {
+		Name          string   `json:"name"`
+		TTY           string   `json:"tty"`
+		Size          string   `json:"size"`
+		InterruptMs   int      `json:"interruptMs"`
+		NotReached    bool     `json:"notReached"`
+		Replayed      bool     `json:"replayed"`
+		Kept          bool     `json:"kept"`
+		RunningBefore []string `json:"runningBefore"`
+		RunningAfter  []string `json:"runningAfter"`
+	}
+	line := ""
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(l, "RESULT ") {
+			line = strings.TrimPrefix(l, "RESULT ")
+		}
+	}
+	if err := json.Unmarshal([]byte(line), &got); err != nil {
+		t.Fatalf("client output: %v\n%s", err, out)
+	}
+	if !regexp.MustCompile(`^/dev/pts/\d+$`).MatchString(got.TTY) || got.Size != "33 101" || got.InterruptMs > 3000 || got.NotReached ||
+		!got.Replayed || !got.Kept || !slices.Contains(got.RunningBefore, got.Name) || slices.Contains(got.RunningAfter, got.Name) {
+		t.Fatalf("terminal: %+v", got)
+	}
+	ts.token = "term-token"
+	if st, body := ts.callRaw(t, "GET", "/api/terminals"); st != 200 || strings.TrimSpace(body) != "[]" {
+		t.Fatalf("after shutdown: %d %s", st, body)
+	}
+}
+
+// The REST side: create in a folder, get, 404s, a bad cwd, delete.
+func TestTerminalsREST(t *testing.T) {
+	ts := startServer(t, Config{})
+	dir := ts.viewDir(t, "")
+	st, m := ts.callAny(t, "POST", "/api/terminals", map[string]any{"cwd": dir})
+	name, _ := m.(map[string]any)["name"].(string)
+	if st != 200 || name == "" {
+		t.Fatalf("create: %d %v", st, m)
+	}
+	if st, _ := ts.callAny(t, "GET", "/api/terminals/"+name, nil); st != 200 {
+		t.Fatalf("get: %d", st)
+	}
+	if st, _ := ts.callAny(t, "GET", "/api/terminals/nope", nil); st != 404 {
+		t.Fatalf("get unknown: %d", st)
+	}
+	if st, m := ts.callAny(t, "POST", "/api/terminals", map[string]any{"cwd": "/no/such/folder"}); st != 422 || !strings.Contains(m.(map[string]any)["message"].(string), "cwd") {
+		t.Fatalf("bad cwd: %d %v", st, m)
+	}
+	if st, _ := ts.callRaw(t, "DELETE", "/api/terminals/"+name); st != 204 {
+		t.Fatalf("delete: %d", st)
+	}
+	if st, _ := ts.callRaw(t, "DELETE", "/api/terminals/"+name); st != 404 {
+		t.Fatalf("delete again: %d", st)
+	}
+	// A terminal left open is closed at shutdown (the leak check at the end of the run sees no shell).
+	if st, _ := ts.callAny(t, "POST", "/api/terminals", nil); st != 200 {
+		t.Fatalf("create: %d", st)
+	}
+}
+
+// callAny sends a request, checks its answer against openapi.json and
+// decodes it, whatever JSON it is.
+func (ts *testServer) callAny(t testing.TB, method, path string, body any) (int, any) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, ts.URL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if ts.token != "" {
+		req.Header.Set("Authorization", "Bearer "+ts.token)
+	}
+	resp, err := ts.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	checkAnswer(t, req, resp, raw)
+	var v any
+	_ = json.Unmarshal(raw, &v)
+	return resp.StatusCode, v
+}
+
+// Two tenants (JWT subjects) on one gateway: one's shell sessions, bash
+// sessions and terminals are unknown to the other; a terminal's socket
+// wants credentials (a ticket works) and refuses another site's Origin.
+func TestShellsAndTerminalsPerTenant(t *testing.T) {
+	key := testRSAKey()
+	ts := startServer(t, Config{JWTPublicKey: pemOf(t, &key.PublicKey)})
+	exp := time.Now().Add(time.Hour).Unix()
+	alice, bob := *ts, *ts
+	alice.token = signJWT(t, jwt.SigningMethodRS256, key, jwt.MapClaims{"sub": "alice", "exp": exp})
+	bob.token = signJWT(t, jwt.SigningMethodRS256, key, jwt.MapClaims{"sub": "bob", "exp": exp})
+
+	alice.sdkOK(t, "POST", "v1/shell/exec", map[string]any{"id": "mine", "command": "X=alice"})
+	alice.sdkOK(t, "POST", "v1/bash/exec", map[string]any{"session_id": "mine", "command": "true"})
+	bob.sdkStatus(t, "POST", "v1/shell/view", map[string]any{"id": "mine"}, http.StatusNotFound)
+	bob.sdkStatus(t, "POST", "v1/bash/output", map[string]any{"session_id": "mine"}, http.StatusNotFound)
+	if l := bob.sdkOK(t, "GET", "v1/shell/sessions", nil); len(l.data()["sessions"].(map[string]any)) != 0 {
+		t.Fatalf("bob sees alice's shell sessions: %s", l.Raw)
+	}
+	// The same id is bob's own session, with its own state.
+	if r := bob.sdkOK(t, "POST", "v1/shell/exec", map[string]any{"id": "mine", "command": "echo ${X:-unset}"}); r.data()["output"] != "unset\n" {
+		t.Fatalf("bob's shell: %s", r.Raw)
+	}
+
+	st, m := alice.callAny(t, "POST", "/api/terminals", map[string]any{"name": "t1"})
+	if st != 200 {
+		t.Fatalf("alice's terminal: %d %v", st, m)
+	}
+	if st, _ := bob.callAny(t, "GET", "/api/terminals/t1", nil); st != 404 {
+		t.Fatalf("bob gets alice's terminal: %d", st)
+	}
+	if st, m := bob.callAny(t, "GET", "/api/terminals", nil); st != 200 || len(m.([]any)) != 0 {
+		t.Fatalf("bob lists: %d %v", st, m)
+	}
+	if st, _ := bob.callRaw(t, "DELETE", "/api/terminals/t1"); st != 404 {
+		t.Fatalf("bob deletes alice's terminal: %d", st)
+	}
+
+	// The socket: no credentials 401, another site's Origin 403, a ticket works.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	wsURL := "ws" + strings.TrimPrefix(ts.URL, "http") + "/terminals/websocket/t1"
+	if _, resp, err := websocket.Dial(ctx, wsURL, nil); err == nil || resp == nil || resp.StatusCode != 401 {
+		t.Fatalf("socket without credentials: %v %v", err, resp)
+	}
+	hdr := http.Header{"Authorization": {"Bearer " + alice.token}, "Origin": {"https://evil.example"}}
+	if _, resp, err := websocket.Dial(ctx, wsURL, &websocket.DialOptions{HTTPHeader: hdr}); err == nil || resp == nil || resp.StatusCode != 403 {
+		t.Fatalf("socket from another site: %v %v", err, resp)
+	}
+	_, tk := alice.call(t, "POST", "/tickets", nil)
+	c, _, err := websocket.Dial(ctx, wsURL+"?ticket="+tk["ticket"].(string), nil)
+	if err != nil {
+		t.Fatalf("socket with a ticket: %v", err)
+	}
+	defer c.CloseNow()
+	_, b, err := c.Read(ctx)
+	if err != nil || string(b) != `["setup",{}]` {
+		t.Fatalf("first message %q %v", b, err)
+	}
+	c.Write(ctx, websocket.MessageText, []byte(`["stdin","echo tenant-$((40+2))\n"]`))
+	var screen strings.Builder
+	for !strings.Contains(screen.String(), "tenant-42") {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			t.Fatalf("read: %v; screen %q", err, screen.String())
+		}
+		var msg []string
+		json.Unmarshal(b, &msg)
+		if len(msg) == 2 && msg[0] == "stdout" {
+			screen.WriteString(msg[1])
+		}
+	}
+	c.Write(ctx, websocket.MessageText, []byte(`["stdin","exit\n"]`))
+	for {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			t.Fatalf("no disconnect before the socket closed: %v", err)
+		}
+		if string(b) == `["disconnect",1]` {
+			break
+		}
+	}
+}

@@ -1,0 +1,138 @@
+package replbridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ErrNotRunning is what WriteInput returns when no command is running:
+// bash would read the text as a command of its own.
+var ErrNotRunning = errors.New("no command is running")
+
+// sendBashLocked runs c on bash: the command line on stdin, then the code
+// on fd 3, ended by a NUL byte (a NUL inside the code ends it there, as
+// it would end a C string in bash: it is dropped).
+func (r *REPL) sendBashLocked(c command) error {
+	if c.Type != "" {
+		return fmt.Errorf("bash REPL: %s is not supported", c.Type)
+	}
+	if r.cmdW == nil || r.inW == nil {
+		return ErrClosed
+	}
+	line := "__aiod_tok=" + c.Token + "; __aiod_read && eval \"$__aiod_code\"\n"
+	if err := r.writeInLocked([]byte(line)); err != nil {
+		return err
+	}
+	code := strings.ReplaceAll(c.Code, "\x00", "") + "\x00"
+	r.cmdW.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := r.cmdW.Write([]byte(code)); err != nil {
+		return fmt.Errorf("write code: %w", err)
+	}
+	return nil
+}
+
+// writeInLocked writes b to bash's stdin, bounded by writeTimeout.
+func (r *REPL) writeInLocked(b []byte) error {
+	if r.inW == nil {
+		return ErrClosed
+	}
+	r.inW.SetWriteDeadline(time.Now().Add(writeTimeout))
+	if _, err := r.inW.Write(b); err != nil {
+		return fmt.Errorf("write to stdin: %w", err)
+	}
+	return nil
+}
+
+// closePipesLocked closes the write ends aiod holds: the driver (and bash,
+// which reads its commands from stdin) sees EOF and exits.
+func (r *REPL) closePipesLocked() {
+	if r.cmdW != nil {
+		r.cmdW.Close()
+		r.cmdW = nil
+	}
+	if r.inW != nil {
+		r.inW.Close()
+		r.inW = nil
+	}
+}
+
+// WriteInput writes text to the standard input of the command running in
+// a bash REPL (what `read` or a prompting program reads). It fails with
+// ErrNotRunning between commands, and on other languages.
+func (r *REPL) WriteInput(ctx context.Context, text string) error {
+	if r.lang != LangBash {
+		return fmt.Errorf("write input: %s REPLs take no input", r.lang)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("write input: %w", err)
+	}
+	r.mu.Lock()
+	in := r.inW
+	switch {
+	case r.err != nil || r.closing || r.exited || in == nil:
+		r.mu.Unlock()
+		return fmt.Errorf("write input: %w", ErrClosed)
+	case r.cur == nil:
+		r.mu.Unlock()
+		return fmt.Errorf("write input: %w", ErrNotRunning)
+	}
+	r.mu.Unlock()
+	// Not under the lock: a command that does not read would hold up
+	// the readers of its output until the deadline. Close may close the
+	// pipe meanwhile; the write then fails.
+	deadline := time.Now().Add(writeTimeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	in.SetWriteDeadline(deadline)
+	if _, err := in.Write([]byte(text)); err != nil {
+		return fmt.Errorf("write input: %w", err)
+	}
+	return nil
+}
+
+// SignalJob sends sig to every process of the REPL's group but the
+// interpreter itself: the command bash runs now (its pipeline, its
+// subshells, and any job it left in the background), not the shell,
+// whose state survives. Nothing is sent once the group leader has exited.
+func (r *REPL) SignalJob(sig syscall.Signal) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.exited {
+		return fmt.Errorf("signal %s REPL: process has exited", r.lang)
+	}
+	for _, pid := range groupOf(r.pid) {
+		if pid != r.pid {
+			syscall.Kill(pid, sig)
+		}
+	}
+	return nil
+}
+
+// groupOf lists the live processes of process group pgid, from /proc.
+func groupOf(pgid int) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // state ppid pgrp ...
+		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" {
+			out = append(out, pid)
+		}
+	}
+	return out
+}

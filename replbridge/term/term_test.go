@@ -1,0 +1,110 @@
+package term
+
+import (
+	"context"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aiod/aiod/kernel/kerneltest"
+)
+
+func TestMain(m *testing.M) { os.Exit(kerneltest.Run(m)) }
+
+// screen collects a terminal's output.
+type screen struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *screen) add(p []byte) { s.mu.Lock(); s.b.Write(p); s.mu.Unlock() }
+func (s *screen) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func waitFor(t *testing.T, s *screen, want string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(s.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q on the screen:\n%s", want, s.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestTerminal(t *testing.T) {
+	kerneltest.SkipShort(t, "a terminal")
+	dir := t.TempDir()
+	tm, err := Start(Options{Cwd: dir, Env: []string{"GREETING=hi"}, Rows: 30, Cols: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tm.Close(context.Background())
+	s := &screen{}
+	_, detach := tm.Attach(s.add)
+	tm.Write([]byte("echo $GREETING-$((6*7)); tty; stty size; pwd\n"))
+	waitFor(t, s, "hi-42")
+	waitFor(t, s, tm.TTY())
+	waitFor(t, s, "30 100")
+	waitFor(t, s, dir)
+	if !strings.HasPrefix(tm.TTY(), "/dev/pts/") {
+		t.Errorf("tty %q", tm.TTY())
+	}
+	tm.Resize(40, 120)
+	tm.Write([]byte("stty size\n"))
+	waitFor(t, s, "40 120")
+
+	// Ctrl-C ends the foreground job, not the shell.
+	tm.Write([]byte("sleep 100; echo not-reached\n"))
+	time.Sleep(300 * time.Millisecond)
+	start := time.Now()
+	tm.Write([]byte{3})
+	tm.Write([]byte("echo after-$((1+1))\n"))
+	waitFor(t, s, "after-2")
+	if d := time.Since(start); d > 3*time.Second || strings.Contains(s.String(), "\nnot-reached") {
+		t.Errorf("Ctrl-C: %s", d)
+	}
+	detach()
+
+	// A client that attaches again gets the recent screen.
+	replay, detach2 := tm.Attach(func([]byte) {})
+	defer detach2()
+	if !strings.Contains(string(replay), "after-2") {
+		t.Errorf("replay lacks the recent output: %q", replay)
+	}
+
+	// Close ends the shell and a job it left behind.
+	tm.Write([]byte("sleep 300 &\n"))
+	time.Sleep(200 * time.Millisecond)
+	if err := tm.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-tm.Done():
+	default:
+		t.Fatal("Done not closed after Close")
+	}
+}
+
+func TestExitEndsTerminal(t *testing.T) {
+	kerneltest.SkipShort(t, "a terminal")
+	tm, err := Start(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tm.Close(context.Background())
+	tm.Write([]byte("exit 3\n"))
+	select {
+	case <-tm.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the shell did not end")
+	}
+	if tm.Err() == nil || tm.Write([]byte("x")) == nil {
+		t.Fatalf("err %v", tm.Err())
+	}
+}
