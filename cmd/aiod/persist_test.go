@@ -339,3 +339,34 @@ console.log("ready");`
 		t.Fatalf("after idle reclaim: %d %v", st, env)
 	}
 }
+
+// A bash session comes back after idle reclaim with its exported
+// environment, its functions and its working folder; its other shell
+// variables do not, and the answer says so.
+func TestBashSessionRestores(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	d := startDaemon(t, "--native-idle", "2")
+	c := &caller{t: t, d: d, name: "default"}
+	if out := c.run(ctx, "bash", "sh1", `export GREETING="hi there"; greet() { echo "$GREETING $1"; }; mkdir -p snapdir && cd snapdir && LOCALVAR=1 && basename "$PWD"`); out != "snapdir\n" {
+		t.Fatalf("setup: %q", out)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		_, list := c.call(ctx, http.MethodGet, "/v2/code/sessions", nil)
+		if strings.Contains(mustJSON(t, list), `"state":"saved"`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not saved after idle reclaim: %v", list)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	st, env := c.call(ctx, http.MethodPost, "/v2/code/execute", map[string]any{"language": "bash", "session_id": "sh1",
+		"code": `greet you; basename "$PWD"; echo "[$LOCALVAR]"`})
+	out, _ := env["data"].(map[string]any)
+	sk, _ := out["skipped"].(map[string]any)
+	if st != 200 || out["restored"] != true || out["stdout"] != "hi there you\nsnapdir\n[]\n" || sk["(shell state)"] == nil {
+		t.Fatalf("after idle reclaim: %d %v", st, env)
+	}
+}

@@ -43,10 +43,17 @@ var saveJS string
 //go:embed restore.js
 var restoreJS string
 
+//go:embed save.sh
+var saveSh string
+
+//go:embed restore.sh
+var restoreSh string
+
 // programs is the save and restore code of each language snapshots know.
 var programs = map[string]struct{ save, restore string }{
 	"python":     {saveSource, restoreSource},
 	"javascript": {saveJS, restoreJS},
+	"bash":       {saveSh, restoreSh},
 }
 
 // Defaults of Config.
@@ -696,15 +703,19 @@ var errEmpty = errors.New("the namespace is empty")
 type UnsupportedError struct{ Language string }
 
 func (e *UnsupportedError) Error() string {
-	return fmt.Sprintf("snapshots of %s sessions are not supported; python and javascript sessions are", e.Language)
+	return fmt.Sprintf("snapshots of %s sessions are not supported; python, javascript and bash sessions are", e.Language)
 }
 
 // program is the code that runs src with args in the session's namespace
 // and adds nothing to it.
 func program(lang, src string, args []byte) string {
 	a, _ := json.Marshal(string(args))
-	if lang == "javascript" {
+	switch lang {
+	case "javascript":
 		return fmt.Sprintf("(() => { const args = JSON.parse(%s);\n%s\n})()", a, src)
+	case "bash":
+		// args is JSON of numbers and base64 only: no quote to escape.
+		return fmt.Sprintf("__aiod_args='%s'\n%s", args, src)
 	}
 	s, _ := json.Marshal(src)
 	return fmt.Sprintf("exec(compile(%s, '<aiod-snapshot>', 'exec'), {'__aiod_user': globals(), '__aiod_args': %s, '__name__': '__aiod__'})", s, a)
