@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what aiod needs when it is missing.
-#   .ci/deps.sh run   - what the daemon needs: ipykernel, pandas, matplotlib for /usr/bin/python3,
-#                       and httpx, which the README's walkthrough (examples/) imports
+#   .ci/deps.sh run   - what the daemon needs: ipykernel, pandas, matplotlib, dill (session
+#                       snapshots) for /usr/bin/python3, and httpx, which the README's
+#                       walkthrough (examples/) imports
 #   .ci/deps.sh list run|test - print the Debian packages of that mode, one a line, and exit
 #   .ci/deps.sh test  - that, plus what the tests drive: Node.js and npm,
 #                       jupyter_client/server, websocket-client, nbformat (the browser
@@ -18,7 +19,7 @@ mode=${1:-run}
 list=0
 if [ "$mode" = list ]; then list=1; mode=${2:-run}; fi
 here=$(cd "$(dirname "$0")/.." && pwd)
-pkgs=(python3-ipykernel python3-pandas python3-matplotlib python3-httpx)
+pkgs=(python3-ipykernel python3-pandas python3-matplotlib python3-dill python3-httpx)
 if [ "$mode" = test ]; then
   pkgs+=(python3-jupyter-client python3-jupyter-server python3-websocket python3-nbformat python3-nbclient)
   command -v node >/dev/null 2>&1 || pkgs+=(nodejs)

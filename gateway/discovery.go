@@ -151,6 +151,7 @@ func (s *Server) v2CodeInfo(ctx *fasthttp.RequestCtx) {
 		"kernel_start":        s.rt.KernelStart(),
 		"isolation":           s.rt.Isolation(call.Tenant(ctx)),
 		"executions":          s.executionStats(),
+		"snapshots":           s.snapshotStats(),
 		"warnings":            append([]string{}, s.env.Warnings...),
 	})
 }
@@ -159,8 +160,15 @@ func (s *Server) v2CodeInfo(ctx *fasthttp.RequestCtx) {
 func (s *Server) executionStats() map[string]any {
 	st := s.reg.Executions().Stats()
 	cfg := s.reg.Executions().Config()
-	return map[string]any{
+	out := map[string]any{
 		"held": st.Held, "finished": st.Finished, "finished_bytes": st.Bytes, "evicted": st.Evicted,
 		"retention_seconds": cfg.Retention.Seconds(), "retention_bytes": cfg.RetentionBytes, "log_bytes": cfg.LogBytes,
+		"durable": false,
 	}
+	if d, ok := s.reg.Executions().Disk(); ok {
+		// Written through to the state directory: retention applies there,
+		// and memory holds the running ones and a cache of the latest.
+		out["durable"], out["stored"], out["stored_bytes"], out["cache_bytes"] = true, d.Records, d.Bytes, cfg.CacheBytes
+	}
+	return out
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/aiod/aiod/stream"
 	"github.com/aiod/aiod/stream/backend"
 	"github.com/aiod/aiod/stream/execution"
+	"github.com/aiod/aiod/stream/snapshot"
 )
 
 // Version is aiod's version, reported by discovery routes.
@@ -68,6 +69,9 @@ type Config struct {
 	MetricsPublic           bool              // serve /metrics without credentials
 	ExecutionRetention      time.Duration     // how long a finished execution is kept; 10 min
 	ExecutionRetentionBytes int               // bytes all finished executions may hold; 256 MiB
+	SnapshotMaxBytes        int64             // one session snapshot's bytes; 256 MiB (needs a state directory: Isolation.StateDir)
+	SnapshotTotalBytes      int64             // all snapshots' bytes; the oldest go first; 4 GiB
+	SnapshotRetention       time.Duration     // a snapshot is deleted this long after it was taken; 7 days
 	Admission               stream.Admission  // session caps and the start queue; zero values turn them off
 	Token                   string            // when set, every route but /healthz requires it (or a JWT, or a ticket)
 	AllowedOrigins          []string          // origins allowed on state-changing requests and WebSockets besides the request's own; "*" allows any
@@ -120,6 +124,8 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	reg     *stream.Registry
+	execs   *execution.Store     // the registry's store of executions (state.go)
+	snaps   *snapshot.Manager    // sessions' snapshots (state.go); nil without a state directory
 	env     *backend.Environment // rt.Env()
 	started time.Time
 	http    *fasthttp.Server
@@ -182,9 +188,25 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.streamQueue = wl.WithDefaults().QueueBytes
 	s.hub = wsock.NewHub(wsock.Config{Limits: wl, MaxRead: int64(cfg.MaxBody), Counters: counters, Logger: cfg.Logger, CheckOrigin: g.CheckOrigin})
-	s.reg = stream.NewRegistry(stream.Config{Budget: cfg.OutputBudget, ReapInterval: cfg.ReapInterval, Logger: cfg.Logger, Counters: counters,
-		Executions: execution.Config{Retention: cfg.ExecutionRetention, RetentionBytes: cfg.ExecutionRetentionBytes},
-		Admission:  cfg.Admission, Gate: gate})
+	execs, err := openExecutions(cfg)
+	if err != nil {
+		_ = rt.Close(context.Background())
+		return nil, err
+	}
+	s.execs = execs
+	snaps, err := openSnapshots(cfg)
+	if err != nil {
+		_ = execs.Close()
+		_ = rt.Close(context.Background())
+		return nil, err
+	}
+	s.snaps = snaps
+	rc := stream.Config{Budget: cfg.OutputBudget, ReapInterval: cfg.ReapInterval, Logger: cfg.Logger, Counters: counters,
+		Executions: execs.Config(), Store: execs, Admission: cfg.Admission, Gate: gate}
+	if snaps != nil {
+		rc.Snapshots = snaps
+	}
+	s.reg = stream.NewRegistry(rc)
 	s.core = call.New(s.reg, rt, call.Config{DefaultTimeout: cfg.DefaultTimeout, MaxTimeout: cfg.MaxTimeout,
 		KernelIdle: cfg.KernelIdle, NativeIdle: cfg.NativeIdle, KernelStartTimeout: cfg.KernelStartTimeout,
 		OutputBudget: cfg.OutputBudget, Logger: cfg.Logger})
@@ -287,6 +309,8 @@ func (s *Server) routes() *router.Router {
 	r.DELETE("/v2/code/sessions/{id}", s.v2DeleteSession)
 	r.POST("/v2/code/sessions/{id}/interrupt", s.v2InterruptSession)
 	r.POST("/v2/code/sessions/{id}/restart", s.v2RestartSession)
+	r.POST("/v2/code/sessions/{id}/snapshot", s.v2SnapshotSession)
+	r.POST("/v2/code/sessions/{id}/fork", s.v2ForkSession)
 	r.POST("/v2/code/complete", s.v2Complete)
 	r.POST("/v2/code/inspect", s.v2Inspect)
 	r.GET("/v2/code/executions/{id}", s.v2GetExecution)
@@ -445,6 +469,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mcp.Close()
 	lerr := errors.Join(s.hub.Close(ctx), s.core.Close(ctx))
 	perr := s.rt.Close(ctx)
+	xerr := s.execs.Close()
+	if s.snaps != nil {
+		s.snaps.Close()
+	}
 	if hdone != nil {
 		select {
 		case herr = <-hdone:
@@ -452,7 +480,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			herr = ctx.Err()
 		}
 	}
-	return errors.Join(herr, rerr, lerr, perr)
+	return errors.Join(herr, rerr, lerr, perr, xerr)
 }
 
 // onceCloser is a listener that closes once: Shutdown and fasthttp may

@@ -10,7 +10,8 @@ import (
 )
 
 func (s *Server) v2ListSessions(ctx *fasthttp.RequestCtx) {
-	api.OK(ctx, map[string]any{"sessions": s.core.SessionViews(call.Tenant(ctx))})
+	tenant := call.Tenant(ctx)
+	api.OK(ctx, map[string]any{"sessions": append(s.core.SessionViews(tenant), s.savedViews(tenant)...)})
 }
 
 func (s *Server) v2DeleteSession(ctx *fasthttp.RequestCtx) {

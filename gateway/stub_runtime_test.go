@@ -91,5 +91,8 @@ func stubSession(t testing.TB, ts *testServer, id string, newRT func() *stubRunt
 	if _, err := sess.EnsureRuntime(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	// Deleted before the server's shutdown (cleanups run last first): a
+	// stub answers no execute, and shutdown would try to save it.
+	t.Cleanup(func() { ts.Registry().DeleteSession(context.Background(), sess) })
 	return sess, started
 }

@@ -37,7 +37,21 @@ func (s *Session) EnsureRuntime(ctx context.Context) (jupyter.Runtime, error) {
 	if rt := s.liveRuntime(); rt != nil {
 		return rt, nil
 	}
-	return s.startRuntime(ctx)
+	rt, err := s.startRuntime(ctx)
+	if err == nil && s.ID != "" && s.reg.cfg.Snapshots != nil {
+		// A front end's start restores a saved session too; the next
+		// call's answer says so.
+		s.mu.Lock()
+		gen := s.gen
+		s.mu.Unlock()
+		res := &execution.Result{}
+		if s.restore(ctx, rt, gen, res, "") {
+			s.mu.Lock()
+			s.told = res
+			s.mu.Unlock()
+		}
+	}
+	return rt, err
 }
 
 // takeTurn waits for the session's turn, bounded by ctx.

@@ -105,8 +105,10 @@ func (m *Mux) deliver(gen uint64, msg *jupyter.Message) {
 	if ex != nil {
 		complete = ex.add(ev)
 	}
-	for _, w := range *m.watchers.Load() {
-		w.Deliver(ev)
+	if ex == nil || !ex.internal {
+		for _, w := range *m.watchers.Load() {
+			w.Deliver(ev)
+		}
 	}
 	if complete != nil {
 		complete()
@@ -172,7 +174,18 @@ func (m *Mux) Watchers() int { return len(*m.watchers.Load()) }
 // Begin registers an execution before its request is sent, so that no reply
 // can arrive unrouted. Its events carry executionID and origin.
 func (m *Mux) Begin(id, executionID string, origin any, budget int, subs ...execution.Subscriber) *Execution {
+	return m.begin(id, executionID, origin, budget, false, subs)
+}
+
+// beginInternal is Begin for aiod's own execution (Session.Internal):
+// watchers do not see it.
+func (m *Mux) beginInternal(id string, budget int) *Execution {
+	return m.begin(id, "", nil, budget, true, nil)
+}
+
+func (m *Mux) begin(id, executionID string, origin any, budget int, internal bool, subs []execution.Subscriber) *Execution {
 	ex := &Execution{
+		internal:    internal,
 		ID:          id,
 		ExecutionID: executionID,
 		Origin:      origin,
@@ -210,6 +223,7 @@ type Execution struct {
 	activity chan struct{} // poked (never blocking) on every message
 	asked    chan struct{} // poked when a client's interrupt reached the runtime (Session.Interrupt)
 	folding  atomic.Int32  // messages being folded right now
+	internal bool          // aiod's own (Session.Internal): watchers do not see it
 
 	mu          sync.Mutex // guards everything below
 	col         *execution.Collector

@@ -30,6 +30,8 @@ type Config struct {
 	CloseTimeout    time.Duration    // bound on closing one runtime; 10 s
 	Counters        *Counters        // where sessions count; a set of its own when nil
 	Executions      execution.Config // what finished executions keep (LogBytes defaults to Budget)
+	Store           *execution.Store // the store to use (OpenStore's, written through to disk); nil makes one from Executions
+	Snapshots       Snapshots        // saves named sessions before idle reclaim and shutdown, restores them on their next start; nil: none
 	Admission       Admission        // session caps and the start queue; zero values turn them off
 	Gate            *StartGate       // the start gate, shared with the pools; nil: made from Admission
 	Logger          *slog.Logger
@@ -95,7 +97,11 @@ func NewRegistry(cfg Config) *Registry {
 	if cfg.Executions.LogBytes <= 0 {
 		cfg.Executions.LogBytes = cfg.Budget
 	}
-	r := &Registry{cfg: cfg, counters: cfg.Counters, execs: execution.NewStore(cfg.Executions), sessions: map[sessionKey]*Session{},
+	execs := cfg.Store
+	if execs == nil {
+		execs = execution.NewStore(cfg.Executions)
+	}
+	r := &Registry{cfg: cfg, counters: cfg.Counters, execs: execs, sessions: map[sessionKey]*Session{},
 		kernels: map[string]*Session{}, temps: map[*Session]struct{}{}, trim: make(chan struct{}, 1),
 		ended: newEndedLog(endedMax, endedTTL), owners: map[string]int{}, gate: newGate(cfg.Admission)}
 	if cfg.Gate != nil {
@@ -277,21 +283,36 @@ func (r *Registry) list(match func(*Session) bool) []*Session {
 // Delete ends every session of tenant named id, of any language, and
 // returns how many there were. Runtimes are closed before it returns.
 func (r *Registry) Delete(ctx context.Context, tenant, id string) int {
-	return r.remove(ctx, func(s *Session) bool { return s.Tenant == tenant && s.ID == id }, ClosedDeleted)
+	n := r.remove(ctx, func(s *Session) bool { return s.Tenant == tenant && s.ID == id }, ClosedDeleted)
+	if sn := r.cfg.Snapshots; sn != nil {
+		// Its saved state goes too: the id comes back empty.
+		if f := sn.Forget(tenant, "", id); n == 0 {
+			n = f
+		}
+	}
+	return n
 }
 
 // DeleteOne ends tenant's one session (lang, id) and reports whether it
 // existed.
 func (r *Registry) DeleteOne(ctx context.Context, tenant, lang, id string) bool {
-	return r.remove(ctx, func(s *Session) bool {
+	n := r.remove(ctx, func(s *Session) bool {
 		return s.Tenant == tenant && s.Language == lang && s.ID == id
-	}, ClosedDeleted) > 0
+	}, ClosedDeleted)
+	if sn := r.cfg.Snapshots; sn != nil {
+		n += sn.Forget(tenant, lang, id)
+	}
+	return n > 0
 }
 
 // DeleteSession ends one session (not the others sharing its id in other
 // languages) and reports whether it was registered.
 func (r *Registry) DeleteSession(ctx context.Context, s *Session) bool {
-	return r.remove(ctx, func(x *Session) bool { return x == s }, ClosedDeleted) > 0
+	n := r.remove(ctx, func(x *Session) bool { return x == s }, ClosedDeleted)
+	if sn := r.cfg.Snapshots; sn != nil && n > 0 && s.ID != "" {
+		sn.Forget(s.Tenant, s.Language, s.ID)
+	}
+	return n > 0
 }
 
 func (r *Registry) remove(ctx context.Context, match func(*Session) bool, why string) int {
@@ -312,7 +333,9 @@ func (r *Registry) remove(ctx context.Context, match func(*Session) bool, why st
 			reasons = append(reasons, reason)
 		}
 	}
+	held := r.reserveSaves(gone, why) // before anyone can open the name again
 	r.mu.Unlock()
+	defer held()
 	r.closeAll(ctx, gone, why, reasons)
 	return len(gone)
 }
@@ -325,6 +348,7 @@ func (r *Registry) closeAll(ctx context.Context, ss []*Session, why string, reas
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			r.saveBeforeClose(ctx, s, why)
 			s.Close(ctx, why)
 			if s.ID != "" {
 				reason := why

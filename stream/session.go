@@ -99,6 +99,7 @@ type Session struct {
 	idle       time.Duration       // reclaim after this long unused; starts as Backend.Idle
 	cwd        string              // the folder the runtime was last told to work in; "" its start folder
 	running    *execution.Record   // the execution running now
+	told       *execution.Result   // a restore (or its failure) the next call's answer reports (EnsureRuntime)
 	queued     []*execution.Record // executions waiting for their turn, in arrival order
 }
 
@@ -413,11 +414,13 @@ func (s *Session) runtime(ctx context.Context, res *execution.Result) (jupyter.R
 		s.discard(rt, gen, fmt.Sprintf("the %s died while idle (%v)", s.kind(), rt.Err()))
 		rt = nil
 	}
+	started := false
 	if rt == nil {
 		var err error
 		if rt, gen, err = s.start(ctx); err != nil {
 			return nil, 0, err
 		}
+		started = true
 	}
 	// A loss is reported to the first call after it, whoever started the
 	// runtime this call runs in (this call, a restart, a front end).
@@ -425,7 +428,20 @@ func (s *Session) runtime(ctx context.Context, res *execution.Result) (jupyter.R
 	lost := s.lost
 	s.lost = ""
 	s.mu.Unlock()
-	if lost != "" {
+	restored := false
+	if started && s.ID != "" && s.reg.cfg.Snapshots != nil {
+		restored = s.restore(ctx, rt, gen, res, lost)
+	}
+	s.mu.Lock()
+	told := s.told
+	s.told = nil
+	s.mu.Unlock()
+	if told != nil && !started {
+		res.Restored, res.Skipped, res.Fresh = told.Restored, told.Skipped, told.Fresh
+		res.Notes = append(res.Notes, told.Notes...)
+		restored = true
+	}
+	if lost != "" && !restored {
 		res.Fresh = true
 		res.Note(fmt.Sprintf("this call ran in a fresh %s because %s; earlier state is gone", s.kind(), lost))
 	}
@@ -660,6 +676,9 @@ func (s *Session) died(rt jupyter.Runtime, gen uint64, res *execution.Result) {
 		why := s.closeWhy
 		s.mu.Unlock()
 		res.Note(closedNote(why))
+		if why == ClosedShutdown {
+			res.ErrorKind = execution.KindDaemonRestarted
+		}
 		s.discard(rt, gen, "the session was deleted")
 		return
 	default:

@@ -248,6 +248,9 @@ func (d *Daemon) URL() string { return d.d.url }
 // Stop sends SIGTERM and waits (SIGKILL to its process group past 45 s).
 func (d *Daemon) Stop() { d.d.stop() }
 
+// PID is the daemon's process id.
+func (d *Daemon) PID() int { return d.d.pid() }
+
 // tenantUIDs is a range of tenant uids for one daemon: the run's daemons
 // (and any other aiod on the machine) may not share one.
 func tenantUIDs() string {

@@ -86,6 +86,9 @@ type options struct {
 	runtimeNetwork     string
 	egressAllow        string
 	pprofAddr          string // "": off
+	snapMaxBytes       int
+	snapTotalBytes     int
+	snapRetention      time.Duration
 }
 
 // setting is one flag with its variable, for parsing and for --help.
@@ -145,6 +148,9 @@ func (o *options) settings() []setting {
 		{"jupyter-probe-interval", "AIO_JUPYTER_PROBE_INTERVAL", "30", "seconds between reachability probes of that server", secSetter(&o.jupyterProbe)},
 		{"execution-retention", "AIO_EXECUTION_RETENTION", "600", "seconds a finished execution's outputs and result are kept for GET /v2/code/executions/{id}, resume and retries", secSetter(&o.execRetention)},
 		{"execution-retention-bytes", "AIO_EXECUTION_RETENTION_BYTES", "268435456", "bytes all finished executions may hold; the oldest are evicted first", intSetter(&o.execRetentionBytes)},
+		{"snapshot-max-bytes", "AIO_SNAPSHOT_MAX_BYTES", "268435456", "bytes one session snapshot may hold (values past it are skipped)", intSetter(&o.snapMaxBytes)},
+		{"snapshot-total-bytes", "AIO_SNAPSHOT_TOTAL_BYTES", "4294967296", "bytes all session snapshots in the state directory may hold; the oldest are deleted first", intSetter(&o.snapTotalBytes)},
+		{"snapshot-retention", "AIO_SNAPSHOT_RETENTION", "604800", "seconds a session snapshot is kept (a saved session is forgotten after it)", secSetter(&o.snapRetention)},
 		{"ws-queue-limit", "AIO_WS_QUEUE_LIMIT", "16777216", "bytes that may wait for one WebSocket; a socket that stops reading is closed with 1008 past it", intSetter(&o.wsQueueBytes)},
 		{"max-sessions", "AIO_MAX_SESSIONS", "auto", "live sessions of all kinds (named and one-shot, starting ones included, prewarm pools not) before new ones get 429; auto derives it from the machine's memory (docs/limits.md); 0 means no cap", limitSetter(&o.maxSessions, true)},
 		{"max-sessions-per-key", "AIO_MAX_SESSIONS_PER_KEY", "0", "the same cap for one caller when credentials are required (the JWT sub, or the token); 0 means none", limitSetter(&o.maxSessionsPerKey, false)},
@@ -641,6 +647,7 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 		JupyterStartTimeout: o.jupyterStart, JupyterProbeInterval: o.jupyterProbe,
 		WSQueueBytes: o.wsQueueBytes, NoAccessLog: !o.accessLog, MetricsPublic: o.metricsPublic,
 		ExecutionRetention: o.execRetention, ExecutionRetentionBytes: o.execRetentionBytes,
+		SnapshotMaxBytes: int64(o.snapMaxBytes), SnapshotTotalBytes: int64(o.snapTotalBytes), SnapshotRetention: o.snapRetention,
 		Admission: o.admission(),
 	}
 	c.Isolation.MemoryBytes, c.Isolation.Pids, c.Isolation.CPU = o.runtimeMemory, o.runtimePids, o.runtimeCPU

@@ -22,6 +22,12 @@ type SessionView struct {
 	Executing   *ExecRef  `json:"executing"`    // the execution running now, or null
 	Queued      []ExecRef `json:"queued"`       // executions waiting behind it, oldest first
 	QueueLength int       `json:"queue_length"` // len(queued)
+	// State is "saved" for a session whose state waits in a snapshot
+	// (after idle reclaim or a restart) to be restored on its next use;
+	// "" for a live one.
+	State      string     `json:"state,omitempty"`
+	SnapshotID string     `json:"snapshot_id,omitempty"` // with state saved: the snapshot its next use restores
+	SavedAt    *time.Time `json:"saved_at,omitempty"`
 }
 
 // ExecRef is an execution in listings: its id, state and since when.

@@ -74,6 +74,10 @@ type ExecuteRequest struct {
 	// Silent and NoHistory map to execute_request's silent and !store_history.
 	Silent    bool
 	NoHistory bool
+	// UserExpressions are evaluated after the code (name -> expression):
+	// plain eval in the user namespace, so a large argument does not pass
+	// through the cell machinery. Kernels only; native REPLs ignore them.
+	UserExpressions map[string]string
 }
 
 type executeContent struct {
@@ -94,11 +98,15 @@ func NewExecuteRequest(session string, req ExecuteRequest) (*Message, error) {
 	if req.MsgID == "" {
 		return nil, fmt.Errorf("execute_request: empty msg_id")
 	}
+	ue := req.UserExpressions
+	if ue == nil {
+		ue = map[string]string{}
+	}
 	content, err := json.Marshal(executeContent{
 		Code:            req.Code,
 		Silent:          req.Silent,
 		StoreHistory:    !req.NoHistory,
-		UserExpressions: map[string]string{},
+		UserExpressions: ue,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("execute_request: %w", err)

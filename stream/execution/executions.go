@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aiod/aiod/kernel/jupyter"
@@ -60,6 +61,11 @@ type Config struct {
 	Retention      time.Duration // how long a finished execution is kept; DefaultRetention
 	RetentionBytes int           // bytes all finished executions may hold; DefaultRetentionBytes
 	LogBytes       int           // bytes of outputs one execution's log holds (oldest dropped past it); the output budget
+	// Path, when set, is a bbolt file the store writes through to
+	// (OpenStore): retention and its bytes then apply on disk, and memory
+	// keeps running executions and CacheBytes of finished ones.
+	Path       string
+	CacheBytes int // finished executions kept in memory with Path; DefaultCacheBytes
 }
 
 // Store records every execution that runs through a Session: its
@@ -85,6 +91,8 @@ type Store struct {
 	peak      int // the most records byID held since it was last made anew
 
 	whyAge, whyBytes string // why an execution was evicted, one string for all tombstones
+
+	disk *disk // the write-through to Config.Path, or nil
 }
 
 // shrinkFrom is the size from which byID is made anew once it holds an
@@ -138,10 +146,21 @@ func (x *Store) Claim(tenant, id string, k Key) (rec *Record, created bool, err 
 	if g := x.tombs[ek]; g != nil {
 		return nil, false, g
 	}
+	if x.disk != nil {
+		if r := x.load(ek); r != nil {
+			if r.key != k {
+				return nil, false, ErrExecutionConflict
+			}
+			return r, false, nil
+		}
+	}
 	r := &Record{ID: id, Tenant: tenant, key: k, Created: time.Now(), x: x, state: StateQueued,
 		done: make(chan struct{}), cancel: make(chan struct{}), sinks: map[*follower]struct{}{}, firstSeq: 1}
 	x.byID[ek] = r
 	x.peak = max(x.peak, len(x.byID))
+	if x.disk != nil {
+		x.disk.enqueue(diskOp{rec: r, pending: true})
+	}
 	return r, true, nil
 }
 
@@ -157,6 +176,11 @@ func (x *Store) Get(tenant, id string) (*Record, error) {
 	}
 	if g := x.tombs[ek]; g != nil {
 		return nil, g
+	}
+	if x.disk != nil {
+		if r := x.load(ek); r != nil {
+			return r, nil
+		}
 	}
 	return nil, ErrNoExecution
 }
@@ -210,6 +234,14 @@ func (x *Store) sweepLocked(now time.Time) {
 	for len(x.finished) > 0 {
 		r := x.finished[0]
 		switch {
+		case x.disk != nil && now.Sub(r.endedAt()) <= x.cfg.Retention && x.bytes > x.cfg.CacheBytes && r.persisted.Load():
+			// On disk: it leaves the cache, not the store.
+			x.finished[0] = nil
+			x.finished = x.finished[1:]
+			x.bytes -= r.heldBytes()
+			delete(x.byID, execKey{r.Tenant, r.ID})
+		case x.disk != nil && now.Sub(r.endedAt()) <= x.cfg.Retention:
+			return // the disk's retention applies to the bytes
 		case now.Sub(r.endedAt()) > x.cfg.Retention:
 			x.evictLocked(r, x.whyAge)
 		case x.bytes > x.cfg.RetentionBytes:
@@ -229,14 +261,33 @@ func (x *Store) evictLocked(r *Record, why string) {
 	x.bytes -= r.heldBytes()
 	ek := execKey{r.Tenant, r.ID}
 	delete(x.byID, ek)
-	x.tombs[ek] = &GoneError{ID: r.ID, At: time.Now(), Why: why}
-	x.tombOrder = append(x.tombOrder, ek)
+	x.tombLocked(ek, why)
+	r.release()
+}
+
+// tombLocked leaves a tombstone for an evicted execution (bounded).
+func (x *Store) tombLocked(ek execKey, why string) {
+	if x.tombs[ek] == nil {
+		x.tombOrder = append(x.tombOrder, ek)
+	}
+	x.tombs[ek] = &GoneError{ID: ek.id, At: time.Now(), Why: why}
 	if len(x.tombOrder) > maxTombstones {
 		delete(x.tombs, x.tombOrder[0])
 		x.tombOrder[0] = execKey{}
 		x.tombOrder = x.tombOrder[1:]
 	}
-	r.release()
+}
+
+// dropFinishedLocked takes r out of the finished list (the cache), if it
+// is there.
+func (x *Store) dropFinishedLocked(r *Record) {
+	for i, f := range x.finished {
+		if f == r {
+			x.finished = append(x.finished[:i:i], x.finished[i+1:]...)
+			x.bytes -= r.heldBytes()
+			return
+		}
+	}
 }
 
 // compactLocked gives back the room a burst left: byID is made anew once
@@ -259,6 +310,9 @@ func (x *Store) finish(r *Record) {
 	defer x.mu.Unlock()
 	x.finished = append(x.finished, r)
 	x.bytes += r.heldBytes()
+	if x.disk != nil {
+		x.disk.enqueue(diskOp{rec: r})
+	}
 	x.sweepLocked(time.Now())
 }
 
@@ -298,6 +352,7 @@ type Record struct {
 	runner    Runner // the session it runs in (temporary ones included), once it entered one
 	sinks     map[*follower]struct{}
 	resultLen int
+	persisted atomic.Bool // written to the store's file (finished)
 }
 
 // Runner is what runs an execution: the session it entered (package

@@ -25,6 +25,9 @@ const (
 	KindNoReply     = "no_reply"      // the runtime went idle but never sent the execute_reply: whether the code ran is unknown
 	KindAdmission   = "admission"     // refused by a limit before it ran (429 or 503)
 	KindStart       = "start_failed"  // no runtime could be started (503)
+	// KindDaemonRestarted: aiod stopped while the execution was queued or
+	// running; after a restart its id answers with this kind.
+	KindDaemonRestarted = "daemon_restarted"
 )
 
 // Result is one finished execution, ready to be rendered by any route.
@@ -41,13 +44,15 @@ type Result struct {
 	ExecutionCount *int
 	Outputs        []*Output
 	Truncated      bool
-	Fresh          bool     // the runtime was (re)started for this call after a loss of state
-	Notes          []string // what the caller should know, joined into the envelope's message
-	Warnings       []string // about the request itself (ExecRequest.Warnings)
-	NextInput      string   // the text a set_next_input payload proposed for the next cell
-	InterruptedBy  string   // who interrupted the execution ("a timeout", Session.Interrupt's by), or ""
-	ErrorKind      string   // why it did not end ok: one of the Kind* constants; "" when Status is ok
-	ExitStatus     *int     // bash: the exit code of the last command; nil for other languages
+	Fresh          bool              // the runtime was (re)started for this call after a loss of state
+	Restored       bool              // the runtime was started for this call and the session's saved state restored into it
+	Skipped        map[string]string // with Restored: what the snapshot could not save or restore (name -> why)
+	Notes          []string          // what the caller should know, joined into the envelope's message
+	Warnings       []string          // about the request itself (ExecRequest.Warnings)
+	NextInput      string            // the text a set_next_input payload proposed for the next cell
+	InterruptedBy  string            // who interrupted the execution ("a timeout", Session.Interrupt's by), or ""
+	ErrorKind      string            // why it did not end ok: one of the Kind* constants; "" when Status is ok
+	ExitStatus     *int              // bash: the exit code of the last command; nil for other languages
 	Runtime        jupyter.RuntimeInfo
 }
 

@@ -3,6 +3,7 @@
 //	aiobench load [flags]     drive a running aiod and report latency and throughput
 //	aiobench compare [flags]  start aiod, its floor and Jupyter Server, and compare them in one run
 //	aiobench soak [flags]     start aiod, load it, let everything expire, and check its heap comes back
+//	aiobench persist [flags]  snapshots, restores, SIGTERM with live sessions, saved sessions, RSS under load
 package main
 
 import (
@@ -35,6 +36,8 @@ func main() {
 		err = runCompare(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "soak":
 		err = runSoak(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	case "persist":
+		err = runPersist(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "-h", "--help", "help":
 		usage(os.Stdout)
 		return
@@ -53,8 +56,9 @@ func usage(w io.Writer) {
   aiobench load [flags]     drive a running aiod over REST or WebSocket
   aiobench compare [flags]  floor vs aiod REST/WS vs Jupyter Server, one-shots, memory; one table and --json
   aiobench soak [flags]     mixed load, then everything expires: does aiod's live heap come back?
+  aiobench persist [flags]  session snapshots and restores, SIGTERM with live sessions, 5,000 saved sessions, RSS under a steady load
 
-Run "aiobench load -h", "aiobench compare -h" or "aiobench soak -h" for flags.
+Run "aiobench load -h", "aiobench compare -h", "aiobench soak -h" or "aiobench persist -h" for flags.
 `)
 }
 

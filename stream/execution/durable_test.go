@@ -1,0 +1,134 @@
+package execution
+
+import (
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func openTestStore(t *testing.T, path string, cfg Config) *Store {
+	t.Helper()
+	cfg.Path = path
+	if cfg.LogBytes == 0 {
+		cfg.LogBytes = 1 << 20
+	}
+	x, err := OpenStore(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+// A finished execution is fetched after the store is closed and opened
+// again, with the same answer; one that was running answers
+// daemon_restarted; the cache in memory stays within its bound while
+// every execution stays fetchable.
+func TestDurableStoreSurvivesReopen(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "executions.db")
+	x := openTestStore(t, path, Config{CacheBytes: 4096})
+	k := Key{Language: "python", SessionID: "s", Code: "print(1)"}
+	r, _, err := x.Claim("t", "e1", k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Started(0)
+	finishRecord(r, "hello\n")
+	for i := range 50 { // pushes e1 out of the cache
+		o, _, _ := x.Claim("t", "", Key{Language: "python", Code: "x"})
+		finishRecord(o, strings.Repeat("y", 200+i))
+	}
+	run, _, _ := x.Claim("t", "e2", Key{Language: "python", SessionID: "s", Code: "while True: pass"})
+	run.Started(time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
+	for x.Stats().Bytes > 4096+1024 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		x.Sweep(time.Now())
+	}
+	if st := x.Stats(); st.Bytes > 4096+1024 {
+		t.Fatalf("the cache holds %d bytes, over its bound", st.Bytes)
+	}
+	got, err := x.Get("t", "e1")
+	if err != nil {
+		t.Fatalf("e1 after it left the cache: %v", err)
+	}
+	if v := got.View(); v.Result == nil || v.Result.Text("stdout") != "hello\n" || v.State != StateDone {
+		t.Fatalf("e1 from disk: %+v", v)
+	}
+	if again, created, err := x.Claim("t", "e1", k); err != nil || created || again.View().Result.Text("stdout") != "hello\n" {
+		t.Fatalf("a retry of e1 from disk: %v %v", created, err)
+	}
+	if _, _, err := x.Claim("t", "e1", Key{Language: "python", Code: "other"}); !errors.Is(err, ErrExecutionConflict) {
+		t.Fatalf("another key on a stored id: %v", err)
+	}
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	y := openTestStore(t, path, Config{})
+	defer y.Close()
+	got, err = y.Get("t", "e1")
+	if err != nil {
+		t.Fatalf("e1 after reopening: %v", err)
+	}
+	v := got.View()
+	if v.Result == nil || v.Result.Text("stdout") != "hello\n" || v.SessionID != "s" || v.Started.IsZero() {
+		t.Fatalf("e1 after reopening: %+v", v)
+	}
+	if _, err := y.Get("other-tenant", "e1"); !errors.Is(err, ErrNoExecution) {
+		t.Fatalf("another tenant's id: %v", err)
+	}
+	got, err = y.Get("t", "e2")
+	if err != nil {
+		t.Fatalf("e2, running when the store closed: %v", err)
+	}
+	if v := got.View(); v.State != StateDone || v.Result == nil || v.Result.ErrorKind != KindDaemonRestarted ||
+		!strings.Contains(v.Result.Message(), "was running") {
+		t.Fatalf("e2 after reopening: %+v", v)
+	}
+	var entries []Entry
+	detach, err := got.Follow(0, func(e Entry) { entries = append(entries, e) })
+	if err != nil || len(entries) != 1 || entries[0].Event.Result == nil {
+		t.Fatalf("follow a stored execution: %v %+v", err, entries)
+	}
+	detach()
+	if d, ok := y.Disk(); !ok || d.Records != 52 || d.Bytes <= 0 {
+		t.Fatalf("disk stats: %+v %v", d, ok)
+	}
+}
+
+// Retention applies on disk: past the bytes, the oldest go, and their
+// ids answer gone.
+func TestDurableStoreRetention(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "executions.db")
+	x := openTestStore(t, path, Config{RetentionBytes: 8192, CacheBytes: 1024})
+	defer x.Close()
+	var ids []string
+	for range 40 {
+		r, _, _ := x.Claim("t", "", Key{Language: "python", Code: "x"})
+		finishRecord(r, strings.Repeat("z", 500))
+		ids = append(ids, r.ID)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	var gone *GoneError
+	for {
+		_, err := x.Get("t", ids[0])
+		if errors.As(err, &gone) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the oldest is still held: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !strings.Contains(gone.Why, "--execution-retention-bytes") {
+		t.Fatalf("the oldest: %v", gone)
+	}
+	if d, _ := x.Disk(); d.Bytes > 8192 {
+		t.Fatalf("disk holds %d bytes, over the retention", d.Bytes)
+	}
+	if _, err := x.Get("t", ids[len(ids)-1]); err != nil {
+		t.Fatalf("the newest: %v", err)
+	}
+}
