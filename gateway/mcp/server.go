@@ -334,7 +334,10 @@ func callerOf(req *sdk.CallToolRequest) (owner, tenant string) {
 	if req.Extra == nil || req.Extra.Header == nil {
 		return "", ""
 	}
-	return req.Extra.Header.Get(CallerHeader), req.Extra.Header.Get(TenantHeader)
+	// Copies: the adaptor's header values share the request's buffer,
+	// which fasthttp reuses once the request is answered, and these names
+	// outlive it (in the execution store, the session registry).
+	return strings.Clone(req.Extra.Header.Get(CallerHeader)), strings.Clone(req.Extra.Header.Get(TenantHeader))
 }
 
 func (m *Server) executeCode(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
