@@ -222,18 +222,7 @@ func (c *command) execResult(sid string, maxOut int, trunc bool) bashExecResult 
 }
 
 func (s *Surface) bashSession(ctx *fasthttp.RequestCtx, f *api.Fields) (*session, bool) {
-	id := f.Str("session_id", true)
-	if err := f.Err(); err != nil {
-		api.InvalidV1(ctx, err)
-		return nil, false
-	}
-	ss := s.lookup(call.Tenant(ctx), kindBash, id)
-	if ss == nil {
-		notFound(ctx, "bash", id)
-		return nil, false
-	}
-	ss.touch()
-	return ss, true
+	return s.sessionOf(ctx, f, "session_id", kindBash)
 }
 
 // commandOf is the command named by the optional command_id, else the

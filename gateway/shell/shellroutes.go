@@ -92,18 +92,29 @@ func (ss *session) ps1() string {
 }
 
 func (s *Surface) shellSession(ctx *fasthttp.RequestCtx, f *api.Fields) (*session, bool) {
-	id := f.Str("id", true)
+	return s.sessionOf(ctx, f, "id", kindShell)
+}
+
+// sessionOf is the caller's session of kind (kindShell, kindBash) named by
+// the request's field, touched; otherwise it answers 422 or 404 itself.
+func (s *Surface) sessionOf(ctx *fasthttp.RequestCtx, f *api.Fields, field, kind string) (*session, bool) {
+	id := f.Str(field, true)
 	if err := f.Err(); err != nil {
 		api.InvalidV1(ctx, err)
 		return nil, false
 	}
-	ss := s.lookup(call.Tenant(ctx), kindShell, id)
+	ss := s.lookup(call.Tenant(ctx), kind, id)
 	if ss == nil {
-		notFound(ctx, "shell", id)
+		notFound(ctx, kind, id)
 		return nil, false
 	}
 	ss.touch()
 	return ss, true
+}
+
+// noChangeErr refuses a no_change_timeout outside 1 s to --max-timeout.
+func (s *Surface) noChangeErr() *api.FieldError {
+	return bodyErr("no_change_timeout", "less_than_equal", "must be from 1 to "+trimFloat(s.core.Cfg.MaxTimeout.Seconds())+" seconds")
 }
 
 // POST /v1/shell/exec
@@ -131,7 +142,7 @@ func (s *Surface) shellExec(ctx *fasthttp.RequestCtx) {
 		hard, hasHard, fe = seconds(f, "hard_timeout", s.core.Cfg.MaxTimeout)
 	}
 	if fe == nil && hasNoChange && (noChangeN < 1 || time.Duration(noChangeN)*time.Second > s.core.Cfg.MaxTimeout) {
-		fe = bodyErr("no_change_timeout", "less_than_equal", "must be from 1 to "+trimFloat(s.core.Cfg.MaxTimeout.Seconds())+" seconds")
+		fe = s.noChangeErr()
 	}
 	var dir string
 	if fe == nil {
@@ -433,7 +444,7 @@ func (s *Surface) shellCreate(ctx *fasthttp.RequestCtx) {
 		fe = f.Err()
 	}
 	if fe == nil && hasNoChange && (noChangeN < 1 || time.Duration(noChangeN)*time.Second > s.core.Cfg.MaxTimeout) {
-		fe = bodyErr("no_change_timeout", "less_than_equal", "must be from 1 to "+trimFloat(s.core.Cfg.MaxTimeout.Seconds())+" seconds")
+		fe = s.noChangeErr()
 	}
 	var dir string
 	if fe == nil {
@@ -495,7 +506,7 @@ func (s *Surface) shellUpdate(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if has && (n < 1 || time.Duration(n)*time.Second > s.core.Cfg.MaxTimeout) {
-		api.InvalidV1(ctx, bodyErr("no_change_timeout", "less_than_equal", "must be from 1 to "+trimFloat(s.core.Cfg.MaxTimeout.Seconds())+" seconds"))
+		api.InvalidV1(ctx, s.noChangeErr())
 		return
 	}
 	ss, ok := s.shellSession(ctx, f)
