@@ -59,6 +59,8 @@ func TestShareDoesNotQueueBehindSlowListing(t *testing.T) {
 	m := map[string]*shared[string]{}
 	var runs atomic.Int32
 	started, release := make(chan struct{}), make(chan struct{})
+	releaseOnce := sync.OnceFunc(func() { close(release) })
+	defer releaseOnce() // before bg.stop: a failed check must not leave the listing waiting
 	slow := func(context.Context) (string, error) {
 		if runs.Add(1) == 1 {
 			close(started)
@@ -74,10 +76,17 @@ func TestShareDoesNotQueueBehindSlowListing(t *testing.T) {
 		}()
 	}
 	<-started
-	if !mu.TryLock() {
+	// The other callers take the lock for a moment as they join the run;
+	// a lock held through the listing is never free.
+	free := false
+	for deadline := time.Now().Add(2 * time.Second); !free && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if free = mu.TryLock(); free {
+			mu.Unlock()
+		}
+	}
+	if !free {
 		t.Fatal("the lock is held while a listing runs")
 	}
-	mu.Unlock()
 	fast := make(chan string, 1)
 	go func() {
 		v, _ := share(s, &mu, m, "fast", time.Minute, time.Minute, func(context.Context) (string, error) { return "fast", nil })
@@ -91,7 +100,7 @@ func TestShareDoesNotQueueBehindSlowListing(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a call for another key waited behind the slow listing")
 	}
-	close(release)
+	releaseOnce()
 	for range cap(got) {
 		if v := <-got; v != "slow" {
 			t.Fatalf("slow: %q", v)
