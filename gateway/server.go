@@ -182,6 +182,11 @@ func New(cfg Config) (*Server, error) {
 			s.log.Warn("prewarm the default tenant", "err", err)
 		}
 	}
+	if cfg.JWTPublicKey != "" {
+		// Any JWT subject may be a tenant aiod has never seen: keep a
+		// sandbox and its pools ready for the next one.
+		rt.KeepSpare()
+	}
 	wl := cfg.LiveLimits
 	if cfg.WSQueueBytes > 0 {
 		wl.QueueBytes = cfg.WSQueueBytes

@@ -4,22 +4,32 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/stream"
 	"github.com/aiod/aiod/stream/backend/sandbox"
 )
 
-// Under tenant isolation a runtime is confined before it runs anything, so
-// a pooled one must already be in its tenant's sandbox: each tenant that
-// starts runtimes gets pools of its own (--kernel-prewarm kernels,
-// --code-prewarm native REPLs per language), made on its first start and
-// closed once it has started nothing for tenantPoolIdle, or when more than
-// maxTenantPools tenants hold pools and its last start is the oldest. A
-// tenant's first session is therefore a cold start (unless it is the one
-// tenant of a daemon without credentials, prewarmed at start: see
-// PrewarmTenant); the next ones take a ready runtime.
-
+// Under tenant isolation a runtime is confined before it runs anything (a
+// kernel cannot enter a tenant's mount and user namespaces once ipykernel
+// has threads), so a pooled one must already be in its tenant's sandbox:
+// each tenant that starts runtimes gets pools of its own (--kernel-prewarm
+// kernels, --code-prewarm native REPLs per language), made on its first
+// start and closed once it has started nothing for tenantPoolIdle, or when
+// more than maxTenantPools tenants hold pools and its last start is the
+// oldest.
+//
+// A tenant's first session takes a ready runtime too: when callers are
+// told apart by JWT (KeepSpare), sandbox.Tenants keeps a spare sandbox
+// made ahead, and this package the same pools in it. The first tenant
+// aiod has no folder of adopts the spare (sandbox/spare.go) and its pools
+// become that tenant's; the janitor then makes the next spare, whose pools
+// fill under the start gate like any refill. A pool's start function reads
+// its sandbox through a tenantRef, which adoption points at the tenant, so
+// that later refills start in the tenant's folders. Without credentials
+// the one tenant's pools fill at start instead (PrewarmTenant).
 // tenantPoolIdle is how long a tenant's pools outlive its last start.
 const tenantPoolIdle = 5 * time.Minute
 
@@ -30,13 +40,19 @@ const tenantPoolIdle = 5 * time.Minute
 const maxTenantPools = 8
 
 // tenantPools are the pools of every tenant.
+//
+// Lock order: sandbox.Tenants' lock, then mu (the spare's callbacks run
+// under the first and take the second); nothing holding mu calls Tenants.
 type tenantPools struct {
-	mu     sync.Mutex
-	byKey  map[string]*tenantPool // guarded by mu
-	closed bool                   // guarded by mu
-	stop   chan struct{}          // closed by close: ends the janitor
-	evict  chan struct{}          // pokes the janitor: more than maxTenantPools
-	done   chan struct{}          // closed when the janitor is over
+	mu        sync.Mutex
+	byKey     map[string]*tenantPool // guarded by mu
+	closed    bool                   // guarded by mu
+	wantSpare bool                   // guarded by mu: KeepSpare was called
+	spare     *tenantPool            // guarded by mu: the pools in the spare sandbox; nil: none
+	stop      chan struct{}          // closed by close: ends the janitor
+	evict     chan struct{}          // pokes the janitor: more than maxTenantPools
+	respare   chan struct{}          // pokes the janitor: make a spare
+	done      chan struct{}          // closed when the janitor is over
 }
 
 // tenantPool is one tenant's pools; nil members are off.
@@ -44,6 +60,17 @@ type tenantPool struct {
 	kernel *stream.Pool
 	native map[string]*stream.Pool
 	last   time.Time // guarded by tenantPools.mu: the tenant's last start
+	in     *tenantRef
+}
+
+// tenantRef is the sandbox a tenant's pools start runtimes in: the spare's
+// until a tenant adopts it, then that tenant's.
+type tenantRef struct{ atomic.Pointer[sandbox.Tenant] }
+
+func refTo(t *sandbox.Tenant) *tenantRef {
+	ref := &tenantRef{}
+	ref.Store(t)
+	return ref
 }
 
 func (tp *tenantPool) all() []*stream.Pool {
@@ -63,8 +90,12 @@ func (r *Runtimes) startTenantPools() {
 	if r.cfg.KernelPrewarm == 0 && r.cfg.CodePrewarm == 0 {
 		return
 	}
-	tp := &tenantPools{byKey: map[string]*tenantPool{}, stop: make(chan struct{}), evict: make(chan struct{}, 1), done: make(chan struct{})}
+	tp := &tenantPools{byKey: map[string]*tenantPool{}, stop: make(chan struct{}), evict: make(chan struct{}, 1),
+		respare: make(chan struct{}, 1), done: make(chan struct{})}
 	r.tpools = tp
+	if ts := r.iso.Tenants(); ts != nil {
+		ts.OnAdopt(tp.adopted)
+	}
 	go func() {
 		defer close(tp.done)
 		t := time.NewTicker(tenantPoolIdle / 10)
@@ -75,10 +106,74 @@ func (r *Runtimes) startTenantPools() {
 				return
 			case <-t.C:
 			case <-tp.evict:
+			case <-tp.respare:
 			}
 			tp.closeIdle(time.Now())
+			r.makeSpare() // also retries one that failed, each tick
 		}
 	}()
+}
+
+// KeepSpare keeps a spare sandbox with pools ready for the next tenant
+// aiod has never seen: for daemons whose callers are told apart (JWT
+// subjects). Nothing without tenant isolation or pools.
+func (r *Runtimes) KeepSpare() {
+	tps := r.tpools
+	if tps == nil || r.iso.Tenants() == nil {
+		return
+	}
+	tps.mu.Lock()
+	tps.wantSpare = true
+	tps.mu.Unlock()
+	tps.poke(tps.respare)
+}
+
+func (tps *tenantPools) poke(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// makeSpare makes the spare sandbox and its pools when they are wanted and
+// missing (the janitor's).
+func (r *Runtimes) makeSpare() {
+	tps := r.tpools
+	tps.mu.Lock()
+	want := tps.wantSpare && tps.spare == nil && !tps.closed
+	tps.mu.Unlock()
+	if !want {
+		return
+	}
+	_, err := r.iso.Tenants().MakeSpare(func(sp *sandbox.Tenant) {
+		tps.mu.Lock()
+		defer tps.mu.Unlock()
+		if !tps.closed && tps.spare == nil {
+			tps.spare = r.newTenantPool(refTo(sp))
+		}
+	})
+	if err != nil {
+		r.log.Warn("no spare sandbox: a new tenant's first runtime starts cold", "err", err)
+	}
+}
+
+// adopted makes the spare's pools tenant t's (sandbox.Tenants.OnAdopt's f:
+// under its lock) and asks the janitor for the next spare.
+func (tps *tenantPools) adopted(spare, t *sandbox.Tenant) {
+	tps.mu.Lock()
+	defer tps.mu.Unlock()
+	p := tps.spare
+	if p == nil || p.in.Load() != spare || tps.closed {
+		return
+	}
+	tps.spare = nil
+	p.in.Store(t)
+	p.last = time.Now()
+	tps.byKey[t.Key] = p // t is new: it had no pools
+	if len(tps.byKey) > maxTenantPools {
+		tps.poke(tps.evict)
+	}
+	tps.poke(tps.respare)
 }
 
 // tenantPool returns t's pools, making them on first use; nil when pools
@@ -97,28 +192,7 @@ func (r *Runtimes) tenantPool(t *sandbox.Tenant) *tenantPool {
 		p.last = time.Now()
 		return p
 	}
-	p := &tenantPool{native: map[string]*stream.Pool{}, last: time.Now()}
-	env := r.env
-	if n := r.cfg.KernelPrewarm; n > 0 && env.PythonKernel != nil {
-		warm := kernelWarmup
-		if r.cfg.NoKernelWarmup {
-			warm = ""
-		}
-		p.kernel = stream.NewPool(stream.PoolConfig{
-			Name: "kernel", Size: n, Start: r.coldKernelBackend(env.PythonKernel.spec, nil, t).Start,
-			Warmup: warm, Prime: true, Language: Python, Counter: r.cfg.Counter, Gate: r.cfg.StartGate, Logger: r.log.With("tenant", t.Key),
-		})
-	}
-	if n := r.cfg.CodePrewarm; n > 0 {
-		if env.Node.Error == "" {
-			p.native[JS] = stream.NewPool(stream.PoolConfig{Name: JS, Size: n, Start: r.coldNativeBackend(JS, env.Node.Path, nil, t).Start,
-				Language: JS, Counter: r.cfg.Counter, Gate: r.cfg.StartGate, Logger: r.log.With("tenant", t.Key)})
-		}
-		if env.PythonBackend == Native && env.Python.Error == "" {
-			p.native[Python] = stream.NewPool(stream.PoolConfig{Name: Python, Size: n, Start: r.coldNativeBackend(Python, env.Python.Path, nil, t).Start,
-				Language: Python, Counter: r.cfg.Counter, Gate: r.cfg.StartGate, Logger: r.log.With("tenant", t.Key)})
-		}
-	}
+	p := r.newTenantPool(refTo(t))
 	tps.byKey[t.Key] = p
 	if len(tps.byKey) > maxTenantPools {
 		select {
@@ -127,6 +201,52 @@ func (r *Runtimes) tenantPool(t *sandbox.Tenant) *tenantPool {
 		}
 	}
 	return p
+}
+
+// newTenantPool starts filling the pools of the sandbox in.
+func (r *Runtimes) newTenantPool(in *tenantRef) *tenantPool {
+	p := &tenantPool{native: map[string]*stream.Pool{}, last: time.Now(), in: in}
+	env := r.env
+	log := r.log.With("tenant", in.Load().Key) // a spare's pools keep its name in their logs
+	if n := r.cfg.KernelPrewarm; n > 0 && env.PythonKernel != nil {
+		warm := kernelWarmup
+		if r.cfg.NoKernelWarmup {
+			warm = ""
+		}
+		spec := env.PythonKernel.spec
+		p.kernel = stream.NewPool(stream.PoolConfig{
+			Name: "kernel", Size: n, Start: startInRef(in, func(t *sandbox.Tenant) stream.Backend { return r.coldKernelBackend(spec, nil, t) }),
+			Warmup: warm, Prime: true, Language: Python, Counter: r.cfg.Counter, Gate: r.cfg.StartGate, Logger: log,
+		})
+	}
+	if n := r.cfg.CodePrewarm; n > 0 {
+		native := func(lang, path string) *stream.Pool {
+			return stream.NewPool(stream.PoolConfig{Name: lang, Size: n,
+				Start:    startInRef(in, func(t *sandbox.Tenant) stream.Backend { return r.coldNativeBackend(lang, path, nil, t) }),
+				Language: lang, Counter: r.cfg.Counter, Gate: r.cfg.StartGate, Logger: log})
+		}
+		if env.Node.Error == "" {
+			p.native[JS] = native(JS, env.Node.Path)
+		}
+		if env.PythonBackend == Native && env.Python.Error == "" {
+			p.native[Python] = native(Python, env.Python.Path)
+		}
+	}
+	return p
+}
+
+// startInRef is a pool's start function: a cold start in the sandbox in
+// holds now. A start that failed while the spare it began in was adopted
+// (its folders were renamed under it) is made again in the adopter's.
+func startInRef(in *tenantRef, cold func(*sandbox.Tenant) stream.Backend) func(context.Context, jupyter.Handler) (jupyter.Runtime, error) {
+	return func(ctx context.Context, h jupyter.Handler) (jupyter.Runtime, error) {
+		t := in.Load()
+		rt, err := cold(t).Start(ctx, h)
+		if now := in.Load(); err != nil && now != t && ctx.Err() == nil {
+			return cold(now).Start(ctx, h)
+		}
+		return rt, err
+	}
 }
 
 // closeIdle closes the pools of tenants that started nothing since
@@ -163,10 +283,16 @@ func (tps *tenantPools) stats(only string) map[string]stream.PoolStats {
 	}
 	tps.mu.Lock()
 	defer tps.mu.Unlock()
+	all := map[string]*tenantPool{}
 	for k, p := range tps.byKey {
-		if only != "" && k != only {
-			continue
+		if only == "" || k == only {
+			all[k] = p
 		}
+	}
+	if only == "" && tps.spare != nil {
+		all[sandbox.SpareKey] = tps.spare
+	}
+	for _, p := range all {
 		for _, pool := range p.all() {
 			s := pool.Stats()
 			acc := out[s.Name]
@@ -192,6 +318,10 @@ func (tps *tenantPools) close(ctx context.Context) error {
 	var all []*stream.Pool
 	for _, p := range tps.byKey {
 		all = append(all, p.all()...)
+	}
+	if tps.spare != nil {
+		all = append(all, tps.spare.all()...)
+		tps.spare = nil
 	}
 	tps.byKey = map[string]*tenantPool{}
 	tps.mu.Unlock()

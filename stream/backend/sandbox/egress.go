@@ -105,7 +105,7 @@ type EgressStats struct {
 
 // egressProxy is one tenant's proxy.
 type egressProxy struct {
-	tenant string
+	tenant atomic.Pointer[string] // whom its logs name: a spare's proxy is re-keyed when adopted
 	rules  []EgressRule
 	ln     net.Listener
 	log    *slog.Logger
@@ -116,8 +116,9 @@ type egressProxy struct {
 }
 
 func newEgressProxy(tenant string, ln net.Listener, rules []EgressRule, stats *EgressStats, log *slog.Logger) *egressProxy {
-	p := &egressProxy{tenant: tenant, rules: rules, ln: ln, log: log, stats: stats,
+	p := &egressProxy{rules: rules, ln: ln, log: log, stats: stats,
 		sem: make(chan struct{}, egressPerTenant), done: make(chan struct{})}
+	p.setTenant(tenant)
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 30 * time.Second, IdleTimeout: egressIdle,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	go func() {
@@ -126,6 +127,9 @@ func newEgressProxy(tenant string, ln net.Listener, rules []EgressRule, stats *E
 	}()
 	return p
 }
+
+// setTenant names the tenant the proxy serves in its logs from now on.
+func (p *egressProxy) setTenant(key string) { p.tenant.Store(&key) }
 
 func (p *egressProxy) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -153,7 +157,7 @@ func (p *egressProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	addr, err := p.allow(host, port)
 	if err != nil {
 		p.stats.Refused.Add(1)
-		p.log.Info("egress refused", "tenant", p.tenant, "host", host, "port", port, "why", err)
+		p.log.Info("egress refused", "tenant", *p.tenant.Load(), "host", host, "port", port, "why", err)
 		http.Error(w, "aiod: "+err.Error(), http.StatusForbidden)
 		return
 	}

@@ -61,10 +61,12 @@ type Tenants struct {
 
 	release func() // gives the uid range back
 
-	mu     sync.Mutex
-	byKey  map[string]*Tenant // guarded by mu
-	used   map[uint32]string  // guarded by mu: uid -> folder
-	closed bool               // guarded by mu
+	mu      sync.Mutex
+	byKey   map[string]*Tenant // guarded by mu
+	used    map[uint32]string  // guarded by mu: uid -> folder
+	closed  bool               // guarded by mu
+	spare   *Tenant            // guarded by mu: the sandbox made ahead for the next new tenant (spare.go); nil: none
+	onAdopt func(spare, t *Tenant)
 }
 
 // Tenant is one tenant: a caller of aiod (a JWT subject, the API token,
@@ -134,6 +136,15 @@ func NewTenants(cfg Config) (*Tenants, error) {
 		return nil, err
 	}
 	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), sparePrefix) {
+			// A spare left by a daemon that did not close: no tenant ever
+			// used it, so it goes, and its uid is free again.
+			if err := os.RemoveAll(filepath.Join(ts.dir, e.Name())); err != nil {
+				return nil, fmt.Errorf("remove the spare sandbox %s left by a stopped daemon: %w", e.Name(), err)
+			}
+			ts.log.Info("removed a spare sandbox left by a stopped daemon", "dir", e.Name())
+			continue
+		}
 		if b, err := os.ReadFile(filepath.Join(ts.dir, e.Name(), "uid")); err == nil {
 			if uid, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 32); err == nil {
 				ts.used[uint32(uid)] = e.Name()
@@ -167,7 +178,8 @@ func (ts *Tenants) IsTenantUID(uid uint32) bool {
 }
 
 // Get returns the tenant of key, making its folders, uid and network
-// namespace on first use.
+// namespace on first use: a tenant aiod has no folder of adopts the spare
+// sandbox when there is one (spare.go).
 func (ts *Tenants) Get(key string) (*Tenant, error) {
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
@@ -177,7 +189,11 @@ func (ts *Tenants) Get(key string) (*Tenant, error) {
 	if t := ts.byKey[key]; t != nil {
 		return t, nil
 	}
-	t, err := ts.make(key)
+	if t := ts.adoptSpare(key); t != nil {
+		ts.byKey[key] = t
+		return t, nil
+	}
+	t, err := ts.make(key, folderName(key))
 	if err != nil {
 		return nil, fmt.Errorf("make the sandbox of tenant %q: %w", key, err)
 	}
@@ -186,9 +202,8 @@ func (ts *Tenants) Get(key string) (*Tenant, error) {
 	return t, nil
 }
 
-// make builds a tenant; ts.mu is held.
-func (ts *Tenants) make(key string) (*Tenant, error) {
-	name := folderName(key)
+// make builds a tenant in the folder name; ts.mu is held.
+func (ts *Tenants) make(key, name string) (*Tenant, error) {
 	dir := filepath.Join(ts.dir, name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -433,6 +448,16 @@ func (ts *Tenants) Close() error {
 	ts.closed = true
 	var all []*Files
 	var proxies []*egressProxy
+	if sp := ts.spare; sp != nil {
+		ts.spare = nil
+		if sp.net != nil {
+			sp.net.Close()
+		}
+		if sp.proxy != nil {
+			proxies = append(proxies, sp.proxy)
+		}
+		ts.removeSpare(sp.Dir)
+	}
 	for _, t := range ts.byKey {
 		if t.net != nil {
 			t.net.Close()
