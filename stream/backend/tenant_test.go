@@ -19,7 +19,7 @@ import (
 
 // newTenantRuntimes starts Runtimes under tenant isolation with a state
 // directory and a working folder of the test's own.
-func newTenantRuntimes(t *testing.T, ctx context.Context, cfg Config) (*Runtimes, string) {
+func newTenantRuntimes(t testing.TB, ctx context.Context, cfg Config) (*Runtimes, string) {
 	t.Helper()
 	kerneltest.SkipShort(t, "tenant runtimes")
 	base := t.TempDir()
@@ -41,7 +41,7 @@ func newTenantRuntimes(t *testing.T, ctx context.Context, cfg Config) (*Runtimes
 }
 
 // runIn starts a runtime of w and runs code in it, returning its stdout.
-func runIn(t *testing.T, ctx context.Context, r *Runtimes, w Want, code string) string {
+func runIn(t testing.TB, ctx context.Context, r *Runtimes, w Want, code string) string {
 	t.Helper()
 	b, err := r.For(w)
 	if err != nil {

@@ -100,19 +100,32 @@ func (r *Runtimes) startTenantPools() {
 		defer close(tp.done)
 		t := time.NewTicker(tenantPoolIdle / 10)
 		defer t.Stop()
+		var respare <-chan time.Time
 		for {
 			select {
 			case <-tp.stop:
 				return
 			case <-t.C:
+				r.makeSpare() // retries one that failed
 			case <-tp.evict:
 			case <-tp.respare:
+				// Later, as a pool's refill: the sandbox and the first
+				// start of its pools would compete with the adopter's
+				// first execution.
+				respare = time.After(spareDelay)
+				continue
+			case <-respare:
+				respare = nil
+				r.makeSpare()
+				continue
 			}
 			tp.closeIdle(time.Now())
-			r.makeSpare() // also retries one that failed, each tick
 		}
 	}()
 }
+
+// spareDelay is how long after an adoption the next spare is made.
+const spareDelay = 300 * time.Millisecond
 
 // KeepSpare keeps a spare sandbox with pools ready for the next tenant
 // aiod has never seen: for daemons whose callers are told apart (JWT
