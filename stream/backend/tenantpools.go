@@ -30,13 +30,15 @@ import (
 // its sandbox through a tenantRef, which adoption points at the tenant, so
 // that later refills start in the tenant's folders. Without credentials
 // the one tenant's pools fill at start instead (PrewarmTenant).
+
 // tenantPoolIdle is how long a tenant's pools outlive its last start.
 const tenantPoolIdle = 5 * time.Minute
 
 // maxTenantPools is how many tenants hold pools at once: past it, the
 // pools of the tenant whose last start is oldest are closed, so that the
 // kernels kept ready stay bounded however many callers come (2 kernels
-// of about 25 MB each per tenant by default: 400 MB at most).
+// of about 25 MB each per tenant by default: 400 MB at most, and 50 MB
+// more in the spare).
 const maxTenantPools = 8
 
 // tenantPools are the pools of every tenant.
