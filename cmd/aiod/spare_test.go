@@ -130,14 +130,14 @@ print(os.getpid(), os.getuid(), os.environ["HOME"], os.path.expanduser("~"), pwd
 // TestNewTenantsTakePooledKernels is issue 25 item 3's last point on the
 // real binary: under tenant isolation a JWT subject aiod has never seen
 // gets a kernel from a pool on its first session (the spare sandbox it
-// adopts), running as its own uid in its own folders; the spare is
-// replaced for the next new tenant; restarts leak neither spare folders
-// nor uids.
+// adopts), running as its own uid in its own folders, behind an egress
+// proxy that names it; the spare is replaced for the next new tenant;
+// restarts leak neither spare folders nor uids.
 func TestNewTenantsTakePooledKernels(t *testing.T) {
 	priv, pub := tenantKey(t)
 	state := t.TempDir()
 	env := []string{"AIO_JWT_PUBLIC_KEY=" + pub, "AIO_TENANT_UIDS=" + kerneltest.UIDRangeFlag()}
-	args := []string{"--state-dir", state, "--code-backend", "kernel", "--kernel-prewarm", "1"}
+	args := []string{"--state-dir", state, "--code-backend", "kernel", "--kernel-prewarm", "1", "--runtime-network", "allow"}
 	d := startDaemonEnv(t, env, args...)
 	d.token = tenantJWT(t, priv, "metrics") // reading /metrics makes no sandbox
 	first, last := tenantUIDRange(t, d)
@@ -211,6 +211,15 @@ func TestNewTenantsTakePooledKernels(t *testing.T) {
 	}
 	if cwd := alice.run(ctx, "python", "first", "import os; print(os.getcwd())"); pb.cwd+"\n" != cwd {
 		t.Errorf("bob's kernel works in %q, alice's in %q", pb.cwd, cwd)
+	}
+	// bob's network is the spare's, whose egress proxy now names him.
+	got := bob.run(ctx, "python", "first", `import urllib.request
+try:
+    urllib.request.urlopen("http://bob.example.invalid/", timeout=10)
+except Exception as e:
+    print(getattr(e, "code", type(e).__name__))`)
+	if got != "403\n" || !strings.Contains(d.stderr.String(), `msg="egress refused" tenant=jwt:bob host=bob.example.invalid`) {
+		t.Errorf("bob through the egress proxy: %q; log:\n%s", got, grepLines(d.stderr.String(), "egress"))
 	}
 
 	// The spare was replaced: a third new tenant is served from a pool too.
