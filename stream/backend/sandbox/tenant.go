@@ -138,12 +138,14 @@ func NewTenants(cfg Config) (*Tenants, error) {
 	for _, e := range ents {
 		if strings.HasPrefix(e.Name(), sparePrefix) {
 			// A spare left by a daemon that did not close: no tenant ever
-			// used it, so it goes, and its uid is free again.
-			if err := os.RemoveAll(filepath.Join(ts.dir, e.Name())); err != nil {
-				return nil, fmt.Errorf("remove the spare sandbox %s left by a stopped daemon: %w", e.Name(), err)
+			// used it, so it goes, and its uid is free again (if it cannot
+			// go, its uid stays taken, below).
+			err := os.RemoveAll(filepath.Join(ts.dir, e.Name()))
+			if err == nil {
+				ts.log.Info("removed a spare sandbox left by a stopped daemon", "dir", e.Name())
+				continue
 			}
-			ts.log.Info("removed a spare sandbox left by a stopped daemon", "dir", e.Name())
-			continue
+			ts.log.Warn("remove a spare sandbox left by a stopped daemon", "dir", e.Name(), "err", err)
 		}
 		if b, err := os.ReadFile(filepath.Join(ts.dir, e.Name(), "uid")); err == nil {
 			if uid, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 32); err == nil {
