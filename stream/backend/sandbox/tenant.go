@@ -62,11 +62,11 @@ type Tenants struct {
 	release func() // gives the uid range back
 
 	mu      sync.Mutex
-	byKey   map[string]*Tenant // guarded by mu
-	used    map[uint32]string  // guarded by mu: uid -> folder
-	closed  bool               // guarded by mu
-	spare   *Tenant            // guarded by mu: the sandbox made ahead for the next new tenant (spare.go); nil: none
-	onAdopt func(spare, t *Tenant)
+	byKey   map[string]*Tenant     // guarded by mu
+	used    map[uint32]string      // guarded by mu: uid -> folder
+	closed  bool                   // guarded by mu
+	spare   *Tenant                // guarded by mu: the sandbox made ahead for the next new tenant (spare.go); nil: none
+	onAdopt func(spare, t *Tenant) // guarded by mu: OnAdopt's f
 }
 
 // Tenant is one tenant: a caller of aiod (a JWT subject, the API token,
