@@ -66,6 +66,7 @@ type Config struct {
 	WSQueueBytes            int               // bytes that may wait for one WebSocket before it is cut; 16 MiB
 	LiveLimits              wsock.Limits      // the WebSocket routes' other limits (write timeout, pings, executions in flight); WSQueueBytes, when set, is its QueueBytes
 	NoAccessLog             bool              // do not log a line per request (--access-log=false)
+	AccessLogger            *slog.Logger      // where the access log goes; nil: Logger
 	MetricsPublic           bool              // serve /metrics without credentials
 	ExecutionRetention      time.Duration     // how long a finished execution is kept; 10 min
 	ExecutionRetentionBytes int               // bytes all finished executions may hold; 256 MiB
@@ -219,7 +220,11 @@ func New(cfg Config) (*Server, error) {
 	s.mcp = mcp.New(s.core, mcp.Config{MaxBody: cfg.MaxBody, Version: Version})
 	handler := s.countRequests(g.Wrap(s.refuseRuntimePeers(s.routes().Handler)))
 	if !cfg.NoAccessLog {
-		handler = accessLog(cfg.Logger, handler)
+		acc := cfg.AccessLogger
+		if acc == nil {
+			acc = cfg.Logger
+		}
+		handler = accessLog(acc, handler)
 	}
 	served := handler
 	handler = func(ctx *fasthttp.RequestCtx) {

@@ -60,6 +60,10 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- string) error {
 		return err
 	}
 	log := newLogger(stderr, o.logLevel, o.logFormat)
+	// The access log's lines are written in batches (lineBuffer); every
+	// other line at once.
+	accessOut := newLineBuffer(stderr, lineFlushAfter)
+	defer accessOut.Close() //nolint:errcheck // the last lines, at exit
 	_, userLimit := os.LookupEnv("GOMEMLIMIT")
 	if !userLimit && o.memoryLimit > 0 {
 		// A soft limit: the GC works harder near it instead of letting the
@@ -71,7 +75,9 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- string) error {
 		return err
 	}
 	defer unlock()
-	srv, err := gateway.New(o.gatewayConfig(log))
+	gcfg := o.gatewayConfig(log)
+	gcfg.AccessLogger = newLogger(accessOut, o.logLevel, o.logFormat)
+	srv, err := gateway.New(gcfg)
 	if err != nil {
 		return err
 	}

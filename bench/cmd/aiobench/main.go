@@ -77,6 +77,7 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Float64Var(&cfg.Timeout, "timeout", 60, "execution timeout sent with each call, seconds")
 	fs.StringVar(&cfg.Token, "token", os.Getenv("AIO_TOKEN"), "API token (default $AIO_TOKEN)")
 	fs.IntVar(&cfg.Warmup, "warmup", 2, "uncounted calls per worker first")
+	fs.StringVar(&cfg.SessionPrefix, "session-prefix", "", "name the sessions PREFIX-0, PREFIX-1, … (default: a prefix of its own per run); a second run with the same prefix reuses the sessions")
 	jsonOut := fs.String("json", "", "write the report as JSON to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
