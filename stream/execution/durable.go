@@ -45,6 +45,14 @@ const DefaultCacheBytes = 16 << 20
 // flushEvery is how often the writer commits what finished meanwhile.
 const flushEvery = 50 * time.Millisecond
 
+// claimAfter is how long an execution runs before its claim is written to
+// the run bucket (where a restart finds it and answers daemon_restarted).
+// Most executions end well before it, and writing their claims only to
+// delete them at the next commit was a tenth of the store's work under
+// load; a stop writes every claim still queued, so only a crash within an
+// execution's first second forgets it.
+const claimAfter = time.Second
+
 // dropEvery is how often the file's pages are taken out of aiod's
 // resident memory (dropPages).
 const dropEvery = time.Second
@@ -338,8 +346,10 @@ func (d *disk) putDone(tx *bolt.Tx, r *Record) error {
 	if err := ib.Put(ik, k); err != nil {
 		return err
 	}
-	if err := tx.Bucket(bucketRun).Delete(ik); err != nil {
-		return err
+	if r.claimed.Load() { // its claim was written: the finished record replaces it
+		if err := tx.Bucket(bucketRun).Delete(ik); err != nil {
+			return err
+		}
 	}
 	d.bytes.Add(int64(len(v)))
 	d.count.Add(1)
@@ -367,18 +377,18 @@ func (x *Store) writer() {
 	for {
 		select {
 		case <-d.stop:
-			x.flush()
+			x.flush(true)
 			return
 		case <-t.C:
 		case <-d.kick:
 			select { // gather a batch
 			case <-d.stop:
-				x.flush()
+				x.flush(true)
 				return
 			case <-t.C:
 			}
 		}
-		x.flush()
+		x.flush(false)
 		if time.Since(lastSweep) > time.Second {
 			lastSweep = time.Now()
 			x.sweepDisk(lastSweep)
@@ -390,8 +400,9 @@ func (x *Store) writer() {
 	}
 }
 
-// flush writes what is queued, in one transaction.
-func (x *Store) flush() {
+// flush writes what is queued, in one transaction. Claims younger than
+// claimAfter wait for a later flush, unless final (the store is closing).
+func (x *Store) flush(final bool) {
 	d := x.disk
 	d.mu.Lock()
 	q := d.queue
@@ -401,6 +412,8 @@ func (x *Store) flush() {
 		return
 	}
 	var written []*Record
+	var held []diskOp
+	now := time.Now()
 	err := d.db.Update(func(tx *bolt.Tx) error {
 		run := tx.Bucket(bucketRun)
 		for _, op := range q {
@@ -411,6 +424,10 @@ func (x *Store) flush() {
 				if done { // its finished record follows in the queue
 					continue
 				}
+				if !final && now.Sub(op.rec.Created) < claimAfter {
+					held = append(held, op)
+					continue
+				}
 				v, err := encodeRec(op.rec)
 				if err != nil {
 					continue
@@ -418,6 +435,7 @@ func (x *Store) flush() {
 				if err := run.Put(idKey(op.rec.Tenant, op.rec.ID), v); err != nil {
 					return err
 				}
+				op.rec.claimed.Store(true)
 				continue
 			}
 			if err := d.putDone(tx, op.rec); err != nil {
@@ -430,6 +448,11 @@ func (x *Store) flush() {
 		}
 		return d.saveMeta(tx)
 	})
+	if len(held) > 0 {
+		d.mu.Lock()
+		d.queue = append(held, d.queue...)
+		d.mu.Unlock()
+	}
 	if err != nil {
 		return // kept in memory; a later flush does not retry them
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 func openTestStore(t *testing.T, path string, cfg Config) *Store {
@@ -130,5 +132,64 @@ func TestDurableStoreRetention(t *testing.T) {
 	}
 	if _, err := x.Get("t", ids[len(ids)-1]); err != nil {
 		t.Fatalf("the newest: %v", err)
+	}
+}
+
+// runBucketKeys lists the claims written to the run bucket.
+func runBucketKeys(t *testing.T, x *Store) int {
+	t.Helper()
+	n := 0
+	if err := x.disk.db.View(func(tx *bolt.Tx) error {
+		n = tx.Bucket(bucketRun).Stats().KeyN
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestClaimsWrittenOnceOld: an execution that ends within claimAfter
+// never has its claim written (no write to delete it again); one still
+// running after claimAfter has it written, so a crash finds it; a stop
+// writes the young ones too.
+func TestClaimsWrittenOnceOld(t *testing.T) {
+	x := openTestStore(t, filepath.Join(t.TempDir(), "executions.db"), Config{})
+	fast, _, _ := x.Claim("t", "fast", Key{Language: "python", Code: "1"})
+	fast.Started(0)
+	slow, _, _ := x.Claim("t", "slow", Key{Language: "python", Code: "while True: pass"})
+	slow.Started(0)
+	x.flush(false)
+	if n := runBucketKeys(t, x); n != 0 {
+		t.Fatalf("%d claims written before claimAfter", n)
+	}
+	finishRecord(fast, "1\n")
+	slow.mu.Lock()
+	slow.Created = slow.Created.Add(-2 * claimAfter) // as if it ran for 2 s
+	slow.mu.Unlock()
+	x.flush(false)
+	if n := runBucketKeys(t, x); n != 1 {
+		t.Fatalf("%d claims written after claimAfter, want the slow one", n)
+	}
+	if fast.claimed.Load() || !slow.claimed.Load() {
+		t.Fatalf("claimed: fast %v, slow %v", fast.claimed.Load(), slow.claimed.Load())
+	}
+	young, _, _ := x.Claim("t", "young", Key{Language: "python", Code: "while True: pass"})
+	young.Started(0)
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	y := openTestStore(t, x.cfg.Path, Config{})
+	defer y.Close()
+	for _, id := range []string{"slow", "young"} {
+		got, err := y.Get("t", id)
+		if err != nil {
+			t.Fatalf("%s after a stop: %v", id, err)
+		}
+		if v := got.View(); v.Result == nil || v.Result.ErrorKind != KindDaemonRestarted {
+			t.Fatalf("%s after a stop: %+v", id, v)
+		}
+	}
+	if got, err := y.Get("t", "fast"); err != nil || got.View().Result.Text("stdout") != "1\n" {
+		t.Fatalf("fast after a stop: %v", err)
 	}
 }

@@ -133,20 +133,23 @@ func (x *Store) Claim(tenant, id string, k Key) (rec *Record, created bool, err 
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.sweepLocked(time.Now())
-	if id == "" {
+	// An id of our own is new: no lookup, in memory or on disk (where
+	// one costs a read transaction under x.mu).
+	fresh := id == ""
+	if fresh {
 		id = jupyter.NewID()
 	}
 	ek := execKey{tenant, id}
-	if r := x.byID[ek]; r != nil {
+	if r := x.byID[ek]; r != nil && !fresh {
 		if r.key != k {
 			return nil, false, ErrExecutionConflict
 		}
 		return r, false, nil
 	}
-	if g := x.tombs[ek]; g != nil {
+	if g := x.tombs[ek]; g != nil && !fresh {
 		return nil, false, g
 	}
-	if x.disk != nil {
+	if x.disk != nil && !fresh {
 		if r := x.load(ek); r != nil {
 			if r.key != k {
 				return nil, false, ErrExecutionConflict
@@ -353,6 +356,7 @@ type Record struct {
 	sinks     map[*follower]struct{}
 	resultLen int
 	persisted atomic.Bool // written to the store's file (finished)
+	claimed   atomic.Bool // its claim was written to the store's run bucket
 }
 
 // Runner is what runs an execution: the session it entered (package
