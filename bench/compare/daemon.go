@@ -146,27 +146,34 @@ func (d *daemon) stop() {
 
 // poolReady is data.pools.NAME.ready of /v2/code/info.
 func (d *daemon) poolReady(ctx context.Context, name string) (int, error) {
+	ready, _, err := d.pool(ctx, name)
+	return ready, err
+}
+
+// pool returns the named pool's ready runtimes and size, from /v2/code/info.
+func (d *daemon) pool(ctx context.Context, name string) (ready, size int, err error) {
 	req, _ := http.NewRequestWithContext(ctx, "GET", d.url+"/v2/code/info", nil)
 	resp, err := d.client.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer resp.Body.Close()
 	var env struct {
 		Data struct {
 			Pools map[string]struct {
 				Ready int `json:"ready"`
+				Size  int `json:"size"`
 			} `json:"pools"`
 		} `json:"data"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
-		return 0, fmt.Errorf("/v2/code/info: %w", err)
+		return 0, 0, fmt.Errorf("/v2/code/info: %w", err)
 	}
 	p, ok := env.Data.Pools[name]
 	if !ok {
-		return 0, fmt.Errorf("/v2/code/info has no pool %q", name)
+		return 0, 0, fmt.Errorf("/v2/code/info has no pool %q", name)
 	}
-	return p.Ready, nil
+	return p.Ready, p.Size, nil
 }
 
 // waitPool waits until the named pool holds n ready runtimes.
