@@ -71,3 +71,20 @@ func TestCodePoolServesJavaScript(t *testing.T) {
 		t.Fatalf("javascript pool unused: %v", st)
 	}
 }
+
+// TestTokenTenantPrewarmed: with --token every caller is the token's one
+// tenant, whose pools fill at start like the default tenant's, so the
+// first session of the first caller takes a ready kernel (pool "taken",
+// no miss) instead of a cold start.
+func TestTokenTenantPrewarmed(t *testing.T) {
+	ts := startServer(t, Config{KernelPrewarm: 1, Token: "tok-prewarm"})
+	ts.token = "tok-prewarm"
+	waitPoolReady(t, ts, "kernel", 1)
+	_, _, data := ts.exec(t, map[string]any{"language": "python", "session_id": "first", "code": "print('hi')"})
+	if data["stdout"] != "hi\n" {
+		t.Fatalf("first session: %v", data)
+	}
+	if st := poolStats(t, ts, "kernel"); st["taken"] != 1.0 || st["misses"] != 0.0 {
+		t.Fatalf("the token tenant's first session did not take a pooled kernel: %v", st)
+	}
+}

@@ -183,6 +183,13 @@ func New(cfg Config) (*Server, error) {
 			s.log.Warn("prewarm the default tenant", "err", err)
 		}
 	}
+	if cfg.Token != "" {
+		// Every caller with the API token is one tenant: its pools fill
+		// now too, so its first session takes a ready kernel.
+		if err := rt.PrewarmTenant(guard.Caller{Method: "token"}.Tenant()); err != nil {
+			s.log.Warn("prewarm the token's tenant", "err", err)
+		}
+	}
 	if cfg.JWTPublicKey != "" {
 		// Any JWT subject may be a tenant aiod has never seen: keep a
 		// sandbox and its pools ready for the next one.

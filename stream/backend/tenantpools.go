@@ -29,7 +29,8 @@ import (
 // fill under the start gate like any refill. A pool's start function reads
 // its sandbox through a tenantRef, which adoption points at the tenant, so
 // that later refills start in the tenant's folders. Without credentials
-// the one tenant's pools fill at start instead (PrewarmTenant).
+// the one tenant's pools fill at start instead (PrewarmTenant), and so do
+// the API token's tenant's.
 
 // tenantPoolIdle is how long a tenant's pools outlive its last start.
 const tenantPoolIdle = 5 * time.Minute
