@@ -61,7 +61,7 @@ func TestStartResult(t *testing.T) {
 			// isolated against plain: 100/90 ms, 2/1 s, 24-23 MB
 			"start.ratios.first_execute_p50_isolated_over_plain": true, "start.ratios.burst_isolated_over_plain": false,
 			"start.ratios.pss_isolated_minus_plain_mb": true,
-			"start.first_execute.fork_prewarm.p50_ms": true, // 10 ms against 15
+			"start.first_execute.fork_prewarm.p50_ms":  true, // 10 ms against 15
 		}
 		for name, met := range want {
 			if got, ok := goals[name]; !ok || got != met {
