@@ -211,10 +211,7 @@ func (r *Runtimes) tenantPool(t *sandbox.Tenant) *tenantPool {
 	p := r.newTenantPool(refTo(t))
 	tps.byKey[t.Key] = p
 	if len(tps.byKey) > maxTenantPools {
-		select {
-		case tps.evict <- struct{}{}:
-		default:
-		}
+		tps.poke(tps.evict)
 	}
 	return p
 }
