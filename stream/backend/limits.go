@@ -97,7 +97,7 @@ type limited struct {
 // (of a child process the runtime survived) does not explain a death
 // during it.
 func (w *limited) Execute(ctx context.Context, req jupyter.ExecuteRequest) error {
-	w.base.Store(w.l.OOMKills())
+	w.base.Store(w.l.OOMKillsSoFar())
 	return w.Runtime.Execute(ctx, req)
 }
 

@@ -435,14 +435,26 @@ type Limits struct {
 	// the count is read at every execution, and one pread is a fraction
 	// of an open, read and close each time. nil: ask the manager.
 	oomFile *os.File
-	full    atomic.Bool // ReachedOwnLimit seen before the group was removed
-	err     error
+	// oomEvents is an eventfd the kernel signals when the group (or one
+	// above it) runs out of memory (cgroup v1's notification on
+	// memory.oom_control), -1 without one: OOMKillsSoFar reads the count
+	// again only after a signal. Guarded by evMu, which Close takes.
+	oomEvents int
+	evMu      sync.Mutex
+	lastEvent atomic.Int64 // unix ns of the last signal seen
+	full      atomic.Bool  // ReachedOwnLimit seen before the group was removed
+	err       error
 }
+
+// oomSettle is how long after an OOM notification OOMKillsSoFar keeps
+// reading the count: the notification comes when the group runs out of
+// memory, the kill (and the count) right after.
+const oomSettle = 2 * time.Second
 
 // Apply puts the process pid (and what it starts from now on) under the
 // limits, before it runs user code. name is for logs.
 func (is *Isolator) Apply(pid int) (*Limits, error) {
-	l := &Limits{is: is}
+	l := &Limits{is: is, oomEvents: -1}
 	switch is.mechanism {
 	case None:
 		return l, nil
@@ -505,8 +517,31 @@ func (is *Isolator) Apply(pid int) (*Limits, error) {
 	}
 	if f, err := os.Open(oomPath); err == nil {
 		l.oomFile = f
+		if is.mechanism == CgroupV1 {
+			l.oomEvents = oomEventfd(f, filepath.Join(l.mgr.Path("memory"), "cgroup.event_control"))
+		}
 	}
 	return l, nil
+}
+
+// oomEventfd registers a non-blocking eventfd for the OOM notifications of
+// the v1 group whose memory.oom_control is f; -1 when it cannot.
+func oomEventfd(f *os.File, control string) int {
+	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
+		return -1
+	}
+	rc, err := f.SyscallConn()
+	if err == nil {
+		err = rc.Control(func(ofd uintptr) {
+			err = os.WriteFile(control, []byte(strconv.Itoa(efd)+" "+strconv.FormatUint(uint64(ofd), 10)), 0)
+		})
+	}
+	if err != nil {
+		_ = unix.Close(efd)
+		return -1
+	}
+	return efd
 }
 
 func (is *Isolator) applyRlimits(pid int) error {
@@ -534,6 +569,31 @@ func (l *Limits) OOMKills() uint64 {
 	}
 	if n, err := l.readOOMKills(); err == nil && n > l.oom.Load() {
 		l.oom.Store(n)
+	}
+	return l.oom.Load()
+}
+
+// OOMKillsSoFar is OOMKills without a read of the group's file when
+// nothing can have changed it: with an OOM notification registered (cgroup
+// v1), the count is read again only when a notification came (or less than
+// oomSettle ago), since a kill in the group always follows one; without,
+// it is OOMKills. One non-blocking read of an eventfd instead of a cgroup
+// file at every execution.
+func (l *Limits) OOMKillsSoFar() uint64 {
+	if l == nil || l.mgr == nil {
+		return 0
+	}
+	l.evMu.Lock()
+	fd := l.oomEvents
+	if fd >= 0 {
+		var b [8]byte
+		if n, _ := unix.Read(fd, b[:]); n == len(b) {
+			l.lastEvent.Store(time.Now().UnixNano())
+		}
+	}
+	l.evMu.Unlock()
+	if fd < 0 || time.Since(time.Unix(0, l.lastEvent.Load())) < oomSettle {
+		return l.OOMKills()
 	}
 	return l.oom.Load()
 }
@@ -601,6 +661,12 @@ func (l *Limits) Close() error {
 		if l.oomFile != nil {
 			_ = l.oomFile.Close()
 		}
+		l.evMu.Lock()
+		if l.oomEvents >= 0 {
+			_ = unix.Close(l.oomEvents)
+			l.oomEvents = -1
+		}
+		l.evMu.Unlock()
 		l.err = l.killAll()
 		if err := l.mgr.Destroy(); err != nil {
 			l.err = errors.Join(l.err, err)

@@ -144,6 +144,12 @@ func TestCgroupV1Group(t *testing.T) {
 	if n := l.OOMKills(); n != 0 { // and the kept file is read anew below
 		t.Fatalf("OOMKills = %d before any allocation", n)
 	}
+	if l.oomEvents < 0 {
+		t.Fatal("no OOM notification registered on the v1 group")
+	}
+	if n := l.OOMKillsSoFar(); n != 0 || l.lastEvent.Load() != 0 {
+		t.Fatalf("OOMKillsSoFar = %d (last event %d) before any allocation", n, l.lastEvent.Load())
+	}
 	in.WriteString("go\n")
 	if line, _ := out.ReadString('\n'); line != "started\n" {
 		t.Fatalf("child said %q", line)
@@ -151,6 +157,11 @@ func TestCgroupV1Group(t *testing.T) {
 	err = cmd.Wait()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != -1 {
 		t.Fatalf("a 256 MiB allocation under 128 MiB ended with %v, want a kill", err)
+	}
+	// The notification came: the cheap read sees the kill without OOMKills
+	// having been called first.
+	if n := l.OOMKillsSoFar(); n != 1 || l.lastEvent.Load() == 0 {
+		t.Fatalf("OOMKillsSoFar = %d after the kill (last event %d), want 1 from the notification", n, l.lastEvent.Load())
 	}
 	if n := l.OOMKills(); n != 1 {
 		t.Fatalf("OOMKills = %d, want 1", n)
