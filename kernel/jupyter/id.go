@@ -17,12 +17,32 @@ const Username = "aiod"
 // FormatDate renders t in DateFormat, in UTC.
 func FormatDate(t time.Time) string { return t.UTC().Format(DateFormat) }
 
-// NewID returns a random UUID (version 4) string: aiod's one id maker, for
+// NewID returns a random UUID (version 4) string: aiod's id maker, for
 // msg_ids, client sessions, session and kernel ids.
 func NewID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
 	b[6] = b[6]&0x0f | 0x40
+	return formatUUID(b)
+}
+
+// NewTimeID returns a UUID of version 7: the time in milliseconds in its
+// first 48 bits, then 74 random ones. Ids made later sort later, so an
+// index keyed by them (the execution store's) grows at its end instead of
+// rewriting pages all over at every commit.
+func NewTimeID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[6:])
+	ms := uint64(time.Now().UnixMilli())
+	for i := range 6 {
+		b[i] = byte(ms >> (40 - 8*i))
+	}
+	b[6] = b[6]&0x0f | 0x70
+	return formatUUID(b)
+}
+
+// formatUUID sets b's variant and writes it as a UUID string.
+func formatUUID(b [16]byte) string {
 	b[8] = b[8]&0x3f | 0x80
 	var out [36]byte
 	hex.Encode(out[0:8], b[0:4])

@@ -137,7 +137,7 @@ func (x *Store) Claim(tenant, id string, k Key) (rec *Record, created bool, err 
 	// one costs a read transaction under x.mu).
 	fresh := id == ""
 	if fresh {
-		id = jupyter.NewID()
+		id = jupyter.NewTimeID() // in time order: the store's id index grows at its end
 	}
 	ek := execKey{tenant, id}
 	if r := x.byID[ek]; r != nil && !fresh {
