@@ -133,30 +133,15 @@ func (x *Store) Claim(tenant, id string, k Key) (rec *Record, created bool, err 
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.sweepLocked(time.Now())
-	// An id of our own is new: no lookup, in memory or on disk (where
-	// one costs a read transaction under x.mu).
-	fresh := id == ""
-	if fresh {
-		id = jupyter.NewTimeID() // in time order: the store's id index grows at its end
+	if id == "" {
+		// An id of our own is new: no lookup, in memory or on disk (where
+		// one costs a read transaction under x.mu). In time order, so
+		// the store's id index grows at its end.
+		id = jupyter.NewTimeID()
+	} else if r, err := x.existingLocked(execKey{tenant, id}, k); r != nil || err != nil {
+		return r, false, err
 	}
 	ek := execKey{tenant, id}
-	if r := x.byID[ek]; r != nil && !fresh {
-		if r.key != k {
-			return nil, false, ErrExecutionConflict
-		}
-		return r, false, nil
-	}
-	if g := x.tombs[ek]; g != nil && !fresh {
-		return nil, false, g
-	}
-	if x.disk != nil && !fresh {
-		if r := x.load(ek); r != nil {
-			if r.key != k {
-				return nil, false, ErrExecutionConflict
-			}
-			return r, false, nil
-		}
-	}
 	r := &Record{ID: id, Tenant: tenant, key: k, Created: time.Now(), x: x, state: StateQueued,
 		done: make(chan struct{}), cancel: make(chan struct{}), sinks: map[*follower]struct{}{}, firstSeq: 1}
 	x.byID[ek] = r
@@ -165,6 +150,23 @@ func (x *Store) Claim(tenant, id string, k Key) (rec *Record, created bool, err 
 		x.disk.enqueue(diskOp{rec: r, pending: true})
 	}
 	return r, true, nil
+}
+
+// existingLocked is the execution ek names already, in memory or on
+// disk; ErrExecutionConflict when it ran other code than k, a *GoneError
+// when it was evicted; nil, nil when there is none. x.mu is held.
+func (x *Store) existingLocked(ek execKey, k Key) (*Record, error) {
+	r := x.byID[ek]
+	if r == nil && x.tombs[ek] != nil {
+		return nil, x.tombs[ek]
+	}
+	if r == nil && x.disk != nil {
+		r = x.load(ek)
+	}
+	if r != nil && r.key != k {
+		return nil, ErrExecutionConflict
+	}
+	return r, nil
 }
 
 // Get returns tenant's execution id names: ErrNoExecution when unknown

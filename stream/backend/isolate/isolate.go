@@ -432,8 +432,9 @@ type Limits struct {
 	once sync.Once
 	oom  atomic.Uint64 // oom kills counted before the group was removed
 	// oomFile is the group's file that counts its OOM kills, kept open:
-	// the count is read at every execution, and one pread is a fraction
-	// of an open, read and close each time. nil: ask the manager.
+	// one pread is a fraction of an open, read and close each time the
+	// count is read (at every execution with cgroup v2, after an OOM
+	// notification with v1). nil: ask the manager.
 	oomFile *os.File
 	// oomEvents is an eventfd the kernel signals when the group (or one
 	// above it) runs out of memory (cgroup v1's notification on
