@@ -3,7 +3,9 @@ package kernel
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -121,9 +123,19 @@ func testInterrupt(t *testing.T, k *Kernel, rec *recorder) {
 	run(t, k, rec, "x = 42")
 	// An interrupt landing in IPython's own code around the cell (even
 	// after execute_input) makes ipykernel publish idle without any
-	// execute_reply; wait until the user's code runs.
-	id := execute(t, k, "print('looping', flush=True)\nwhile True: pass")
-	rec.WaitFor(t, execTimeout, id, "output", func(ms []*jupyter.Message) bool { return kerneltest.StreamText(ms, "stdout") != "" })
+	// execute_reply; wait until the user's code runs. The code says so by
+	// a file, not by printing: an interrupt that lands while ipykernel
+	// still flushes a print was seen to surface as a RuntimeError.
+	mark := filepath.Join(t.TempDir(), "looping")
+	id := execute(t, k, fmt.Sprintf("open(%q, 'w').close()\nwhile True: pass", mark))
+	for wait := time.Now().Add(execTimeout); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := os.Stat(mark); err == nil {
+			break
+		}
+		if time.Now().After(wait) {
+			t.Fatalf("the loop did not start within %s: %s", execTimeout, kerneltest.Summary(rec.Children(id)))
+		}
+	}
 	deadline := time.Now().Add(execTimeout)
 	for !kerneltest.Complete(rec.Children(id)) {
 		if time.Now().After(deadline) {
