@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -174,6 +175,27 @@ func (d *daemon) pool(ctx context.Context, name string) (ready, size int, err er
 		return 0, 0, fmt.Errorf("/v2/code/info has no pool %q", name)
 	}
 	return p.Ready, p.Size, nil
+}
+
+// gcCycles reads how many garbage collections the daemon has run, from
+// its /metrics (go_gc_duration_seconds_count).
+func (d *daemon) gcCycles(ctx context.Context) (float64, error) {
+	req, _ := http.NewRequestWithContext(ctx, "GET", d.url+"/metrics", nil)
+	resp, err := d.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(line, "go_gc_duration_seconds_count "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("/metrics has no go_gc_duration_seconds_count (HTTP %d)", resp.StatusCode)
 }
 
 // waitPool waits until the named pool holds n ready runtimes.

@@ -32,15 +32,20 @@ func dialWS(ctx context.Context, cfg Config) (caller, error) {
 	return &wsCaller{cfg: cfg, conn: c}, nil
 }
 
-// wsMessage is what the checks read of a server message.
+// wsMessage is what the checks read of a server message: one decode per
+// message (the load generator shares the machine with what it measures).
 type wsMessage struct {
 	Type    string          `json:"type"`
 	ID      string          `json:"id"`
 	Success bool            `json:"success"`
 	Message string          `json:"message"`
 	Status  int             `json:"status"`
-	Data    *execAnswer     `json:"-"`
 	RawData json.RawMessage `json:"data"`
+	Output  struct {
+		OutputType string `json:"output_type"`
+		Name       string `json:"name"`
+		Text       string `json:"text"`
+	} `json:"output"`
 }
 
 func (w *wsCaller) call(ctx context.Context, code, session string) (string, error) {
@@ -68,15 +73,8 @@ func (w *wsCaller) call(ctx context.Context, code, session string) (string, erro
 		}
 		switch m.Type {
 		case "output":
-			var o struct {
-				Output struct {
-					OutputType string `json:"output_type"`
-					Name       string `json:"name"`
-					Text       string `json:"text"`
-				} `json:"output"`
-			}
-			if json.Unmarshal(b, &o) == nil && o.Output.OutputType == "stream" && o.Output.Name == "stdout" {
-				streamed.WriteString(o.Output.Text)
+			if m.Output.OutputType == "stream" && m.Output.Name == "stdout" {
+				streamed.WriteString(m.Output.Text)
 			}
 		case "error":
 			return "", &statusError{fmt.Sprintf("ws_%d", m.Status), "error message: " + m.Message}
