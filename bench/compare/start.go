@@ -112,9 +112,9 @@ type LiveResult struct {
 	// that window (from its /metrics; nil when unread): Go forces one
 	// every two minutes, and with a thousand sessions one costs about
 	// as much CPU as the rest of the window.
-	QuietGCCycles *float64  `json:"aiod_quiet_gc_cycles"`
-	StoppedBy    string     `json:"stopped_by"`
-	Steps        []LiveStep `json:"steps"`
+	QuietGCCycles *float64   `json:"aiod_quiet_gc_cycles"`
+	StoppedBy     string     `json:"stopped_by"`
+	Steps         []LiveStep `json:"steps"`
 }
 
 // quietWait is how long the live step leaves its sessions alone before it
