@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"log/slog"
 	"time"
 
@@ -31,7 +32,7 @@ func accessLog(log *slog.Logger, next fasthttp.RequestHandler) fasthttp.RequestH
 		default:
 			size = len(ctx.Response.Body())
 		}
-		log.Info("http", "method", string(ctx.Method()), "route", route, "status", status,
-			"ms", float64(time.Since(start).Microseconds())/1000, "bytes", size)
+		log.LogAttrs(context.Background(), slog.LevelInfo, "http", slog.String("method", string(ctx.Method())), slog.String("route", route),
+			slog.Int("status", status), slog.Float64("ms", float64(time.Since(start).Microseconds())/1000), slog.Int("bytes", size))
 	}
 }

@@ -69,7 +69,7 @@ func (k *Kernel) readLoop(c *channel) {
 			continue
 		}
 		k.used()
-		m, err := decode(k.key, c.name, zm.Frames)
+		m, err := decode(k.signer, c.name, zm.Frames)
 		if err != nil {
 			k.countDrop(c, err)
 			continue
@@ -128,7 +128,7 @@ func (k *Kernel) writeLoop(c *channel) {
 // returns when the frames are written, ctx is done, or the kernel ends.
 // When ctx ends first the message may still be sent.
 func (k *Kernel) send(ctx context.Context, c *channel, m *jupyter.Message) error {
-	frames, err := encode(k.key, m)
+	frames, err := encode(k.signer, m)
 	if err != nil {
 		return err
 	}

@@ -129,7 +129,7 @@ type Kernel struct {
 	opts        Options
 	log         *slog.Logger
 	conn        *connectionInfo
-	key         []byte
+	signer      *signer
 	connDir     string
 	viewDir     string                    // connDir as the kernel sees it
 	conf        *Confinement              // nil: not confined

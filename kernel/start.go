@@ -74,7 +74,7 @@ func newKernel(opts Options) (*Kernel, error) {
 		opts:      opts,
 		log:       opts.Logger.With("kernel", opts.Spec.Name),
 		conn:      conn,
-		key:       []byte(conn.Key),
+		signer:    newSigner([]byte(conn.Key)),
 		connDir:   dir,
 		viewDir:   view,
 		conf:      conf,

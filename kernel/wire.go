@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
+	"sync"
 
 	"github.com/goccy/go-json"
 
@@ -27,14 +29,14 @@ var (
 // The signature is the lowercase hex HMAC-SHA256 with key over the four
 // JSON parts; with an empty key the signature is empty, as Jupyter does.
 // A zero parent header and nil metadata or content are written as {}.
-func encode(key []byte, m *jupyter.Message) ([][]byte, error) {
+func encode(key *signer, m *jupyter.Message) ([][]byte, error) {
 	header, parent, metadata, content, err := m.Parts()
 	if err != nil {
 		return nil, err
 	}
 	parts := [4][]byte{header, parent, metadata, content}
 	frames := make([][]byte, 0, 6+len(m.Buffers))
-	frames = append(frames, []byte(delimiter), sign(key, parts[:]))
+	frames = append(frames, []byte(delimiter), key.sign(parts[:]))
 	frames = append(frames, parts[:]...)
 	return append(frames, m.Buffers...), nil
 }
@@ -44,7 +46,7 @@ func encode(key []byte, m *jupyter.Message) ([][]byte, error) {
 // error wrapping errBadSignature when the signature does not match key (not
 // checked when key is empty) and errMalformed when the frames are not a
 // Jupyter message. decode never panics, whatever the input.
-func decode(key []byte, channel string, frames [][]byte) (*jupyter.Message, error) {
+func decode(key *signer, channel string, frames [][]byte) (*jupyter.Message, error) {
 	i := 0
 	for i < len(frames) && !bytes.Equal(frames[i], []byte(delimiter)) {
 		i++
@@ -53,7 +55,7 @@ func decode(key []byte, channel string, frames [][]byte) (*jupyter.Message, erro
 		return nil, fmt.Errorf("%w: %d frames, no delimiter or fewer than 5 parts after it", errMalformed, len(frames))
 	}
 	sig, parts := frames[i+1], frames[i+2:i+6]
-	if len(key) > 0 && !verify(key, sig, parts) {
+	if !key.verify(sig, parts) {
 		return nil, errBadSignature
 	}
 	m := &jupyter.Message{Channel: channel}
@@ -73,31 +75,57 @@ func decode(key []byte, channel string, frames [][]byte) (*jupyter.Message, erro
 	return m, nil
 }
 
+// signer signs and checks messages with one connection's key. Its HMAC
+// states are kept for reuse: a fresh one hashes the key again and
+// allocates, for every message of every kernel.
+type signer struct {
+	key  []byte
+	macs sync.Pool // of hash.Hash, keyed with key
+}
+
+func newSigner(key []byte) *signer {
+	s := &signer{key: key}
+	s.macs.New = func() any { return hmac.New(sha256.New, key) }
+	return s
+}
+
 // sign returns the lowercase hex HMAC-SHA256 of parts, or an empty frame
-// when key is empty.
-func sign(key []byte, parts [][]byte) []byte {
-	if len(key) == 0 {
+// when the key is empty.
+func (s *signer) sign(parts [][]byte) []byte {
+	if len(s.key) == 0 {
 		return []byte{}
 	}
-	sum := mac(key, parts)
+	var sum [sha256.Size]byte
+	s.mac(sum[:0], parts)
 	out := make([]byte, hex.EncodedLen(len(sum)))
-	hex.Encode(out, sum)
+	hex.Encode(out, sum[:])
 	return out
 }
 
-// verify checks sig against parts in constant time.
-func verify(key, sig []byte, parts [][]byte) bool {
-	want := make([]byte, hex.DecodedLen(len(sig)))
-	if _, err := hex.Decode(want, sig); err != nil {
+// verify checks sig against parts in constant time; with an empty key
+// every signature passes, as Jupyter does.
+func (s *signer) verify(sig []byte, parts [][]byte) bool {
+	if len(s.key) == 0 {
+		return true
+	}
+	var want, sum [sha256.Size]byte
+	if hex.DecodedLen(len(sig)) != len(want) {
 		return false
 	}
-	return hmac.Equal(want, mac(key, parts))
+	if _, err := hex.Decode(want[:], sig); err != nil {
+		return false
+	}
+	return hmac.Equal(want[:], s.mac(sum[:0], parts))
 }
 
-func mac(key []byte, parts [][]byte) []byte {
-	h := hmac.New(sha256.New, key)
+// mac appends the HMAC of parts to dst.
+func (s *signer) mac(dst []byte, parts [][]byte) []byte {
+	h := s.macs.Get().(hash.Hash)
+	h.Reset()
 	for _, p := range parts {
 		h.Write(p)
 	}
-	return h.Sum(nil)
+	dst = h.Sum(dst)
+	s.macs.Put(h)
+	return dst
 }

@@ -27,13 +27,13 @@ func sampleMessage() *jupyter.Message {
 func TestWireRoundTrip(t *testing.T) {
 	for _, key := range [][]byte{testKey, nil} {
 		m := sampleMessage()
-		frames, err := encode(key, m)
+		frames, err := encode(newSigner(key), m)
 		if err != nil {
 			t.Fatal(err)
 		}
 		// Identities before the delimiter (or an iopub topic) are ignored.
 		frames = append([][]byte{[]byte("identity")}, frames...)
-		got, err := decode(key, "shell", frames)
+		got, err := decode(newSigner(key), "shell", frames)
 		if err != nil {
 			t.Fatalf("decode with key %q: %v", key, err)
 		}
@@ -45,7 +45,7 @@ func TestWireRoundTrip(t *testing.T) {
 
 func TestWireEmptyParts(t *testing.T) {
 	m := &jupyter.Message{Channel: "iopub", Header: jupyter.NewHeader("s", "id", "status")}
-	frames, err := encode(testKey, m)
+	frames, err := encode(newSigner(testKey), m)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestWireEmptyParts(t *testing.T) {
 			t.Errorf("part %d = %s, want %s", i+1, got, want)
 		}
 	}
-	got, err := decode(testKey, "iopub", frames)
+	got, err := decode(newSigner(testKey), "iopub", frames)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,12 +78,12 @@ func TestWireHeader(t *testing.T) {
 }
 
 func TestWireBadSignature(t *testing.T) {
-	frames, err := encode(testKey, sampleMessage())
+	frames, err := encode(newSigner(testKey), sampleMessage())
 	if err != nil {
 		t.Fatal(err)
 	}
 	cases := map[string]func([][]byte){
-		"other key":       func(f [][]byte) { copy(f[1], sign([]byte("other"), f[2:6])) },
+		"other key":       func(f [][]byte) { copy(f[1], newSigner([]byte("other")).sign(f[2:6])) },
 		"tampered header": func(f [][]byte) { f[2] = bytes.Replace(f[2], []byte("m1"), []byte("m2"), 1) },
 		"tampered content": func(f [][]byte) {
 			f[5] = bytes.Replace(f[5], []byte("hi"), []byte("ho"), 1)
@@ -94,14 +94,14 @@ func TestWireBadSignature(t *testing.T) {
 	for name, tamper := range cases {
 		f := cloneFrames(frames)
 		tamper(f)
-		if _, err := decode(testKey, "shell", f); !errors.Is(err, errBadSignature) {
+		if _, err := decode(newSigner(testKey), "shell", f); !errors.Is(err, errBadSignature) {
 			t.Errorf("%s: err = %v, want bad signature", name, err)
 		}
 	}
 }
 
 func TestWireMalformed(t *testing.T) {
-	frames, _ := encode(testKey, sampleMessage())
+	frames, _ := encode(newSigner(testKey), sampleMessage())
 	cases := map[string][][]byte{
 		"no delimiter": frames[1:],
 		"too short":    frames[:5],
@@ -109,10 +109,10 @@ func TestWireMalformed(t *testing.T) {
 	}
 	bad := cloneFrames(frames)
 	bad[5] = []byte(`[1,2]`)
-	copy(bad[1], sign(testKey, bad[2:6]))
+	copy(bad[1], newSigner(testKey).sign(bad[2:6]))
 	cases["content not object"] = bad
 	for name, f := range cases {
-		if _, err := decode(testKey, "shell", f); !errors.Is(err, errMalformed) {
+		if _, err := decode(newSigner(testKey), "shell", f); !errors.Is(err, errMalformed) {
 			t.Errorf("%s: err = %v, want malformed", name, err)
 		}
 	}
@@ -158,7 +158,7 @@ func splitFrames(b []byte) [][]byte {
 // FuzzDecode checks that decode never panics and that whatever it accepts
 // survives an encode/decode round trip.
 func FuzzDecode(f *testing.F) {
-	frames, _ := encode(testKey, sampleMessage())
+	frames, _ := encode(newSigner(testKey), sampleMessage())
 	f.Add(joinFrames(frames))
 	f.Add(joinFrames(append([][]byte{[]byte("topic")}, frames...)))
 	f.Add(joinFrames(frames[:4]))
@@ -167,15 +167,15 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte{})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, key := range [][]byte{testKey, nil} {
-			m, err := decode(key, "shell", splitFrames(data))
+			m, err := decode(newSigner(key), "shell", splitFrames(data))
 			if err != nil {
 				continue
 			}
-			again, err := encode(key, m)
+			again, err := encode(newSigner(key), m)
 			if err != nil {
 				t.Fatalf("encode of decoded message: %v", err)
 			}
-			if _, err := decode(key, "shell", again); err != nil {
+			if _, err := decode(newSigner(key), "shell", again); err != nil {
 				t.Fatalf("decode of re-encoded message: %v", err)
 			}
 		}
