@@ -11,7 +11,8 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
-// restCaller posts to /v2/code/execute over one keep-alive connection.
+// restCaller posts to /v2/code/execute over keep-alive connections (one
+// per call in flight: a worker makes one).
 // It uses fasthttp's client, which runs a call on the caller's goroutine
 // and writes the request in one write: net/http's client hands each call
 // to two goroutines of its own, and on two cores shared with aiod and its
@@ -30,7 +31,7 @@ func newRESTCaller(cfg Config) (*restCaller, error) {
 	if u.Scheme != "http" {
 		return nil, fmt.Errorf("url %q: only http is supported", cfg.URL)
 	}
-	c := &fasthttp.HostClient{Addr: u.Host, MaxConns: 1, MaxResponseBodySize: 256 << 20,
+	c := &fasthttp.HostClient{Addr: u.Host, MaxResponseBodySize: 256 << 20,
 		NoDefaultUserAgentHeader: true, DisablePathNormalizing: true}
 	return &restCaller{cfg: cfg, client: c, uri: cfg.URL + "/v2/code/execute"}, nil
 }

@@ -1,6 +1,7 @@
 package load
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -16,6 +17,7 @@ type wsCaller struct {
 	cfg  Config
 	conn *websocket.Conn
 	next atomic.Int64
+	buf  bytes.Buffer // each message is read into it: one caller, one call at a time
 }
 
 func dialWS(ctx context.Context, cfg Config) (caller, error) {
@@ -60,10 +62,15 @@ func (w *wsCaller) call(ctx context.Context, code, session string) (string, erro
 	}
 	var streamed strings.Builder
 	for {
-		_, b, err := w.conn.Read(ctx)
+		_, r, err := w.conn.Reader(ctx)
 		if err != nil {
 			return "", err
 		}
+		w.buf.Reset()
+		if _, err := w.buf.ReadFrom(r); err != nil {
+			return "", err
+		}
+		b := w.buf.Bytes()
 		var m wsMessage
 		if err := json.Unmarshal(b, &m); err != nil {
 			return "", &statusError{"not_json", fmt.Sprintf("message is not JSON: %.200q", b)}
