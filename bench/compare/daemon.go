@@ -153,22 +153,13 @@ func (d *daemon) poolReady(ctx context.Context, name string) (int, error) {
 
 // pool returns the named pool's ready runtimes and size, from /v2/code/info.
 func (d *daemon) pool(ctx context.Context, name string) (ready, size int, err error) {
-	req, _ := http.NewRequestWithContext(ctx, "GET", d.url+"/v2/code/info", nil)
-	resp, err := d.client.Do(req)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer resp.Body.Close()
 	var env struct {
 		Data struct {
-			Pools map[string]struct {
-				Ready int `json:"ready"`
-				Size  int `json:"size"`
-			} `json:"pools"`
+			Pools map[string]struct{ Ready, Size int } `json:"pools"`
 		} `json:"data"`
 	}
-	if err := json.NewDecoder(resp.Body).Decode(&env); err != nil {
-		return 0, 0, fmt.Errorf("/v2/code/info: %w", err)
+	if err := d.getJSON(ctx, "/v2/code/info", &env); err != nil {
+		return 0, 0, err
 	}
 	p, ok := env.Data.Pools[name]
 	if !ok {
@@ -186,14 +177,10 @@ func (d *daemon) gcCycles(ctx context.Context) (float64, error) {
 		return 0, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return 0, err
-	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(line, "go_gc_duration_seconds_count "); ok {
-			return strconv.ParseFloat(strings.TrimSpace(v), 64)
-		}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if _, v, ok := strings.Cut(string(b), "\ngo_gc_duration_seconds_count "); ok {
+		v, _, _ = strings.Cut(v, "\n")
+		return strconv.ParseFloat(v, 64)
 	}
 	return 0, fmt.Errorf("/metrics has no go_gc_duration_seconds_count (HTTP %d)", resp.StatusCode)
 }

@@ -21,6 +21,7 @@ import (
 )
 
 func main() {
+	keepSysmonAwake()
 	setProcs()
 	if err := run(os.Args[1:], os.Stdout, os.Stderr, nil); err != nil {
 		fmt.Fprintln(os.Stderr, "aiod:", err)

@@ -628,7 +628,8 @@ func printUsage(out io.Writer, sets []setting) {
 		"  JWT_PUBLIC_KEY      read when AIO_JWT_PUBLIC_KEY is unset\n"+
 		"  TICKET_TTL_SECONDS  read when AIO_TICKET_TTL_SECONDS is unset\n"+
 		"  GOMEMLIMIT          wins over --memory-limit\n"+
-		"  GOMAXPROCS          processors for aiod's own Go code (default: half the CPUs, at least one)\n")
+		"  GOMAXPROCS          processors for aiod's own Go code (default: half the CPUs, at least one)\n"+
+		"  AIO_SYSMON_AWAKE    0: do not restart with GODEBUG=schedtrace=MAX to keep Go's monitor thread from parking (default on; docs/performance.md)\n")
 }
 
 func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
