@@ -67,7 +67,10 @@ func keepSysmonAwake() {
 		withTrace = godebug + "," + schedtraceMax
 	}
 	env = append(env, "GODEBUG="+withTrace, godebugWasEnv+"="+was)
-	// Exec returns only on failure (no /proc, say): aiod then runs with
-	// the default runtime.
-	_ = syscall.Exec("/proc/self/exe", os.Args, env)
+	// The binary's own path, not /proc/self/exe, so that the process keeps
+	// its name (ps, pgrep aiod). Exec returns only on failure: aiod then
+	// runs with the default runtime.
+	if exe, err := os.Executable(); err == nil {
+		_ = syscall.Exec(exe, os.Args, env)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +47,9 @@ func TestSysmonKeptAwake(t *testing.T) {
 	}
 	if got, _ := lookup(env, godebugWasEnv); got != "=madvdontneed=1" {
 		t.Errorf("%s = %q, want =madvdontneed=1", godebugWasEnv, got)
+	}
+	if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", d.cmd.Process.Pid)); err != nil || string(comm) != filepath.Base(daemonBin)+"\n" {
+		t.Errorf("process name after the restart = %q (%v), want %s", comm, err, filepath.Base(daemonBin))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
