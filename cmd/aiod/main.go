@@ -17,11 +17,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aiod/aiod/cmd/aiod/sysmon"
 	"github.com/aiod/aiod/gateway"
 )
 
 func main() {
-	keepSysmonAwake()
+	sysmon.KeepAwake()
 	setProcs()
 	if err := run(os.Args[1:], os.Stdout, os.Stderr, nil); err != nil {
 		fmt.Fprintln(os.Stderr, "aiod:", err)

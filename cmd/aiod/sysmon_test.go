@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/aiod/aiod/cmd/aiod/sysmon"
 )
 
 // environOf returns the environment a process was started with.
@@ -42,11 +44,11 @@ func lookup(env []string, key string) (string, bool) {
 func TestSysmonKeptAwake(t *testing.T) {
 	d := startDaemonEnv(t, []string{"GODEBUG=madvdontneed=1"}, "--code-backend", "kernel")
 	env := environOf(t, d.cmd.Process.Pid)
-	if got, _ := lookup(env, "GODEBUG"); got != "madvdontneed=1,"+schedtraceMax {
-		t.Errorf("GODEBUG of the running daemon = %q, want the caller's and %s", got, schedtraceMax)
+	if got, _ := lookup(env, "GODEBUG"); got != "madvdontneed=1,"+sysmon.SchedtraceMax {
+		t.Errorf("GODEBUG of the running daemon = %q, want the caller's and %s", got, sysmon.SchedtraceMax)
 	}
-	if got, _ := lookup(env, godebugWasEnv); got != "=madvdontneed=1" {
-		t.Errorf("%s = %q, want =madvdontneed=1", godebugWasEnv, got)
+	if got, _ := lookup(env, sysmon.GodebugWasEnv); got != "=madvdontneed=1" {
+		t.Errorf("%s = %q, want =madvdontneed=1", sysmon.GodebugWasEnv, got)
 	}
 	if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", d.cmd.Process.Pid)); err != nil || string(comm) != filepath.Base(daemonBin)+"\n" {
 		t.Errorf("process name after the restart = %q (%v), want %s", comm, err, filepath.Base(daemonBin))
@@ -62,7 +64,7 @@ func TestSysmonKeptAwake(t *testing.T) {
 	if got, _ := lookup(env, "GODEBUG"); strings.Contains(got, "schedtrace") {
 		t.Errorf("with AIO_SYSMON_AWAKE=0, GODEBUG = %q", got)
 	}
-	if _, ok := lookup(env, godebugWasEnv); ok {
+	if _, ok := lookup(env, sysmon.GodebugWasEnv); ok {
 		t.Errorf("with AIO_SYSMON_AWAKE=0 the daemon restarted itself")
 	}
 }
@@ -70,19 +72,19 @@ func TestSysmonKeptAwake(t *testing.T) {
 // After the restart the caller's GODEBUG is back (set or unset) for what
 // aiod starts, and the carrier variable is gone.
 func TestSysmonRestoresGODEBUG(t *testing.T) {
-	t.Setenv("GODEBUG", "madvdontneed=1,"+schedtraceMax)
-	t.Setenv(godebugWasEnv, "=madvdontneed=1")
-	keepSysmonAwake()
+	t.Setenv("GODEBUG", "madvdontneed=1,"+sysmon.SchedtraceMax)
+	t.Setenv(sysmon.GodebugWasEnv, "=madvdontneed=1")
+	sysmon.KeepAwake()
 	if got := os.Getenv("GODEBUG"); got != "madvdontneed=1" {
 		t.Errorf("GODEBUG = %q, want madvdontneed=1", got)
 	}
-	if _, ok := os.LookupEnv(godebugWasEnv); ok {
-		t.Errorf("%s still set", godebugWasEnv)
+	if _, ok := os.LookupEnv(sysmon.GodebugWasEnv); ok {
+		t.Errorf("%s still set", sysmon.GodebugWasEnv)
 	}
 
-	t.Setenv("GODEBUG", schedtraceMax)
-	t.Setenv(godebugWasEnv, "unset")
-	keepSysmonAwake()
+	t.Setenv("GODEBUG", sysmon.SchedtraceMax)
+	t.Setenv(sysmon.GodebugWasEnv, "unset")
+	sysmon.KeepAwake()
 	if v, ok := os.LookupEnv("GODEBUG"); ok {
 		t.Errorf("GODEBUG = %q, want it unset as the caller had it", v)
 	}

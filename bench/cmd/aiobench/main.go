@@ -18,10 +18,15 @@ import (
 	"time"
 
 	"github.com/aiod/aiod/bench/load"
+	"github.com/aiod/aiod/cmd/aiod/sysmon"
 	"github.com/goccy/go-json"
 )
 
 func main() {
+	// The floor (package kernel in this process) and the load generator
+	// run with Go's monitor thread kept awake, as aiod does: the
+	// comparison is of the gateway, not of a runtime setting.
+	sysmon.KeepAwake()
 	if len(os.Args) < 2 {
 		usage(os.Stderr)
 		os.Exit(2)

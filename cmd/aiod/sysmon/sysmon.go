@@ -1,4 +1,7 @@
-package main
+// Package sysmon keeps Go's monitor thread from parking, for aiod and for
+// the benchmark that measures it against its floor (the same runtime on
+// both sides of the comparison).
+package sysmon
 
 import (
 	"os"
@@ -23,21 +26,23 @@ import (
 // per period after that. AIO_SYSMON_AWAKE=0 turns it off; a GODEBUG that
 // sets schedtrace itself is left alone.
 const (
-	sysmonAwakeEnv = "AIO_SYSMON_AWAKE"
-	// godebugWasEnv carries the caller's GODEBUG across the restart, so
+	// AwakeEnv set to 0 turns the restart off.
+	AwakeEnv = "AIO_SYSMON_AWAKE"
+	// GodebugWasEnv carries the caller's GODEBUG across the restart, so
 	// that aiod's runtimes get the environment aiod was given: "=" and
 	// the value, or "unset".
-	godebugWasEnv = "AIOD_GODEBUG_WAS"
-	// schedtraceMax is the longest trace period Go parses (int32 ms).
-	schedtraceMax = "schedtrace=2147483647"
+	GodebugWasEnv = "AIOD_GODEBUG_WAS"
+	// SchedtraceMax is the longest trace period Go parses (int32 ms).
+	SchedtraceMax = "schedtrace=2147483647"
 )
 
-// keepSysmonAwake restarts aiod with the trace setting when it is not set
-// yet, and, in the restarted process, puts the caller's GODEBUG back. It
-// returns only when aiod goes on in this process.
-func keepSysmonAwake() {
-	if was, ok := os.LookupEnv(godebugWasEnv); ok {
-		os.Unsetenv(godebugWasEnv)
+// KeepAwake restarts the process with the trace setting when it is not
+// set yet, and, in the restarted process, puts the caller's GODEBUG back.
+// It returns only when the program goes on in this process. Call it first
+// thing in main.
+func KeepAwake() {
+	if was, ok := os.LookupEnv(GodebugWasEnv); ok {
+		os.Unsetenv(GodebugWasEnv)
 		if v, ok := strings.CutPrefix(was, "="); ok {
 			os.Setenv("GODEBUG", v)
 		} else {
@@ -45,7 +50,7 @@ func keepSysmonAwake() {
 		}
 		return
 	}
-	if os.Getenv(sysmonAwakeEnv) == "0" {
+	if os.Getenv(AwakeEnv) == "0" {
 		return
 	}
 	godebug, set := os.LookupEnv("GODEBUG")
@@ -62,11 +67,11 @@ func keepSysmonAwake() {
 			env = append(env, kv)
 		}
 	}
-	withTrace := schedtraceMax
+	withTrace := SchedtraceMax
 	if godebug != "" {
-		withTrace = godebug + "," + schedtraceMax
+		withTrace = godebug + "," + SchedtraceMax
 	}
-	env = append(env, "GODEBUG="+withTrace, godebugWasEnv+"="+was)
+	env = append(env, "GODEBUG="+withTrace, GodebugWasEnv+"="+was)
 	// The binary's own path, not /proc/self/exe, so that the process keeps
 	// its name (ps, pgrep aiod). Exec returns only on failure: aiod then
 	// runs with the default runtime.
