@@ -95,10 +95,10 @@ func (s *signer) sign(parts [][]byte) []byte {
 	if len(s.key) == 0 {
 		return []byte{}
 	}
-	var sum [sha256.Size]byte
-	s.mac(sum[:0], parts)
+	var buf [sha256.Size]byte
+	sum := s.mac(buf[:0], parts)
 	out := make([]byte, hex.EncodedLen(len(sum)))
-	hex.Encode(out, sum[:])
+	hex.Encode(out, sum)
 	return out
 }
 
