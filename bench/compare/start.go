@@ -111,7 +111,7 @@ type LiveResult struct {
 	// QuietGCCycles is how many garbage collections the daemon ran in
 	// that window (from its /metrics; nil when unread): Go forces one
 	// every two minutes, and with a thousand sessions one costs about
-	// as much CPU as the rest of the window.
+	// 0.3 s of CPU.
 	QuietGCCycles *float64   `json:"aiod_quiet_gc_cycles"`
 	StoppedBy     string     `json:"stopped_by"`
 	Steps         []LiveStep `json:"steps"`
@@ -936,7 +936,7 @@ func (r *Result) writeStartTable(w io.Writer) {
 		[]string{"aiod RSS with that many", lv(ModeFork, "rss"), lv(ModeSpawn, "rss"), "", goalCell("start.live_sessions.fork.aiod_rss_mib_at_max")},
 		[]string{"PSS per session with that many (template included)", lv(ModeFork, "pss"), lv(ModeSpawn, "pss"), "", ""},
 		[]string{"aiod CPU with that many, just answered (% of a core)", lv(ModeFork, "cpu"), lv(ModeSpawn, "cpu"), "", ""},
-		[]string{"aiod CPU with that many, quiet 12 s, over 125 s (% of a core)", lv(ModeFork, "quiet"), lv(ModeSpawn, "quiet"), "", goalCell("start.live_sessions.fork.aiod_quiet_cpu_percent")},
+		[]string{fmt.Sprintf("aiod CPU with that many, quiet %.0f s, over %.0f s (%% of a core)", quietWait.Seconds(), quietWindow.Seconds()), lv(ModeFork, "quiet"), lv(ModeSpawn, "quiet"), "", goalCell("start.live_sessions.fork.aiod_quiet_cpu_percent")},
 	)
 	writeMarkdown(w, rows)
 }
