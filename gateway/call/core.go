@@ -48,17 +48,21 @@ type Core struct {
 	workspace string         // Workspace
 	hostFS    *fsview.HostFS // the file plane's view without tenants or a runtime user
 
-	mu      sync.Mutex // guards closing and wg.Add
+	mu      sync.Mutex // guards closing, wg.Add and sends on idle
 	closing bool
-	wg      sync.WaitGroup // goroutines started by Go
+	wg      sync.WaitGroup // Go's workers
+	idle    chan func()    // Go's workers that wait for work receive on it
 }
+
+// workerIdle is how long a worker of Go waits for more work before it ends.
+const workerIdle = 10 * time.Second
 
 // New makes a core over reg and rt.
 func New(reg *stream.Registry, rt *backend.Runtimes, cfg Config) *Core {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	c := &Core{Reg: reg, RT: rt, Env: rt.Env(), Cfg: cfg, Log: cfg.Logger}
+	c := &Core{Reg: reg, RT: rt, Env: rt.Env(), Cfg: cfg, Log: cfg.Logger, idle: make(chan func())}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	c.workspace = "/"
 	if w := rt.Workdir(); w != "" {
@@ -78,19 +82,47 @@ func New(reg *stream.Registry, rt *backend.Runtimes, cfg Config) *Core {
 func (c *Core) Ctx() context.Context { return c.ctx }
 
 // Go runs f on a goroutine that Close waits for; false (and f not run)
-// once Close has begun.
+// once Close has begun. The goroutine is a worker that, its work done,
+// waits workerIdle for more before it ends: a new goroutine's stack starts
+// small and is copied to a larger one whenever a call runs deep (the JSON
+// encoder's type lookup does, in every execute request), which cost a
+// WebSocket execution a twentieth of aiod's CPU; a worker's stack has
+// grown already.
 func (c *Core) Go(f func()) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closing {
 		return false
 	}
+	select {
+	case c.idle <- f:
+		return true
+	default:
+	}
 	c.wg.Add(1)
-	go func() {
-		defer c.wg.Done()
-		f()
-	}()
+	go c.worker(f)
 	return true
+}
+
+// worker runs f, then what Go hands it, until it has waited workerIdle
+// for work or Ctx ends. Go sends work only before Cancel, under mu, so no
+// work reaches a worker after Close has begun.
+func (c *Core) worker(f func()) {
+	defer c.wg.Done()
+	t := time.NewTimer(workerIdle)
+	defer t.Stop()
+	for {
+		f()
+		f = nil // let the finished work's closure go while waiting
+		t.Reset(workerIdle)
+		select {
+		case f = <-c.idle:
+		case <-t.C:
+			return
+		case <-c.ctx.Done():
+			return
+		}
+	}
 }
 
 // Cancel ends Ctx: background work is told to stop. Go refuses new work
