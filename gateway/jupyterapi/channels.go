@@ -91,7 +91,7 @@ func (js *jupyterSocket) Deliver(ev execution.Event) {
 // logged at warn level.
 func (js *jupyterSocket) read(ctx context.Context) error {
 	for {
-		typ, b, err := js.wc.WS.Read(ctx)
+		typ, b, err := js.wc.Read()
 		if err != nil {
 			return err
 		}

@@ -84,9 +84,9 @@ type codeSocket struct {
 
 // read is the socket's reader: it handles one client message at a time and
 // never waits for an execution.
-func (cs *codeSocket) read(ctx context.Context) error {
+func (cs *codeSocket) read(context.Context) error {
 	for {
-		typ, b, err := cs.wc.WS.Read(ctx)
+		typ, b, err := cs.wc.Read()
 		if err != nil {
 			return err
 		}

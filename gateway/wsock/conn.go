@@ -182,6 +182,15 @@ func (wc *Conn) discard() {
 	}
 }
 
+// Read reads the client's next message, on Run's read function only. It
+// ends when the socket does: the writer closes it when a write fails and
+// after the close handshake, and nothing else ends the read function's
+// context before it returns, so Read takes none (given one that can end,
+// the library would arm a timer for every message).
+func (wc *Conn) Read() (websocket.MessageType, []byte, error) {
+	return wc.WS.Read(context.Background())
+}
+
 // Run serves the socket: it starts the writer, which renders queued items
 // with render, runs read (the reader) on the calling goroutine until the
 // socket fails or closes, then stops the writer and waits for it.
@@ -254,7 +263,7 @@ func (wc *Conn) writeLoop(ctx context.Context, done <-chan struct{}) {
 		if len(batch) == 0 {
 			continue
 		}
-		if err := wc.writeBatch(ctx, batch); err != nil {
+		if err := wc.writeBatch(batch); err != nil {
 			if ctx.Err() == nil {
 				wc.hub.log.Debug("websocket write failed", "route", wc.route, "conn", wc.no, "err", err)
 				wc.CloseWith(websocket.StatusAbnormalClosure, "", "write_error")
@@ -278,7 +287,7 @@ func (wc *Conn) pending() int {
 	return len(wc.items)
 }
 
-func (wc *Conn) writeBatch(ctx context.Context, batch []Item) error {
+func (wc *Conn) writeBatch(batch []Item) error {
 	wc.fw.start()
 	var werr error
 	for i := range batch {
@@ -286,9 +295,10 @@ func (wc *Conn) writeBatch(ctx context.Context, batch []Item) error {
 		if !ok {
 			continue
 		}
-		wctx, cancel := context.WithTimeout(ctx, wc.lim.WriteTimeout)
-		werr = wc.WS.Write(wctx, typ, b) // lands in fw's memory: never blocks
-		cancel()
+		// The batch lands in fw's memory, so this never waits on the
+		// socket: no deadline here (a context that can end costs the
+		// library a timer per message); fw's writes carry the deadline.
+		werr = wc.WS.Write(context.Background(), typ, b)
 		if werr != nil {
 			break
 		}
