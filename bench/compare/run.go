@@ -49,7 +49,7 @@ func planFor(quick bool) plan {
 		return plan{seqRounds: 100, seqWarmup: 3, concSeconds: 1.0, concRepeats: 1, kernelsC16: 4, kernelsC64: 4,
 			jupyterKernels: 4, oneshots: 3, oneshotWarm: 0, prewarmKernelWarmup: false, rssNative: true, sessionsRSS: 100, startPar: 4}
 	}
-	return plan{seqRounds: 1000, seqWarmup: 20, concSeconds: 8, concRepeats: 4, kernelsC16: 16, kernelsC64: 64,
+	return plan{seqRounds: 1000, seqWarmup: 20, concSeconds: 4, concRepeats: 8, kernelsC16: 16, kernelsC64: 64,
 		jupyterKernels: 16, oneshots: 15, oneshotWarm: 1, prewarmKernelWarmup: true, rssNative: false, sessionsRSS: 100, startPar: 4}
 }
 

@@ -37,13 +37,16 @@ func dialWS(ctx context.Context, cfg Config) (caller, error) {
 // wsMessage is what the checks read of a server message: one decode per
 // message (the load generator shares the machine with what it measures).
 type wsMessage struct {
-	Type    string          `json:"type"`
-	ID      string          `json:"id"`
-	Success bool            `json:"success"`
-	Message string          `json:"message"`
-	Status  int             `json:"status"`
-	RawData json.RawMessage `json:"data"`
-	Output  struct {
+	Type    string `json:"type"`
+	ID      string `json:"id"`
+	Success bool   `json:"success"`
+	Message string `json:"message"`
+	Status  int    `json:"status"`
+	Data    *struct {
+		Status string `json:"status"`
+		Stdout string `json:"stdout"`
+	} `json:"data"`
+	Output struct {
 		OutputType string `json:"output_type"`
 		Name       string `json:"name"`
 		Text       string `json:"text"`
@@ -57,18 +60,29 @@ func (w *wsCaller) call(ctx context.Context, code, session string) (string, erro
 		msg["session_id"] = session
 	}
 	raw, _ := json.Marshal(msg)
-	if err := w.conn.Write(ctx, websocket.MessageText, raw); err != nil {
+	// The library arms a timer for every read and write given a context
+	// that can end (four a call); one per call does: ctx's end closes
+	// the socket, as the library's own timers would.
+	stop := context.AfterFunc(ctx, func() { _ = w.conn.CloseNow() })
+	defer stop()
+	fail := func(err error) (string, error) {
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
 		return "", err
+	}
+	if err := w.conn.Write(context.Background(), websocket.MessageText, raw); err != nil {
+		return fail(err)
 	}
 	var streamed strings.Builder
 	for {
-		_, r, err := w.conn.Reader(ctx)
+		_, r, err := w.conn.Reader(context.Background())
 		if err != nil {
-			return "", err
+			return fail(err)
 		}
 		w.buf.Reset()
 		if _, err := w.buf.ReadFrom(r); err != nil {
-			return "", err
+			return fail(err)
 		}
 		b := w.buf.Bytes()
 		var m wsMessage
@@ -86,10 +100,7 @@ func (w *wsCaller) call(ctx context.Context, code, session string) (string, erro
 		case "error":
 			return "", &statusError{fmt.Sprintf("ws_%d", m.Status), "error message: " + m.Message}
 		case "result":
-			a := execAnswer{Success: m.Success, Message: m.Message}
-			if err := json.Unmarshal(m.RawData, &a.Data); err != nil {
-				return "", &statusError{"not_json", "result data is not an execution"}
-			}
+			a := execAnswer{Success: m.Success, Message: m.Message, Data: m.Data}
 			out, err := a.verify(http.StatusOK)
 			if err == nil && out != streamed.String() {
 				return "", &wrongAnswer{fmt.Sprintf("streamed stdout %.100q differs from the result's %.100q", streamed.String(), out)}
