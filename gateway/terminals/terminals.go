@@ -369,9 +369,9 @@ func (s *Surface) socket(ctx *fasthttp.RequestCtx) {
 		defer close(stop)
 		wc.Run(func(it *wsock.Item) (websocket.MessageType, []byte, bool) {
 			return websocket.MessageText, it.Raw, true
-		}, func(rctx context.Context) error {
+		}, func(context.Context) error {
 			for {
-				_, b, err := wc.WS.Read(rctx)
+				_, b, err := wc.Read()
 				if err != nil {
 					return err
 				}
