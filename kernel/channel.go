@@ -4,57 +4,42 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
-
-	"github.com/go-zeromq/zmq4"
 
 	"github.com/aiod/aiod/kernel/jupyter"
 )
 
-// channel is one of the kernel's five sockets with its reader and, for
-// the sockets aiod writes to, its writer. Every socket has exactly one
-// reader goroutine, reading for the socket's whole life (zmq4 leaks its own
-// goroutines when a socket is not read), and at most one writer goroutine.
+// channel is one of the kernel's five sockets with its reader. Every
+// socket has exactly one reader goroutine, reading for the socket's whole
+// life; senders write in turn on their own goroutines (zsock.send).
 type channel struct {
 	name string
-	sock zmq4.Socket
+	sock *zsock
 	port int
-
-	out chan sendReq // to the writer; nil for iopub
 
 	reading bool          // a reader was started; set before it starts
 	eofOnce sync.Once     //
 	eof     chan struct{} // closed by the reader on its first read error
 }
 
-// sendReq asks a writer to send frames and report on done (buffered; nil
-// when nobody waits).
-type sendReq struct {
-	frames [][]byte
-	done   chan error
-}
-
-func newChannel(name string, sock zmq4.Socket, port int, writable bool) *channel {
-	c := &channel{name: name, sock: sock, port: port, eof: make(chan struct{})}
-	if writable {
-		c.out = make(chan sendReq)
-	}
-	return c
+func newChannel(name string, sock *zsock, port int) *channel {
+	return &channel{name: name, sock: sock, port: port, eof: make(chan struct{})}
 }
 
 func (c *channel) markEOF() { c.eofOnce.Do(func() { close(c.eof) }) }
 
 // readLoop is c's only reader. It decodes each message and dispatches it,
-// never blocking on anything but Recv. After a read error (the kernel went
-// away: zmq4 then never delivers again) it waits for the socket to be
-// closed.
+// never blocking on anything but the read. After a read error (the kernel
+// went away) it waits for the socket to be closed.
 func (k *Kernel) readLoop(c *channel) {
 	defer k.wg.Done()
 	defer c.markEOF()
 	for {
-		zm, err := c.sock.Recv()
+		zm, err := c.sock.recv()
 		if err != nil {
 			if k.sockCtx.Err() == nil {
 				k.log.Debug("read failed", "channel", c.name, "err", err)
@@ -107,26 +92,11 @@ func (k *Kernel) dispatch(m *jupyter.Message) {
 	}
 }
 
-// writeLoop is c's only writer. It runs until teardown begins; a send
-// stuck in zmq4 is released when teardown closes the socket.
-func (k *Kernel) writeLoop(c *channel) {
-	defer k.wg.Done()
-	for {
-		select {
-		case <-k.stop:
-			return
-		case r := <-c.out:
-			err := c.sock.SendMulti(zmq4.NewMsgFrom(r.frames...))
-			if r.done != nil {
-				r.done <- err
-			}
-		}
-	}
-}
-
-// send signs m with the kernel's key and hands it to c's writer. It
-// returns when the frames are written, ctx is done, or the kernel ends.
-// When ctx ends first the message may still be sent.
+// send signs m with the kernel's key and writes it on c. It returns when
+// the frames are written, or fails when ctx ends or the kernel ends while
+// it waits for another sender's write, or when the write fails. A write
+// that times out (sendTimeout) may have stopped halfway through a frame:
+// the kernel is then cut (sendFailed).
 func (k *Kernel) send(ctx context.Context, c *channel, m *jupyter.Message) error {
 	frames, err := encode(k.signer, m)
 	if err != nil {
@@ -136,24 +106,34 @@ func (k *Kernel) send(ctx context.Context, c *channel, m *jupyter.Message) error
 	if c == k.shell {
 		k.awaiting.Add(1)
 	}
-	r := sendReq{frames: frames, done: make(chan error, 1)}
-	select {
-	case c.out <- r:
-	case <-ctx.Done():
-		k.notSent(c)
-		return context.Cause(ctx)
-	case <-k.stop:
-		k.notSent(c)
-		return k.Err()
+	err = c.sock.send(ctx, k.stop, frames)
+	if err == nil {
+		return nil
 	}
-	select {
-	case err := <-r.done:
-		return err
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-k.stop:
-		return k.Err()
+	k.notSent(c)
+	switch {
+	case errors.Is(err, errSocketClosed):
+		if kerr := k.Err(); kerr != nil {
+			return kerr
+		}
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		k.sendFailed(c, err)
 	}
+	return err
+}
+
+// sendFailed cuts a kernel that did not take a message on c within
+// sendTimeout: the write may have stopped halfway through a frame, after
+// which nothing on that connection can be trusted.
+func (k *Kernel) sendFailed(c *channel, err error) {
+	if k.sockCtx.Err() != nil || k.exited() {
+		return // the kernel is ending anyway
+	}
+	k.log.Warn("kernel socket write timed out; killing the kernel", "channel", c.name, "err", err)
+	d := deadFromSend(c.name, err)
+	d.Output = k.output.String()
+	k.setErr(d)
+	k.killGroup(syscall.SIGKILL)
 }
 
 // notSent takes back the reply a shell request that never reached the

@@ -33,21 +33,15 @@ type connectionInfo struct {
 	KernelName      string `json:"kernel_name"`
 }
 
-// endpoint returns the zmq endpoint aiod dials for port: "tcp://127.0.0.1:5555",
-// or for Jupyter's ipc transport "ipc:///tmp/aiod-kernel-123/k-1" (Jupyter's
-// convention: the "ip" field is a path prefix, the port its suffix). A
-// buffered one (shell and iopub, which every execution reads from) goes
-// through aiod's buffered transports (bufconn.go): "aiod-tcp://…",
-// "aiod-ipc://…".
-func (c *connectionInfo) endpoint(port int, buffered bool) string {
-	ipc, tcp := "ipc", c.Transport
-	if buffered {
-		ipc, tcp = bufferedIPC, bufferedTCP
-	}
+// address returns where aiod dials for port: ("tcp", "127.0.0.1:5555"),
+// or for Jupyter's ipc transport ("unix", "/tmp/aiod-kernel-123/k-1")
+// (Jupyter's convention: the "ip" field is a path prefix, the port its
+// suffix).
+func (c *connectionInfo) address(port int) (network, addr string) {
 	if c.Transport == TransportIPC {
-		return fmt.Sprintf("%s://%s-%d", ipc, c.IP, port)
+		return "unix", fmt.Sprintf("%s-%d", c.IP, port)
 	}
-	return fmt.Sprintf("%s://%s:%d", tcp, c.IP, port)
+	return "tcp", net.JoinHostPort(c.IP, strconv.Itoa(port))
 }
 
 // newConnectionInfo picks five free loopback ports and a random 32-byte

@@ -29,6 +29,16 @@ func deadFromExit(st syscall.WaitStatus, waitErr error) *jupyter.DeadError {
 	return jupyter.ExitError(deadRuntime, st, waitErr)
 }
 
+// deadFromSend describes a kernel cut because a message could not be
+// written to one of its sockets.
+func deadFromSend(channel string, err error) *jupyter.DeadError {
+	return &jupyter.DeadError{
+		Runtime:  deadRuntime,
+		Cause:    fmt.Sprintf("writing to its %s socket failed (%v)", channel, err),
+		ExitCode: -1,
+	}
+}
+
 // deadFromHeartbeat describes a kernel that stopped answering heartbeats.
 func deadFromHeartbeat(silent time.Duration) *jupyter.DeadError {
 	return &jupyter.DeadError{

@@ -73,7 +73,7 @@ func (k *Kernel) teardown() {
 	}
 	k.sockCancel()
 	for _, c := range k.channels {
-		c.sock.Close()
+		c.sock.close()
 	}
 	k.wg.Wait()
 	removeAll(k.connDir, k.log)
@@ -231,9 +231,9 @@ func (k *Kernel) heartbeat() {
 		if pinged == 0 {
 			pinged = now
 		}
-		select { // never wait on a stuck writer: the timeout above still counts
-		case k.hb.out <- sendReq{frames: ping}:
-		default:
+		// Never wait on a stuck writer: the timeout above still counts.
+		if _, err := k.hb.sock.trySend(ping); err != nil && k.sockCtx.Err() == nil {
+			k.log.Debug("heartbeat send failed", "err", err)
 		}
 		t.Reset(k.opts.HeartbeatInterval)
 	}

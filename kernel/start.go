@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
-	"log/slog"
 	"os"
 	"os/exec"
 	"strconv"
@@ -95,30 +93,19 @@ func newKernel(opts Options) (*Kernel, error) {
 
 // makeChannels creates the five sockets. shell, control and stdin share one
 // routing identity: ipykernel sends input_request on stdin to the identity
-// that sent the execute_request on shell.
+// that sent the execute_request on shell. shell and iopub, which every
+// execution reads from, read through a buffer.
 func (k *Kernel) makeChannels() {
-	zlog := slog.NewLogLogger(k.log.Handler(), slog.LevelDebug)
 	retry := dialRetry
 	if k.conn.Transport == TransportIPC {
 		retry = dialRetryIPC
 	}
-	opts := func(id string) []zmq4.Option {
-		o := []zmq4.Option{
-			zmq4.WithDialerRetry(retry),
-			zmq4.WithDialerMaxRetries(-1),
-			zmq4.WithLogger(log.New(zlog.Writer(), "zmq4: ", 0)),
-		}
-		if id != "" {
-			o = append(o, zmq4.WithID(zmq4.SocketIdentity(id)))
-		}
-		return o
-	}
 	c := k.conn
-	k.shell = newChannel("shell", zmq4.NewDealer(k.sockCtx, opts(k.session)...), c.ShellPort, true)
-	k.control = newChannel("control", zmq4.NewDealer(k.sockCtx, opts(k.session)...), c.ControlPort, true)
-	k.stdin = newChannel("stdin", zmq4.NewDealer(k.sockCtx, opts(k.session)...), c.StdinPort, true)
-	k.iopub = newChannel("iopub", zmq4.NewSub(k.sockCtx, opts("")...), c.IOPubPort, false)
-	k.hb = newChannel("hb", zmq4.NewDealer(k.sockCtx, opts("")...), c.HBPort, true)
+	k.shell = newChannel("shell", newZsock(zmq4.Dealer, k.session, true, retry), c.ShellPort)
+	k.control = newChannel("control", newZsock(zmq4.Dealer, k.session, false, retry), c.ControlPort)
+	k.stdin = newChannel("stdin", newZsock(zmq4.Dealer, k.session, false, retry), c.StdinPort)
+	k.iopub = newChannel("iopub", newZsock(zmq4.Sub, "", true, retry), c.IOPubPort)
+	k.hb = newChannel("hb", newZsock(zmq4.Dealer, "", false, retry), c.HBPort)
 	k.channels = []*channel{k.iopub, k.shell, k.control, k.stdin, k.hb}
 }
 
@@ -239,26 +226,17 @@ func (k *Kernel) connect(ctx context.Context) error {
 	return err
 }
 
-// dialAll connects every socket and starts its reader (and writer). iopub
-// goes first so its subscription is in place as early as possible.
+// dialAll connects every socket and starts its reader. iopub goes first
+// so its subscription is in place as early as possible.
 func (k *Kernel) dialAll() error {
 	for _, c := range k.channels {
-		busy := c == k.shell || c == k.iopub // what every execution reads from
-		if err := c.sock.Dial(k.conn.endpoint(c.port, busy)); err != nil {
+		network, addr := k.conn.address(c.port)
+		if err := c.sock.dial(k.sockCtx, network, addr); err != nil {
 			return fmt.Errorf("dial %s: %w", c.name, err)
-		}
-		if c == k.iopub {
-			if err := c.sock.SetOption(zmq4.OptionSubscribe, ""); err != nil {
-				return fmt.Errorf("subscribe to iopub: %w", err)
-			}
 		}
 		c.reading = true
 		k.wg.Add(1)
 		go k.readLoop(c)
-		if c.out != nil {
-			k.wg.Add(1)
-			go k.writeLoop(c)
-		}
 	}
 	return nil
 }
