@@ -71,11 +71,7 @@ func (a *execAnswer) verify(httpStatus int) (string, error) {
 }
 
 func (r *restCaller) call(ctx context.Context, code, session string) (string, error) {
-	body := map[string]any{"language": r.cfg.Language, "code": code, "timeout": r.cfg.Timeout}
-	if session != "" {
-		body["session_id"] = session
-	}
-	raw, _ := json.Marshal(body)
+	raw, _ := json.Marshal(execRequest{Language: r.cfg.Language, Code: code, Timeout: r.cfg.Timeout, SessionID: session})
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	defer fasthttp.ReleaseRequest(req)
 	defer fasthttp.ReleaseResponse(resp)

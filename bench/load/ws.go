@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -34,6 +35,18 @@ func dialWS(ctx context.Context, cfg Config) (caller, error) {
 	return &wsCaller{cfg: cfg, conn: c}, nil
 }
 
+// execRequest is a call's request: the body of POST /v2/code/execute, or
+// the WebSocket's execute message (with Type and ID). A struct, not a map:
+// the load generator shares the machine with what it measures.
+type execRequest struct {
+	Type      string  `json:"type,omitempty"`
+	ID        string  `json:"id,omitempty"`
+	Language  string  `json:"language"`
+	Code      string  `json:"code"`
+	Timeout   float64 `json:"timeout"`
+	SessionID string  `json:"session_id,omitempty"`
+}
+
 // wsMessage is what the checks read of a server message: one decode per
 // message (the load generator shares the machine with what it measures).
 type wsMessage struct {
@@ -54,12 +67,8 @@ type wsMessage struct {
 }
 
 func (w *wsCaller) call(ctx context.Context, code, session string) (string, error) {
-	id := fmt.Sprintf("c%d", w.next.Add(1))
-	msg := map[string]any{"type": "execute", "id": id, "language": w.cfg.Language, "code": code, "timeout": w.cfg.Timeout}
-	if session != "" {
-		msg["session_id"] = session
-	}
-	raw, _ := json.Marshal(msg)
+	id := "c" + strconv.FormatInt(w.next.Add(1), 10)
+	raw, _ := json.Marshal(execRequest{Type: "execute", ID: id, Language: w.cfg.Language, Code: code, Timeout: w.cfg.Timeout, SessionID: session})
 	// The library arms a timer for every read and write given a context
 	// that can end (four a call); one per call does: ctx's end closes
 	// the socket, as the library's own timers would.
