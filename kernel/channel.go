@@ -95,7 +95,7 @@ func (k *Kernel) dispatch(m *jupyter.Message) {
 // send signs m with the kernel's key and writes it on c. It returns when
 // the frames are written, or fails when ctx ends or the kernel ends while
 // it waits for another sender's write, or when the write fails. A write
-// that times out (sendTimeout) may have stopped halfway through a frame:
+// that times out (Options.SendTimeout) may have stopped halfway through a frame:
 // the kernel is then cut (sendFailed).
 func (k *Kernel) send(ctx context.Context, c *channel, m *jupyter.Message) error {
 	frames, err := encode(k.signer, m)
@@ -123,7 +123,7 @@ func (k *Kernel) send(ctx context.Context, c *channel, m *jupyter.Message) error
 }
 
 // sendFailed cuts a kernel that did not take a message on c within
-// sendTimeout: the write may have stopped halfway through a frame, after
+// Options.SendTimeout: the write may have stopped halfway through a frame, after
 // which nothing on that connection can be trusted.
 func (k *Kernel) sendFailed(c *channel, err error) {
 	if k.sockCtx.Err() != nil || k.exited() {

@@ -23,6 +23,11 @@ const (
 	DefaultHeartbeatInterval = time.Second
 	DefaultHeartbeatTimeout  = 5 * time.Second
 	DefaultIdleAfter         = 10 * time.Second
+	// DefaultSendTimeout bounds one message's write to a kernel socket.
+	// The kernel's zmq I/O thread reads its sockets whatever the Python
+	// code does, so a write that waits this long means a kernel that no
+	// longer reads (or a queue of a thousand unread requests).
+	DefaultSendTimeout = time.Minute
 )
 
 // Options configure Start. Only Spec is required.
@@ -56,6 +61,10 @@ type Options struct {
 	// before it is declared dead and killed; zero means
 	// DefaultHeartbeatTimeout.
 	HeartbeatTimeout time.Duration
+	// SendTimeout bounds the write of one message to the kernel; a write
+	// that takes longer cuts the kernel (the connection may hold half a
+	// frame). Zero means DefaultSendTimeout.
+	SendTimeout time.Duration
 	// Logger receives debug logs and the kernel's stdout and stderr (at
 	// debug level). Nil discards them.
 	Logger *slog.Logger
@@ -98,6 +107,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.HeartbeatTimeout <= 0 {
 		o.HeartbeatTimeout = DefaultHeartbeatTimeout
+	}
+	if o.SendTimeout <= 0 {
+		o.SendTimeout = DefaultSendTimeout
 	}
 	if o.Handler == nil {
 		o.Handler = func(*jupyter.Message) {}
@@ -218,7 +230,7 @@ func Start(ctx context.Context, opts Options) (*Kernel, error) {
 func portClash(err error) bool {
 	s := err.Error()
 	return strings.Contains(s, "Address already in use") || strings.Contains(s, "not compatible with") ||
-		strings.Contains(s, "could not open a ZMTP connection")
+		strings.Contains(s, "could not initialize ZMTP connection")
 }
 
 // start makes the kernel's connection, has launch start its process, and

@@ -436,3 +436,39 @@ func TestSendPassThrough(t *testing.T) {
 		t.Error("Send on iopub succeeded")
 	}
 }
+
+// TestStuckSocketCutsTheKernel: a kernel that stops reading (a stopped
+// process whose socket buffers are full) does not hold a sender forever:
+// the write gives up after SendTimeout and the kernel is cut, its death
+// saying why, before the heartbeat would have noticed.
+func TestStuckSocketCutsTheKernel(t *testing.T) {
+	k, _ := startKernel(t, func(o *Options) {
+		o.SendTimeout = 500 * time.Millisecond
+		o.HeartbeatTimeout = time.Minute
+	})
+	if err := syscall.Kill(k.Info().PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// Far more than the socket buffers between aiod and a stopped kernel.
+	code := "x = '" + strings.Repeat("a", 32<<20) + "'"
+	t0 := time.Now()
+	err := k.Execute(ctx, jupyter.ExecuteRequest{MsgID: jupyter.NewID(), Code: code})
+	if err == nil {
+		t.Fatal("an execute to a stopped kernel's full socket succeeded")
+	}
+	if d := time.Since(t0); d > 10*time.Second {
+		t.Errorf("the send gave up after %s, want about SendTimeout", d)
+	}
+	select {
+	case <-k.Done():
+	case <-time.After(15 * time.Second):
+		t.Fatal("Done not closed 15s after the send timed out")
+	}
+	var dead *jupyter.DeadError
+	if err := k.Err(); !errors.As(err, &dead) || !strings.Contains(err.Error(), "writing to its shell socket failed") {
+		t.Fatalf("Err = %v, want the failed write as the cause", err)
+	}
+	assertGone(t, k)
+}

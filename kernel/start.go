@@ -100,12 +100,12 @@ func (k *Kernel) makeChannels() {
 	if k.conn.Transport == TransportIPC {
 		retry = dialRetryIPC
 	}
-	c := k.conn
-	k.shell = newChannel("shell", newZsock(zmq4.Dealer, k.session, true, retry), c.ShellPort)
-	k.control = newChannel("control", newZsock(zmq4.Dealer, k.session, false, retry), c.ControlPort)
-	k.stdin = newChannel("stdin", newZsock(zmq4.Dealer, k.session, false, retry), c.StdinPort)
-	k.iopub = newChannel("iopub", newZsock(zmq4.Sub, "", true, retry), c.IOPubPort)
-	k.hb = newChannel("hb", newZsock(zmq4.Dealer, "", false, retry), c.HBPort)
+	c, wt := k.conn, k.opts.SendTimeout
+	k.shell = newChannel("shell", newZsock(zmq4.Dealer, k.session, true, retry, wt), c.ShellPort)
+	k.control = newChannel("control", newZsock(zmq4.Dealer, k.session, false, retry, wt), c.ControlPort)
+	k.stdin = newChannel("stdin", newZsock(zmq4.Dealer, k.session, false, retry, wt), c.StdinPort)
+	k.iopub = newChannel("iopub", newZsock(zmq4.Sub, "", true, retry, wt), c.IOPubPort)
+	k.hb = newChannel("hb", newZsock(zmq4.Dealer, "", false, retry, wt), c.HBPort)
 	k.channels = []*channel{k.iopub, k.shell, k.control, k.stdin, k.hb}
 }
 

@@ -12,13 +12,6 @@ import (
 	"github.com/go-zeromq/zmq4/security/null"
 )
 
-// sendTimeout bounds one message's write to a kernel socket. The kernel's
-// zmq I/O thread reads its sockets whatever the Python code does, so a
-// write that waits this long means a kernel that no longer reads (or a
-// queue of a thousand unread requests): the socket is then cut, and the
-// kernel with it (see Kernel.sendFailed).
-const sendTimeout = time.Minute
-
 // errSocketClosed is what a send or a dial finds on a closed socket.
 var errSocketClosed = errors.New("socket closed")
 
@@ -40,6 +33,7 @@ type zsock struct {
 	id       zmq4.SocketIdentity
 	buffered bool          // read through a buffer (bufconn.go)
 	retry    time.Duration // pause between dial attempts
+	timeout  time.Duration // bound of one message's write (Options.SendTimeout)
 	turn     chan struct{} // held by the one sender writing (1 slot)
 
 	mu     sync.Mutex // guards nc and closed; zc and gc are set once, before the reader starts
@@ -70,8 +64,8 @@ func (g *gatherConn) Write(p []byte) (int, error) {
 // keepGathered is the largest buffer a socket keeps between messages.
 const keepGathered = 64 << 10
 
-func newZsock(typ zmq4.SocketType, id string, buffered bool, retry time.Duration) *zsock {
-	return &zsock{typ: typ, id: zmq4.SocketIdentity(id), buffered: buffered, retry: retry, turn: make(chan struct{}, 1)}
+func newZsock(typ zmq4.SocketType, id string, buffered bool, retry, timeout time.Duration) *zsock {
+	return &zsock{typ: typ, id: zmq4.SocketIdentity(id), buffered: buffered, retry: retry, timeout: timeout, turn: make(chan struct{}, 1)}
 }
 
 // dial connects to the kernel at network/addr, retrying every retry while
@@ -154,7 +148,7 @@ func (s *zsock) recv() (zmq4.Msg, error) {
 
 // send writes frames as one message, after the sender before it. Waiting
 // for the turn ends with ctx or stop; the write itself is bounded by
-// sendTimeout (a write cut halfway leaves the connection unusable: the
+// the socket's timeout (a write cut halfway leaves the connection unusable: the
 // caller then cuts the kernel).
 func (s *zsock) send(ctx context.Context, stop <-chan struct{}, frames [][]byte) error {
 	select {
@@ -196,7 +190,7 @@ func (s *zsock) write(frames [][]byte) error {
 	err := s.zc.SendMsg(zmq4.NewMsgFrom(frames...))
 	g.gather = false
 	if err == nil {
-		if err = g.Conn.SetWriteDeadline(time.Now().Add(sendTimeout)); err == nil {
+		if err = g.Conn.SetWriteDeadline(time.Now().Add(s.timeout)); err == nil {
 			_, err = g.Conn.Write(g.buf)
 		}
 	}

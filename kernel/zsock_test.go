@@ -39,7 +39,7 @@ func TestZsockTalksToZmq4Peers(t *testing.T) {
 	if err := router.Listen("ipc://" + rpath); err != nil {
 		t.Fatal(err)
 	}
-	d := newZsock(zmq4.Dealer, "me", true, 10*time.Millisecond)
+	d := newZsock(zmq4.Dealer, "me", true, 10*time.Millisecond, time.Minute)
 	defer d.close()
 	if err := d.dial(ctx, "unix", rpath); err != nil {
 		t.Fatal(err)
@@ -100,7 +100,7 @@ func TestZsockDialRetriesThenGivesUp(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		_ = router.Listen("ipc://" + path)
 	}()
-	d := newZsock(zmq4.Dealer, "me", false, 10*time.Millisecond)
+	d := newZsock(zmq4.Dealer, "me", false, 10*time.Millisecond, time.Minute)
 	defer d.close()
 	if err := d.dial(ctx, "unix", path); err != nil {
 		t.Fatalf("dial to a late listener: %v", err)
@@ -108,7 +108,7 @@ func TestZsockDialRetriesThenGivesUp(t *testing.T) {
 
 	short, cancel2 := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel2()
-	never := newZsock(zmq4.Dealer, "me", false, 10*time.Millisecond)
+	never := newZsock(zmq4.Dealer, "me", false, 10*time.Millisecond, time.Minute)
 	defer never.close()
 	if err := never.dial(short, "unix", filepath.Join(t.TempDir(), "nobody")); err == nil {
 		t.Fatal("a dial to nobody succeeded")
