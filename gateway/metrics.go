@@ -59,6 +59,7 @@ type metrics struct {
 	reg  *prometheus.Registry
 	hist map[string]*prometheus.HistogramVec // by stream duration name
 	nlab map[string]int                      // label count of each histogram
+	obs  sync.Map                            // obsKey -> prometheus.Observer: Observe's cells
 }
 
 // Histogram buckets, in seconds. Executions run from a millisecond to the
@@ -93,13 +94,24 @@ func newMetrics(s *Server, c *stream.Counters) *metrics {
 }
 
 // Observe is stream.Observer: a duration into its histogram.
+// Each histogram's cell is looked up once per label (a handful: languages
+// and backends), not split and hashed at every execution.
 func (m *metrics) Observe(name, label string, v float64) {
+	k := obsKey{name, label}
+	if o, ok := m.obs.Load(k); ok {
+		o.(prometheus.Observer).Observe(v)
+		return
+	}
 	h := m.hist[name]
 	if h == nil {
 		return
 	}
-	h.WithLabelValues(stream.SplitLabels(label, m.nlab[name])...).Observe(v)
+	o := h.WithLabelValues(stream.SplitLabels(label, m.nlab[name])...)
+	m.obs.Store(k, o)
+	o.Observe(v)
 }
+
+type obsKey struct{ name, label string }
 
 // countersCollector serves every counter of a stream.Counters as a
 // Prometheus counter named aiod_<name>_total, labelled as

@@ -132,7 +132,8 @@ type Server struct {
 	http    *fasthttp.Server
 	metrics *metrics // metrics.go: the Prometheus registry behind /metrics
 	mcp     *mcp.Server
-	peers   sync.Map // runtimes' open connections: remote address -> uid (peers.go)
+	access  *accessWriter // the access log's writer (accesslog.go); nil with NoAccessLog
+	peers   sync.Map      // runtimes' open connections: remote address -> uid (peers.go)
 
 	// streamQueue is the bytes an SSE or NDJSON stream may leave unread
 	// (--ws-queue-limit, as a WebSocket's queue).
@@ -231,7 +232,8 @@ func New(cfg Config) (*Server, error) {
 		if acc == nil {
 			acc = cfg.Logger
 		}
-		handler = accessLog(acc, handler)
+		s.access = newAccessWriter(acc)
+		handler = accessLog(s.access, handler)
 	}
 	served := handler
 	handler = func(ctx *fasthttp.RequestCtx) {
@@ -444,6 +446,9 @@ func (s *Server) Serve(ln net.Listener) error {
 	ln = &onceCloser{Listener: quickAckListener{Listener: ln}}
 	s.listeners = append(s.listeners, ln)
 	s.lnMu.Unlock()
+	if s.access != nil {
+		s.access.start()
+	}
 	s.log.Info("serving", "addr", ln.Addr().String(), "python_backend", s.env.PythonBackend)
 	if w := s.guard.Listening(ln.Addr()); w != "" {
 		s.log.Warn(w)
@@ -497,7 +502,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 			herr = ctx.Err()
 		}
 	}
-	return errors.Join(herr, rerr, lerr, perr, xerr)
+	var aerr error
+	if s.access != nil {
+		aerr = s.access.stop(ctx)
+	}
+	return errors.Join(herr, rerr, lerr, perr, xerr, aerr)
 }
 
 // onceCloser is a listener that closes once: Shutdown and fasthttp may
