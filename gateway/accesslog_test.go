@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -11,29 +10,11 @@ import (
 	"time"
 )
 
-// lockedBuffer is a bytes.Buffer for writers on several goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // The access log's writer loses no line: not those handed over while it
 // stops (more than its queue holds, from many requests at once), not those
 // before it starts or after it stopped, which the request writes itself.
 func TestAccessWriterLosesNoLine(t *testing.T) {
-	var buf lockedBuffer
+	var buf syncLog
 	w := newAccessWriter(slog.New(slog.NewTextHandler(&buf, nil)))
 	line := func(i int) accessLine {
 		return accessLine{method: "POST", route: fmt.Sprintf("/r/%d", i), status: 200, size: i, took: time.Millisecond}
