@@ -45,7 +45,13 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 if [ "$mode" = test ]; then
+  # npm ci again only when the lock file changed since the last install
+  # (a copy of it is kept beside the packages): a clean clone installs, a
+  # second run (make bench-quick, make test again) takes no time.
   for d in gateway/testdata/jlab gateway/testdata/mcp web/e2e web/vendor; do
+    lock="$here/$d/package-lock.json" stamp="$here/$d/node_modules/.aiod-installed-lock"
+    if [ -f "$stamp" ] && cmp -s "$lock" "$stamp"; then continue; fi
     npm ci --prefix "$here/$d" --no-audit --no-fund --ignore-scripts >/dev/null
+    cp "$lock" "$stamp"
   done
 fi
