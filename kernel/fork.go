@@ -103,8 +103,12 @@ func (k *Kernel) launchForked(ctx context.Context, p *templateProc) error {
 	k.mode = StartFork
 	k.watch(c.pid, r, func() *jupyter.DeadError { return k.waitForked(c, pidfd) })
 	k.log.Debug("kernel forked", "template_pid", p.pid, "argv", argv)
+	testHookForked()
 	return nil
 }
+
+// testHookForked runs once the template has reported a fork (tests).
+var testHookForked = func() {}
 
 // forkCwd is the forked kernel's working directory as an absolute path
 // (the template runs in /): dir, or aiod's own when empty. It fails as

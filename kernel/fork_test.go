@@ -710,3 +710,45 @@ func TestForkHelperProcess(t *testing.T) {
 	fmt.Printf("PIDS %d %d\n", ts.Stats()[0].PID, k.Info().PID)
 	time.Sleep(time.Minute) // killed by the test
 }
+
+// TestForkCancelledAtOnceEnds cancels a forked kernel's start as soon as
+// the template has reported the fork: the kill that follows may come
+// before the child has made its own session (setsid), so it must reach
+// the child itself, else the child lives on and Start waits for its end
+// for ever. Each start must end, in an error, with the child reaped.
+func TestForkCancelledAtOnceEnds(t *testing.T) {
+	ts := sharedTemplates(t)
+	spec, err := DefaultPythonSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { testHookForked = func() {} })
+	for i := range 12 {
+		ctx, cancel := context.WithCancel(context.Background())
+		testHookForked = cancel
+		done := make(chan error, 1)
+		go func() {
+			k, err := Start(ctx, Options{Spec: spec, Handler: func(*jupyter.Message) {}, Logger: testLogger(),
+				StartTimeout: startTimeout, Templates: ts})
+			if err == nil {
+				k.Close(context.Background()) //nolint:errcheck // the check below fails the test
+				err = errors.New("started although its context was cancelled")
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if !errors.Is(err, context.Canceled) {
+				t.Errorf("start %d: %v, want context.Canceled", i, err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("start %d cancelled right after its fork has not ended in 30 s (templates: %+v)", i, ts.Stats())
+		}
+		cancel()
+	}
+	for _, s := range ts.Stats() {
+		if c := kerneltest.Descendants(s.PID); len(c) > 0 {
+			t.Errorf("template %d still has processes below it: %v", s.PID, c)
+		}
+	}
+}

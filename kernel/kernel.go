@@ -313,9 +313,12 @@ func (k *Kernel) setErr(err error) {
 }
 
 // stopped reports whether teardown has begun.
-func (k *Kernel) stopped() bool {
+func (k *Kernel) stopped() bool { return isClosed(k.stop) }
+
+// isClosed reports whether ch is closed (it is never sent on).
+func isClosed(ch <-chan struct{}) bool {
 	select {
-	case <-k.stop:
+	case <-ch:
 		return true
 	default:
 		return false

@@ -362,9 +362,10 @@ func (p *templateProc) fork(ctx context.Context, args []string, env map[string]s
 	}
 }
 
-// killOrphan kills a forked kernel nobody owns; the template reaps it.
+// killOrphan kills a forked kernel nobody owns (before its setsid too);
+// the template reaps it.
 func killOrphan(c *forkedChild) {
-	syscall.Kill(-c.pid, syscall.SIGKILL) //nolint:errcheck // gone is fine
+	signalGroup(c.pid, syscall.SIGKILL, func() bool { return isClosed(c.exited) }) //nolint:errcheck // gone is fine
 }
 
 // send writes one request with files' descriptors attached.
