@@ -314,3 +314,35 @@ func TestPoolRefillsUnderTheGate(t *testing.T) {
 		t.Errorf("gate after the refill: %+v, want the slot back", st)
 	}
 }
+
+// TestPoolCloseBoundedByItsContext: a start that ignores its cancelled
+// context (a wedged process) does not hold Close past Close's own
+// context; Close says so, and the runtime that start hands over late is
+// closed, not kept.
+func TestPoolCloseBoundedByItsContext(t *testing.T) {
+	fs := &fakes{}
+	entered, unblock := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	start := func(ctx context.Context, h jupyter.Handler) (jupyter.Runtime, error) {
+		once.Do(func() { close(entered) })
+		<-unblock // ignores ctx
+		return fs.backend().Start(ctx, h)
+	}
+	p := NewPool(PoolConfig{Name: "kernel", Size: 1, Start: start})
+	<-entered
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	began := time.Now()
+	err := p.Close(ctx)
+	if err == nil || !strings.Contains(err.Error(), "prewarm pool kernel: a runtime start under way did not end") {
+		t.Fatalf("Close with a wedged start: %v, want the pool to say a start did not end", err)
+	}
+	if d := time.Since(began); d > 5*time.Second {
+		t.Fatalf("Close took %s with a 200 ms context", d)
+	}
+	close(unblock)
+	waitFor(t, func() bool { return len(fs.all()) == 1 && fs.all()[0].closeCount() == 1 })
+	if p.Ready() != 0 {
+		t.Errorf("%d runtimes ready after Close", p.Ready())
+	}
+}

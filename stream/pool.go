@@ -323,22 +323,35 @@ func (p *Pool) Stats() PoolStats {
 		Taken: p.taken.Load(), Misses: p.misses.Load(), Failures: p.failures.Load()}
 }
 
-// Close stops refilling and closes every pooled runtime.
+// Close stops refilling and closes every pooled runtime. It waits for a
+// start under way until ctx ends, then returns an error saying so.
 func (p *Pool) Close(ctx context.Context) error {
-	p.cancel()
-	p.wg.Wait()
+	p.cancel() // from here on add closes what it starts instead of keeping it
+	filled := make(chan struct{})
+	go func() {
+		p.wg.Wait()
+		close(filled)
+	}()
 	p.mu.Lock()
 	ready := p.ready
 	p.ready = nil
 	p.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, pr := range ready {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = pr.rt.Close(ctx)
-		}()
+		wg.Go(func() { _ = pr.rt.Close(ctx) })
 	}
 	wg.Wait()
-	return ctx.Err()
+	select {
+	case <-filled:
+		return ctx.Err()
+	case <-ctx.Done():
+		select {
+		case <-filled: // both ready: the filler did end
+			return ctx.Err()
+		default:
+		}
+		// A start that ignores its cancelled context must not hold the
+		// daemon's shutdown: the filler closes that runtime when it ends.
+		return fmt.Errorf("prewarm pool %s: a runtime start under way did not end: %w", p.cfg.Name, context.Cause(ctx))
+	}
 }
