@@ -114,11 +114,11 @@ func readUntil(t testing.TB, c *websocket.Conn, typ string, id any, within time.
 const threeLines = "import time\nfor i in range(3):\n    print(i, flush=True)\n    if i < 2: time.sleep(0.3)"
 
 // stripVolatile removes the fields that differ between two runs of the
-// same code.
+// same code (queued_ms appears once a call waited a millisecond or more).
 func stripVolatile(d map[string]any) map[string]any {
 	out := map[string]any{}
 	for k, v := range d {
-		if k != "execution_count" && k != "execution_id" {
+		if k != "execution_count" && k != "execution_id" && k != "queued_ms" {
 			out[k] = v
 		}
 	}

@@ -191,8 +191,25 @@ func TestSessionSnapshots(t *testing.T) {
 	if out := exec(alice, "lab2", "total = -1\ndf = df.head(5)\n"+labCheck)["stdout"]; out != "-1 5 5 8 3 9 numpy False False\n" {
 		t.Fatalf("the fork: %q", out)
 	}
-	if out := exec(alice, "lab", labCheck)["stdout"]; out != "42 100000 2499975000 8 3 9 numpy False True\n" {
-		t.Fatalf("the original after the fork changed: %q", out)
+	// On a slow machine the original may have idled past --kernel-idle
+	// while the fork ran; then this call restores it and the generator,
+	// which a snapshot skips, is gone. The rest must be as it was.
+	orig := exec(alice, "lab", labCheck)
+	wantOrig := "42 100000 2499975000 8 3 9 numpy False True\n"
+	skippedGen := func(ans map[string]any) bool {
+		sk, _ := ans["skipped"].(map[string]any)
+		g, _ := sk["gen"].(string)
+		return strings.Contains(g, "generator")
+	}
+	genLost := orig["restored"] == true
+	if genLost {
+		wantOrig = "42 100000 2499975000 8 3 9 numpy False False\n"
+		if !skippedGen(orig) {
+			t.Fatalf("the original, restored after the fork, skipped: %v", orig)
+		}
+	}
+	if orig["stdout"] != wantOrig {
+		t.Fatalf("the original after the fork changed: %v", orig)
 	}
 
 	// Idle reclaim (--kernel-idle 3) saves it; the next call restores it.
@@ -216,7 +233,8 @@ func TestSessionSnapshots(t *testing.T) {
 	if back["restored"] != true || back["fresh_runtime"] == true || back["stdout"] != "42 100000 2499975000 8 4 9 numpy False False\n" {
 		t.Fatalf("after idle reclaim: %v", back)
 	}
-	if sk, _ := back["skipped"].(map[string]any); sk == nil || !strings.Contains(sk["gen"].(string), "generator") {
+	// The generator is skipped by the first snapshot that meets it.
+	if !genLost && !skippedGen(back) {
 		t.Fatalf("after idle reclaim, skipped: %v", back)
 	}
 	if out := exec(alice, "lab", "fh.write('second\\n'); fh.flush(); print(repr(open('notes.txt').read()))"); out["stdout"] != "'first\\nsecond\\n'\n" {
