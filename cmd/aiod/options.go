@@ -73,6 +73,7 @@ type options struct {
 	runtimesMemory     int64   // bytes for all runtimes together; 0 none
 	runtimePids        int64   // processes per runtime; 0 none
 	runtimeCPU         float64 // cores per runtime; 0 none
+	runtimesCPUWeight  int     // runtimes together against aiod, cgroup v1; 0 default layout
 	runtimeUser        string
 	runtimeEnvAllow    string
 	maxSessions        int // -1: auto
@@ -174,6 +175,7 @@ func (o *options) settings() []setting {
 		{"runtimes-memory-total", "AIO_RUNTIMES_MEMORY_TOTAL", "85%", "memory of all local runtimes together (their cgroups' parent): bytes, with K, M, G or T, or a percentage of the machine's memory; 0 for none", memSetter(&o.runtimesMemory)},
 		{"runtime-pids-limit", "AIO_RUNTIME_PIDS_LIMIT", "1024", "processes and threads per local runtime; 0 for none", pidsSetter(&o.runtimePids)},
 		{"runtime-cpu-limit", "AIO_RUNTIME_CPU_LIMIT", "0", "CPU cores per local runtime, as a quota (1.5 is one and a half cores); 0 for none", cpuSetter(&o.runtimeCPU)},
+		{"runtimes-cpu-weight", "AIO_RUNTIMES_CPU_WEIGHT", "4", "when aiod and its runtimes both want more CPU than there is, all runtimes together get this many parts to aiod's one (cgroup v1: aiod moves into a cpu group of its own beside theirs); 0 leaves aiod in its cgroup and the runtimes' parent at one task's weight", rangeSetter(&o.runtimesCPUWeight, 0, 256)},
 		{"runtime-user", "AIO_RUNTIME_USER", "", "run every local runtime as this user (a name, or uid[:gid]) when aiod runs as root", strSetter(&o.runtimeUser)},
 		{"runtime-env-allow", "AIO_RUNTIME_ENV_ALLOW", defaultEnvAllow, "comma-separated variables of aiod's environment that runtimes get: names, or prefixes ending in * (AIO_* and JWT_PUBLIC_KEY never pass)", strSetter(&o.runtimeEnvAllow)},
 		{"isolation", "AIO_ISOLATION", "auto", "tenant: every caller's runtimes (and file plane) in a sandbox of their own (namespaces, a read-only host, the tenant's folders, its own uid, seccomp); none: one shared host, as aiod's user or --runtime-user; auto: tenant where the machine allows it (root, namespaces), else none with the reason logged", strSetter(&o.isolation)},
@@ -652,7 +654,7 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 		Admission: o.admission(),
 	}
 	c.Isolation.MemoryBytes, c.Isolation.Pids, c.Isolation.CPU = o.runtimeMemory, o.runtimePids, o.runtimeCPU
-	c.Isolation.TotalMemoryBytes = o.runtimesMemory
+	c.Isolation.TotalMemoryBytes, c.Isolation.RuntimesCPUWeight = o.runtimesMemory, o.runtimesCPUWeight
 	c.Isolation.User, c.Isolation.EnvAllow = o.runtimeUser, splitList(o.runtimeEnvAllow)
 	c.Isolation.Isolation, c.Isolation.StateDir, c.Isolation.Network = o.isolation, o.stateDir, o.runtimeNetwork
 	c.Isolation.FirstUID, c.Isolation.LastUID = o.tenantUIDs[0], o.tenantUIDs[1]

@@ -46,6 +46,11 @@ type Config struct {
 	TotalMemoryBytes int64
 	Pids             int64   // processes and threads per runtime; 0 is none
 	CPU              float64 // cores per runtime, as a CFS quota; 0 is none
+	// RuntimesCPUWeight is the CPU weight of all runtimes together against
+	// aiod's own process, when both want more than there is (cgroup v1:
+	// see cpuweight.go); 0 leaves aiod in its cgroup and the runtimes'
+	// parent at the default weight.
+	RuntimesCPUWeight int
 	// User runs runtimes as this account (a name, or uid[:gid]); "" is
 	// aiod's own. Only root may set it.
 	User string
@@ -91,6 +96,10 @@ type Isolator struct {
 	mode      string           // ModeTenant or ModeNone
 	why       string           // why mode is ModeNone
 	tenants   *sandbox.Tenants // nil unless mode is ModeTenant
+	// cpuWeighed: this Isolator moved aiod into its weighted cpu group
+	// (weighCPU); noWeight says why RuntimesCPUWeight is not in force.
+	cpuWeighed bool
+	noWeight   string
 }
 
 // New resolves the user, makes its home folder, removes cgroups left by
@@ -264,6 +273,10 @@ func (is *Isolator) Close() error {
 	if is.parent2 != "" {
 		errs = append(errs, removeTree(is.parent2))
 	}
+	if is.cpuWeighed {
+		is.cpuWeighed = false
+		errs = append(errs, unweighCPU())
+	}
 	if is.home != "" {
 		errs = append(errs, os.RemoveAll(is.home))
 	}
@@ -308,6 +321,9 @@ func (is *Isolator) setUpCgroups() error {
 			return fmt.Errorf("cgroup v2: cannot make runtime groups under %s (memory, pids and cpu must be delegated to aiod): %w", own, err)
 		}
 		is.mechanism, is.parent2 = CgroupV2, dir
+		if is.cfg.RuntimesCPUWeight > 0 {
+			is.noWeight = "not made on cgroup v2: aiod and its runtimes' parent keep the default weight"
+		}
 		return nil
 	}
 	is.parents = map[string]string{}
@@ -319,6 +335,9 @@ func (is *Isolator) setUpCgroups() error {
 			}
 			return fmt.Errorf("cgroup v1: no %s controller: %w", c, err)
 		}
+		if c == "cpu" {
+			own = cpuHome(own)
+		}
 		cleanStale(own)
 		dir := filepath.Join(own, daemonDir(os.Getpid()))
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -327,6 +346,16 @@ func (is *Isolator) setUpCgroups() error {
 			return fmt.Errorf("cgroup v1: make %s: %w", dir, err)
 		}
 		is.parents[c] = dir
+		if c == "cpu" && is.cfg.RuntimesCPUWeight > 0 {
+			rt, err := weighCPU(own, dir, is.cfg.RuntimesCPUWeight)
+			if err != nil {
+				// The runtimes still get their groups (and any quota).
+				is.noWeight = err.Error()
+				is.log.Warn("runtimes' CPU weight not set; aiod keeps the default layout", "why", err)
+				continue
+			}
+			is.parents[c], is.cpuWeighed = rt, true
+		}
 	}
 	if is.cfg.TotalMemoryBytes > 0 {
 		res := is.totalResources()
@@ -771,6 +800,11 @@ func (is *Isolator) Report() Report {
 		if c.CPU > 0 {
 			on("cpu", v+cpu+" (a quota per 100 ms)")
 		}
+		if is.cpuWeighed {
+			on("cpu weight", fmt.Sprintf("cgroup v1 cpu.shares: all runtimes together weigh %d× aiod's own process when both want more CPU than there is", c.RuntimesCPUWeight))
+		} else if is.noWeight != "" {
+			off("cpu weight", is.noWeight)
+		}
 	case Rlimit:
 		if c.MemoryBytes > 0 {
 			on("memory", "RLIMIT_DATA (allocations fail past it: Python raises MemoryError and the session lives; node aborts)")
@@ -786,6 +820,9 @@ func (is *Isolator) Report() Report {
 		}
 		if c.CPU > 0 {
 			off("cpu", "no rlimit gives a CPU quota")
+		}
+		if c.RuntimesCPUWeight > 0 {
+			off("cpu weight", "no rlimit weighs processes")
 		}
 	}
 	off("remote kernels", "runtimes on --jupyter-endpoint are limited by that server, not by aiod")

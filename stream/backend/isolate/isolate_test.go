@@ -200,3 +200,100 @@ func TestCgroupV1Group(t *testing.T) {
 		}
 	}
 }
+
+// cpuGroup is the cpu controller's group of pid, from /proc.
+func cpuGroup(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.SplitN(line, ":", 3); len(f) == 3 && slices.Contains(strings.Split(f[1], ","), "cpu") {
+			return f[2]
+		}
+	}
+	t.Fatalf("no cpu controller in %s", b)
+	return ""
+}
+
+// TestCgroupV1CPUWeight: with RuntimesCPUWeight the process (aiod) moves
+// into daemon/ at one task's weight, a runtime's group lands under
+// runtimes/ at the given multiple, the report says so, a second Isolator
+// in the same process shares the layout, and the last Close moves the
+// process back and removes the folder.
+func TestCgroupV1CPUWeight(t *testing.T) {
+	home := cpuGroup(t, os.Getpid())
+	is, err := New(Config{MemoryBytes: 128 << 20, RuntimesCPUWeight: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := filepath.Join("/sys/fs/cgroup/cpu", home, daemonDir(os.Getpid()))
+	if is.Mechanism() != CgroupV1 || !is.cpuWeighed || is.parents["cpu"] != filepath.Join(top, "runtimes") {
+		t.Fatalf("mechanism %q, weighed %v, cpu parent %q (%s)", is.Mechanism(), is.cpuWeighed, is.parents["cpu"], is.noWeight)
+	}
+	self := cpuGroup(t, os.Getpid())
+	if self != filepath.Join(home, daemonDir(os.Getpid()), "daemon") {
+		t.Fatalf("this process is in cpu group %q, want its daemon/ group", self)
+	}
+	// Every thread moved, not only the one that wrote cgroup.procs.
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, task := range tasks {
+		b, _ := os.ReadFile("/proc/self/task/" + task.Name() + "/cgroup")
+		if !strings.Contains(string(b), ":"+self+"\n") {
+			t.Fatalf("thread %s stayed behind: %s", task.Name(), b)
+		}
+	}
+	shares := func(dir string) string {
+		b, _ := os.ReadFile(filepath.Join(top, dir, "cpu.shares"))
+		return strings.TrimSpace(string(b))
+	}
+	if shares("daemon") != "1024" || shares("runtimes") != "4096" {
+		t.Fatalf("cpu.shares: daemon %s, runtimes %s; want 1024 and 4096", shares("daemon"), shares("runtimes"))
+	}
+	if r := strings.Join(is.Report().Enforced, "\n"); !strings.Contains(r, "cpu weight: cgroup v1 cpu.shares: all runtimes together weigh 4×") {
+		t.Fatalf("report: %s", r)
+	}
+
+	cmd, in, out := startWaiter(t, "print('up', flush=True)\nimport sys\nsys.stdin.readline()\n")
+	l, err := is.Apply(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := cpuGroup(t, cmd.Process.Pid); !strings.HasPrefix(g, filepath.Join(home, daemonDir(os.Getpid()), "runtimes")+"/") {
+		t.Fatalf("the runtime is in cpu group %q, want one under runtimes/", g)
+	}
+	in.WriteString("go\n")
+	if line, _ := out.ReadString('\n'); line != "up\n" {
+		t.Fatalf("child said %q", line)
+	}
+
+	// A second Isolator in this process shares the layout; closing it
+	// leaves the first's in place.
+	is2, err := New(Config{MemoryBytes: 128 << 20, RuntimesCPUWeight: 4})
+	if err != nil || !is2.cpuWeighed {
+		t.Fatalf("second Isolator: %v, weighed %v (%s)", err, is2 != nil && is2.cpuWeighed, is2.noWeight)
+	}
+	if err := unweighCPU(); err != nil { // as is2.Close would, without removing the shared runtime folders
+		t.Fatal(err)
+	}
+	is2.cpuWeighed = false
+	if g := cpuGroup(t, os.Getpid()); g != self {
+		t.Fatalf("after the second Isolator let go, this process is in %q", g)
+	}
+
+	in.WriteString("go\n")
+	_ = cmd.Wait()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := is.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if g := cpuGroup(t, os.Getpid()); g != home {
+		t.Fatalf("after Close this process is in cpu group %q, want %q back", g, home)
+	}
+	if _, err := os.Stat(top); err == nil {
+		t.Fatalf("%s not removed", top)
+	}
+}
