@@ -9,10 +9,12 @@ import (
 	"io"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aiod/aiod/kernel"
 	"github.com/goccy/go-json"
 )
 
@@ -80,6 +82,7 @@ func fakeResult() *Result {
 		}
 		return xs
 	}
+	r.Hop = &Hop{BackToBack: 40, AfterIdle: 210, IdleMs: 6}
 	r.Runs["seq/"+Floor] = summarize(lat(3), 0, 0)
 	r.Runs["seq/"+REST] = summarize(lat(3.3), 0, 0)
 	r.fail("seq/"+WS, errors.New("dial ws://127.0.0.1:1/v2/code/ws: 404"))
@@ -117,6 +120,7 @@ func TestJSONKeys(t *testing.T) {
 		"ratios":         {"rest_over_floor", "ws_over_floor", "jupyter_server_over_rest", "throughput_rest_over_floor_c64"},
 		"machine":        {"cores", "cpu_model", "kernel"},
 		"settings":       {"streams_per_kernel"},
+		"hop_us":         {"back_to_back", "after_idle", "idle_ms"},
 	}
 	for group, keys := range want {
 		g, ok := m[group].(map[string]any)
@@ -206,15 +210,6 @@ func TestSVGWellFormed(t *testing.T) {
 	}
 }
 
-func TestTicks(t *testing.T) {
-	if got := ticks(niceDown(2.3), niceUp(61)); !slices.Equal(got, []float64{2, 5, 10, 20, 50, 100}) {
-		t.Errorf("ticks %v", got)
-	}
-	if niceDown(0.7) != 0.5 || niceUp(0.7) != 1 || niceUp(100) != 100 {
-		t.Errorf("nice: %v %v %v", niceDown(0.7), niceUp(0.7), niceUp(100))
-	}
-}
-
 func TestRouterAndTokens(t *testing.T) {
 	r := newRouter()
 	p := r.add("m1")
@@ -273,6 +268,17 @@ func TestFloorAndJupyterServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer jk.close()
+	// The floor's kernel holds what aiod's kernels hold by default, and
+	// its preload leaves nothing in the user's namespace.
+	names := make([]string, len(kernel.DefaultPreload))
+	for i, m := range kernel.DefaultPreload {
+		names[i] = strconv.Quote(m)
+	}
+	probe := "import sys as _s, gc as _g\nprint(all(m in _s.modules for m in (" + strings.Join(names, ", ") + ",)), " +
+		"_g.get_freeze_count() > 0, '_aiobench_preload' in globals(), 'm' in globals())"
+	if out, err := fk.exec(ctx, probe); err != nil || out != "True True False False\n" {
+		t.Errorf("floor kernel after its preload: %q, %v; want True True False False", out, err)
+	}
 	for name, c := range map[string]execConn{"floor": fk, "jupyter": jk} {
 		for i := range 3 {
 			if _, err := timeConn(ctx, c, fmt.Sprintf("aiobench-%s-%d", name, i)); err != nil {

@@ -59,6 +59,7 @@ type Settings struct {
 	OneshotCalls       int    `json:"oneshot_calls"`
 	PrewarmKernelWarm  bool   `json:"prewarm_kernel_warmup"` // AIO_KERNEL_WARMUP in the prewarm daemon
 	IPythonHistory     string `json:"ipython_history"`
+	FloorKernel        string `json:"floor_kernel"`
 	RSSSessions        string `json:"rss_sessions"`
 	RSSFlood           string `json:"rss_flood"`
 }
@@ -100,10 +101,25 @@ type Result struct {
 	Runs     map[string]*Summary `json:"runs"`
 	RSS      map[string]float64  `json:"-"` // filled by the run, copied into RSSMB
 	Failures map[string]string   `json:"failures,omitempty"`
+	// Hop is what one loopback round trip to aiod costs on this machine,
+	// measured after the sequential rounds; nil when it could not be.
+	Hop *Hop `json:"hop_us,omitempty"`
 	// Start is the kernel start benchmark (fork against spawn); nil when
 	// it was not run.
 	Start *StartResult `json:"start,omitempty"`
 	Notes []string     `json:"notes,omitempty"`
+}
+
+// Hop is the p50 of a GET /healthz round trip to the main daemon, in µs:
+// back to back, and after IdleMs of sleep before each, which is how a
+// sequential call finds aiod and its client. A REST call wakes aiod twice
+// more than the floor's call wakes anyone (at the request and at the
+// kernel's answer), about one such round trip after idle; on a virtual
+// machine whose idle processors halt, the idle one is the one that counts.
+type Hop struct {
+	BackToBack float64 `json:"back_to_back"`
+	AfterIdle  float64 `json:"after_idle"`
+	IdleMs     float64 `json:"idle_ms"`
 }
 
 func newResult() *Result {
@@ -219,6 +235,9 @@ func (r *Result) writeMainTable(w io.Writer) {
 	fmt.Fprintf(w, "code: %q (the token is checked in every answer); sequential: %d rounds, %s\n", s.Code, s.SequentialRounds, s.Interleaving)
 	fmt.Fprintf(w, "c16: 16 streams over %d kernels/sessions (%d per kernel); c64: 64 streams over %d (%d per kernel); Jupyter Server c16: %d kernels (%d streams each); %.1f s per concurrent run x %d\n",
 		s.KernelsC16, s.StreamsPerKernel.C16, s.KernelsC64, s.StreamsPerKernel.C64, s.JupyterKernelsC16, s.JupyterStreamsPerK, s.ConcurrentSeconds, s.ConcurrentRepeats)
+	if s.FloorKernel != "" {
+		fmt.Fprintf(w, "floor kernels: %s\n", s.FloorKernel)
+	}
 	fmt.Fprintf(w, "one-shots: %d calls each; prewarm daemon AIO_KERNEL_WARMUP=%v; RSS: %s; flood: %s\n\n", s.OneshotCalls, s.PrewarmKernelWarm, s.RSSSessions, s.RSSFlood)
 
 	rows := [][]string{{"measurement", "floor", "aiod REST", "aiod WS", "Jupyter Server", "ratio", "goal"}}

@@ -7,14 +7,18 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/aiod/aiod/bench/load"
+	"github.com/aiod/aiod/kernel"
+	"github.com/valyala/fasthttp"
 )
 
 // Config says how to run.
@@ -140,6 +144,8 @@ func (r *runner) settings() {
 	s.JupyterKernelsC16, s.JupyterStreamsPerK = p.jupyterKernels, 16/p.jupyterKernels
 	s.OneshotCalls = p.oneshots
 	s.PrewarmKernelWarm = p.prewarmKernelWarmup
+	s.FloorKernel = "ipykernel started by package kernel, which then imports " + strings.Join(kernel.DefaultPreload, ", ") +
+		" and freezes the garbage collector, as aiod's kernel templates do before they fork (--kernel-warmup, on by default)"
 	s.IPythonHistory = "in memory for every kernel (IPYTHONDIR with c.HistoryAccessor.hist_file=':memory:'): with one shared history.sqlite, dozens of kernels collide and IPython prints 'database is locked' into stdout"
 
 	if p.rssNative {
@@ -375,6 +381,52 @@ func (r *runner) sequential(ctx context.Context, st *stage) {
 		r.res.Runs["seq/"+p.name] = s
 		r.logf("sequential %-15s p50 %7.2f ms  p99 %7.2f ms  (%d calls, %d errors)", p.name, s.P50, s.P99, s.Calls, errs[i])
 	}
+	r.hop(ctx, st.main.url)
+}
+
+// hop times GET /healthz on the daemon at url, back to back and after an
+// idle pause like the one a sequential call follows (see Hop).
+func (r *runner) hop(ctx context.Context, url string) {
+	const idle = 6 * time.Millisecond
+	n := max(r.p.seqRounds/4, 50)
+	c := &fasthttp.HostClient{Addr: strings.TrimPrefix(url, "http://"), NoDefaultUserAgentHeader: true}
+	defer c.CloseIdleConnections()
+	p50 := func(pause time.Duration) (float64, error) {
+		lat := make([]float64, 0, n)
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		req.SetRequestURI(url + "/healthz")
+		for i := -5; i < n && ctx.Err() == nil; i++ {
+			if pause > 0 {
+				time.Sleep(pause)
+			}
+			t0 := time.Now()
+			if err := c.DoTimeout(req, resp, 10*time.Second); err != nil {
+				return 0, err
+			}
+			if resp.StatusCode() != fasthttp.StatusOK {
+				return 0, fmt.Errorf("GET /healthz: HTTP %d", resp.StatusCode())
+			}
+			if i >= 0 {
+				lat = append(lat, float64(time.Since(t0).Nanoseconds())/1e3)
+			}
+		}
+		return summarize(lat, 0, 0).P50, nil
+	}
+	warm, err := p50(0)
+	if err != nil {
+		r.res.Notes = append(r.res.Notes, "hop not measured: "+err.Error())
+		return
+	}
+	cold, err := p50(idle)
+	if err != nil {
+		r.res.Notes = append(r.res.Notes, "hop not measured: "+err.Error())
+		return
+	}
+	r.res.Hop = &Hop{BackToBack: math.Round(warm), AfterIdle: math.Round(cold), IdleMs: float64(idle.Milliseconds())}
+	r.logf("hop: GET /healthz p50 %.0f µs back to back, %.0f µs after %v idle (%d each)", warm, cold, idle, n)
+	r.res.Notes = append(r.res.Notes, fmt.Sprintf("hop: a GET /healthz round trip to aiod takes %.0f µs (p50) back to back and %.0f µs after %v idle; a sequential REST call adds about one idle round trip to the floor's path", warm, cold, idle))
 }
 
 // timeConn runs one token call on c and checks it.
