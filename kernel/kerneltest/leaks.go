@@ -24,6 +24,7 @@ import (
 // seconds. Goroutines of fasthttp's date updater and of idle HTTP client
 // connections are not leaks. The result is the exit code.
 func Run(m *testing.M, after ...func()) int {
+	quickRaceExit()
 	before := goleak.IgnoreCurrent()
 	code := m.Run()
 	for _, f := range after {
@@ -118,4 +119,18 @@ func leftCgroups() []string {
 		}
 	}
 	return left
+}
+
+// quickRaceExit keeps the processes a test starts from this binary (the
+// sandbox's re-executed helpers, which the race detector instruments as
+// it does the test) from sleeping at exit: the race runtime waits a second
+// in every exit (its atexit_sleep_ms), which was a second in every tenant
+// daemon's start (its sandbox probe) and in every file plane helper's end.
+// A GORACE that sets atexit_sleep_ms itself is left alone.
+func quickRaceExit() {
+	g := os.Getenv("GORACE")
+	if strings.Contains(g, "atexit_sleep_ms") {
+		return
+	}
+	os.Setenv("GORACE", strings.TrimSpace(g+" atexit_sleep_ms=0")) //nolint:errcheck // a valid name
 }
