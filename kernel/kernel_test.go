@@ -306,6 +306,29 @@ func TestClose(t *testing.T) {
 	assertGone(t, k)
 }
 
+// TestCloseStuckAfterItsReply: a kernel that answered shutdown_request
+// and then hangs in its teardown (as ipykernel 6.17 sometimes does, in a
+// deadlock between its threads; here an atexit handler that sleeps) is
+// signalled replyGrace after its reply, not after the whole shutdownGrace,
+// which the test makes a minute so that the two cannot be mistaken.
+func TestCloseStuckAfterItsReply(t *testing.T) {
+	defer func(g time.Duration) { shutdownGrace = g }(shutdownGrace)
+	shutdownGrace = time.Minute
+	k, rec := startKernel(t, nil)
+	run(t, k, rec, "import atexit, time\natexit.register(time.sleep, 600)")
+	pid := k.Info().PID
+	start := time.Now()
+	if err := k.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > shutdownGrace/2 {
+		t.Fatalf("Close of a kernel stuck after its shutdown_reply took %s: it waited for shutdownGrace, not replyGrace", d)
+	}
+	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+		t.Errorf("kernel process %d still there: %v", pid, err)
+	}
+}
+
 func TestCloseConcurrent(t *testing.T) {
 	k, _ := startKernel(t, nil)
 	var wg sync.WaitGroup
