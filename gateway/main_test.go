@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -43,11 +44,20 @@ type testServer struct {
 	token  string // when set, call and callRaw send it as a bearer token
 }
 
+// serverOpt asks startServer and newServer for more than cfg says.
+type serverOpt int
+
+// warmKernels keeps the daemon's kernel warm-up: without it a test
+// server's kernel templates import ipykernel alone, since pandas and
+// matplotlib cost every server that starts a kernel a second or two of
+// CPU that most tests do not use (the kernel imports them on first use).
+const warmKernels serverOpt = 1
+
 // startServer starts a gateway with cfg (defaults filled) and stops it,
 // with every runtime, when the test ends.
-func startServer(t testing.TB, cfg Config) *testServer {
+func startServer(t testing.TB, cfg Config, opts ...serverOpt) *testServer {
 	t.Helper()
-	srv := newServer(t, cfg)
+	srv := newServer(t, cfg, opts...)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -70,9 +80,12 @@ func startServer(t testing.TB, cfg Config) *testServer {
 
 // newServer makes a gateway with cfg, defaults filled as the daemon's (its
 // caller serves and shuts it down).
-func newServer(t testing.TB, cfg Config) *Server {
+func newServer(t testing.TB, cfg Config, opts ...serverOpt) *Server {
 	t.Helper()
 	kerneltest.SkipShort(t, "a gateway with real runtimes")
+	if !slices.Contains(opts, warmKernels) {
+		cfg.NoKernelWarmup = true
+	}
 	if cfg.KernelStartTimeout == 0 {
 		cfg.KernelStartTimeout = 120 * time.Second
 	}

@@ -24,7 +24,7 @@ func waitPoolReady(t *testing.T, ts *testServer, name string, n float64) {
 }
 
 func TestKernelPoolServesOneShotsAndRefills(t *testing.T) {
-	ts := startServer(t, Config{KernelPrewarm: 2})
+	ts := startServer(t, Config{KernelPrewarm: 2}, warmKernels)
 	waitPoolReady(t, ts, "kernel", 2)
 	if st := poolStats(t, ts, "kernel"); st["size"] != 2.0 || st["warmup"] != true {
 		t.Fatalf("pool stats %v", st)
