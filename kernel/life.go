@@ -16,12 +16,10 @@ var shutdownGrace = 2 * time.Second
 
 const (
 	// replyGrace is how long Close waits for the exit of a kernel that
-	// has answered shutdown_request. A clean ipykernel exits within about
-	// 0.1 s of its reply; ipykernel 6.17 sometimes deadlocks in its own
-	// teardown instead (its control thread publishes a status through the
-	// iopub thread it has already stopped, and the main thread joins the
-	// control thread), which only a signal ends. Measured here: one
-	// forked kernel's close in 15 waited the whole shutdownGrace.
+	// has answered shutdown_request: a clean one exits within 0.1 s, but
+	// ipykernel 6.17 deadlocks in its teardown in about one close in 15
+	// (its control thread publishes through the stopped iopub thread while
+	// the main thread joins it), which only a signal ends.
 	replyGrace = 500 * time.Millisecond
 	// eofGrace bounds how long teardown waits for the readers to see the
 	// dead process's connections close before closing the sockets.
@@ -110,16 +108,15 @@ func (k *Kernel) stopProcess(ctx context.Context) {
 	if k.exited() {
 		return
 	}
-	replied := k.requestShutdown(ctx)
-	defer k.replies.Forget(replied.id)
-	if k.awaitExit(ctx, replied.ch) {
-		return
+	id, replies := k.requestShutdown(ctx)
+	defer k.replies.Forget(id)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGKILL} {
+		if k.awaitExit(ctx, replies) {
+			return
+		}
+		replies = nil
+		k.killGroup(sig)
 	}
-	k.killGroup(syscall.SIGTERM)
-	if k.awaitExit(ctx, nil) {
-		return
-	}
-	k.killGroup(syscall.SIGKILL)
 }
 
 // awaitExit waits up to shutdownGrace for the process to exit, or until
@@ -131,44 +128,32 @@ func (k *Kernel) awaitExit(ctx context.Context, replies <-chan *jupyter.Message)
 	for {
 		select {
 		case <-k.exitCtx.Done():
-			return true
 		case <-ctx.Done():
-			return k.exited()
 		case <-t.C:
-			return k.exited()
 		case m := <-replies:
 			if m.Header.MsgType == "shutdown_reply" {
 				t.Reset(replyGrace)
 				replies = nil
 			}
+			continue
 		}
+		return k.exited()
 	}
 }
 
-// shutdownSent is a shutdown_request's id and the channel its replies
-// (and the statuses it caused) arrive on.
-type shutdownSent struct {
-	id string
-	ch chan *jupyter.Message
-}
-
-// requestShutdown sends shutdown_request on control; the kernel answers and
-// exits. The reply only shortens the wait: the process's exit is what
-// counts.
-func (k *Kernel) requestShutdown(ctx context.Context) shutdownSent {
+// requestShutdown sends shutdown_request on control and returns its id and
+// the channel its replies come on. The kernel answers and exits; the reply
+// only shortens the wait, the process's exit is what counts.
+func (k *Kernel) requestShutdown(ctx context.Context) (string, chan *jupyter.Message) {
 	ctx, cancel := context.WithTimeout(ctx, shutdownGrace)
 	defer cancel()
-	sent := shutdownSent{id: jupyter.NewID(), ch: make(chan *jupyter.Message, 4)}
-	k.replies.Expect(sent.id, sent.ch)
-	m := &jupyter.Message{
-		Channel: "control",
-		Header:  jupyter.NewHeader(k.session, sent.id, "shutdown_request"),
-		Content: []byte(`{"restart":false}`),
-	}
+	id, ch := jupyter.NewID(), make(chan *jupyter.Message, 4)
+	k.replies.Expect(id, ch)
+	m := &jupyter.Message{Channel: "control", Header: jupyter.NewHeader(k.session, id, "shutdown_request"), Content: []byte(`{"restart":false}`)}
 	if err := k.send(ctx, k.control, m); err != nil {
 		k.log.Debug("send shutdown_request failed", "err", err)
 	}
-	return sent
+	return id, ch
 }
 
 func (k *Kernel) exited() bool { return k.exitCtx.Err() != nil }

@@ -4,15 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/aiod/aiod/kernel/procmem"
 	"github.com/goccy/go-json"
 )
 
@@ -489,34 +488,8 @@ func (t *Template) memory(pid int) (rss, pss int64) {
 	t.memMu.Lock()
 	defer t.memMu.Unlock()
 	if pid != t.memPID || time.Since(t.memAt) > memEvery {
-		t.memRSS, t.memPSS = smapsRollup(pid)
+		t.memRSS, t.memPSS = procmem.Rollup(pid)
 		t.memPID, t.memAt = pid, time.Now()
 	}
 	return t.memRSS, t.memPSS
-}
-
-// smapsRollup reads a process's Rss and Pss from /proc/PID/smaps_rollup, in
-// bytes; zeros when it cannot.
-func smapsRollup(pid int) (rss, pss int64) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
-	if err != nil {
-		return 0, 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 2 {
-			continue
-		}
-		v, err := strconv.ParseInt(f[1], 10, 64)
-		if err != nil {
-			continue
-		}
-		switch f[0] {
-		case "Rss:":
-			rss = v << 10
-		case "Pss:":
-			pss = v << 10
-		}
-	}
-	return rss, pss
 }

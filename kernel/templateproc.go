@@ -416,13 +416,10 @@ func (p *templateProc) live() int {
 }
 
 // stop ends the template: closing the socket makes it kill its children
-// and exit; SIGKILL follows after templateStopGrace. A template with no
-// child gets SIGKILL at once: it holds nothing, and one still importing
-// reads its socket only once its imports are done (seconds with pandas).
-// A child forked that aiod has not heard of yet dies too: it is in the
-// template's process group until its setsid, and dies with the template
-// after it (PR_SET_PDEATHSIG). It returns once every goroutine of p is
-// over.
+// and exit; SIGKILL follows after templateStopGrace, or at once with no
+// child (one still importing reads its socket only after its imports; a
+// fork not yet reported dies with it by PR_SET_PDEATHSIG). It returns once
+// every goroutine of p is over.
 func (p *templateProc) stop() {
 	p.conn.Close()
 	if p.live() == 0 {

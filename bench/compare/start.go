@@ -19,6 +19,7 @@ import (
 
 	"github.com/aiod/aiod/bench/load"
 	"github.com/aiod/aiod/kernel"
+	"github.com/aiod/aiod/kernel/procmem"
 )
 
 // Kernel start modes, as in the JSON.
@@ -580,19 +581,10 @@ func (d *daemon) pssPerSession(ctx context.Context, prefix string) float64 {
 	return total / float64(n)
 }
 
-// pssMB reads Pss from /proc/PID/smaps_rollup, in MB (10^6 bytes).
+// pssMB reads pid's proportional set size, in MB (10^6 bytes).
 func pssMB(pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "Pss:" {
-			kb, _ := strconv.ParseFloat(f[1], 64)
-			return kb * 1024 / 1e6
-		}
-	}
-	return 0
+	_, pss := procmem.Rollup(pid)
+	return float64(pss) / 1e6
 }
 
 // cpuPercent is pid's CPU time over d, in percent of one core.
