@@ -96,7 +96,7 @@ func newServer(t testing.TB, cfg Config, opts ...serverOpt) *Server {
 		cfg.Isolation.StateDir = t.TempDir()
 	}
 	if cfg.Isolation.FirstUID == 0 {
-		cfg.Isolation.FirstUID, cfg.Isolation.LastUID = kerneltest.UIDRange()
+		cfg.Isolation.FirstUID, cfg.Isolation.LastUID = kerneltest.UIDRange(t)
 	}
 	srv, err := New(cfg)
 	if err != nil {

@@ -156,7 +156,7 @@ func tryStartDaemon(t testing.TB, args []string, env ...string) (*daemon, error)
 		d.cmd.Env = append(d.cmd.Env, "AIO_STATE_DIR="+t.TempDir())
 	}
 	if !hasSetting(args, env, "--tenant-uids", "AIO_TENANT_UIDS=") {
-		d.cmd.Env = append(d.cmd.Env, "AIO_TENANT_UIDS="+kerneltest.UIDRangeFlag())
+		d.cmd.Env = append(d.cmd.Env, "AIO_TENANT_UIDS="+kerneltest.UIDRangeFlag(t))
 	}
 	d.cmd.Stdout, d.cmd.Stderr = d.stderr, d.stderr
 	if err := d.cmd.Start(); err != nil {

@@ -31,7 +31,7 @@ func runBinary(t *testing.T, env []string, args ...string) (int, string) {
 		cmd.Env = append(cmd.Env, "AIO_STATE_DIR="+t.TempDir())
 	}
 	if !hasSetting(args, env, "--tenant-uids", "AIO_TENANT_UIDS=") {
-		cmd.Env = append(cmd.Env, "AIO_TENANT_UIDS="+kerneltest.UIDRangeFlag())
+		cmd.Env = append(cmd.Env, "AIO_TENANT_UIDS="+kerneltest.UIDRangeFlag(t))
 	}
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError

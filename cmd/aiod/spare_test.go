@@ -136,7 +136,7 @@ print(os.getpid(), os.getuid(), os.environ["HOME"], os.path.expanduser("~"), pwd
 func TestNewTenantsTakePooledKernels(t *testing.T) {
 	priv, pub := tenantKey(t)
 	state := t.TempDir()
-	env := []string{"AIO_JWT_PUBLIC_KEY=" + pub, "AIO_TENANT_UIDS=" + kerneltest.UIDRangeFlag()}
+	env := []string{"AIO_JWT_PUBLIC_KEY=" + pub, "AIO_TENANT_UIDS=" + kerneltest.UIDRangeFlag(t)}
 	args := []string{"--state-dir", state, "--code-backend", "kernel", "--kernel-prewarm", "1", "--runtime-network", "allow"}
 	d := startDaemonEnv(t, env, args...)
 	d.token = tenantJWT(t, priv, "metrics") // reading /metrics makes no sandbox

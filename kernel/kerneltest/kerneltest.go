@@ -9,9 +9,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -121,16 +123,65 @@ func SkipShort(t testing.TB, what string) {
 	}
 }
 
-// UIDRange is a range of 1,000 tenant uids of the test's own: daemons
-// refuse to share a range (tenants of two daemons would share uids), and
-// tests start many at once.
-func UIDRange() (first, last uint32) {
-	first = 1_000_000_000 + uint32(rand.IntN(900_000))*1000
-	return first, first + 999
+// uidSlots is how many ranges of 1,000 tenant uids the tests share, from
+// uid 1,000,000,000 on; uidSlotDir holds one lock file per slot.
+const uidSlots = 900
+
+var uidSlotDir = filepath.Join(os.TempDir(), "aiod-test-uid-slots")
+
+// UIDRange is a range of 1,000 tenant uids that no other test holds, in
+// this process or another (every package's test binary runs at once with
+// go test ./...): daemons refuse to share a range, since tenants of two
+// daemons would share uids. The range is the test's until it ends: a lock
+// (flock) on its slot's file, which the kernel drops with the process too.
+func UIDRange(t testing.TB) (first, last uint32) {
+	t.Helper()
+	if err := os.MkdirAll(uidSlotDir, 0o777); err != nil {
+		t.Fatalf("tenant uid slots: %v", err)
+	}
+	start := rand.IntN(uidSlots)
+	for i := range uidSlots {
+		slot := (start + i) % uidSlots
+		f, err := os.OpenFile(filepath.Join(uidSlotDir, strconv.Itoa(slot)), os.O_RDWR|os.O_CREATE, 0o666)
+		if err != nil {
+			t.Fatalf("tenant uid slot %d: %v", slot, err)
+		}
+		// The files stay: one removed under a waiting locker would let two
+		// tests hold "the same" slot.
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+			continue
+		}
+		first = 1_000_000_000 + uint32(slot)*1000
+		if daemonHolds(first, first+999) {
+			f.Close() // a daemon a crashed test left behind
+			continue
+		}
+		t.Cleanup(func() { f.Close() })
+		return first, first + 999
+	}
+	t.Fatalf("all %d tenant uid slots are held", uidSlots)
+	return 0, 0
 }
 
 // UIDRangeFlag is UIDRange as --tenant-uids takes it.
-func UIDRangeFlag() string {
-	a, b := UIDRange()
+func UIDRangeFlag(t testing.TB) string {
+	t.Helper()
+	a, b := UIDRange(t)
 	return fmt.Sprintf("%d-%d", a, b)
+}
+
+// daemonHolds reports whether a live aiod holds the range first-last: its
+// lock file in /run/aiod/tenant-uids (stream/backend/sandbox) is locked.
+func daemonHolds(first, last uint32) bool {
+	f, err := os.Open(fmt.Sprintf("/run/aiod/tenant-uids/%d-%d.lock", first, last))
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); err != nil {
+		return true
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
 }

@@ -31,7 +31,7 @@ func newTenantRuntimes(t testing.TB, ctx context.Context, cfg Config) (*Runtimes
 	cfg.Isolation.Isolation = isolate.ModeTenant
 	cfg.Isolation.StateDir = filepath.Join(base, "state")
 	cfg.Isolation.Workdir = work
-	cfg.Isolation.FirstUID, cfg.Isolation.LastUID = kerneltest.UIDRange()
+	cfg.Isolation.FirstUID, cfg.Isolation.LastUID = kerneltest.UIDRange(t)
 	r, err := New(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -29,7 +29,7 @@ func newTenants(t *testing.T, network string) (*Tenants, string) {
 	if err := os.Mkdir(work, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	first, last := kerneltest.UIDRange()
+	first, last := kerneltest.UIDRange(t)
 	ts, err := NewTenants(Config{StateDir: filepath.Join(base, "state"), FirstUID: first, LastUID: last,
 		Workdir: work, Network: network})
 	if err != nil {
