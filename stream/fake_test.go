@@ -205,6 +205,41 @@ func TestFakeTimeoutInterruptsAndKeepsState(t *testing.T) {
 	}
 }
 
+// A timeout whose interrupt lands after the code's result (in IPython's
+// own code, which prints KeyboardInterrupt and replies error, or does not
+// reply at all) answers ok: the code ran to its end, and the result is
+// kept.
+func TestFakeInterruptAfterTheResult(t *testing.T) {
+	for _, reply := range []string{"error", ""} {
+		fs := &fakes{script: func(f *fakeRuntime, req jupyter.ExecuteRequest) {
+			f.status(req, jupyter.StateBusy)
+			f.publish(req, jupyter.IOPub, jupyter.MsgExecuteResult, map[string]any{"data": map[string]any{"text/plain": "2"}, "metadata": map[string]any{}, "execution_count": 7})
+		}, interrupt: func(f *fakeRuntime) error {
+			f.mu.Lock()
+			req := f.running
+			f.mu.Unlock()
+			f.publish(req, jupyter.IOPub, jupyter.MsgStream, jupyter.StreamContent{Name: "stderr", Text: "\nKeyboardInterrupt\n\n"})
+			f.status(req, jupyter.StateIdle)
+			if reply != "" {
+				f.reply(req, reply)
+			}
+			return nil
+		}}
+		reg := fakeRegistry(t, fs)
+		sess, _, _ := reg.Open("", "python", "t", fs.backend())
+		res, err := sess.Execute(context.Background(), ExecRequest{Code: "1+1", Timeout: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Status != execution.StatusOK || res.ErrorKind != "" || !strings.Contains(res.Message(), "timed out after 100ms, but the code had run to its end") {
+			t.Errorf("reply %q: %s %s %q", reply, res.Status, res.ErrorKind, res.Message())
+		}
+		if len(res.Outputs) == 0 || res.Outputs[0].Type != "execute_result" || res.ExecutionCount == nil {
+			t.Errorf("reply %q: outputs %+v, execution count %v", reply, res.Outputs, res.ExecutionCount)
+		}
+	}
+}
+
 // A timed-out call whose interrupt fails restarts the runtime, and the next
 // call says the state is gone.
 func TestFakeFailedInterruptRestarts(t *testing.T) {

@@ -231,6 +231,8 @@ type Execution struct {
 	reply       jupyter.ExecuteReplyContent
 	gotR        bool
 	gotI        bool
+	result      bool   // an execute_result was published: the code's last line ran
+	resultCount *int   // its execution_count
 	nextInput   string // a set_next_input payload's text
 	interruptBy string // who interrupted it (Session.Interrupt, a timeout)
 }
@@ -286,6 +288,9 @@ func (ex *Execution) add(ev execution.Event) (complete func()) {
 		}
 	case ev.Out != nil:
 		ex.col.Add(ev.Out)
+		if ev.Out.Type == "execute_result" && !ex.result {
+			ex.result, ex.resultCount = true, ev.Out.ExecutionCount
+		}
 	}
 	subs := ex.subs
 	ex.mu.Unlock()

@@ -744,7 +744,7 @@ func (s *Session) stop(ex *Execution, rt jupyter.Runtime, gen uint64, res *execu
 	if ierr == nil && s.ranToTheEnd(ex) {
 		// The code finished as the interrupt was sent (a timeout of a
 		// millisecond, a client's late interrupt): say what happened.
-		res.Status, res.ErrorKind, res.InterruptedBy = "", "", ""
+		res.Status, res.ErrorKind, res.InterruptedBy = execution.StatusOK, "", ""
 		res.Note(what + ", but the code had run to its end before the interrupt reached it")
 		return
 	}
@@ -766,22 +766,25 @@ func (s *Session) stop(ex *Execution, rt jupyter.Runtime, gen uint64, res *execu
 	res.Note(msg)
 }
 
-// ranToTheEnd reports whether the runtime replied ok to an execution it
-// was asked to interrupt: the interrupt came too late and the code ran to
-// its end. The reply may trail the idle that ended the interrupt's wait; it
-// is waited for up to a second (an interrupt caught in IPython's own code
-// publishes idle and no reply).
+// ranToTheEnd reports whether an execution aiod asked to interrupt had
+// run to its end first: the runtime replied ok, or it published an
+// execute_result, which IPython (and the native REPLs) do once the code's
+// last line has run; an interrupt landing after that stops only IPython's
+// own code, which may then reply error or not at all, and print
+// KeyboardInterrupt. (A session that sets ast_node_interactivity to "all"
+// displays every line: there a result says less; aiod does not set it.)
+// The reply may trail the idle that ended the interrupt's wait; it is
+// waited for up to a second.
 func (s *Session) ranToTheEnd(ex *Execution) bool {
 	t := time.NewTimer(min(s.reg.cfg.CompletionGrace, time.Second))
 	defer t.Stop()
 	select {
 	case <-ex.replied:
 	case <-t.C:
-		return false
 	}
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
-	return ex.gotR && ex.reply.Status == "ok"
+	return ex.result || ex.gotR && ex.reply.Status == "ok"
 }
 
 // finish copies the execution's outcome into res.
@@ -799,6 +802,8 @@ func (s *Session) finish(ex *Execution, res *execution.Result) {
 	if ex.gotR {
 		res.ExecutionCount = ex.reply.ExecutionCount
 		res.ExitStatus = ex.reply.ExitCode
+	} else if ex.result {
+		res.ExecutionCount = ex.resultCount
 	}
 	res.NextInput = ex.nextInput
 	if res.InterruptedBy == "" {
