@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"runtime"
@@ -77,20 +76,20 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- string) error {
 		return err
 	}
 	defer unlock()
+	ln, activated, err := listen(o.addr)
+	if err != nil {
+		return err
+	}
 	gcfg := o.gatewayConfig(log)
 	gcfg.AccessLogger = newLogger(accessOut, o.logLevel, o.logFormat)
 	srv, err := gateway.New(gcfg)
 	if err != nil {
+		ln.Close()
 		return err
-	}
-	ln, err := net.Listen("tcp", o.addr)
-	if err != nil {
-		_ = srv.Shutdown(context.Background())
-		return fmt.Errorf("listen on %s: %w", o.addr, err)
 	}
 	env := srv.Environment()
 	iso := srv.TenantIsolation("")
-	log.Info("aiod started", "addr", ln.Addr().String(), "version", gateway.Version,
+	log.Info("aiod started", "addr", ln.Addr().String(), "socket_activation", activated, "version", gateway.Version,
 		"python_backend", env.PythonBackend, "python_problem", env.BackendError,
 		"node", env.Node.Version, "node_problem", env.Node.Error,
 		"isolation", iso.Mode, "isolation_off_because", iso.Why, "runtime_network", iso.Network, "state_dir", o.stateDir)

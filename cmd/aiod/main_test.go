@@ -84,6 +84,31 @@ func cleanEnv() []string {
 	return env
 }
 
+// boundSocket binds a listening TCP socket on addr (port 0: any) and
+// returns it as a file to pass to a daemon, with the address it got.
+func boundSocket(t testing.TB, addr string) (*os.File, string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close() // the file is a copy of the socket
+	f, err := ln.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, ln.Addr().String()
+}
+
+// activated is the command running bin with args that hands it sock as
+// socket activation does (descriptor 3, LISTEN_PID its pid: a shell sets
+// it, then becomes bin); the caller adds LISTEN_FDS=1 to its environment.
+func activated(bin string, sock *os.File, args ...string) *exec.Cmd {
+	cmd := exec.Command("/bin/sh", append([]string{"-c", `export LISTEN_PID=$$; exec "$0" "$@"`, bin}, args...)...)
+	cmd.ExtraFiles = []*os.File{sock}
+	return cmd
+}
+
 // freePort returns a loopback port that was free a moment ago.
 func freePort(t testing.TB) int {
 	t.Helper()
@@ -141,17 +166,20 @@ func hasSetting(args, env []string, flag, variable string) bool {
 
 func tryStartDaemon(t testing.TB, args []string, env ...string) (*daemon, error) {
 	kerneltest.SkipShort(t, "the daemon")
-	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	d := &daemon{
 		t:      t,
-		url:    "http://" + addr,
 		stderr: &syncBuffer{},
 		client: &http.Client{Transport: &http.Transport{}},
 		done:   make(chan struct{}),
 		pids:   map[int]bool{},
 	}
-	d.cmd = exec.Command(daemonBin, append([]string{"--addr", addr}, args...)...)
-	d.cmd.Env = append(cleanEnv(), env...)
+	// The daemon serves a socket the test bound (socket activation), so
+	// its address is known before it starts and no other process can take
+	// the port in between.
+	sock, addr := boundSocket(t, "127.0.0.1:0")
+	d.url = "http://" + addr
+	d.cmd = activated(daemonBin, sock, args...)
+	d.cmd.Env = append(append(cleanEnv(), env...), "LISTEN_FDS=1")
 	if !hasStateDir(args, env) {
 		d.cmd.Env = append(d.cmd.Env, "AIO_STATE_DIR="+t.TempDir())
 	}
@@ -159,7 +187,9 @@ func tryStartDaemon(t testing.TB, args []string, env ...string) (*daemon, error)
 		d.cmd.Env = append(d.cmd.Env, "AIO_TENANT_UIDS="+kerneltest.UIDRangeFlag(t))
 	}
 	d.cmd.Stdout, d.cmd.Stderr = d.stderr, d.stderr
-	if err := d.cmd.Start(); err != nil {
+	err := d.cmd.Start()
+	sock.Close() // the daemon has its own copy
+	if err != nil {
 		return nil, err
 	}
 	go func() {
@@ -785,5 +815,27 @@ func TestVersion(t *testing.T) {
 	}
 	if got, want := strings.TrimSpace(string(out)), want+strings.TrimSpace(string(head))+")"; got != want {
 		t.Fatalf("a VCS build prints %q, want %q", got, want)
+	}
+}
+
+// TestSocketActivation: given sockets by a supervisor (LISTEN_FDS,
+// LISTEN_PID), aiod serves the one passed and says so, whatever --addr
+// says; two are refused at start with exit code 2, before anything runs.
+func TestSocketActivation(t *testing.T) {
+	d := startDaemon(t, "--addr", "127.0.0.1:1") // port 1 would fail if aiod bound it
+	if !strings.Contains(d.stderr.String(), "socket_activation=true") {
+		t.Errorf("no socket_activation=true in the log:\n%s", d.stderr)
+	}
+	a, _ := boundSocket(t, "127.0.0.1:0")
+	b, _ := boundSocket(t, "127.0.0.1:0")
+	cmd := activated(daemonBin, a)
+	cmd.ExtraFiles = append(cmd.ExtraFiles, b)
+	cmd.Env = append(cleanEnv(), "LISTEN_FDS=2", "AIO_STATE_DIR="+t.TempDir())
+	out, err := cmd.CombinedOutput()
+	a.Close()
+	b.Close()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "LISTEN_FDS passed 2 descriptors") {
+		t.Errorf("two sockets: %v\n%s", err, out)
 	}
 }

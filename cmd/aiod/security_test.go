@@ -88,16 +88,18 @@ func TestWarnsOffLoopback(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, withToken := range []bool{false, true} {
-		port := freePort(t)
-		args := []string{"--addr", fmt.Sprintf("0.0.0.0:%d", port)}
-		cmd := exec.Command(daemonBin, args...)
-		cmd.Env = cleanEnv()
+		sock, addr := boundSocket(t, "0.0.0.0:0")
+		port := addr[strings.LastIndexByte(addr, ':')+1:]
+		cmd := activated(daemonBin, sock)
+		cmd.Env = append(cleanEnv(), "LISTEN_FDS=1")
 		if withToken {
 			cmd.Env = append(cmd.Env, "AIO_TOKEN=s3cret")
 		}
 		var out syncBuffer
 		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
+		err := cmd.Start()
+		sock.Close()
+		if err != nil {
 			t.Fatal(err)
 		}
 		done := make(chan error, 1)
@@ -113,7 +115,7 @@ func TestWarnsOffLoopback(t *testing.T) {
 		}
 		c := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 		get := func(host string) int {
-			req, _ := http.NewRequest("GET", fmt.Sprintf("http://127.0.0.1:%d/healthz", port), nil)
+			req, _ := http.NewRequest("GET", "http://127.0.0.1:"+port+"/healthz", nil)
 			req.Host = host
 			resp, err := c.Do(req)
 			if err != nil {
@@ -123,14 +125,14 @@ func TestWarnsOffLoopback(t *testing.T) {
 			return resp.StatusCode
 		}
 		deadline := time.Now().Add(60 * time.Second)
-		for get(fmt.Sprintf("127.0.0.1:%d", port)) != 200 {
+		for get("127.0.0.1:"+port) != 200 {
 			if time.Now().After(deadline) {
 				stop()
-				t.Fatalf("aiod on 0.0.0.0:%d not healthy in 60 s:\n%s", port, out.String())
+				t.Fatalf("aiod on 0.0.0.0:%s not healthy in 60 s:\n%s", port, out.String())
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		if st := get(fmt.Sprintf("%s:%d", name, port)); st != 200 {
+		if st := get(name + ":" + port); st != 200 {
 			t.Errorf("Host %s (the machine's name): %d", name, st)
 		}
 		if st := get("evil.example"); st != 403 {

@@ -107,9 +107,16 @@ func tryStartJupyter(t testing.TB, extra ...string) (*Server, error) {
 		s.cmd.Wait()
 		close(s.exited)
 	}()
+	// Readiness is asked with the token, of a route that needs it: another
+	// test's server that took the port first (GET /api answers anyone)
+	// refuses it.
+	probe := s.URL + "/api"
+	if s.Token != "" {
+		probe = s.URL + "/api/status?token=" + s.Token
+	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		resp, err := http.Get(s.URL + "/api")
+		resp, err := http.Get(probe)
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
