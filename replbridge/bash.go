@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // ErrNotRunning is what WriteInput returns when no command is running:
@@ -73,7 +75,7 @@ func (r *REPL) WriteInput(ctx context.Context, text string) error {
 		return fmt.Errorf("write input: %w", err)
 	}
 	r.mu.Lock()
-	in := r.inW
+	in, code := r.inW, r.cmdW
 	switch {
 	case r.err != nil || r.closing || r.exited || in == nil:
 		r.mu.Unlock()
@@ -90,11 +92,46 @@ func (r *REPL) WriteInput(ctx context.Context, text string) error {
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
+	if err := drained(ctx, code, deadline); err != nil {
+		return fmt.Errorf("write input: %w", err)
+	}
 	in.SetWriteDeadline(deadline)
 	if _, err := in.Write([]byte(text)); err != nil {
 		return fmt.Errorf("write input: %w", err)
 	}
 	return nil
+}
+
+// drained waits until bash has read all the code aiod wrote to fd 3 (the
+// pipe code writes to), or deadline. Bash reads its command line from
+// stdin in chunks, not byte by byte: input written to stdin before it has
+// read the line (it may still be starting) could go into its buffer with
+// the line, to be run as a command later, instead of to the command. It
+// reads the code (its __aiod_read) only once it has parsed the line, so
+// an empty code pipe says that what comes next on stdin is the command's.
+// (TIOCINQ is FIONREAD: the bytes waiting in the pipe, from either end.)
+func drained(ctx context.Context, code *os.File, deadline time.Time) error {
+	rc, err := code.SyscallConn()
+	if err != nil {
+		return err
+	}
+	for {
+		n := -1
+		if err := rc.Control(func(fd uintptr) { n, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ) }); err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bash has not read its command within %s", writeTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Millisecond):
+		}
+	}
 }
 
 // SignalJob sends sig to every process of the REPL's group but the

@@ -3,6 +3,7 @@ package replbridge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -90,13 +91,17 @@ func TestBashInput(t *testing.T) {
 	if err := h.r.WriteInput(context.Background(), "echo injected\n"); !errors.Is(err, ErrNotRunning) {
 		t.Errorf("input between commands: %v", err)
 	}
-	id := h.send("read -r name; echo \"hello $name\"")
-	time.Sleep(200 * time.Millisecond)
-	if err := h.r.WriteInput(context.Background(), "world\n"); err != nil {
-		t.Fatal(err)
-	}
-	if res := h.await(id, 10*time.Second); res.stdout != "hello world\n" {
-		t.Errorf("read: %q", res.stdout)
+	// Input written at once after the command reaches the command, never
+	// bash, which reads its command line from the same pipe (buffered: it
+	// could take the input with it).
+	for i := range 50 {
+		id := h.send("read -r name; echo \"hello $name\"")
+		if err := h.r.WriteInput(context.Background(), fmt.Sprintf("world %d\n", i)); err != nil {
+			t.Fatal(err)
+		}
+		if res := h.await(id, 10*time.Second); res.stdout != fmt.Sprintf("hello world %d\n", i) {
+			t.Fatalf("read %d: %q (stderr %q)", i, res.stdout, res.stderr)
+		}
 	}
 	if res := h.run("echo next"); res.stdout != "next\n" {
 		t.Errorf("after input: %q", res.stdout)
