@@ -3,6 +3,7 @@ package kernel
 import (
 	"bufio"
 	"net"
+	"sync/atomic"
 )
 
 // zmq4 reads a frame's header and its body with a read each, straight
@@ -19,14 +20,21 @@ import (
 // holds two (shell and iopub; control, stdin and hb are not buffered).
 const readBuffer = 4 << 10
 
-// bufferedConn is a connection read through its buffer.
+// bufferedConn is a connection read through its buffer; n counts the
+// bytes read, as they arrive (a large frame is read straight from the
+// connection, in pieces).
 type bufferedConn struct {
 	net.Conn
 	r *bufio.Reader
+	n *atomic.Uint64
 }
 
-func buffered(c net.Conn) net.Conn {
-	return &bufferedConn{Conn: c, r: bufio.NewReaderSize(c, readBuffer)}
+func buffered(c net.Conn, n *atomic.Uint64) net.Conn {
+	return &bufferedConn{Conn: c, r: bufio.NewReaderSize(c, readBuffer), n: n}
 }
 
-func (c *bufferedConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+func (c *bufferedConn) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(uint64(n))
+	return n, err
+}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -12,6 +13,7 @@ import (
 // TestBufferedConn: a buffered connection reads through its buffer and
 // writes straight through, for both transports.
 func TestBufferedConn(t *testing.T) {
+	t.Parallel()
 	for _, network := range []string{"unix", "tcp"} {
 		addr := "127.0.0.1:0"
 		if network == "unix" {
@@ -37,7 +39,8 @@ func TestBufferedConn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := buffered(raw)
+		var n atomic.Uint64
+		c := buffered(raw, &n)
 		b := make([]byte, 5)
 		if _, err := io.ReadFull(c, b); err != nil || string(b) != "hello" {
 			t.Errorf("%s: read %q, %v", network, b, err)

@@ -132,7 +132,7 @@ func (k *Kernel) sendFailed(c *channel, err error) {
 	k.log.Warn("kernel socket write timed out; killing the kernel", "channel", c.name, "err", err)
 	d := deadFromSend(c.name, err)
 	d.Output = k.output.String()
-	k.setErr(d)
+	k.end.Set(d)
 	k.killGroup(syscall.SIGKILL)
 }
 
@@ -184,13 +184,7 @@ func (k *Kernel) Send(ctx context.Context, m *jupyter.Message) error {
 // request sends aiod's own request m on its channel and returns its reply
 // of replyType; the reply does not reach the Handler.
 func (k *Kernel) request(ctx context.Context, m *jupyter.Message, replyType string) (*jupyter.Message, error) {
-	replies := make(chan *jupyter.Message, 8)
-	k.replies.Expect(m.Header.MsgID, replies)
-	defer k.replies.Forget(m.Header.MsgID)
-	if err := k.Send(ctx, m); err != nil {
-		return nil, err
-	}
-	return jupyter.Await(ctx, replies, replyType, k.stop, k.Err)
+	return jupyter.Request(ctx, &k.replies, k.Send, m, replyType, k.stop, k.Err)
 }
 
 // Complete asks the kernel for completions of code at cursorPos. The

@@ -9,6 +9,7 @@ import (
 )
 
 func TestConnectionFile(t *testing.T) {
+	t.Parallel()
 	info, err := newConnectionInfo("python3")
 	if err != nil {
 		t.Fatal(err)

@@ -109,6 +109,7 @@ func runJSON(t testing.TB, k *Kernel, rec *recorder, code string, out any) {
 // source of randomness differs between them, and that each has its own pid,
 // argv, and an empty history.
 func TestForkedKernelsAreDistinct(t *testing.T) {
+	t.Parallel()
 	ts := sharedTemplates(t)
 	ks, recs := startForkedKernels(t, ts, 8)
 	type facts struct {
@@ -155,6 +156,7 @@ print(json.dumps({"random": random.random(), "numpy": float(numpy.random.rand())
 // TestForkedKernelStartsFresh checks that nothing one forked kernel did is
 // seen by the next one forked: variables, imports, open files, cwd.
 func TestForkedKernelStartsFresh(t *testing.T) {
+	t.Parallel()
 	ts := sharedTemplates(t)
 	a, recA := startForkedKernel(t, ts)
 	run(t, a, recA, "leaked = 42\nimport wave, os\nf = open('/proc/self/status')\nos.chdir('/tmp')")
@@ -360,11 +362,13 @@ func fdLinks(pid int) []string {
 }
 
 func TestForkInterruptSignal(t *testing.T) {
+	t.Parallel()
 	k, rec := startForkedKernel(t, sharedTemplates(t))
 	testInterrupt(t, k, rec)
 }
 
 func TestForkInterruptMessage(t *testing.T) {
+	t.Parallel()
 	k, rec := startForkedKernel(t, sharedTemplates(t), func(o *Options) {
 		s := *o.Spec
 		s.InterruptMode = InterruptMessage
@@ -376,6 +380,7 @@ func TestForkInterruptMessage(t *testing.T) {
 // TestForkedKernelKilledIsDetected kills a forked kernel with SIGKILL: aiod
 // is told by its template, with the signal, as for a spawned kernel.
 func TestForkedKernelKilledIsDetected(t *testing.T) {
+	t.Parallel()
 	k, _ := startForkedKernel(t, sharedTemplates(t))
 	if err := syscall.Kill(k.Info().PID, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -399,6 +404,7 @@ func TestForkedKernelKilledIsDetected(t *testing.T) {
 
 // TestForkedKernelExitCode checks an exit status travels from the template.
 func TestForkedKernelExitCode(t *testing.T) {
+	t.Parallel()
 	k, rec := startForkedKernel(t, sharedTemplates(t))
 	// The kernel may die before Execute has returned: its death is the
 	// answer either way.
@@ -424,6 +430,7 @@ func TestForkedKernelExitCode(t *testing.T) {
 // TestForkRestart replaces a forked kernel by another, as a session restart
 // does: the new one is a new process with none of the old state.
 func TestForkRestart(t *testing.T) {
+	t.Parallel()
 	ts := sharedTemplates(t)
 	a, recA := startForkedKernel(t, ts)
 	run(t, a, recA, "x = 1")
@@ -484,6 +491,7 @@ func assertReaped(t *testing.T, pid int) {
 // TestForkEnvAndCwd forks two kernels with different cwd and env at once
 // from one template; each sees its own, and the spec's env.
 func TestForkEnvAndCwd(t *testing.T) {
+	t.Parallel()
 	ts := sharedTemplates(t)
 	dirs := []string{t.TempDir(), t.TempDir()}
 	ks := make([]*Kernel, 2)
@@ -644,6 +652,7 @@ func TestUnforkableSpecIsSpawned(t *testing.T) {
 
 // TestForkOverTCP keeps the tcp transport when asked.
 func TestForkOverTCP(t *testing.T) {
+	t.Parallel()
 	k, rec := startForkedKernel(t, sharedTemplates(t), func(o *Options) { o.Transport = TransportTCP })
 	if k.conn.Transport != TransportTCP || k.conn.ShellPort < 1024 {
 		t.Errorf("connection %+v", k.conn)

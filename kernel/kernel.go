@@ -181,9 +181,10 @@ type Kernel struct {
 	iopubSeen chan struct{} // closed on the first iopub message
 
 	replies jupyter.Replies // aiod's own requests (kernel_info, interrupt, shutdown)
+	// received counts the bytes read from shell and iopub (Received).
+	received atomic.Uint64
 
-	emu sync.Mutex
-	err error // guarded by emu; the first cause set, never cleared
+	end jupyter.Ended // why the kernel ended
 
 	exitErr *jupyter.DeadError // written by wait before exitCtx is done
 	started chan struct{}      // closed when Start no longer touches sockets
@@ -297,20 +298,13 @@ func (k *Kernel) Done() <-chan struct{} { return k.done }
 
 // Err returns nil while the kernel runs. Once it has ended it returns
 // ErrClosed after a Close, or a *jupyter.DeadError when the kernel died first.
-func (k *Kernel) Err() error {
-	k.emu.Lock()
-	defer k.emu.Unlock()
-	return k.err
-}
+func (k *Kernel) Err() error { return k.end.Err() }
 
-// setErr records why the kernel ends; only the first cause is kept.
-func (k *Kernel) setErr(err error) {
-	k.emu.Lock()
-	defer k.emu.Unlock()
-	if k.err == nil {
-		k.err = err
-	}
-}
+// Received counts the bytes read from the kernel's shell and iopub sockets
+// so far. It grows while a large message is still arriving, before the
+// message is whole: a wait for a message can tell "still coming" from
+// "lost".
+func (k *Kernel) Received() uint64 { return k.received.Load() }
 
 // stopped reports whether teardown has begun.
 func (k *Kernel) stopped() bool { return isClosed(k.stop) }

@@ -19,6 +19,7 @@ import (
 )
 
 func TestExecute(t *testing.T) {
+	t.Parallel()
 	k, rec := startKernel(t, nil)
 	id := execute(t, k, `print("hi")`)
 	ms := rec.WaitFor(t, execTimeout, id, "execute_reply and idle", kerneltest.Complete)
@@ -64,6 +65,7 @@ func TestExecute(t *testing.T) {
 }
 
 func TestExecuteError(t *testing.T) {
+	t.Parallel()
 	k, rec := startKernel(t, nil)
 	ms := run(t, k, rec, "1/0")
 	e := kerneltest.Find(ms, "iopub", "error")
@@ -76,6 +78,7 @@ func TestExecuteError(t *testing.T) {
 }
 
 func TestExecuteDisplayData(t *testing.T) {
+	t.Parallel()
 	k, rec := startKernel(t, nil)
 	ms := run(t, k, rec, "%matplotlib inline\nimport matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nplt.show()")
 	d := kerneltest.Find(ms, "iopub", "display_data")
@@ -102,11 +105,13 @@ func keys(m map[string]any) []string {
 }
 
 func TestInterruptSignal(t *testing.T) {
+	t.Parallel()
 	k, rec := startKernel(t, nil)
 	testInterrupt(t, k, rec)
 }
 
 func TestInterruptMessage(t *testing.T) {
+	t.Parallel()
 	k, rec := startKernel(t, func(o *Options) {
 		s := *o.Spec
 		s.InterruptMode = InterruptMessage
@@ -164,6 +169,7 @@ func testInterrupt(t *testing.T, k *Kernel, rec *recorder) {
 }
 
 func TestKilledKernelIsDetected(t *testing.T) {
+	t.Parallel()
 	k, _ := startKernel(t, nil)
 	pid := k.Info().PID
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
@@ -275,6 +281,7 @@ func TestStoppedWhileIdle(t *testing.T) {
 }
 
 func TestClose(t *testing.T) {
+	t.Parallel()
 	k, rec := startKernel(t, nil)
 	run(t, k, rec, "import subprocess; p = subprocess.Popen(['sleep', '600'])")
 	pid, dir := k.Info().PID, k.connDir
@@ -330,6 +337,7 @@ func TestCloseStuckAfterItsReply(t *testing.T) {
 }
 
 func TestCloseConcurrent(t *testing.T) {
+	t.Parallel()
 	k, _ := startKernel(t, nil)
 	var wg sync.WaitGroup
 	for range 3 {
@@ -346,6 +354,7 @@ func TestCloseConcurrent(t *testing.T) {
 }
 
 func TestTwoKernels(t *testing.T) {
+	t.Parallel()
 	kerneltest.SkipShort(t, "kernels")
 	var (
 		ks   [2]*Kernel
@@ -383,6 +392,7 @@ func TestTwoKernels(t *testing.T) {
 }
 
 func TestStartFailure(t *testing.T) {
+	t.Parallel()
 	spec := &Spec{Name: "broken", Argv: []string{"/usr/bin/python3", "-c", "import sys; sys.exit('no kernel here')"},
 		InterruptMode: InterruptSignal}
 	_, err := Start(context.Background(), Options{Spec: spec, StartTimeout: startTimeout})
@@ -420,6 +430,7 @@ func assertGone(t *testing.T, k *Kernel) {
 }
 
 func TestEnvAndCwd(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	k, rec := startKernel(t, func(o *Options) {
 		s := *o.Spec
@@ -438,6 +449,7 @@ func TestEnvAndCwd(t *testing.T) {
 }
 
 func TestSendPassThrough(t *testing.T) {
+	t.Parallel()
 	k, rec := startKernel(t, nil)
 	id := jupyter.NewID()
 	m := &jupyter.Message{

@@ -51,7 +51,7 @@ func (k *Kernel) wait() {
 func (k *Kernel) supervise() {
 	<-k.exitCtx.Done()
 	<-k.started
-	k.setErr(k.exitErr) // no-op when Close, the heartbeat or Start set a cause
+	k.end.Set(k.exitErr) // no-op when Close, the heartbeat or Start set a cause
 	k.teardown()
 }
 
@@ -96,7 +96,7 @@ func (k *Kernel) teardown() {
 // to call after the kernel died; it returns nil.
 func (k *Kernel) Close(ctx context.Context) error {
 	if k.closing.CompareAndSwap(false, true) {
-		k.setErr(ErrClosed)
+		k.end.Set(ErrClosed)
 		k.stopProcess(ctx)
 	}
 	<-k.done
@@ -250,7 +250,7 @@ func (k *Kernel) heartbeat() {
 			k.log.Debug("heartbeat lost", "silent", silent)
 			d := deadFromHeartbeat(k.opts.HeartbeatTimeout)
 			d.Output = k.output.String()
-			k.setErr(d)
+			k.end.Set(d)
 			k.killGroup(syscall.SIGKILL)
 			return
 		}

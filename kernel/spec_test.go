@@ -94,6 +94,7 @@ func TestFindSpecs(t *testing.T) {
 }
 
 func TestPickPython(t *testing.T) {
+	t.Parallel()
 	ipy := &Spec{Name: "py-ipy", Language: "Python", Argv: []string{"python", "-m", "ipykernel_launcher"}}
 	plain := &Spec{Name: "a-py", Language: "python", Argv: []string{"python"}}
 	r := &Spec{Name: "ir", Language: "R", Argv: []string{"R"}}
@@ -110,6 +111,7 @@ func TestPickPython(t *testing.T) {
 
 // The system kernelspec of the test machine (python3-ipykernel on Debian).
 func TestSystemSpecProbe(t *testing.T) {
+	t.Parallel()
 	spec, err := DefaultPythonSpec()
 	if err != nil {
 		t.Fatal(err)

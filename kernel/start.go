@@ -101,11 +101,11 @@ func (k *Kernel) makeChannels() {
 		retry = dialRetryIPC
 	}
 	c, wt := k.conn, k.opts.SendTimeout
-	k.shell = newChannel("shell", newZsock(zmq4.Dealer, k.session, true, retry, wt), c.ShellPort)
-	k.control = newChannel("control", newZsock(zmq4.Dealer, k.session, false, retry, wt), c.ControlPort)
-	k.stdin = newChannel("stdin", newZsock(zmq4.Dealer, k.session, false, retry, wt), c.StdinPort)
-	k.iopub = newChannel("iopub", newZsock(zmq4.Sub, "", true, retry, wt), c.IOPubPort)
-	k.hb = newChannel("hb", newZsock(zmq4.Dealer, "", false, retry, wt), c.HBPort)
+	k.shell = newChannel("shell", newZsock(zmq4.Dealer, k.session, &k.received, retry, wt), c.ShellPort)
+	k.control = newChannel("control", newZsock(zmq4.Dealer, k.session, nil, retry, wt), c.ControlPort)
+	k.stdin = newChannel("stdin", newZsock(zmq4.Dealer, k.session, nil, retry, wt), c.StdinPort)
+	k.iopub = newChannel("iopub", newZsock(zmq4.Sub, "", &k.received, retry, wt), c.IOPubPort)
+	k.hb = newChannel("hb", newZsock(zmq4.Dealer, "", nil, retry, wt), c.HBPort)
 	k.channels = []*channel{k.iopub, k.shell, k.control, k.stdin, k.hb}
 }
 
@@ -296,7 +296,7 @@ func (k *Kernel) becomeReady() error {
 // when the process died, its death and the tail of its output explain
 // more than the step that noticed.
 func (k *Kernel) abort(err error) error {
-	k.setErr(err)
+	k.end.Set(err)
 	k.killGroup(syscall.SIGKILL)
 	<-k.done
 	var dead *jupyter.DeadError

@@ -25,6 +25,7 @@ func sampleMessage() *jupyter.Message {
 }
 
 func TestWireRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, key := range [][]byte{testKey, nil} {
 		m := sampleMessage()
 		frames, err := encode(newSigner(key), m)
@@ -44,6 +45,7 @@ func TestWireRoundTrip(t *testing.T) {
 }
 
 func TestWireEmptyParts(t *testing.T) {
+	t.Parallel()
 	m := &jupyter.Message{Channel: "iopub", Header: jupyter.NewHeader("s", "id", "status")}
 	frames, err := encode(newSigner(testKey), m)
 	if err != nil {
@@ -64,6 +66,7 @@ func TestWireEmptyParts(t *testing.T) {
 }
 
 func TestWireHeader(t *testing.T) {
+	t.Parallel()
 	h := jupyter.NewHeader("s", "id", "execute_request")
 	if h.Version != "5.3" || h.Username != "aiod" {
 		t.Errorf("header %+v", h)
@@ -78,6 +81,7 @@ func TestWireHeader(t *testing.T) {
 }
 
 func TestWireBadSignature(t *testing.T) {
+	t.Parallel()
 	frames, err := encode(newSigner(testKey), sampleMessage())
 	if err != nil {
 		t.Fatal(err)
@@ -101,6 +105,7 @@ func TestWireBadSignature(t *testing.T) {
 }
 
 func TestWireMalformed(t *testing.T) {
+	t.Parallel()
 	frames, _ := encode(newSigner(testKey), sampleMessage())
 	cases := map[string][][]byte{
 		"no delimiter": frames[1:],

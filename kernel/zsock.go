@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-zeromq/zmq4"
@@ -31,10 +32,10 @@ var errSocketClosed = errors.New("socket closed")
 type zsock struct {
 	typ      zmq4.SocketType
 	id       zmq4.SocketIdentity
-	buffered bool          // read through a buffer (bufconn.go)
-	retry    time.Duration // pause between dial attempts
-	timeout  time.Duration // bound of one message's write (Options.SendTimeout)
-	turn     chan struct{} // held by the one sender writing (1 slot)
+	received *atomic.Uint64 // non-nil: read through a buffer (bufconn.go), counting the bytes
+	retry    time.Duration  // pause between dial attempts
+	timeout  time.Duration  // bound of one message's write (Options.SendTimeout)
+	turn     chan struct{}  // held by the one sender writing (1 slot)
 
 	mu     sync.Mutex // guards nc and closed; zc and gc are set once, before the reader starts
 	nc     net.Conn
@@ -64,8 +65,8 @@ func (g *gatherConn) Write(p []byte) (int, error) {
 // keepGathered is the largest buffer a socket keeps between messages.
 const keepGathered = 64 << 10
 
-func newZsock(typ zmq4.SocketType, id string, buffered bool, retry, timeout time.Duration) *zsock {
-	return &zsock{typ: typ, id: zmq4.SocketIdentity(id), buffered: buffered, retry: retry, timeout: timeout, turn: make(chan struct{}, 1)}
+func newZsock(typ zmq4.SocketType, id string, received *atomic.Uint64, retry, timeout time.Duration) *zsock {
+	return &zsock{typ: typ, id: zmq4.SocketIdentity(id), received: received, retry: retry, timeout: timeout, turn: make(chan struct{}, 1)}
 }
 
 // dial connects to the kernel at network/addr, retrying every retry while
@@ -91,8 +92,8 @@ func (s *zsock) dial(ctx context.Context, network, addr string) error {
 			return fmt.Errorf("dial %s %s: %w (last: %v)", network, addr, context.Cause(ctx), err)
 		}
 	}
-	if s.buffered {
-		nc = buffered(nc)
+	if s.received != nil {
+		nc = buffered(nc, s.received)
 	}
 	if !s.adopt(nc) {
 		return errSocketClosed

@@ -29,6 +29,7 @@ func (c *countingConn) Write(p []byte) (int, error) {
 // refuses sends. (The SUB side is what every kernel test's iopub uses;
 // zmq4's own PUB leaks a goroutine at Close, so it is no peer here.)
 func TestZsockTalksToZmq4Peers(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	dir := t.TempDir()
@@ -39,7 +40,7 @@ func TestZsockTalksToZmq4Peers(t *testing.T) {
 	if err := router.Listen("ipc://" + rpath); err != nil {
 		t.Fatal(err)
 	}
-	d := newZsock(zmq4.Dealer, "me", true, 10*time.Millisecond, time.Minute)
+	d := newZsock(zmq4.Dealer, "me", new(atomic.Uint64), 10*time.Millisecond, time.Minute)
 	defer d.close()
 	if err := d.dial(ctx, "unix", rpath); err != nil {
 		t.Fatal(err)
@@ -100,7 +101,7 @@ func TestZsockDialRetriesThenGivesUp(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 		_ = router.Listen("ipc://" + path)
 	}()
-	d := newZsock(zmq4.Dealer, "me", false, 10*time.Millisecond, time.Minute)
+	d := newZsock(zmq4.Dealer, "me", nil, 10*time.Millisecond, time.Minute)
 	defer d.close()
 	if err := d.dial(ctx, "unix", path); err != nil {
 		t.Fatalf("dial to a late listener: %v", err)
@@ -108,7 +109,7 @@ func TestZsockDialRetriesThenGivesUp(t *testing.T) {
 
 	short, cancel2 := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel2()
-	never := newZsock(zmq4.Dealer, "me", false, 10*time.Millisecond, time.Minute)
+	never := newZsock(zmq4.Dealer, "me", nil, 10*time.Millisecond, time.Minute)
 	defer never.close()
 	if err := never.dial(short, "unix", filepath.Join(t.TempDir(), "nobody")); err == nil {
 		t.Fatal("a dial to nobody succeeded")

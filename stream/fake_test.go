@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,6 +27,8 @@ type fakeRuntime struct {
 	// the reply for the running request.
 	interrupt func(f *fakeRuntime) error
 
+	recv atomic.Uint64 // what Received says: bytes "arriving"
+
 	mu      sync.Mutex
 	running jupyter.ExecuteRequest
 	err     error
@@ -35,6 +38,9 @@ type fakeRuntime struct {
 }
 
 var errFakeClosed = errors.New("fake: closed")
+
+// Received is what a kernel says of the bytes it has read so far.
+func (f *fakeRuntime) Received() uint64 { return f.recv.Load() }
 
 func (f *fakeRuntime) Execute(_ context.Context, req jupyter.ExecuteRequest) error {
 	f.mu.Lock()
@@ -315,6 +321,29 @@ func TestFakeLostIdle(t *testing.T) {
 	}
 	if took := time.Since(start); took > 5*time.Second {
 		t.Errorf("the call waited %s for a lost idle; the grace is 200 ms", took)
+	}
+}
+
+// A message that is still arriving after the reply (the runtime's byte
+// count grows, as a kernel's does while it reads a flood's message of
+// megabytes on a loaded machine) is not a lost idle: the call waits for it
+// past the completion grace (200 ms here) and has every output.
+func TestFakeSlowMessageIsNotLost(t *testing.T) {
+	fs := &fakes{script: func(f *fakeRuntime, req jupyter.ExecuteRequest) {
+		f.status(req, jupyter.StateBusy)
+		f.reply(req, "ok")
+		for range 8 { // 800 ms of bytes arriving, no message whole
+			f.recv.Add(1 << 20)
+			time.Sleep(100 * time.Millisecond) // the bytes' pace: what the test is about
+		}
+		f.print(req, "the whole flood\n")
+		f.status(req, jupyter.StateIdle)
+	}}
+	reg := fakeRegistry(t, fs)
+	sess, _, _ := reg.Open("", "python", "s", fs.backend())
+	res, _ := sess.Execute(context.Background(), ExecRequest{Code: "x", Timeout: 10 * time.Second})
+	if res.Status != execution.StatusOK || res.Text("stdout") != "the whole flood\n" || res.Message() != "ok" {
+		t.Fatalf("slow message: %s %q %q", res.Status, res.Text("stdout"), res.Message())
 	}
 }
 

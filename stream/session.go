@@ -560,11 +560,13 @@ func (s *Session) discard(rt jupyter.Runtime, gen uint64, why string) {
 // wait blocks until the execution completes, times out, its runtime dies
 // or ctx ends. Once one of reply and idle has arrived, the other is waited
 // for while messages keep coming (iopub can trail the shell by seconds
-// during a flood) and for CompletionGrace after the last one.
+// during a flood) and for CompletionGrace after the last one, or after the
+// last byte of one still arriving, when the runtime counts them.
 func (s *Session) wait(ctx context.Context, ex *Execution, rt jupyter.Runtime, gen uint64, deadline *time.Timer, timeout time.Duration, res *execution.Result) {
 	replied, idled := ex.replied, ex.idled
 	var grace *time.Timer
 	var graceC <-chan time.Time
+	var lastReceived uint64 // received(rt) when grace last began
 	// A client's interrupt that the runtime shows no sign of (no message
 	// at all) within InterruptGrace is handled as a timeout's: repeated,
 	// then the runtime is restarted. A native Node.js REPL busy in a
@@ -616,7 +618,10 @@ func (s *Session) wait(ctx context.Context, ex *Execution, rt jupyter.Runtime, g
 			s.stop(ex, rt, gen, res, fmt.Sprintf("execution was interrupted by %s, but the runtime showed no sign of it within %s", by, s.reg.cfg.InterruptGrace), by)
 			return
 		case <-graceC:
-			if ex.folding.Load() > 0 { // still folding a message: not lost
+			// Still folding a message, or one still arriving (a flood's
+			// message of megabytes on a loaded machine): not lost.
+			if n := received(rt); ex.folding.Load() > 0 || n != lastReceived {
+				lastReceived = n
 				grace.Reset(s.reg.cfg.CompletionGrace)
 				continue
 			}
@@ -643,10 +648,28 @@ func (s *Session) wait(ctx context.Context, ex *Execution, rt jupyter.Runtime, g
 		}
 		if grace == nil && (replied == nil) != (idled == nil) {
 			drainPoke(ex.activity)
+			lastReceived = received(rt)
 			grace = time.NewTimer(s.reg.cfg.CompletionGrace)
 			graceC = grace.C
 		}
 	}
+}
+
+// received is what rt (or the runtime it wraps) has received so far, when
+// it counts it (a local kernel: the bytes read from its shell and iopub
+// sockets); 0 otherwise.
+func received(rt jupyter.Runtime) uint64 {
+	for rt != nil {
+		if p, ok := rt.(interface{ Received() uint64 }); ok {
+			return p.Received()
+		}
+		u, ok := rt.(interface{ Unwrap() jupyter.Runtime })
+		if !ok {
+			break
+		}
+		rt = u.Unwrap()
+	}
+	return 0
 }
 
 // drainPoke empties a poke channel.

@@ -193,3 +193,40 @@ func (r *Replies) Route(m *Message) bool {
 	}
 	return ok
 }
+
+// Ended holds why a runtime ended: the first cause set, never cleared. The
+// zero value is ready to use; it is safe for concurrent use.
+type Ended struct {
+	mu  sync.Mutex
+	err error // guarded by mu
+}
+
+// Err is the cause set first, nil while there is none.
+func (e *Ended) Err() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.err
+}
+
+// Set records err unless a cause was set before.
+func (e *Ended) Set(err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.err == nil {
+		e.err = err
+	}
+}
+
+// Request sends m, a client's own request, with send and returns its
+// reply of replyType; r keeps the reply from the Handler. It ends early
+// when ctx ends or ended is closed (endErr says why).
+func Request(ctx context.Context, r *Replies, send func(context.Context, *Message) error, m *Message, replyType string,
+	ended <-chan struct{}, endErr func() error) (*Message, error) {
+	replies := make(chan *Message, 8)
+	r.Expect(m.Header.MsgID, replies)
+	defer r.Forget(m.Header.MsgID)
+	if err := send(ctx, m); err != nil {
+		return nil, err
+	}
+	return Await(ctx, replies, replyType, ended, endErr)
+}

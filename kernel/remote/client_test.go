@@ -14,6 +14,7 @@ import (
 )
 
 func TestProbe(t *testing.T) {
+	t.Parallel()
 	s := startJupyter(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -55,6 +56,7 @@ func TestProbe(t *testing.T) {
 }
 
 func TestProbeClosedPort(t *testing.T) {
+	t.Parallel()
 	port, err := remotetest.FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -108,6 +110,7 @@ func TestProbeClosedPort(t *testing.T) {
 }
 
 func TestNewClient(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		in, want, err string
 	}{

@@ -163,8 +163,7 @@ type Kernel struct {
 	cmu sync.Mutex
 	cur *websocket.Conn // guarded by cmu; the open channels socket or nil
 
-	emu sync.Mutex
-	err error // guarded by emu; the first cause set, never cleared
+	ended jupyter.Ended // why the kernel ended
 
 	endOnce sync.Once
 	stop    chan struct{}  // closed when the end begins
@@ -379,20 +378,7 @@ func (k *Kernel) Done() <-chan struct{} { return k.done }
 // ErrClosed after a Close, or an error wrapping ErrGone (a *GoneError) or
 // ErrUnreachable (an *UnreachableError), or the error that made the server
 // refuse the channels socket.
-func (k *Kernel) Err() error {
-	k.emu.Lock()
-	defer k.emu.Unlock()
-	return k.err
-}
-
-// setErr records why the kernel ends; only the first cause is kept.
-func (k *Kernel) setErr(err error) {
-	k.emu.Lock()
-	defer k.emu.Unlock()
-	if k.err == nil {
-		k.err = err
-	}
-}
+func (k *Kernel) Err() error { return k.ended.Err() }
 
 // end begins the end of the kernel with cause err (the first cause wins)
 // and reports whether this call began it. byClose says that the caller
@@ -400,7 +386,7 @@ func (k *Kernel) setErr(err error) {
 func (k *Kernel) end(err error, byClose bool) bool {
 	began := false
 	k.endOnce.Do(func() {
-		k.setErr(err)
+		k.ended.Set(err)
 		k.byClose.Store(byClose)
 		began = true
 		k.cancelLife()
@@ -604,13 +590,7 @@ func (k *Kernel) send(ctx context.Context, m *jupyter.Message) error {
 // request sends aiod's own request m and returns its reply of replyType;
 // the reply does not reach the Handler.
 func (k *Kernel) request(ctx context.Context, m *jupyter.Message, replyType string) (*jupyter.Message, error) {
-	replies := make(chan *jupyter.Message, 8)
-	k.replies.Expect(m.Header.MsgID, replies)
-	defer k.replies.Forget(m.Header.MsgID)
-	if err := k.Send(ctx, m); err != nil {
-		return nil, err
-	}
-	return jupyter.Await(ctx, replies, replyType, k.stop, k.Err)
+	return jupyter.Request(ctx, &k.replies, k.Send, m, replyType, k.stop, k.Err)
 }
 
 // Complete asks the remote kernel for completions of code at cursorPos;

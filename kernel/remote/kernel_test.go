@@ -23,6 +23,7 @@ func protocols(t *testing.T, body func(t *testing.T, s *jupyterServer, want stri
 }
 
 func TestExecute(t *testing.T) {
+	t.Parallel()
 	protocols(t, func(t *testing.T, s *jupyterServer, want string) {
 		k, rec := startKernel(t, s, nil)
 		if got := k.Subprotocol(); got != want {
@@ -122,6 +123,7 @@ func checkShape(t testing.TB, id string, ms []*jupyter.Message, want string) {
 // checkShape accepts the shell reply before iopub's busy (channels are not
 // ordered against each other) and still refuses disorder within iopub.
 func TestCheckShapeOrdersWithinChannels(t *testing.T) {
+	t.Parallel()
 	msg := func(channel, typ, content string) *jupyter.Message {
 		m := &jupyter.Message{Channel: channel, Header: jupyter.NewHeader("k", jupyter.NewID(), typ), Content: []byte(content)}
 		m.Parent.MsgID = "req"
@@ -162,6 +164,7 @@ func (r *errorRecorder) Errorf(format string, args ...any) {
 }
 
 func TestInterrupt(t *testing.T) {
+	t.Parallel()
 	s := startJupyter(t)
 	k, rec := startKernel(t, s, nil)
 	execute(t, k, rec, "x = 42")
@@ -185,6 +188,7 @@ func TestInterrupt(t *testing.T) {
 }
 
 func TestRestart(t *testing.T) {
+	t.Parallel()
 	s := startJupyter(t)
 	k, rec := startKernel(t, s, nil)
 	execute(t, k, rec, "x = 1")
@@ -209,6 +213,7 @@ func TestRestart(t *testing.T) {
 // session id; the server replays what the kernel published meanwhile and
 // every output arrives exactly once.
 func TestReconnect(t *testing.T) {
+	t.Parallel()
 	protocols(t, func(t *testing.T, s *jupyterServer, want string) {
 		k, rec := startKernel(t, s, nil)
 		// Outputs published during an outage are buffered by the server once
@@ -257,6 +262,7 @@ func TestReconnect(t *testing.T) {
 // A kernel deleted behind aiod's back (as culling does) ends the Kernel
 // with an error that says so.
 func TestDeletedBehindBack(t *testing.T) {
+	t.Parallel()
 	s := startJupyter(t)
 	k, rec := startKernel(t, s, func(o *Options) { o.CheckInterval = 300 * time.Millisecond })
 	execute(t, k, rec, "pass")
@@ -288,6 +294,7 @@ func TestDeletedBehindBack(t *testing.T) {
 // The same, noticed by the channels socket: with no model checks, the
 // server closing the socket and refusing it with 404 ends the kernel.
 func TestDeletedNoticedBySocket(t *testing.T) {
+	t.Parallel()
 	s := startJupyter(t)
 	k, _ := startKernel(t, s, func(o *Options) { o.CheckInterval = time.Hour })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -304,6 +311,7 @@ func TestDeletedNoticedBySocket(t *testing.T) {
 
 // A server that dies ends the kernel with an error naming the endpoint.
 func TestServerKilled(t *testing.T) {
+	t.Parallel()
 	s := startJupyter(t)
 	k, rec := startKernel(t, s, func(o *Options) {
 		o.ReconnectTimeout = 2 * time.Second
@@ -337,6 +345,7 @@ func TestServerKilled(t *testing.T) {
 // is noticed by the pings; once it answers again, Close still deletes the
 // kernel.
 func TestServerFrozen(t *testing.T) {
+	t.Parallel()
 	s := startJupyter(t)
 	k, rec := startKernel(t, s, func(o *Options) {
 		o.PingInterval = 300 * time.Millisecond
@@ -376,6 +385,7 @@ func TestServerFrozen(t *testing.T) {
 // A kernel process that dies is restarted by Jupyter Server with its state
 // lost; the Kernel ends, says so, and deletes the restarted kernel.
 func TestKernelCrash(t *testing.T) {
+	t.Parallel()
 	s := startJupyter(t)
 	k, rec := startKernel(t, s, nil)
 	execute(t, k, rec, "x = 1")
@@ -393,6 +403,7 @@ func TestKernelCrash(t *testing.T) {
 }
 
 func TestClose(t *testing.T) {
+	t.Parallel()
 	s := startJupyter(t)
 	k, rec := startKernel(t, s, nil)
 	execute(t, k, rec, "pass")
@@ -421,6 +432,7 @@ func TestClose(t *testing.T) {
 }
 
 func TestStartErrors(t *testing.T) {
+	t.Parallel()
 	s := startJupyter(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -452,6 +464,7 @@ func TestStartErrors(t *testing.T) {
 }
 
 func TestConcurrentStarts(t *testing.T) {
+	t.Parallel()
 	s := startJupyter(t)
 	c := client(t, s)
 	errs := make(chan error, 2)

@@ -10,6 +10,7 @@ import (
 )
 
 func TestIDSet(t *testing.T) {
+	t.Parallel()
 	s := newIDSet(3)
 	for _, id := range []string{"a", "b", "c"} {
 		if !s.add(id) {
@@ -30,6 +31,7 @@ func TestIDSet(t *testing.T) {
 
 // A message replayed after a reconnect reaches the Handler once.
 func TestDispatchDropsRepeats(t *testing.T) {
+	t.Parallel()
 	c, _ := NewClient("http://127.0.0.1:1", "")
 	var got []string
 	opts := Options{Client: c, Handler: func(m *jupyter.Message) { got = append(got, m.Header.MsgID) }}
@@ -49,6 +51,7 @@ func TestDispatchDropsRepeats(t *testing.T) {
 }
 
 func TestRedact(t *testing.T) {
+	t.Parallel()
 	base := errors.New(`Get "ws://h/api?token=s3cret": refused`)
 	err := redact(base, "s3cret")
 	if strings.Contains(err.Error(), "s3cret") || !errors.Is(err, base) {
