@@ -14,6 +14,7 @@ import (
 // stops (more than its queue holds, from many requests at once), not those
 // before it starts or after it stopped, which the request writes itself.
 func TestAccessWriterLosesNoLine(t *testing.T) {
+	t.Parallel()
 	var buf syncLog
 	w := newAccessWriter(slog.New(slog.NewTextHandler(&buf, nil)))
 	line := func(i int) accessLine {

@@ -20,6 +20,7 @@ import (
 // and data.error_kind "admission" over REST and as a WebSocket error, and
 // the global cap holds across callers.
 func TestSessionCapsPerCaller(t *testing.T) {
+	t.Parallel()
 	key := testRSAKey()
 	ts := startServer(t, Config{
 		Token: "s3cret", JWTPublicKey: pemOf(t, &key.PublicKey),
@@ -101,6 +102,7 @@ func TestSessionCapsPerCaller(t *testing.T) {
 // that nothing started. Then the one-shot node process of
 // /v1/nodejs/execute with stdin is seen to count while it runs.
 func TestEveryRuntimeStartIsAdmitted(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{Admission: stream.Admission{MaxSessions: 1}})
 	if st, _, data := ts.exec(t, map[string]any{"language": "javascript", "code": "1", "session_id": "holder"}); st != 200 || data["status"] != "ok" {
 		t.Fatalf("the session that takes the slot: %d %v", st, data)

@@ -13,6 +13,7 @@ import (
 // functions; a one-shot call keeps nothing; exit codes, stderr, timeouts
 // and interrupts as for every language; /v2/code/info lists it.
 func TestBashLanguageREST(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	_, env, data := ts.exec(t, map[string]any{"language": "bash", "session_id": "sh",
 		"code": "mkdir -p sub && cd sub && export N=41 && f() { echo $((N + 1)); }"})
@@ -56,6 +57,7 @@ func TestBashLanguageREST(t *testing.T) {
 
 // language "bash" on the WebSocket and on MCP's execute_code.
 func TestBashLanguageWSAndMCP(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	c := dialWS(t, ts, nil)
 	sendJSON(t, c, map[string]any{"type": "execute", "id": "a", "language": "bash", "session_id": "wsh", "code": "v=7"})
@@ -89,6 +91,7 @@ func TestBashLanguageWSAndMCP(t *testing.T) {
 // bash session starts (bash: env per execution, put back after it); one-
 // shot calls get both; AIO_* variables and missing folders are 422s.
 func TestExecuteEnvAndCwd(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	dir := ts.viewDir(t, "")
 	env := map[string]any{"GREETING": "hello", "EMPTY": ""}
@@ -148,6 +151,7 @@ func TestExecuteEnvAndCwd(t *testing.T) {
 
 // env and cwd on the WebSocket's execute message and MCP's execute_code.
 func TestEnvAndCwdWSAndMCP(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	dir := ts.viewDir(t, "")
 	c := dialWS(t, ts, nil)

@@ -40,6 +40,7 @@ func wantLines(t *testing.T, what, stdout string, n int) {
 // result is fetched by id afterwards, and the session's next call says how
 // long it waited.
 func TestDurableResultFetchedAfterClientTimeout(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	body, _ := json.Marshal(map[string]any{"language": "python", "code": countedLines(20, 1), "session_id": "dur", "execution_id": "long-1", "timeout": 120})
 	impatient := &http.Client{Timeout: 5 * time.Second}
@@ -77,6 +78,7 @@ func TestDurableResultFetchedAfterClientTimeout(t *testing.T) {
 // A retry with the same execution_id, during the run and after it, never
 // runs the code twice: a counter in a file proves it.
 func TestDurableRetryNeverRunsTwice(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	counter := filepath.Join(ts.viewDir(t, "default"), "runs")
 	code := fmt.Sprintf("import time\nwith open(%q, 'a') as f: f.write('x')\ntime.sleep(2)\nprint('ran')", counter)
@@ -192,6 +194,7 @@ func streamedText(evs []streamEvent) string {
 // resumed with Last-Event-ID (and ?after=): no line lost, none twice; the
 // result event carries the usual answer.
 func TestDurableStreamCutAndResumed(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	for _, format := range []string{"text/event-stream", "application/x-ndjson"} {
 		ndjson := format != "text/event-stream"
@@ -250,6 +253,7 @@ func TestDurableStreamCutAndResumed(t *testing.T) {
 // Python httpx, iterating lines, cuts an SSE and an NDJSON stream and
 // resumes them (gateway/testdata/durable_httpx.py).
 func TestDurableStreamHTTPXClient(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -264,6 +268,7 @@ func TestDurableStreamHTTPXClient(t *testing.T) {
 // closed mid-run and a new one resuming after the last seq seen get every
 // line once, seq going on where it stopped.
 func TestDurableWSResume(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	c := dialWS(t, ts, nil)
 	sendJSON(t, c, map[string]any{"type": "execute", "id": "r1", "language": "python", "code": countedLines(8, 0.2), "session_id": "wsr"})
@@ -320,6 +325,7 @@ func TestDurableWSResume(t *testing.T) {
 // Evicted executions answer 410 with when and why; a log cut to its bound
 // answers 410 with the first seq still held.
 func TestDurableGoneAnswers(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{ExecutionRetentionBytes: 16 << 10, OutputBudget: 4096})
 	for i := range 6 {
 		st, env, _ := ts.exec(t, map[string]any{"language": "javascript", "code": "console.log('z'.repeat(60000))", "execution_id": "big-" + strconv.Itoa(i)})
@@ -364,6 +370,7 @@ func TestDurableGoneAnswers(t *testing.T) {
 // Python: the interrupted call answers and says so; the session keeps its
 // state after an interrupt and loses it after a restart.
 func TestDurableInterruptAndRestartOverREST(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	native := startServer(t, Config{CodeBackend: "native"})
 	for _, tc := range []struct {
@@ -438,6 +445,7 @@ func waitRunning(t *testing.T, ts *testServer, id string) {
 // Node's REPL completer, and Python's rlcompleter in a native REPL; over
 // REST and over the WebSocket.
 func TestDurableCompleteAndInspect(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	native := startServer(t, Config{CodeBackend: "native"})
 	for _, tc := range []struct {
@@ -482,6 +490,7 @@ func TestDurableCompleteAndInspect(t *testing.T) {
 // The executions and sessions routes read their id as every route does
 // (api.PathParam): percent-decoded once, a malformed escape a 422.
 func TestExecutionAndSessionIDsArePercentDecoded(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	if st, env, _ := ts.exec(t, map[string]any{"language": "javascript", "code": "1", "execution_id": "a@b", "session_id": "s@1"}); st != 200 || env["success"] != true {
 		t.Fatalf("setup: %d %v", st, env)

@@ -27,6 +27,7 @@ func outputs(data map[string]any) []map[string]any {
 }
 
 func TestWalkthroughScriptRunsUnchanged(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	out := t.TempDir()
 	kerneltest.LockWalkthrough(t)
@@ -51,6 +52,7 @@ func TestWalkthroughScriptRunsUnchanged(t *testing.T) {
 }
 
 func TestOneShotMatchesThePageSample(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	st, env, data := ts.exec(t, map[string]any{"language": "python", "code": "print(sum([1,2,3]))"})
 	if st != 200 || env["success"] != true || env["message"] != "ok" {
@@ -76,6 +78,7 @@ func TestOneShotMatchesThePageSample(t *testing.T) {
 }
 
 func TestRichOutputs(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	sid := map[string]any{"language": "python", "session_id": "rich"}
 	with := func(code string) map[string]any {
@@ -123,6 +126,7 @@ func TestRichOutputs(t *testing.T) {
 }
 
 func TestErrorAndTimeoutKeepSession(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	st, env, data := ts.exec(t, map[string]any{"language": "python", "code": "x = 41\n1/0", "session_id": "s"})
 	if st != 200 || env["success"] != false || data["status"] != "error" {
@@ -163,6 +167,7 @@ func TestErrorAndTimeoutKeepSession(t *testing.T) {
 }
 
 func TestKernelKilledMidRun(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	ts.exec(t, map[string]any{"language": "python", "code": "import os; x = 1", "session_id": "k"})
 	pid := ts.Registry().Get("default", "python", "k").Runtime().Info().PID
@@ -186,6 +191,7 @@ func TestKernelKilledMidRun(t *testing.T) {
 }
 
 func TestHundredMegabytePrintIsCapped(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	code := "import sys\nline = 'y' * 1023 + '\\n'\nfor i in range(100 * 1024):\n    sys.stdout.write(line)\nprint('THE END')"
 	_, env, data := ts.exec(t, map[string]any{"language": "python", "code": code, "timeout": 300})
@@ -212,6 +218,7 @@ func TestHundredMegabytePrintIsCapped(t *testing.T) {
 }
 
 func TestFiftyConcurrentSessionsKeepTheirOutputs(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{KernelStartTimeout: 300 * time.Second})
 	const n = 50
 	var wg sync.WaitGroup

@@ -54,6 +54,7 @@ func rawHTTP(t testing.TB, ts *testServer, req string) (rawReply, error) {
 // router dispatches on, so it needs credentials on every route; with them
 // it reaches that route, not the open one.
 func TestEncodedTraversalNeedsCredentials(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{Token: "s3cret"})
 	host := strings.TrimPrefix(ts.URL, "http://")
 	get := func(method, path, auth string) rawReply {
@@ -108,6 +109,7 @@ func TestEncodedTraversalNeedsCredentials(t *testing.T) {
 // refusals and fasthttp's own errors: each answer carries nosniff and a
 // same-origin resource policy.
 func TestEveryAnswerHasSecureHeaders(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{Token: "s3cret", MaxBody: 1 << 20})
 	host := strings.TrimPrefix(ts.URL, "http://")
 	check := func(what string, r rawReply, err error) {
@@ -165,6 +167,7 @@ func TestEveryAnswerHasSecureHeaders(t *testing.T) {
 // answered with fixed texts, never the request's bytes: a token in the
 // Authorization header or the query stays out of every answer.
 func TestTransportErrorsNeverEchoTheRequest(t *testing.T) {
+	t.Parallel()
 	const secret = "s3cret-do-not-echo"
 	ts := startServer(t, Config{Token: secret, MaxBody: 1 << 20})
 	host := strings.TrimPrefix(ts.URL, "http://")
@@ -214,6 +217,7 @@ func TestTransportErrorsNeverEchoTheRequest(t *testing.T) {
 // (the token, ?token=, a ticket) large bodies are read as before, up to
 // --max-body.
 func TestNoLargeBodyBeforeAuthentication(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ts := startServer(t, Config{Token: "s3cret", MaxBody: 32 << 20})
 	host := strings.TrimPrefix(ts.URL, "http://")
@@ -289,6 +293,7 @@ func TestNoLargeBodyBeforeAuthentication(t *testing.T) {
 // TestMaxConnsPerIP: past the cap a new connection from the same address
 // is answered 429 and closed; once one closes, a new one is served.
 func TestMaxConnsPerIP(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{MaxConnsPerIP: 4})
 	addr := strings.TrimPrefix(ts.URL, "http://")
 	_, info := ts.call(t, "GET", "/v2/code/info", nil)

@@ -130,6 +130,7 @@ func state(m *jupyter.Message) string {
 // attaches to it and sees the agent's executions, hears "dead" when the
 // kernel dies, and is closed when the session is deleted.
 func TestJupyterKernelsAPIShowsRESTSessions(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	if _, env, _ := ts.exec(t, map[string]any{"language": "python", "code": "a = 1", "session_id": "agent-1"}); env["success"] != true {
 		t.Fatalf("setup: %v", env)
@@ -214,6 +215,7 @@ func TestJupyterKernelsAPIShowsRESTSessions(t *testing.T) {
 // A kernel started through the API is a session REST can drive, under the
 // kernel id; the kernelspec routes and errors answer as Jupyter's do.
 func TestJupyterKernelStartedByAPIIsARESTSession(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	var root map[string]any
 	getJSON(t, ts.URL+"/api", 200, &root)
@@ -276,6 +278,7 @@ func TestJupyterKernelStartedByAPIIsARESTSession(t *testing.T) {
 // a restart started a moment ago is announced at once (the socket polled
 // for a new kernel every 500 ms before).
 func TestJupyterChannelsNoticeRestartAndDeathPromptly(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	sess, started := stubSession(t, ts, "stub-kernel", newStubRuntime)
 	<-started

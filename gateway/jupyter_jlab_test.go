@@ -16,6 +16,7 @@ import (
 // and receives iopub, with each framing: the v1 subprotocol it negotiates
 // by default, and the legacy JSON one when it offers no subprotocol.
 func TestJupyterLabServicesBothFramings(t *testing.T) {
+	t.Parallel()
 	dir := jlabDir(t)
 	ts := startServer(t, Config{Token: "lab-token"})
 	for _, mode := range []string{"v1", "legacy"} {

@@ -15,6 +15,7 @@ import (
 // server's own REST API and kernel WebSocket: start, print(1), 1/0,
 // interrupt, restart, delete.
 func TestJupyterServerWithGatewayURL(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{Token: "gw-token"})
 	// Stopped before aiod (cleanups run last-in first-out).
 	js := remotetest.Start(t, "--gateway-url="+ts.URL, "--GatewayClient.auth_token=gw-token",

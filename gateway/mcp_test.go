@@ -84,6 +84,7 @@ func texts(res *mcp.CallToolResult) string {
 // as image content, JavaScript, an error with its traceback, a session
 // kept across two calls, streamed progress), and the other tools.
 func TestMCPGoSDK(t *testing.T) {
+	t.Parallel()
 	const token = "mcp-token"
 	ts := startServer(t, Config{Token: token})
 	var mu sync.Mutex
@@ -219,6 +220,7 @@ func TestMCPGoSDK(t *testing.T) {
 // TestMCPGuard: /mcp is behind the same Host, Origin and credential rules
 // as the API.
 func TestMCPGuard(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{Token: "t0k"})
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`
 	post := func(h map[string]string) (int, string) {
@@ -256,6 +258,7 @@ func TestMCPGuard(t *testing.T) {
 // (@modelcontextprotocol/sdk, from gateway/testdata/mcp/package-lock.json,
 // installed by .ci/deps.sh) in Node against a live gateway.
 func TestMCPTypeScriptSDK(t *testing.T) {
+	t.Parallel()
 	const token = "ts-token"
 	ts := startServer(t, Config{Token: token})
 	dir := t.TempDir()
@@ -336,6 +339,7 @@ func TestMCPTypeScriptSDK(t *testing.T) {
 // Progress past mcpsrv.ProgressBytes is left out and counted: one output larger
 // than the bound is never queued.
 func TestMCPProgressDropsAreCounted(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	var mu sync.Mutex
 	var sizes []int

@@ -104,6 +104,7 @@ func series(mfs map[string]*dto.MetricFamily) ([]string, []string) {
 // death, a slow-consumer close and HTTP requests against a live gateway,
 // and reads each one back from /metrics, behind the token.
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	const token = "metrics-token"
 	ts := startServer(t, Config{Token: token, NativeIdle: 1500 * time.Millisecond, ReapInterval: 200 * time.Millisecond, CodePrewarm: 1,
 		LiveLimits: wsock.Limits{QueueBytes: 256 << 10, WriteTimeout: time.Minute}}) // small: the slow consumer below
@@ -198,6 +199,7 @@ func TestMetrics(t *testing.T) {
 // TestMetricsLabelsBounded runs 500 executions on 500 session ids: the
 // number of aiod series must not grow with them, and no label holds an id.
 func TestMetricsLabelsBounded(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{MetricsPublic: true, Token: "x"})
 	ts.token = "x"
 	run := func(from, to int) {

@@ -8,6 +8,7 @@ import (
 )
 
 func TestJavaScriptOneShotAndSession(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	_, env, data := ts.exec(t, map[string]any{"language": "javascript", "code": "console.log([1,2,3].reduce((a,b)=>a+b))"})
 	if env["success"] != true || data["stdout"] != "6\n" || data["execution_count"] != 1.0 || data["session_id"] != nil {
@@ -41,6 +42,7 @@ func TestJavaScriptOneShotAndSession(t *testing.T) {
 }
 
 func TestNativeBackendGivesPlainText(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{CodeBackend: "native"})
 	st, env := ts.call(t, "GET", "/v2/sandbox", nil)
 	ci := env["data"].(map[string]any)["capabilities"].(map[string]any)["code_interpreter"].(map[string]any)
@@ -82,6 +84,7 @@ func TestMissingNodeAnswers503(t *testing.T) {
 }
 
 func TestDiscoveryRoutes(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	_, env := ts.call(t, "GET", "/v2/code/info", nil)
 	d := env["data"].(map[string]any)
@@ -103,6 +106,7 @@ func TestDiscoveryRoutes(t *testing.T) {
 }
 
 func TestKernelPinWithoutKernelspecAnswers503(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{CodeBackend: "kernel", KernelName: "no-such-kernel"})
 	st, env, _ := ts.exec(t, map[string]any{"language": "python", "code": "print(1)"})
 	msg := fmt.Sprint(env["message"])

@@ -43,6 +43,7 @@ func kernelOf(t *testing.T, ts *testServer, sid string) string {
 // Item 1: ids in paths are percent-decoded once, on v2, v1 and the Jupyter
 // kernels API alike.
 func TestPercentEncodedPathIDs(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	js := func(sid string) {
 		t.Helper()
@@ -98,6 +99,7 @@ func TestPercentEncodedPathIDs(t *testing.T) {
 // Item 2: a call on an id whose session ended (idle, deleted, restarted by
 // a client) gets fresh_runtime and a message that says why.
 func TestEndedSessionsSayWhy(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{NativeIdle: time.Second, ReapInterval: 200 * time.Millisecond})
 	run := func(lang, sid, code string) (map[string]any, map[string]any) {
 		t.Helper()
@@ -167,6 +169,7 @@ func TestEndedSessionsSayWhy(t *testing.T) {
 // Item 4: v2 checks types strictly and names the fields it ignored; v1
 // keeps accepting what the SDK sends.
 func TestV2StrictTypesAndUnknownFields(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	st, env := ts.call(t, "POST", "/v2/code/execute", `{"language":"javascript","code":"1","timeout":"5"}`)
 	if msg, _ := env["message"].(string); st != 422 || !strings.Contains(msg, "'timeout': must be a number, got a string") {
@@ -201,6 +204,7 @@ func TestV2StrictTypesAndUnknownFields(t *testing.T) {
 // becomes a display_data output on REST v2, v1 and the WebSocket, and
 // set_next_input becomes data.next_input.
 func TestHelpPagerPayloadsBecomeOutputs(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	page := func(outs []map[string]any) map[string]any {
 		t.Helper()
@@ -254,6 +258,7 @@ func TestHelpPagerPayloadsBecomeOutputs(t *testing.T) {
 // by the rule the notebook page shares (web/testdata/ansi.json); the
 // WebSocket's live outputs and the Jupyter API keep them.
 func TestRESTStripsANSIFromStreams(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile(filepath.Join("..", "web", "testdata", "ansi.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -323,6 +328,7 @@ func TestRESTStripsANSIFromStreams(t *testing.T) {
 // Item 7: /v2/fs/read reads a line range, 1-based and inclusive, and the
 // 413 for a file past the read limit points at it truthfully.
 func TestV2ReadLineRanges(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	dir := ts.viewDir(t, "default")
 	small := filepath.Join(dir, "five.txt")
@@ -411,6 +417,7 @@ func (ts *testServer) upload(t *testing.T, route, name string, content []byte, f
 // Item 8: an upload without a path lands in --workdir, where the code
 // runs; an existing file is a 409 unless overwrite=true.
 func TestUploadsLandInWorkdirAndDoNotOverwrite(t *testing.T) {
+	t.Parallel()
 	wd := t.TempDir()
 	ts := startServer(t, Config{Workdir: wd})
 	st, env := ts.upload(t, "/v2/fs/upload", "data.csv", []byte("a,b\n1,2\n"), nil)
@@ -444,6 +451,7 @@ func TestUploadsLandInWorkdirAndDoNotOverwrite(t *testing.T) {
 // Item 9: an interrupted execution says it was interrupted, and by what,
 // without the dangling "KeyboardInterrupt: ".
 func TestInterruptSaysWhoInterrupted(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	c := dialWS(t, ts, nil)
 	started := func(id any) {
@@ -523,6 +531,7 @@ func TestInterruptSaysWhoInterrupted(t *testing.T) {
 
 // Item 10: the README's /healthz row is what the daemon answers.
 func TestHealthzMatchesREADME(t *testing.T) {
+	t.Parallel()
 	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
 	if err != nil {
 		t.Fatal(err)
@@ -551,6 +560,7 @@ func TestHealthzMatchesREADME(t *testing.T) {
 
 // Item 10: /v1/sandbox lists each Python interpreter once.
 func TestV1SandboxListsEachPythonOnce(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	r := ts.sdk(t, "GET", "v1/sandbox", nil)
 	py, _ := r.Body["detail"].(map[string]any)["runtime"].(map[string]any)["python"].([]any)
@@ -574,6 +584,7 @@ func TestV1SandboxListsEachPythonOnce(t *testing.T) {
 // Item 3: a runtime that cannot start because its working folder is gone
 // says so, instead of blaming the interpreter.
 func TestRuntimeStartBlamesMissingWorkdir(t *testing.T) {
+	t.Parallel()
 	wd := filepath.Join(t.TempDir(), "work")
 	if err := os.Mkdir(wd, 0o755); err != nil {
 		t.Fatal(err)
@@ -594,6 +605,7 @@ func TestRuntimeStartBlamesMissingWorkdir(t *testing.T) {
 // Item 10: the walkthroughs run under a token with AIO_TOKEN set, and the
 // v2 one writes margin.png into the current folder, as the README says.
 func TestWalkthroughsWithToken(t *testing.T) {
+	t.Parallel()
 	const token = "walk-t0ken"
 	ts := startServer(t, Config{Token: token})
 	cwd := t.TempDir()

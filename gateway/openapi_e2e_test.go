@@ -18,6 +18,7 @@ import (
 // every operation of the document is rendered, the filter works, and the
 // page's strict CSP is never violated; nothing is fetched from elsewhere.
 func TestDocsPageRenders(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{Token: "docs-token"}) // /docs is open even so
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

@@ -26,6 +26,7 @@ func openapiDoc(t testing.TB) *openapitest.Doc {
 // TestOpenAPIHasEveryRoute walks the router and fails on any route the
 // document does not describe (and on documented routes that are gone).
 func TestOpenAPIHasEveryRoute(t *testing.T) {
+	t.Parallel()
 	d := openapiDoc(t)
 	srv, err := New(Config{})
 	if err != nil {
@@ -75,6 +76,7 @@ func TestOpenAPIHasEveryRoute(t *testing.T) {
 // TestOpenAPIAndDocsServed fetches the document and the page without
 // credentials from a gateway that requires them.
 func TestOpenAPIAndDocsServed(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{Token: "s3cret"})
 	for _, c := range []struct{ path, ctype, want string }{
 		{"/openapi.json", "application/json", `"openapi": "3.1.0"`},
@@ -137,6 +139,7 @@ func mustDoc(t testing.TB, method, path string, status int, raw []byte) map[stri
 // v2 answers (a missing field, a value outside an enum, a wrong status, an
 // error envelope that claims success, a route's unknown status).
 func TestOpenAPIRejectsWrongAnswers(t *testing.T) {
+	t.Parallel()
 	d := openapiDoc(t)
 	const ok = `{"success":true,"message":"ok","data":{"code":"1","language":"python","status":"ok","execution_count":1,"exit_code":0,"outputs":[{"output_type":"stream","name":"stdout","text":"1\n"}],"stdout":"1\n","stderr":"","session_id":null,"execution_id":"0b6f2f4e-6d1c-4b7a-9a44-2a1f9e0c3d11"}}`
 	if err := d.CheckBody("POST", "/v2/code/execute", 200, []byte(ok)); err != nil {

@@ -24,6 +24,7 @@ func waitPoolReady(t *testing.T, ts *testServer, name string, n float64) {
 }
 
 func TestKernelPoolServesOneShotsAndRefills(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{KernelPrewarm: 2}, warmKernels)
 	waitPoolReady(t, ts, "kernel", 2)
 	if st := poolStats(t, ts, "kernel"); st["size"] != 2.0 || st["warmup"] != true {
@@ -58,6 +59,7 @@ func TestKernelPoolServesOneShotsAndRefills(t *testing.T) {
 }
 
 func TestCodePoolServesJavaScript(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{CodePrewarm: 1})
 	waitPoolReady(t, ts, "javascript", 1)
 	for i := 0; i < 3; i++ {
@@ -77,6 +79,7 @@ func TestCodePoolServesJavaScript(t *testing.T) {
 // first session of the first caller takes a ready kernel (pool "taken",
 // no miss) instead of a cold start.
 func TestTokenTenantPrewarmed(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{KernelPrewarm: 1, Token: "tok-prewarm"})
 	ts.token = "tok-prewarm"
 	waitPoolReady(t, ts, "kernel", 1)

@@ -33,6 +33,7 @@ func remoteInfo(t *testing.T, ts *testServer) map[string]any {
 // With AIO_JUPYTER_ENDPOINT set, Python runs on the remote Jupyter server:
 // the walkthrough, rich outputs and timeouts behave as on local kernels.
 func TestRemoteJupyterBackend(t *testing.T) {
+	t.Parallel()
 	js := remotetest.Start(t)
 	ts := startServer(t, Config{JupyterEndpoint: js.URL, JupyterToken: js.Token, JupyterProbeInterval: 200 * time.Millisecond, Isolation: remoteIsolation})
 	ri := remoteInfo(t, ts)
@@ -74,6 +75,7 @@ func TestRemoteJupyterBackend(t *testing.T) {
 // gets a fresh kernel and says so; a dead server makes calls fail clearly,
 // then new calls fall back to the embedded kernel.
 func TestRemoteKernelLossAndServerDeath(t *testing.T) {
+	t.Parallel()
 	js := remotetest.Start(t)
 	ts := startServer(t, Config{JupyterEndpoint: js.URL, JupyterToken: js.Token, JupyterProbeInterval: 200 * time.Millisecond, Isolation: remoteIsolation})
 	ts.exec(t, map[string]any{"language": "python", "session_id": "c", "code": "x = 1"})
@@ -137,6 +139,7 @@ for k in httpx.get("%s/api/kernels", headers=h).json():
 // Streaming over /v2/code/ws behaves the same with the remote backend: the
 // three lines arrive as separate outputs, spread over time, before result.
 func TestRemoteStreamingOverWebSocket(t *testing.T) {
+	t.Parallel()
 	js := remotetest.Start(t)
 	ts := startServer(t, Config{JupyterEndpoint: js.URL, JupyterToken: js.Token, Isolation: remoteIsolation})
 	c := dialWS(t, ts, nil)
@@ -164,6 +167,7 @@ func TestRemoteStreamingOverWebSocket(t *testing.T) {
 // aiod → aiod: one aiod serves the Jupyter kernels API, another uses it as
 // its AIO_JUPYTER_ENDPOINT; the walkthrough runs through both.
 func TestAiodAsRemoteOfAiod(t *testing.T) {
+	t.Parallel()
 	back := startServer(t, Config{Token: "backtoken", Isolation: remoteIsolation})
 	front := startServer(t, Config{JupyterEndpoint: back.URL, JupyterToken: "backtoken", JupyterProbeInterval: time.Second, Isolation: remoteIsolation})
 	if ri := remoteInfo(t, front); ri["backend"] != "jupyter" || ri["reachable"] != true {

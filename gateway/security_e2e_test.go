@@ -106,6 +106,7 @@ var attackMarkers = []string{"fetch-v2-code", "fetch-v1-jupyter", "fetch-v1-node
 // starts. Then the notebook page served by the default gateway, and by one
 // with a token, runs a cell over a WebSocket opened with a ticket.
 func TestBrowserCannotDriveAiod(t *testing.T) {
+	t.Parallel()
 	root := e2eSetup(t)
 	def := startServer(t, Config{})
 	open := startServer(t, Config{AllowedOrigins: []string{"*"}, AllowedHosts: []string{"*"}})
@@ -330,6 +331,7 @@ Promise.all(all).then(() => { R.pwned = String(window.__pwned); window.__done = 
 // on): there the script runs, the image loads and the probe tells the
 // files apart, which shows the attempts are real.
 func TestBrowserCannotReadAiod(t *testing.T) {
+	t.Parallel()
 	root := e2eSetup(t)
 	def := startServer(t, Config{})
 	dir := def.viewDir(t, "default")

@@ -133,6 +133,7 @@ func (ts *testServer) kernelCount(t testing.TB) int {
 // exist, no kernel was started. The same request from the page's own
 // origin, and without any Origin, does its work: the check can see it.
 func TestCrossOriginWritesRefused(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	dir := ts.viewDir(t, "default") // the caller's view: runtimes and the plane write there
 	host := func(p string) string { return ts.hostPath(t, "default", p) }
@@ -242,6 +243,7 @@ func TestCrossOriginWritesRefused(t *testing.T) {
 // TestCrossOriginWebSocketRefused: an upgrade from another origin, or with
 // another Host, is refused on both WebSocket routes before it runs anything.
 func TestCrossOriginWebSocketRefused(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	st, _, body := ts.secReq(t, "POST", "/api/kernels", "application/json", []byte(`{}`), nil)
 	var k map[string]any
@@ -312,6 +314,7 @@ func (h hostRewriter) RoundTrip(r *http.Request) (*http.Response, error) {
 // every route answers 403 naming --allowed-hosts, /healthz included, with
 // or without an Origin. --allowed-hosts lets a name through.
 func TestForeignHostRefused(t *testing.T) {
+	t.Parallel()
 	var logs syncLog
 	ts := startServer(t, Config{AllowedHosts: []string{"aiod.internal"}, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	port := ts.URL[strings.LastIndexByte(ts.URL, ':'):]
@@ -359,6 +362,7 @@ func (s *syncLog) String() string {
 // TestCORSPreflight: an allowed origin gets a full preflight answer, any
 // other none; OPTIONS no longer answers every origin.
 func TestCORSPreflight(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{AllowedOrigins: []string{"https://app.example"}})
 	pre := func(origin string) (int, http.Header) {
 		st, h, _ := ts.secReq(t, "OPTIONS", "/v2/code/execute", "", nil, map[string]string{
@@ -414,6 +418,7 @@ func signJWT(t testing.TB, m jwt.SigningMethod, key any, claims jwt.MapClaims) s
 // WWW-Authenticate, keeps the token working beside it, and uses tickets on
 // the WebSocket: once, within their TTL.
 func TestJWTAndTickets(t *testing.T) {
+	t.Parallel()
 	key := testRSAKey()
 	other, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
@@ -511,6 +516,7 @@ func TestJWTAndTickets(t *testing.T) {
 // TestJWTES256 accepts ES256 with a P-256 key given as PEM, and refuses an
 // RS256 token on it.
 func TestJWTES256(t *testing.T) {
+	t.Parallel()
 	ec, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -533,6 +539,7 @@ func TestJWTES256(t *testing.T) {
 // TestNonLoopbackListen: on 0.0.0.0 without credentials the gateway warns,
 // and the machine's own name is an allowed Host.
 func TestNonLoopbackListen(t *testing.T) {
+	t.Parallel()
 	var logs syncLog
 	srv, err := New(Config{Logger: slog.New(slog.NewTextHandler(&logs, nil)), KernelStartTimeout: 120 * time.Second})
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 // the field, and list a saved session; a fork's answer and its session
 // hold the state.
 func TestSnapshotRoutes(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{KernelIdle: time.Second, ReapInterval: 200 * time.Millisecond})
 	if st, env, data := ts.exec(t, map[string]any{"language": "python", "session_id": "snap", "code": "x = [1, 2]\ng = (i for i in x)"}); st != 200 || data["status"] != "ok" {
 		t.Fatalf("exec: %d %v", st, env)

@@ -18,6 +18,7 @@ import (
 )
 
 func TestCallerTenant(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		c    guard.Caller
 		want string
@@ -42,6 +43,7 @@ func TestCallerTenant(t *testing.T) {
 // them out, and naming them answers as for a name that does not exist.
 // Two Python kernels in all (one "shared" session each), the rest in Node.
 func TestTenantsOwnTheirNames(t *testing.T) {
+	t.Parallel()
 	key := testRSAKey()
 	ts := startServer(t, Config{JWTPublicKey: pemOf(t, &key.PublicKey)})
 	exp := time.Now().Add(time.Hour).Unix()

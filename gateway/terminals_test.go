@@ -22,6 +22,7 @@ import (
 // ends sleep 100, a second socket gets the recent screen and the same
 // shell, shutdown lists it no more.
 func TestTerminalsJupyterLabServices(t *testing.T) {
+	t.Parallel()
 	dir := jlabDir(t)
 	ts := startServer(t, Config{Token: "term-token"})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -64,6 +65,7 @@ func TestTerminalsJupyterLabServices(t *testing.T) {
 
 // The REST side: create in a folder, get, 404s, a bad cwd, delete.
 func TestTerminalsREST(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	dir := ts.viewDir(t, "")
 	st, m := ts.callAny(t, "POST", "/api/terminals", map[string]any{"cwd": dir})
@@ -125,6 +127,7 @@ func (ts *testServer) callAny(t testing.TB, method, path string, body any) (int,
 // sessions and terminals are unknown to the other; a terminal's socket
 // wants credentials (a ticket works) and refuses another site's Origin.
 func TestShellsAndTerminalsPerTenant(t *testing.T) {
+	t.Parallel()
 	key := testRSAKey()
 	ts := startServer(t, Config{JWTPublicKey: pemOf(t, &key.PublicKey)})
 	exp := time.Now().Add(time.Hour).Unix()

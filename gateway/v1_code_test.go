@@ -10,6 +10,7 @@ import (
 )
 
 func TestV1CodeExecute(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	exec := func(body map[string]any) v1Reply {
 		t.Helper()
@@ -106,6 +107,7 @@ func TestV1CodeExecute(t *testing.T) {
 }
 
 func TestV1Jupyter(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	// No sessions: an empty object, never [] or null.
 	s := ts.sdkOK(t, "GET", "v1/jupyter/sessions", nil)
@@ -238,6 +240,7 @@ func TestV1Jupyter(t *testing.T) {
 // AIO_CODE_BACKEND says; an id already taken by a native Python session is
 // a conflict.
 func TestV1JupyterOnNativeBackend(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{CodeBackend: "native"})
 	r := ts.sdkOK(t, "POST", "v1/jupyter/execute", map[string]any{"code": "import pandas as pd\npd.DataFrame({'a': [1]})", "session_id": "k"})
 	d := v1Outs(r.data())[0]["data"].(map[string]any)

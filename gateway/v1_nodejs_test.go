@@ -11,6 +11,7 @@ import (
 )
 
 func TestV1NodeExecute(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	exec := func(body map[string]any) v1Reply {
 		t.Helper()
@@ -117,6 +118,7 @@ func TestV1NodeExecute(t *testing.T) {
 }
 
 func TestV1NodeSessions(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	// Empty list: an object.
 	l := ts.sdkOK(t, "GET", "v1/nodejs/sessions", nil)
@@ -223,6 +225,7 @@ func TestV1NodeSessions(t *testing.T) {
 // TestV1NodeIdle: a session created with a max_idle_time is reclaimed by it,
 // and one lowered by PATCH is reclaimed by the lower value.
 func TestV1NodeIdle(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{ReapInterval: 100 * time.Millisecond})
 	ts.sdkOK(t, "POST", "v1/nodejs/sessions", map[string]any{"session_id": "a", "max_idle_time": 60})
 	ts.sdkOK(t, "POST", "v1/nodejs/sessions", map[string]any{"session_id": "b"})

@@ -15,6 +15,7 @@ import (
 )
 
 func TestV1Sandbox(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	r := ts.sdkOK(t, "GET", "v1/sandbox", nil)
 	if _, ok := r.Body["data"].(string); !ok || r.Body["home_dir"] == "" || r.Body["version"] != Version {
@@ -47,6 +48,7 @@ func TestV1Sandbox(t *testing.T) {
 // TestV1FileShapes round-trips a few file-plane answers (package fsplane)
 // through the same checker: results, FileOperationError, and 422.
 func TestV1FileShapes(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	dir := t.TempDir()
 	ts.sdkOK(t, "POST", "v1/file/write", map[string]any{"file": dir + "/a.txt", "content": "x\n", "encoding": nil, "append": nil})
@@ -96,6 +98,7 @@ func v1RawRequest(t *testing.T, ts *testServer, req string) (int, []byte) {
 // Content-Length: 0 and content-type application/json (docs/v1-compat.md);
 // every JSON route answers a JSON object, never 204 or an empty body.
 func TestV1EmptyBodies(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	empty := func(method, path string) map[string]any {
 		t.Helper()
@@ -152,6 +155,7 @@ func TestV1EmptyBodies(t *testing.T) {
 // TestV1PythonClient runs examples/v1_sdk_walkthrough.py: the walkthrough
 // and the SDK examples through httpx, built as the SDK builds its requests.
 func TestV1PythonClient(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	dir := t.TempDir()
 	cmd := exec.Command("/usr/bin/python3", "../examples/v1_sdk_walkthrough.py", ts.URL, dir)

@@ -19,6 +19,7 @@ import (
 // the same answer with one trap put in, which must not; so the rejection
 // is the trap's doing.
 func TestV1SchemaChecker(t *testing.T) {
+	t.Parallel()
 	d := openapiDoc(t)
 	const nine = `{"output_type":"stream","name":"stdout","text":"a","data":null,"metadata":null,"execution_count":null,"ename":null,"evalue":null,"traceback":null}`
 	const jexec = `{"data":{"kernel_name":"python3","status":"ok","code":"1","outputs":[` + nine + `],"execution_count":1}}`

@@ -15,6 +15,7 @@ import (
 // jupyter.execute_code twice, file.list_path, file.download_file,
 // jupyter.delete_session.
 func TestV1SDKWalkthrough(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	dir := t.TempDir()
 	csv := dir + "/sales.csv"
@@ -99,6 +100,7 @@ plt.savefig("` + dir + `/plot.png", dpi=120)
 
 // TestV1SDKExamples are the page's one-shot and session-reuse SDK examples.
 func TestV1SDKExamples(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	py := ts.sdkOK(t, "POST", "v1/code/execute", map[string]any{"language": "python", "code": "print(sum([1,2,3]))"})
 	js := ts.sdkOK(t, "POST", "v1/code/execute", map[string]any{"language": "javascript", "code": "console.log([1,2,3].reduce((a,b)=>a+b))"})

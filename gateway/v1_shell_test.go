@@ -21,6 +21,7 @@ import (
 // sleep 100, hard and no-change timeouts, sessions in an exec_dir, listed
 // and closed, terminal-url serving the page.
 func TestV1ShellSDK(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	dir := ts.viewDir(t, "")
 
@@ -158,6 +159,7 @@ func TestV1ShellSDK(t *testing.T) {
 // write, kill by signal name, hard_timeout, head-and-tail truncation,
 // sessions created, listed and closed.
 func TestV1BashSDK(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	dir := ts.viewDir(t, "")
 
@@ -266,6 +268,7 @@ func TestV1BashSDK(t *testing.T) {
 
 // Two bash sessions' commands run at once, each in a bash of its own.
 func TestV1BashConcurrent(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -288,6 +291,7 @@ func TestV1BashConcurrent(t *testing.T) {
 // The TypeScript SDK's shell client, as its fetcher sends each call, from
 // Node; every answer is checked against openapi.json here.
 func TestV1ShellTypeScriptSDK(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -322,6 +326,7 @@ func TestV1ShellTypeScriptSDK(t *testing.T) {
 // /v1/shell/exec with Accept: text/event-stream: output events as the
 // command writes, then the result.
 func TestV1ShellSSE(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	req, _ := http.NewRequest("POST", ts.URL+"/v1/shell/exec", strings.NewReader(`{"command":"for i in 1 2 3; do echo line$i; sleep 0.3; done"}`))
 	req.Header.Set("Content-Type", "application/json")

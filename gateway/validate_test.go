@@ -9,6 +9,7 @@ import (
 )
 
 func TestBadRequestsGetClearErrors(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{MaxBody: 1 << 20})
 	cases := []struct {
 		name, body string
@@ -71,6 +72,7 @@ func rawRequest(t testing.TB, ts *testServer, req string) string {
 }
 
 func TestRequestWithoutHostHeaderIsRejectedCleanly(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	if got := rawRequest(t, ts, "POST /v2/code/execute HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}"); !strings.HasPrefix(got, "HTTP/1.1 400") {
 		t.Fatalf("answer = %q", got)
@@ -78,6 +80,7 @@ func TestRequestWithoutHostHeaderIsRejectedCleanly(t *testing.T) {
 }
 
 func TestIdleSessionsAreReclaimed(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{KernelIdle: time.Second, ReapInterval: 200 * time.Millisecond})
 	_, _, data := ts.exec(t, map[string]any{"language": "python", "code": "x = 1", "session_id": "idle"})
 	if data["status"] != "ok" {
@@ -108,6 +111,7 @@ func TestIdleSessionsAreReclaimed(t *testing.T) {
 }
 
 func TestTokenIsRequiredWhenConfigured(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{Token: "s3cret"})
 	if st, _ := ts.call(t, "GET", "/v2/code/info", nil); st != 401 {
 		t.Fatalf("no token: %d", st)

@@ -38,6 +38,7 @@ var e2eShots = []string{"walkthrough.png", "streaming.png", "notebook.png", "nar
 // to the repository's root): AIOD_SCREENSHOTS=docs/screenshots refreshes
 // the ones docs/notebook.md shows.
 func TestWebE2E(t *testing.T) {
+	t.Parallel()
 	root := e2eSetup(t)
 	kerneltest.LockWalkthrough(t) // the page's scenario uploads into /tmp/analysis
 	ts := startServer(t, Config{})
@@ -65,6 +66,7 @@ func TestWebE2E(t *testing.T) {
 // TestWebE2ETokenBudget opens the page as /?token=T on a gateway with a
 // token and a 1 MiB output budget, and runs a cell past that budget.
 func TestWebE2ETokenBudget(t *testing.T) {
+	t.Parallel()
 	root := e2eSetup(t)
 	const tok = "e2e-s3cret"
 	ts := startServer(t, Config{Token: tok, OutputBudget: 1 << 20})
@@ -74,6 +76,7 @@ func TestWebE2ETokenBudget(t *testing.T) {
 // TestWebE2ETerminal runs the terminal panel's scenario alone (TestWebE2E
 // runs it with the others).
 func TestWebE2ETerminal(t *testing.T) {
+	t.Parallel()
 	root := e2eSetup(t)
 	ts := startServer(t, Config{})
 	runE2E(t, root, []string{"terminal"}, ts.URL+"/", t.TempDir(), "--only=terminal")
@@ -83,6 +86,7 @@ func TestWebE2ETerminal(t *testing.T) {
 // gateway whose Python is the native REPL (--code-backend native): Tab and
 // Shift+Tab answered by rlcompleter and the driver's inspect.
 func TestWebE2ENative(t *testing.T) {
+	t.Parallel()
 	root := e2eSetup(t)
 	ts := startServer(t, Config{CodeBackend: "native"})
 	runE2E(t, root, []string{"native"}, ts.URL+"/", t.TempDir(), "--only=native")

@@ -38,6 +38,7 @@ func (ts *testServer) webGet(t *testing.T, method, path string, hdr ...string) (
 }
 
 func TestWebPageHeaders(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	resp, body := ts.webGet(t, "GET", "/")
 	if resp.StatusCode != 200 {
@@ -82,6 +83,7 @@ func TestWebPageHeaders(t *testing.T) {
 }
 
 func TestWebAssets(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	const js = "text/javascript; charset=utf-8"
 	types := map[string]string{
@@ -117,6 +119,7 @@ func TestWebAssets(t *testing.T) {
 // TestWebGzip: text assets go gzipped to a client that accepts it, with
 // their own ETag; others get them as they are.
 func TestWebGzip(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	want, _ := fs.ReadFile(web.FS(), "vendor/codemirror.js")
 	plain, body := ts.webGet(t, "GET", "/static/vendor/codemirror.js", "Accept-Encoding", "identity")
@@ -154,6 +157,7 @@ func TestWebGzip(t *testing.T) {
 // daemon's StripANSI agree on what an escape sequence is; both are tested
 // on web/testdata/ansi.json (the page's side in web/jstest/ansi.test.js).
 func TestWebANSICases(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile(filepath.Join("..", "web", "testdata", "ansi.json"))
 	if err != nil {
 		t.Fatal(err)
@@ -178,6 +182,7 @@ func TestWebANSICases(t *testing.T) {
 // TestWebToken: with a token, the page needs it too, and passes it on to
 // the assets it loads.
 func TestWebToken(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{Token: "t0k&<"})
 	if r, _ := ts.webGet(t, "GET", "/"); r.StatusCode != 401 {
 		t.Errorf("GET / without the token: %d, want 401", r.StatusCode)
@@ -211,6 +216,7 @@ func TestWebToken(t *testing.T) {
 // without a browser: no inline script or handler the CSP would have to
 // allow, and no API that parses strings as markup or code.
 func TestWebNoMarkupFromData(t *testing.T) {
+	t.Parallel()
 	err := fs.WalkDir(web.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
 			return err

@@ -20,6 +20,7 @@ import (
 // answer for the same code. A second execution runs on the same socket at
 // the same time.
 func TestWSStreamsOutputsLiveThenResultLikeREST(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	c := dialWS(t, ts, nil)
 	sendJSON(t, c, map[string]any{"type": "execute", "id": "three", "language": "python", "code": threeLines})
@@ -79,6 +80,7 @@ func TestWSStreamsOutputsLiveThenResultLikeREST(t *testing.T) {
 // printed, idle, and the result (equal to the REST answer), all tagged
 // with the execution's id.
 func TestWSWatcherSeesRESTExecutionLive(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	if _, env, _ := ts.exec(t, map[string]any{"language": "python", "code": "x = 1", "session_id": "watched"}); env["success"] != true {
 		t.Fatalf("setup: %v", env)
@@ -151,6 +153,7 @@ func TestWSWatcherSeesRESTExecutionLive(t *testing.T) {
 // passes the limit; its execution goes on and a REST call queued behind it
 // on the same session completes as usual.
 func TestWSSlowConsumerIsCutWithPolicyClose(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{LiveLimits: wsock.Limits{QueueBytes: 1 << 20, WriteTimeout: 2 * time.Minute}})
 	c := dialWS(t, ts, nil)
 	flood := "import sys\nfor i in range(640):\n    sys.stdout.write('x' * (64 << 10) + '\\n'); sys.stdout.flush()\nprint('flood done')"
@@ -186,6 +189,7 @@ func TestWSSlowConsumerIsCutWithPolicyClose(t *testing.T) {
 
 // Bad messages get an error reply each and the socket stays usable.
 func TestWSBadMessagesGetErrorsAndSocketStaysOpen(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	c := dialWS(t, ts, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -237,6 +241,7 @@ func TestWSBadMessagesGetErrorsAndSocketStaysOpen(t *testing.T) {
 
 // interrupt stops the running code and keeps the session.
 func TestWSInterruptStopsRunningCode(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	c := dialWS(t, ts, nil)
 	sendJSON(t, c, map[string]any{"type": "execute", "id": 1, "language": "python", "code": "n = 5", "session_id": "spin"})
@@ -272,6 +277,7 @@ func TestWSInterruptStopsRunningCode(t *testing.T) {
 
 // Closing the socket does not stop its executions.
 func TestWSClosedSocketDoesNotStopExecution(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	c := dialWS(t, ts, nil)
 	sendJSON(t, c, map[string]any{"type": "execute", "id": "bg", "language": "python", "code": "import time\ntime.sleep(1)\ndone = 'yes'", "session_id": "bg"})
@@ -286,6 +292,7 @@ func TestWSClosedSocketDoesNotStopExecution(t *testing.T) {
 // Cross-origin upgrades are refused unless allowed; the token is required
 // on the WebSocket as on REST.
 func TestWSOriginAndToken(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{AllowedOrigins: []string{"https://good.example", "*.trusted.example"}, Token: "s3cret"})
 	dial := func(origin, query string, header bool) int {
 		h := http.Header{}
@@ -336,6 +343,7 @@ func TestWSOriginAndToken(t *testing.T) {
 
 // With "*" any origin may connect.
 func TestWSAnyOriginWhenStar(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{AllowedOrigins: []string{"*"}})
 	c := dialWS(t, ts, &websocket.DialOptions{HTTPHeader: http.Header{"Origin": {"https://anywhere.example"}}})
 	sendJSON(t, c, map[string]any{"type": "execute", "id": "js", "language": "javascript", "code": "console.log(1+1)"})
@@ -347,6 +355,7 @@ func TestWSAnyOriginWhenStar(t *testing.T) {
 
 // Shutting the server down closes open sockets with 1001.
 func TestWSShutdownClosesSockets(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	c := dialWS(t, ts, nil)
 	var wg sync.WaitGroup
@@ -375,6 +384,7 @@ func TestWSShutdownClosesSockets(t *testing.T) {
 // An interrupt that waits for its runtime does not hold up the socket's
 // reader: a later message is answered first.
 func TestWSInterruptDoesNotBlockReader(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	hold := make(chan struct{})
 	stubSession(t, ts, "slow-interrupt", func() *stubRuntime {
@@ -397,6 +407,7 @@ func TestWSInterruptDoesNotBlockReader(t *testing.T) {
 // The core's context, under every surface's work, ends with the server,
 // and the core takes no new work after it.
 func TestCoreEndsWithServer(t *testing.T) {
+	t.Parallel()
 	ts := startServer(t, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -414,6 +425,7 @@ func TestCoreEndsWithServer(t *testing.T) {
 // A Shutdown that comes before Serve, or races it before Serve registered
 // its listener, still stops it: Serve returns and the port is closed.
 func TestShutdownBeforeServe(t *testing.T) {
+	t.Parallel()
 	for _, race := range []bool{false, true} {
 		srv := newServer(t, Config{})
 		ln, err := net.Listen("tcp", "127.0.0.1:0")

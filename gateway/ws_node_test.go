@@ -11,6 +11,7 @@ import (
 
 // The same three-line check from a plain Node.js client (the ws package).
 func TestWSNodeClientStreamsThreeLines(t *testing.T) {
+	t.Parallel()
 	dir := jlabDir(t)
 	ts := startServer(t, Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

@@ -270,6 +270,8 @@ func (d *Daemon) PID() int { return d.d.pid() }
 // tenantUIDs is a range of tenant uids for one daemon: the run's daemons
 // (and any other aiod on the machine) may not share one.
 func tenantUIDs() string {
-	first := 1_000_000_000 + rand.IntN(900_000)*1000
+	// Above the tests' slots (kerneltest.UIDRange: from 1,000,000,000,
+	// 900 ranges) and below the daemon's default (2,000,000,000).
+	first := 1_100_000_000 + rand.IntN(800_000)*1000
 	return fmt.Sprintf("%d-%d", first, first+999)
 }

@@ -59,6 +59,7 @@ func (a rawAnswer) errorKind() string {
 // names the limit and the count, on v2; v1 and the Jupyter API refuse in
 // their own shapes; a delete frees a slot at once.
 func TestMaxSessionsRefusesPastTheCap(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "--max-sessions", "8", "--code-backend", "kernel")
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -147,6 +148,7 @@ func TestMaxSessionsRefusesPastTheCap(t *testing.T) {
 // settings: every call is answered (200) or refused (429 or 503 with
 // Retry-After), none hangs, and after the deletes no runtime is left.
 func TestBurstOf200NewSessions(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "--code-backend", "kernel")
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -255,6 +257,7 @@ func (d *daemon) deleteAll(ctx context.Context, n int, pattern string) {
 // refused with 503, Retry-After and a message naming the queue's flag; no
 // refused call leaves a runtime behind.
 func TestStartQueueRefusesPastItsBound(t *testing.T) {
+	t.Parallel()
 	// No pool: its refills wait in the same line (TestPoolRefillsUnderTheGate)
 	// and would take a place of the sessions counted here.
 	d := startDaemon(t, "--code-backend", "kernel", "--kernel-prewarm", "0", "--max-concurrent-starts", "1", "--start-queue", "4", "--start-queue-timeout", "30")

@@ -52,6 +52,7 @@ for name in ("walkthrough.py", "aio.py"):
 // the README's walkthrough imports: each one's file belongs to a Debian
 // package on that list.
 func TestMakeRunInstallsWhatTheWalkthroughImports(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	list, err := exec.CommandContext(ctx, "bash", "../../.ci/deps.sh", "list", "run").Output()
@@ -122,6 +123,7 @@ func runGatewayNotebook(t *testing.T, base, token string, logs fmtStringer) []an
 // gives for the same notebook: the print's stream, and the DataFrame as
 // text/html with its execution count.
 func TestNbclientThroughGatewayKernelManager(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	got := runGatewayNotebook(t, d.url, "", d.stderr)
 	if len(got) != 2 {
@@ -195,6 +197,7 @@ func replyTo(t *testing.T, c *websocket.Conn, msgID string) *jupyter.Message {
 // request closes the socket with 1007 and the reason; each is logged at
 // warn level.
 func TestChannelsAnswerEveryClientMessage(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	c := openChannels(t, d)
 	write := func(raw string) {
@@ -254,6 +257,7 @@ func TestChannelsAnswerEveryClientMessage(t *testing.T) {
 // on v2 (execute, complete) and on every v1 execute route, before anything
 // runs.
 func TestNULInCodeIsRefused(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -280,6 +284,7 @@ func TestNULInCodeIsRefused(t *testing.T) {
 // success: error, error_kind no_reply, after the 5 s grace, with the
 // outputs it sent.
 func TestLostReplyIsAnError(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -311,6 +316,7 @@ print("ran")
 // with its execute_result and execution_count, and the message says the
 // timeout passed; code the interrupt stopped is a timeout.
 func TestTinyTimeoutReportsWhatHappened(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -354,6 +360,7 @@ func TestTinyTimeoutReportsWhatHappened(t *testing.T) {
 // Item 9: a timeout too large for a float64 is a 422 that says it is out
 // of range, on v2 and v1.
 func TestHugeTimeoutIsOutOfRange(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -402,6 +409,7 @@ func (d *daemon) getJSON(ctx context.Context, path string) (int, map[string]any)
 // whatever the state: last_seq (the seq to resume after) is a number queued, running and done;
 // outputs is only ever the list of the finished execution.
 func TestExecutionFieldsKeepTheirTypes(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -465,6 +473,7 @@ func TestExecutionFieldsKeepTheirTypes(t *testing.T) {
 // Item 5: every NDJSON line has a type, the last one "result" (the SSE
 // event's name), and the SSE result's data is the same object.
 func TestStreamsTypeEveryLine(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -515,6 +524,7 @@ func TestStreamsTypeEveryLine(t *testing.T) {
 // WebSocket execute gets the refusal as its only answer, with no accepted
 // before it.
 func TestRefusedStreamIsAnHTTPRefusal(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "--max-sessions", "1")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -572,6 +582,7 @@ func TestRefusedStreamIsAnHTTPRefusal(t *testing.T) {
 // (401, HTML, a token field that opens /?token=), and the page with the
 // token; curl and the API keep the JSON 401.
 func TestTokenPageSignIn(t *testing.T) {
+	t.Parallel()
 	d := startDaemonEnv(t, []string{"AIO_TOKEN=tok-26-secret"})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -614,6 +625,7 @@ func TestTokenPageSignIn(t *testing.T) {
 // tracebacks, messages), on REST, the streams, v1, the WebSocket and the
 // 401; none carries \u003c, \u003e or \u0026.
 func TestJSONAnswersDoNotEscapeHTML(t *testing.T) {
+	t.Parallel()
 	d := startDaemonEnv(t, []string{"AIO_TOKEN=tok-26"})
 	d.token = "tok-26"
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -713,6 +725,7 @@ func mcpPost(t *testing.T, d *daemon, ctx context.Context, session, body string)
 
 // Item 8, MCP: a tool's answer keeps <, > and & too.
 func TestMCPAnswersDoNotEscapeHTML(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -733,6 +746,7 @@ func TestMCPAnswersDoNotEscapeHTML(t *testing.T) {
 // statuses the binary answers there (not only through default): each
 // answer provoked below is looked up in the document it serves.
 func TestOpenAPIDeclaresTheStatusesTheBinaryAnswers(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "--max-sessions", "1")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()

@@ -61,6 +61,7 @@ func ppid(pid int) int {
 // so, and that the session works; then that killing the daemon with
 // SIGKILL takes the template and the kernel with it.
 func TestDefaultStartIsFork(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "--code-backend", "kernel")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -104,6 +105,7 @@ func TestDefaultStartIsFork(t *testing.T) {
 // TestSpawnModeStillWorks runs a session with --kernel-start spawn: no
 // template, and the kernel is the daemon's own child.
 func TestSpawnModeStillWorks(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "--code-backend", "kernel", "--kernel-start", "spawn")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -122,6 +124,7 @@ func TestSpawnModeStillWorks(t *testing.T) {
 // TestBadKernelStartFails checks the daemon refuses an unknown mode, naming
 // the flag and the value.
 func TestBadKernelStartFails(t *testing.T) {
+	t.Parallel()
 	_, err := parseOptions([]string{"--kernel-start", "clone"}, fakeLookup(nil), io.Discard)
 	if err == nil || err.Error() != `--kernel-start "clone": want fork or spawn` {
 		t.Errorf("err = %v", err)

@@ -51,6 +51,7 @@ func (d *daemon) run(ctx context.Context, lang, sid, code string, timeout float6
 // within 5 s as a death by the memory limit, the next call gets a fresh
 // runtime, the loop's output is complete, and aiod's RSS does not move.
 func TestMemoryBombIsAnsweredAndContained(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "--runtime-memory-limit", "512M")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -127,6 +128,7 @@ func countMarked(marker string) int {
 // user's OSError, the session answers and lives on, and deleting the
 // session kills the loop: the host's process count returns.
 func TestForkLoopIsContained(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "--runtime-pids-limit", "64")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -168,6 +170,7 @@ os.fork()`, 30)
 // see none of them (os.environ, process.env, /proc/self/environ), while a
 // variable the allow list names passes.
 func TestRuntimesSeeNoSecrets(t *testing.T) {
+	t.Parallel()
 	pub, _, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -204,6 +207,7 @@ console.log(env.includes("sekrit") ? "True" : "False", JSON.stringify(process.en
 // a Python and a Node session run as uid 65534, cannot signal aiod, and
 // the walkthrough still passes in a folder nobody may write.
 func TestRuntimeUserNobody(t *testing.T) {
+	t.Parallel()
 	if os.Geteuid() != 0 {
 		t.Fatalf("this test needs root (CI runs as root): uid %d", os.Geteuid())
 	}
@@ -274,6 +278,7 @@ try { process.kill(%d, 0); console.log("signalled") } catch (e) { console.log(e.
 // TestBadRuntimeLimitFlagsFail: limits and users that cannot work stop
 // aiod with exit 2 and one line naming the setting and the value.
 func TestBadRuntimeLimitFlagsFail(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		args []string
 		want string
@@ -287,7 +292,7 @@ func TestBadRuntimeLimitFlagsFail(t *testing.T) {
 		{[]string{"--runtime-user", "root"}, "is root"},
 	} {
 		cmd := exec.Command(daemonBin, append([]string{"--addr", "127.0.0.1:0"}, c.args...)...)
-		cmd.Env = cleanEnv()
+		cmd.Env = ownEnv(t)
 		out, err := runBounded(t, cmd, 30*time.Second)
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), strings.TrimPrefix(c.args[0], "--")) || !strings.Contains(string(out), c.want) {
@@ -297,6 +302,7 @@ func TestBadRuntimeLimitFlagsFail(t *testing.T) {
 }
 
 func TestParseMemory(t *testing.T) {
+	t.Parallel()
 	total, err := memTotal()
 	if err != nil {
 		t.Fatal(err)

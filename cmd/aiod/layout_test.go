@@ -43,6 +43,7 @@ var surfaces = []string{"gateway/v1", "gateway/live", "gateway/jupyterapi", "gat
 // the zmq kernel; stream -> anything that speaks HTTP or WebSocket;
 // gateway -> a runtime package; kernel* <-> replbridge.
 func TestImportRules(t *testing.T) {
+	t.Parallel()
 	imports := map[string][]string{} // package -> its direct imports of the module's packages
 	for _, line := range goList(t, "-f", "{{.ImportPath}} {{join .Imports \" \"}}", "./...") {
 		f := strings.Fields(line)
@@ -117,6 +118,7 @@ func TestImportRules(t *testing.T) {
 // that outgrows it is split along a seam of its own, as stream's
 // execution store and the gateway's surfaces were.
 func TestPackageSizes(t *testing.T) {
+	t.Parallel()
 	for _, line := range goList(t, "-f", "{{.ImportPath}} {{.Dir}} {{join .GoFiles \" \"}}", "./...") {
 		f := strings.Fields(line)
 		if len(f) < 3 {

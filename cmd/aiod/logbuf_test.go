@@ -33,6 +33,7 @@ func (l *lockedBuf) snapshot() (string, int) {
 // write, within the flush interval, whole and in order; Close writes the
 // rest; a burst past maxBuffered is written at once.
 func TestLineBufferBatches(t *testing.T) {
+	t.Parallel()
 	out := &lockedBuf{}
 	b := newLineBuffer(out, 20*time.Millisecond)
 	var want strings.Builder

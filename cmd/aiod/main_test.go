@@ -109,6 +109,13 @@ func activated(bin string, sock *os.File, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// ownEnv is cleanEnv with a state directory and tenant uids of the test's
+// own, for a daemon started by hand: tests run at once, and two daemons
+// refuse to share either.
+func ownEnv(t testing.TB) []string {
+	return append(cleanEnv(), "AIO_STATE_DIR="+t.TempDir(), "AIO_TENANT_UIDS="+kerneltest.UIDRangeFlag(t))
+}
+
 // freePort returns a loopback port that was free a moment ago.
 func freePort(t testing.TB) int {
 	t.Helper()
@@ -222,7 +229,9 @@ func tryStartDaemon(t testing.TB, args []string, env ...string) (*daemon, error)
 }
 
 // stop ends the daemon if it still runs (SIGTERM, then SIGKILL), then
-// kills any runtime it was seen with that outlived it.
+// kills any runtime it was seen with that outlived it. A daemon that does
+// not stop by itself within 30 s of SIGTERM (its --shutdown-timeout is
+// 20 s) fails the test: an unclean stop leaves what a clean one removes.
 func (d *daemon) stop() {
 	select {
 	case <-d.done:
@@ -233,6 +242,7 @@ func (d *daemon) stop() {
 		case <-time.After(30 * time.Second):
 			_ = d.cmd.Process.Kill()
 			<-d.done
+			d.t.Errorf("aiod did not stop within 30 s of SIGTERM and was killed; its log:\n%s", d.stderr)
 		}
 	}
 	d.client.CloseIdleConnections()
@@ -242,6 +252,20 @@ func (d *daemon) stop() {
 		if syscall.Kill(pid, 0) == nil {
 			d.t.Errorf("runtime pid %d outlived the daemon; killing its group", pid)
 			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// logged reports whether the daemon's log has sub, waiting up to 10 s for
+// it: a line reaches the test through a pipe, maybe after the answer to
+// the request that caused it.
+func (d *daemon) logged(sub string) bool {
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if strings.Contains(d.stderr.String(), sub) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
 		}
 	}
 }
@@ -393,6 +417,7 @@ func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
 // TestSIGTERMLeavesNoKernel stops a daemon with two live kernels by SIGTERM
 // and checks that it exits 0 and that both kernels are gone.
 func TestSIGTERMLeavesNoKernel(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "--code-backend", "kernel")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -442,6 +467,7 @@ func TestSIGTERMLeavesNoKernel(t *testing.T) {
 // call (it answers that aiod shut down), exits well within its shutdown
 // timeout, and leaves no process behind.
 func TestSIGTERMEndsOneShotInFlight(t *testing.T) {
+	t.Parallel()
 	const shutdownTimeout = 20 * time.Second
 	d := startDaemon(t, "--code-backend", "kernel", "--shutdown-timeout", "20")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -533,6 +559,7 @@ func TestSIGTERMEndsOneShotInFlight(t *testing.T) {
 // of them within the bound, and the daemon's resident memory stays within
 // the bound plus 32 MiB.
 func TestRetainedExecutionsStayWithinTheirBound(t *testing.T) {
+	t.Parallel()
 	const bound = 160 << 20
 	d := startDaemon(t, "--execution-retention-bytes", strconv.Itoa(bound))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -595,6 +622,7 @@ func TestRetainedExecutionsStayWithinTheirBound(t *testing.T) {
 // TestDaemonRSSBoundedDuringFlood runs a one-shot call printing 100 MB and
 // samples the daemon's resident memory while it runs.
 func TestDaemonRSSBoundedDuringFlood(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "--code-backend", "kernel")
 	pid := d.cmd.Process.Pid
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
@@ -660,6 +688,7 @@ func TestDaemonRSSBoundedDuringFlood(t *testing.T) {
 // TestHelpListsEveryFlag checks that --help exits 0 and names every flag
 // with its variable.
 func TestHelpListsEveryFlag(t *testing.T) {
+	t.Parallel()
 	cmd := exec.Command(daemonBin, "--help")
 	cmd.Env = cleanEnv()
 	out, err := cmd.CombinedOutput()
@@ -688,8 +717,9 @@ func TestHelpListsEveryFlag(t *testing.T) {
 // TestBadFlagFails checks that an invalid --code-backend stops the daemon
 // with an error naming the value.
 func TestBadFlagFails(t *testing.T) {
+	t.Parallel()
 	cmd := exec.Command(daemonBin, "--code-backend", "bogus", "--addr", "127.0.0.1:0")
-	cmd.Env = cleanEnv()
+	cmd.Env = ownEnv(t)
 	done := make(chan struct{})
 	var out []byte
 	var err error
@@ -723,6 +753,7 @@ func fakeLookup(env map[string]string) func(string) (string, bool) {
 
 // TestParseOptionsPrecedence checks flag > AIO_* variable > default.
 func TestParseOptionsPrecedence(t *testing.T) {
+	t.Parallel()
 	env := map[string]string{
 		"AIO_ADDR":            "127.0.0.1:2000",
 		"AIO_DEFAULT_TIMEOUT": "5",
@@ -782,6 +813,7 @@ func TestParseOptionsPrecedence(t *testing.T) {
 // information: "commit unknown"), then on a binary built with -buildvcs=true
 // from a clone of this repository's HEAD, which must name that commit.
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command(daemonBin, "--version").CombinedOutput()
 	if err != nil {
 		t.Fatalf("aiod --version: %v: %s", err, out)
@@ -822,15 +854,16 @@ func TestVersion(t *testing.T) {
 // LISTEN_PID), aiod serves the one passed and says so, whatever --addr
 // says; two are refused at start with exit code 2, before anything runs.
 func TestSocketActivation(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "--addr", "127.0.0.1:1") // port 1 would fail if aiod bound it
-	if !strings.Contains(d.stderr.String(), "socket_activation=true") {
+	if !d.logged("socket_activation=true") {
 		t.Errorf("no socket_activation=true in the log:\n%s", d.stderr)
 	}
 	a, _ := boundSocket(t, "127.0.0.1:0")
 	b, _ := boundSocket(t, "127.0.0.1:0")
 	cmd := activated(daemonBin, a)
 	cmd.ExtraFiles = append(cmd.ExtraFiles, b)
-	cmd.Env = append(cleanEnv(), "LISTEN_FDS=2", "AIO_STATE_DIR="+t.TempDir())
+	cmd.Env = append(ownEnv(t), "LISTEN_FDS=2")
 	out, err := cmd.CombinedOutput()
 	a.Close()
 	b.Close()

@@ -48,6 +48,7 @@ func runBinary(t *testing.T, env []string, args ...string) (int, string) {
 // Item 3: settings that cannot work stop the daemon at once, with exit
 // code 2 and one line that names the setting, its value and the fix.
 func TestStartupRefusesSettingsThatCannotWork(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "plain-file")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
@@ -88,6 +89,7 @@ func TestStartupRefusesSettingsThatCannotWork(t *testing.T) {
 // Item 10: --help shows what each flag holds (not "value") and names the
 // variables read besides AIO_*.
 func TestHelpShowsTypesAndPassthrough(t *testing.T) {
+	t.Parallel()
 	code, out := runBinary(t, nil, "--help")
 	if code != 0 {
 		t.Fatalf("--help exit %d:\n%s", code, out)
@@ -110,6 +112,7 @@ func TestHelpShowsTypesAndPassthrough(t *testing.T) {
 // the reason: a kernel death, a restart after a failed interrupt, an idle
 // reclaim.
 func TestAccessLogAndLossLogs(t *testing.T) {
+	t.Parallel()
 	const token = "acc3ss-t0ken"
 	// Four kernels start one after another: on a loaded machine one can take
 	// more than the default minute.
@@ -178,6 +181,7 @@ func TestAccessLogAndLossLogs(t *testing.T) {
 
 // Item 10: --access-log=false turns the access log off.
 func TestAccessLogOff(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t, "--access-log=false", "--code-backend", "native")
 	resp, err := d.client.Get(d.url + "/v2/code/info")
 	if err != nil {

@@ -37,6 +37,7 @@ func restart(t *testing.T, d *daemon, env []string, args ...string) *daemon {
 // An execution finished before a restart is fetched by id after it, with
 // its outputs, from the same state directory.
 func TestExecutionSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	args := []string{"--state-dir", t.TempDir()}
@@ -120,6 +121,7 @@ func snapshotFiles(t *testing.T, stateDir, tenant, sid string) []string {
 // file is refused, another tenant cannot reach it, a deleted session comes
 // back empty.
 func TestSessionSnapshots(t *testing.T) {
+	t.Parallel()
 	priv, pub := tenantKey(t)
 	stateDir := t.TempDir()
 	env := []string{"AIO_JWT_PUBLIC_KEY=" + pub}
@@ -315,6 +317,7 @@ func TestSessionSnapshots(t *testing.T) {
 // restored: plain data of its globals, its functions (from source), its
 // working folder and environment; the answer names what was not.
 func TestJavaScriptSessionRestores(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	d := startDaemon(t, "--native-idle", "2")
@@ -362,6 +365,7 @@ console.log("ready");`
 // environment, its functions and its working folder; its other shell
 // variables do not, and the answer says so.
 func TestBashSessionRestores(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	d := startDaemon(t, "--native-idle", "2")

@@ -17,6 +17,7 @@ import (
 // loopback listener of its own; the API's port does not serve them, and
 // the cmdline (which could hold secrets) is not served at all.
 func TestPprofListener(t *testing.T) {
+	t.Parallel()
 	paddr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
 	d := startDaemon(t, "--pprof-addr", paddr)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -48,9 +49,10 @@ func TestPprofListener(t *testing.T) {
 // TestPprofRefusesNonLoopback: profiles carry no credentials, so aiod
 // refuses to serve them beyond this machine.
 func TestPprofRefusesNonLoopback(t *testing.T) {
+	t.Parallel()
 	for _, v := range []string{"0.0.0.0:6060", ":6060", "10.0.0.1:6060", "127.0.0.1"} {
 		cmd := exec.Command(daemonBin, "--addr", "127.0.0.1:0", "--pprof-addr", v)
-		cmd.Env = cleanEnv()
+		cmd.Env = ownEnv(t)
 		out, err := runBounded(t, cmd, 30*time.Second)
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() != 2 || !strings.Contains(string(out), "pprof-addr") {
@@ -62,6 +64,7 @@ func TestPprofRefusesNonLoopback(t *testing.T) {
 // TestGoProcsDefault: aiod runs its Go code on half the CPUs (at least
 // one) unless GOMAXPROCS says otherwise (read from its own metrics).
 func TestGoProcsDefault(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		env  []string
 		want int

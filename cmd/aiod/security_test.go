@@ -27,6 +27,7 @@ import (
 // else their AIO_* variable, else the AIO sandbox's names (JWT_PUBLIC_KEY,
 // TICKET_TTL_SECONDS); --allowed-hosts is a comma-separated list.
 func TestSecurityOptions(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -64,13 +65,14 @@ func TestSecurityOptions(t *testing.T) {
 // TestBadSecurityFlagsFail: a key that cannot be read, or an allowed host
 // with a port, stops the daemon with an error naming the flag.
 func TestBadSecurityFlagsFail(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"--jwt-public-key", "not a key"},
 		{"--allowed-hosts", "aiod.internal:8080"},
 		{"--allowed-origins", "https://app.example/path"},
 	} {
 		cmd := exec.Command(daemonBin, append([]string{"--addr", "127.0.0.1:0"}, args...)...)
-		cmd.Env = cleanEnv()
+		cmd.Env = ownEnv(t)
 		out, err := runBounded(t, cmd, 30*time.Second)
 		var ee *exec.ExitError
 		if !errors.As(err, &ee) || ee.ExitCode() <= 0 || !strings.Contains(string(out), args[0]) {
@@ -83,6 +85,7 @@ func TestBadSecurityFlagsFail(t *testing.T) {
 // start, naming the risk and the flags, and answers the machine's own name
 // as Host; with a token (AIO_TOKEN) it does not warn.
 func TestWarnsOffLoopback(t *testing.T) {
+	t.Parallel()
 	name, err := os.Hostname()
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +94,7 @@ func TestWarnsOffLoopback(t *testing.T) {
 		sock, addr := boundSocket(t, "0.0.0.0:0")
 		port := addr[strings.LastIndexByte(addr, ':')+1:]
 		cmd := activated(daemonBin, sock)
-		cmd.Env = append(cleanEnv(), "LISTEN_FDS=1")
+		cmd.Env = append(ownEnv(t), "LISTEN_FDS=1")
 		if withToken {
 			cmd.Env = append(cmd.Env, "AIO_TOKEN=s3cret")
 		}
@@ -178,6 +181,7 @@ func runBounded(t *testing.T, cmd *exec.Cmd, d time.Duration) ([]byte, error) {
 // variables and the file flags work, and the secret is not on the running
 // daemon's command line.
 func TestSecretsNeverOnTheCommandLine(t *testing.T) {
+	t.Parallel()
 	const secret = "cmdline-s3cret"
 	dir := t.TempDir()
 	tokFile, empty := filepath.Join(dir, "token"), filepath.Join(dir, "empty")
@@ -295,6 +299,7 @@ func getStatus(t *testing.T, d *daemon, path, auth string) int {
 // connections took it from 23 to 1,536 MiB). An authenticated 20 MiB
 // upload still works.
 func TestUnauthenticatedBodiesStayOutOfMemory(t *testing.T) {
+	t.Parallel()
 	const token = "rss-t0ken"
 	d := startDaemonEnv(t, []string{"AIO_TOKEN=" + token})
 	pid := d.cmd.Process.Pid

@@ -12,6 +12,7 @@ import (
 // terminal starts and ends (the leak check of TestMain sees no process
 // left when the daemon is gone).
 func TestShellsOnTheBinary(t *testing.T) {
+	t.Parallel()
 	d := startDaemon(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -134,6 +134,7 @@ print(os.getpid(), os.getuid(), os.environ["HOME"], os.path.expanduser("~"), pwd
 // proxy that names it; the spare is replaced for the next new tenant;
 // restarts leak neither spare folders nor uids.
 func TestNewTenantsTakePooledKernels(t *testing.T) {
+	t.Parallel()
 	priv, pub := tenantKey(t)
 	state := t.TempDir()
 	env := []string{"AIO_JWT_PUBLIC_KEY=" + pub, "AIO_TENANT_UIDS=" + kerneltest.UIDRangeFlag(t)}
@@ -218,7 +219,7 @@ try:
     urllib.request.urlopen("http://bob.example.invalid/", timeout=10)
 except Exception as e:
     print(getattr(e, "code", type(e).__name__))`)
-	if got != "403\n" || !strings.Contains(d.stderr.String(), `msg="egress refused" tenant=jwt:bob host=bob.example.invalid`) {
+	if got != "403\n" || !d.logged(`msg="egress refused" tenant=jwt:bob host=bob.example.invalid`) {
 		t.Errorf("bob through the egress proxy: %q; log:\n%s", got, grepLines(d.stderr.String(), "egress"))
 	}
 
@@ -227,7 +228,7 @@ except Exception as e:
 	carol := who("carol")
 	pc := firstSession(carol)
 	checkView(carol, pc, "-")
-	if !strings.Contains(d.stderr.String(), `msg="tenant ready" tenant=jwt:carol`) {
+	if !d.logged(`msg="tenant ready" tenant=jwt:carol`) {
 		t.Errorf("no log of carol's sandbox:\n%s", d.stderr)
 	}
 
@@ -284,7 +285,8 @@ except Exception as e:
 	d.stop()
 	uids, spares = tenantFolders(t, state)
 	if len(uids) != 4 || len(spares) != 0 {
-		t.Errorf("after a clean stop: folders %v, want alice's, bob's, carol's and dave's only", uids)
+		t.Errorf("after a clean stop: folders %v, want alice's, bob's, carol's and dave's only; the log's spare and stop lines:\n%s\n%s",
+			uids, grepLines(d.stderr.String(), "spare"), grepLines(d.stderr.String(), "stopped"))
 	}
 	distinctUIDs(t, uids)
 }

@@ -42,6 +42,7 @@ func lookup(env []string, key string) (string, bool) {
 // with the trace setting, keeping the caller's GODEBUG), still serves,
 // and is left alone when AIO_SYSMON_AWAKE=0 says so.
 func TestSysmonKeptAwake(t *testing.T) {
+	t.Parallel()
 	d := startDaemonEnv(t, []string{"GODEBUG=madvdontneed=1"}, "--code-backend", "kernel")
 	env := environOf(t, d.cmd.Process.Pid)
 	if got, _ := lookup(env, "GODEBUG"); got != "madvdontneed=1,"+sysmon.SchedtraceMax {

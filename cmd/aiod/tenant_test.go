@@ -122,6 +122,7 @@ func tenantUIDRange(t *testing.T, d *daemon) (first, last int) {
 // one daemon with the default isolation, and walks through every hole
 // issue 22 found: each is closed.
 func TestTenantsCannotReachEachOther(t *testing.T) {
+	t.Parallel()
 	priv, pub := tenantKey(t)
 	d := startDaemonEnv(t, []string{"AIO_JWT_PUBLIC_KEY=" + pub}, "--code-backend", "kernel")
 	alice := &caller{t: t, d: d, name: "alice", token: tenantJWT(t, priv, "alice")}
@@ -332,6 +333,7 @@ func kernelConnectionFile(t *testing.T, pid int) []byte {
 // as aiod's user on one file system, so bob reads alice's /tmp file, sees
 // her kernel in /proc and can signal it; /v2/code/info says so.
 func TestIsolationNoneSharesTheHost(t *testing.T) {
+	t.Parallel()
 	priv, pub := tenantKey(t)
 	d := startDaemonEnv(t, []string{"AIO_JWT_PUBLIC_KEY=" + pub}, "--code-backend", "kernel", "--isolation", "none")
 	alice := &caller{t: t, d: d, name: "alice", token: tenantJWT(t, priv, "alice")}
@@ -359,6 +361,7 @@ func TestIsolationNoneSharesTheHost(t *testing.T) {
 // (so it cannot read a root-only file through the plane), and needs the
 // token like anyone else when one is.
 func TestRuntimesCannotUseAiodsRights(t *testing.T) {
+	t.Parallel()
 	secret := filepath.Join(t.TempDir(), "root-only")
 	if err := os.WriteFile(secret, []byte("root's"), 0o600); err != nil {
 		t.Fatal(err)
@@ -416,6 +419,7 @@ except urllib.error.HTTPError as e:
 // isolation (another uid, ptrace denied), and without it as the runtime
 // user the template runs as (it is not dumpable).
 func TestTemplateCannotBeTraced(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{}, {"--isolation", "none", "--runtime-user", "nobody"}} {
 		t.Run(strings.Join(append([]string{"isolation"}, args...), " "), func(t *testing.T) {
 			d := startDaemon(t, append([]string{"--code-backend", "kernel"}, args...)...)
@@ -441,7 +445,9 @@ print(r, errno.errorcode.get(ctypes.get_errno()))
 if r == 0:
     libc.ptrace(17, %d, None, None)  # PTRACE_DETACH`, pid, pid)
 			if got := d.execute(ctx, "", code, 30).Stdout; got != "-1 EPERM\n" {
-				t.Errorf("PTRACE_ATTACH of the template (pid %d): %q, want -1 EPERM", pid, got)
+				d.do(ctx, http.MethodGet, "/v2/code/info", nil, &info)
+				t.Errorf("PTRACE_ATTACH of the template (pid %d): %q, want -1 EPERM; templates now %+v; the log's template lines:\n%s",
+					pid, got, info.Data.KernelStart.Templates, grepLines(d.stderr.String(), "template"))
 			}
 		})
 	}
@@ -452,6 +458,7 @@ if r == 0:
 // (plain HTTP and a CONNECT tunnel) and refuses another port of the same
 // host; a direct connection has no route.
 func TestEgressAllowList(t *testing.T) {
+	t.Parallel()
 	hostIP := ""
 	addrs, _ := net.InterfaceAddrs()
 	for _, a := range addrs {
@@ -527,6 +534,7 @@ print(tunnel())`, hostIP, allowed, hostIP, allowed, hostIP, allowed, hostIP, all
 // or a link a runtime planted to it, is 403; what the plane writes is
 // nobody's.
 func TestPlaneHasTheRuntimeUsersRights(t *testing.T) {
+	t.Parallel()
 	work, err := os.MkdirTemp("", "aiod-plane-user-")
 	if err != nil {
 		t.Fatal(err)
