@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/kernel/kerneltest"
 )
 
@@ -61,14 +62,20 @@ func TestBashExitCodesAndStderr(t *testing.T) {
 
 func TestBashInterrupt(t *testing.T) {
 	h := start(t, LangBash)
+	// Each says "begun" once it is in what the interrupt must stop: the
+	// foreground process itself, before it becomes sleep (a SIGINT that
+	// lands between two commands of a line can be lost by bash, which is
+	// why a session's interrupt is repeated until the code stops).
 	for _, src := range []string{
-		"sleep 100; echo not-reached",
-		"f() { sleep 100; echo not-reached; }; f; echo not-reached",
-		"n=0; while true; do n=$((n+1)); done; echo not-reached",
-		"sleep 100 | cat; echo not-reached",
+		"sh -c 'echo begun; exec sleep 100'; echo not-reached",
+		"f() { sh -c 'echo begun; exec sleep 100'; echo not-reached; }; f; echo not-reached",
+		"n=0; while true; do n=$((n+1)); [ $n = 1 ] && echo begun; done; echo not-reached",
+		"sleep 100 | sh -c 'echo begun; exec cat'; echo not-reached",
 	} {
 		id := h.send(src)
-		time.Sleep(300 * time.Millisecond)
+		h.rec.WaitFor(t, 10*time.Second, id, "begun on stdout", func(ms []*jupyter.Message) bool {
+			return kerneltest.StreamText(ms, "stdout") != ""
+		})
 		sent := time.Now()
 		if err := h.r.Interrupt(context.Background()); err != nil {
 			t.Fatal(err)
@@ -77,7 +84,7 @@ func TestBashInterrupt(t *testing.T) {
 		if d := time.Since(sent); d > 3*time.Second {
 			t.Errorf("%q: done %s after the interrupt", src, d)
 		}
-		if strings.Contains(res.stdout, "not-reached") || res.exit() != 130 {
+		if res.stdout != "begun\n" || res.exit() != 130 {
 			t.Errorf("%q: stdout %q exit %d", src, res.stdout, res.exit())
 		}
 	}

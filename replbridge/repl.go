@@ -362,6 +362,18 @@ func (r *REPL) Interrupt(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("interrupt %s REPL: %w", r.lang, err)
 	}
+	if r.lang == LangBash {
+		// A SIGINT that bash gets before it has read the command (still at
+		// its prompt) is lost, and the command then runs: wait until it has.
+		r.mu.Lock()
+		running, code := r.cur != nil, r.cmdW
+		r.mu.Unlock()
+		if running && code != nil {
+			if err := drained(ctx, code, time.Now().Add(writeTimeout)); err != nil {
+				return fmt.Errorf("interrupt %s REPL: %w", r.lang, err)
+			}
+		}
+	}
 	if err := r.signal(syscall.SIGINT); err != nil {
 		return fmt.Errorf("interrupt %s REPL pid %d: %w", r.lang, r.pid, err)
 	}

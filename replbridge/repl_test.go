@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/kernel/kerneltest"
 )
 
 var langs = []string{LangPython, LangJavaScript}
@@ -148,16 +149,30 @@ func TestErrors(t *testing.T) {
 }
 
 func TestInterrupt(t *testing.T) {
-	loop := code{LangPython: "x = 5\nwhile True: pass", LangJavaScript: "var x = 5; while (true) {}"}
-	asyncLoop := code{LangPython: "import time\ntime.sleep(60)", LangJavaScript: "await new Promise(r => setTimeout(r, 60000))"}
+	// Each says "begun" right before the loop or the wait the interrupt
+	// must stop; the async JavaScript cell once it has been handed to the
+	// driver's await.
+	loop := code{LangPython: "x = 5\nprint('begun', flush=True)\nwhile True: pass", LangJavaScript: "var x = 5; console.log('begun'); while (true) {}"}
+	asyncLoop := code{LangPython: "import time\nprint('begun', flush=True)\ntime.sleep(60)", LangJavaScript: "await null; console.log('begun'); await new Promise(r => setTimeout(r, 60000))"}
 	ename := code{LangPython: "KeyboardInterrupt", LangJavaScript: "Interrupted"}
 	forEachLang(t, func(t *testing.T, h *harness) {
 		for _, src := range []string{loop[h.lang], asyncLoop[h.lang]} {
 			id := h.send(src)
-			time.Sleep(300 * time.Millisecond) // let the loop begin
+			h.rec.WaitFor(t, 10*time.Second, id, "begun on stdout", func(ms []*jupyter.Message) bool {
+				return kerneltest.StreamText(ms, "stdout") != ""
+			})
 			sent := time.Now()
-			if err := h.r.Interrupt(context.Background()); err != nil {
-				t.Fatalf("interrupt: %v", err)
+			// Again after a second without an end, as a session's interrupt
+			// is: Node, on a loaded machine, was seen to lose a SIGINT in
+			// the first milliseconds of a script (5 in 10 with both cores
+			// busy, none 20 ms later).
+			for try := 0; try < 3; try++ {
+				if err := h.r.Interrupt(context.Background()); err != nil {
+					t.Fatalf("interrupt: %v", err)
+				}
+				if h.rec.WaitUntil(time.Second, func() bool { return kerneltest.Complete(h.rec.Children(id)) }) {
+					break
+				}
 			}
 			res := h.await(id, 10*time.Second)
 			d := time.Since(sent)
@@ -175,7 +190,7 @@ func TestInterrupt(t *testing.T) {
 		if err := h.r.Interrupt(context.Background()); err != nil { // while idle: harmless
 			t.Fatalf("interrupt idle: %v", err)
 		}
-		time.Sleep(200 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond) // time for a stray SIGINT to land and break the next call: it must not
 		h.ok("1")
 	})
 }
