@@ -38,6 +38,36 @@ function awaitTransform() {
 
 const INTERRUPTED = 'Script execution was interrupted by SIGINT';
 
+// fdWriter writes to fd at once (fs.writeSync): the cells' console holds
+// no stream state. An interrupt stops a cell with V8's TerminateExecution,
+// which can land inside console.log; in the middle of a Writable stream's
+// write it left process.stdout writing for ever, and the cell's end marker,
+// written after it, never came (seen once in a few dozen interrupts
+// landing right after a print).
+function fdWriter(fd) {
+  return {
+    write(chunk, encoding, cb) {
+      if (typeof encoding === 'function') cb = encoding;
+      const buf = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
+      for (let off = 0; off < buf.length;) {
+        try {
+          off += fs.writeSync(fd, buf, off);
+        } catch (err) {
+          if (err.code !== 'EAGAIN') throw err;
+        }
+      }
+      if (typeof cb === 'function') process.nextTick(cb, null);
+      return true;
+    },
+    // Console listens for a stream's errors around each write; these
+    // writes throw theirs.
+    once() { return this; },
+    on() { return this; },
+    removeListener() { return this; },
+    listenerCount() { return 0; },
+  };
+}
+
 function makeContext() {
   const sandbox = {};
   const ctx = vm.createContext(sandbox);
@@ -47,7 +77,7 @@ function makeContext() {
     const desc = Object.getOwnPropertyDescriptor(globalThis, name);
     if (desc) Object.defineProperty(sandbox, name, desc);
   }
-  sandbox.console = new Console({ stdout: process.stdout, stderr: process.stderr });
+  sandbox.console = new Console({ stdout: fdWriter(1), stderr: fdWriter(2) });
   sandbox.require = createRequire(path.join(process.cwd(), '<repl>'));
   sandbox.module = { exports: {} };
   sandbox.exports = sandbox.module.exports;
@@ -201,8 +231,20 @@ function errorFields(err) {
   return { ename: 'Error', evalue, traceback: ['Uncaught ' + evalue] };
 }
 
+// writeMarker writes the end marker after everything the cell wrote to
+// stream: at once when the stream holds nothing back (a pipe's writes are
+// synchronous here), else once what it holds is written, or after a second
+// (a write an interrupt cut short can leave the stream stuck), then to the
+// descriptor itself.
 function writeMarker(stream, marker) {
-  return new Promise((resolve) => stream.write(marker, () => resolve()));
+  if (stream.writableLength === 0) {
+    fdWriter(stream.fd).write(marker);
+    return Promise.resolve();
+  }
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => { fdWriter(stream.fd).write(marker); resolve(); }, 1000);
+    stream.write(marker, () => { clearTimeout(timer); resolve(); });
+  });
 }
 
 function send(obj) {
