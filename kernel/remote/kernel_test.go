@@ -168,11 +168,10 @@ func TestInterrupt(t *testing.T) {
 	s := startJupyter(t)
 	k, rec := startKernel(t, s, nil)
 	execute(t, k, rec, "x = 42")
-	id := send(t, k, "while True: pass")
-	rec.WaitFor(t, execTimeout, id, "execute_input", func(ms []*jupyter.Message) bool {
-		return kerneltest.Find(ms, "iopub", "execute_input") != nil
+	id := send(t, k, "print('begun', flush=True)\nwhile True: pass")
+	rec.WaitFor(t, execTimeout, id, "begun on stdout", func(ms []*jupyter.Message) bool {
+		return kerneltest.StreamText(ms, "stdout") != ""
 	})
-	time.Sleep(200 * time.Millisecond) // into the loop
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := k.Interrupt(ctx); err != nil {

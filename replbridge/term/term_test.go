@@ -3,6 +3,8 @@ package term
 import (
 	"context"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -60,8 +62,8 @@ func TestTerminal(t *testing.T) {
 	waitFor(t, s, "40 120")
 
 	// Ctrl-C ends the foreground job, not the shell.
-	tm.Write([]byte("sleep 100; echo not-reached\n"))
-	time.Sleep(300 * time.Millisecond)
+	tm.Write([]byte("sh -c 'echo job-$((2+2)); exec sleep 100'; echo not-reached\n"))
+	waitFor(t, s, "job-4") // the foreground job runs (the echoed command line says job-$((2+2)))
 	start := time.Now()
 	tm.Write([]byte{3})
 	tm.Write([]byte("echo after-$((1+1))\n"))
@@ -72,15 +74,22 @@ func TestTerminal(t *testing.T) {
 	detach()
 
 	// A client that attaches again gets the recent screen.
-	replay, detach2 := tm.Attach(func([]byte) {})
+	s2 := &screen{}
+	replay, detach2 := tm.Attach(s2.add)
 	defer detach2()
 	if !strings.Contains(string(replay), "after-2") {
 		t.Errorf("replay lacks the recent output: %q", replay)
 	}
 
 	// Close ends the shell and a job it left behind.
-	tm.Write([]byte("sleep 300 &\n"))
-	time.Sleep(200 * time.Millisecond)
+	tm.Write([]byte("sleep 300 & echo bg-$((3+3))-$!-pid\n"))
+	var m []string
+	for deadline := time.Now().Add(20 * time.Second); m == nil; time.Sleep(20 * time.Millisecond) {
+		if m = regexp.MustCompile(`bg-6-([0-9]+)-pid`).FindStringSubmatch(s2.String()); m == nil && time.Now().After(deadline) {
+			t.Fatalf("no background job's pid on the screen:\n%s", s2)
+		}
+	}
+	job, _ := strconv.Atoi(m[1])
 	if err := tm.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -88,6 +97,11 @@ func TestTerminal(t *testing.T) {
 	case <-tm.Done():
 	default:
 		t.Fatal("Done not closed after Close")
+	}
+	for deadline := time.Now().Add(5 * time.Second); kerneltest.Alive(job); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the background job %d outlived Close", job)
+		}
 	}
 }
 
