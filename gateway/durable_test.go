@@ -91,7 +91,9 @@ func TestDurableRetryNeverRunsTwice(t *testing.T) {
 			defer wg.Done()
 			_, _, answers[i] = ts.exec(t, call)
 		}()
-		time.Sleep(300 * time.Millisecond) // the first is running when the others come
+		if i == 0 {
+			waitRunning(t, ts, "once") // the first is running when the others come
+		}
 	}
 	wg.Wait()
 	for i, a := range answers {
@@ -288,7 +290,10 @@ func TestDurableWSResume(t *testing.T) {
 		text.WriteString(m.m["output"].(map[string]any)["text"].(string))
 	}
 	c.CloseNow()
-	time.Sleep(500 * time.Millisecond) // more lines come while no socket is there
+	// More lines come while no socket is there: all of them.
+	if st, env := ts.call(t, "GET", "/v2/code/executions/"+execID+"?wait=60", nil); st != 200 || env["data"].(map[string]any)["state"] != "done" {
+		t.Fatalf("the execution after the socket closed: %d %v", st, env)
+	}
 	c2 := dialWS(t, ts, nil)
 	sendJSON(t, c2, map[string]any{"type": "resume", "id": "r2", "execution_id": execID, "after": lastSeq})
 	var result map[string]any
@@ -393,8 +398,7 @@ func TestDurableInterruptAndRestartOverREST(t *testing.T) {
 					_, env, _ := tc.ts.exec(t, map[string]any{"language": tc.lang, "code": tc.loop, "session_id": sid, "execution_id": eid, "timeout": 120})
 					done <- env
 				}()
-				waitRunning(t, tc.ts, eid)
-				time.Sleep(300 * time.Millisecond)
+				waitOutput(t, tc.ts, eid, "spin") // into the loop
 				path := "/v2/code/executions/" + eid + "/interrupt"
 				if how == "sessions" {
 					path = "/v2/code/sessions/" + sid + "/interrupt"
@@ -429,6 +433,31 @@ func TestDurableInterruptAndRestartOverREST(t *testing.T) {
 }
 
 // waitRunning waits until an execution runs.
+// waitOutput waits until execution id has written text to a stream (read
+// from its NDJSON events, from the start).
+func waitOutput(t *testing.T, ts *testServer, id, text string) {
+	t.Helper()
+	waitRunning(t, ts, id)
+	req, _ := http.NewRequest("GET", ts.URL+"/v2/code/executions/"+id+"/events", nil)
+	req.Header.Set("Accept", "application/x-ndjson")
+	if ts.token != "" {
+		req.Header.Set("Authorization", "Bearer "+ts.token)
+	}
+	resp, err := ts.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var seen string
+	evs := readStream(t, resp.Body, true, func(e streamEvent) bool {
+		seen = streamedText([]streamEvent{e})
+		return strings.Contains(seen, text)
+	})
+	if !strings.Contains(streamedText(evs), text) {
+		t.Fatalf("execution %s ended without writing %q: %v", id, text, evs)
+	}
+}
+
 func waitRunning(t *testing.T, ts *testServer, id string) {
 	t.Helper()
 	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {

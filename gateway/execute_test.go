@@ -171,11 +171,15 @@ func TestKernelKilledMidRun(t *testing.T) {
 	ts := startServer(t, Config{})
 	ts.exec(t, map[string]any{"language": "python", "code": "import os; x = 1", "session_id": "k"})
 	pid := ts.Registry().Get("default", "python", "k").Runtime().Info().PID
+	answered := make(chan [2]map[string]any, 1)
 	go func() {
-		time.Sleep(500 * time.Millisecond)
-		_ = syscall.Kill(pid, syscall.SIGKILL)
+		_, env, data := ts.exec(t, map[string]any{"language": "python", "code": "import time\nprint('started', flush=True)\ntime.sleep(30)", "session_id": "k", "execution_id": "k-run"})
+		answered <- [2]map[string]any{env, data}
 	}()
-	_, env, data := ts.exec(t, map[string]any{"language": "python", "code": "import time\nprint('started', flush=True)\ntime.sleep(30)", "session_id": "k"})
+	waitOutput(t, ts, "k-run", "started")
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	a := <-answered
+	env, data := a[0], a[1]
 	if data["status"] != "error" || !strings.Contains(fmt.Sprint(env["message"]), "died") || !strings.Contains(fmt.Sprint(env["message"]), "SIGKILL") {
 		t.Fatalf("kill -9 mid-run: %v", env)
 	}

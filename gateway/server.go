@@ -81,6 +81,7 @@ type Config struct {
 	TicketTTL               time.Duration     // lifetime of a ticket from POST /tickets; 30 s
 	MaxTicketsPerCaller     int               // unused tickets one caller may hold; 1000
 	MaxConnsPerIP           int               // connections at once from one client address; 0 for no limit (the daemon's default is 256)
+	Clock                   func() time.Time  // the credentials' clock (JWT times, ticket lifetimes), for tests; nil is time.Now
 	Isolation               backend.Isolation // per-runtime limits, runtime user and environment allow list of local runtimes
 	Logger                  *slog.Logger
 }
@@ -156,7 +157,7 @@ func New(cfg Config) (*Server, error) {
 	g, err := guard.New(guard.Config{
 		AllowedHosts: cfg.AllowedHosts, AllowedOrigins: cfg.AllowedOrigins,
 		Token: cfg.Token, JWTPublicKey: cfg.JWTPublicKey, TicketTTL: cfg.TicketTTL,
-		MaxTicketsPerCaller: cfg.MaxTicketsPerCaller, OpenPaths: openPaths(cfg), Logger: cfg.Logger,
+		MaxTicketsPerCaller: cfg.MaxTicketsPerCaller, OpenPaths: openPaths(cfg), Logger: cfg.Logger, Now: cfg.Clock,
 	})
 	if err != nil {
 		return nil, err

@@ -58,8 +58,8 @@ func TestV1ShellSDK(t *testing.T) {
 	}
 
 	// write answers a read.
+	// Written at once: the input waits until the shell has read the command.
 	ts.sdkOK(t, "POST", "v1/shell/exec", map[string]any{"id": sid, "command": "read -r -p 'name? ' who; echo \"hello $who\"", "async_mode": true})
-	time.Sleep(300 * time.Millisecond)
 	ts.sdkOK(t, "POST", "v1/shell/write", map[string]any{"id": sid, "input": "world", "press_enter": true})
 	ts.sdkOK(t, "POST", "v1/shell/wait", map[string]any{"id": sid, "seconds": 10})
 	if v = ts.sdkOK(t, "POST", "v1/shell/view", map[string]any{"id": sid}); !strings.HasSuffix(v.data()["output"].(string), "hello world\n") {
@@ -68,8 +68,9 @@ func TestV1ShellSDK(t *testing.T) {
 	ts.sdkStatus(t, "POST", "v1/shell/write", map[string]any{"id": sid, "input": "ls", "press_enter": true}, http.StatusConflict)
 
 	// kill ends sleep 100 within 3 s; the session goes on.
+	// Killed at once: the interrupt waits until the shell has read the
+	// command (one at its prompt would be lost and the command would run).
 	ts.sdkOK(t, "POST", "v1/shell/exec", map[string]any{"id": sid, "command": "sleep 100; echo not-reached", "async_mode": true})
-	time.Sleep(300 * time.Millisecond)
 	start := time.Now()
 	k := ts.sdkOK(t, "POST", "v1/shell/kill", map[string]any{"id": sid})
 	if took := time.Since(start); took > 3*time.Second || k.data()["status"] != "terminated" || k.data()["exit_code"] != 130.0 {

@@ -158,7 +158,7 @@ func TestWSSlowConsumerIsCutWithPolicyClose(t *testing.T) {
 	c := dialWS(t, ts, nil)
 	flood := "import sys\nfor i in range(640):\n    sys.stdout.write('x' * (64 << 10) + '\\n'); sys.stdout.flush()\nprint('flood done')"
 	sendJSON(t, c, map[string]any{"type": "execute", "id": "flood", "language": "python", "code": flood, "session_id": "flood", "timeout": 300})
-	time.Sleep(300 * time.Millisecond) // the flood is queued first
+	waitRunning(t, ts, acceptedID(t, c, "flood")) // the flood first: the REST call queues behind it
 	start := time.Now()
 	_, env, data := ts.exec(t, map[string]any{"language": "python", "code": "print('after')", "session_id": "flood"})
 	if env["success"] != true || data["stdout"] != "after\n" {
@@ -281,7 +281,7 @@ func TestWSClosedSocketDoesNotStopExecution(t *testing.T) {
 	ts := startServer(t, Config{})
 	c := dialWS(t, ts, nil)
 	sendJSON(t, c, map[string]any{"type": "execute", "id": "bg", "language": "python", "code": "import time\ntime.sleep(1)\ndone = 'yes'", "session_id": "bg"})
-	time.Sleep(200 * time.Millisecond)
+	waitRunning(t, ts, acceptedID(t, c, "bg")) // else the REST call below could run first
 	_ = c.Close(websocket.StatusNormalClosure, "bye")
 	_, env, data := ts.exec(t, map[string]any{"language": "python", "code": "print(done)", "session_id": "bg"})
 	if env["success"] != true || data["stdout"] != "yes\n" {

@@ -196,3 +196,15 @@ func httpDo(t testing.TB, method, url, token string, body string) (int, []byte) 
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, b
 }
+
+// acceptedID reads the socket's next message, which must accept the
+// execute request id, and returns the execution's id.
+func acceptedID(t testing.TB, c *websocket.Conn, id string) string {
+	t.Helper()
+	m := readJSON(t, c, time.Minute)
+	eid, _ := m.m["execution_id"].(string)
+	if m.typ() != "accepted" || m.id() != id || eid == "" {
+		t.Fatalf("want accepted for %s with an execution id, got %v", id, m.m)
+	}
+	return eid
+}

@@ -233,18 +233,30 @@ func TestIdleKernelIsNotPinged(t *testing.T) {
 		o.HeartbeatInterval = 20 * time.Millisecond
 		o.IdleAfter = 300 * time.Millisecond
 	})
-	time.Sleep(600 * time.Millisecond) // idle from here on
+	waitUntil(t, "the heartbeat to sleep", func() bool { return k.hbIdle.Load() })
 	idle := k.Stats().Pongs
 	if idle == 0 {
 		t.Errorf("no pong at all while the kernel was in use")
 	}
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // time for pings that must not come
 	if n := k.Stats().Pongs - idle; n > 1 {
 		t.Errorf("%d pongs in a second of idleness, want at most the one already on its way", n)
 	}
-	run(t, k, rec, "import time; time.sleep(0.5)")
-	if n := k.Stats().Pongs - idle; n < 5 {
-		t.Errorf("%d pongs during a 0.5 s execution after idleness, want the pings back", n)
+	id := execute(t, k, "import time; time.sleep(60)")
+	waitUntil(t, "the pings back during an execution", func() bool { return k.Stats().Pongs-idle >= 5 })
+	if err := k.Interrupt(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rec.WaitFor(t, execTimeout, id, "execute_reply and idle", kerneltest.Complete)
+}
+
+// waitUntil polls cond until it holds, failing the test after a minute.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited a minute for %s", what)
+		}
 	}
 }
 
@@ -256,14 +268,14 @@ func TestStoppedWhileIdle(t *testing.T) {
 		o.HeartbeatTimeout = time.Second
 		o.IdleAfter = 200 * time.Millisecond
 	})
-	time.Sleep(500 * time.Millisecond)
+	waitUntil(t, "the heartbeat to sleep", func() bool { return k.hbIdle.Load() })
 	if err := syscall.Kill(k.Info().PID, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case <-k.Done():
 		t.Fatal("an idle stopped kernel was declared dead before anyone used it")
-	case <-time.After(1500 * time.Millisecond):
+	case <-time.After(1500 * time.Millisecond): // time for a wrong verdict: more than the heartbeat timeout
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

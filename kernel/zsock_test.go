@@ -98,7 +98,7 @@ func TestZsockDialRetriesThenGivesUp(t *testing.T) {
 	router := zmq4.NewRouter(ctx)
 	defer router.Close()
 	go func() {
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // the peer binds late: what the dial's retries are for
 		_ = router.Listen("ipc://" + path)
 	}()
 	d := newZsock(zmq4.Dealer, "me", nil, 10*time.Millisecond, time.Minute)

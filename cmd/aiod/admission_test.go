@@ -155,9 +155,17 @@ func TestBurstOf200NewSessions(t *testing.T) {
 	// One session first, deleted, so that the kernel template exists
 	// before the count.
 	d.execute(ctx, "warm", "print(1)", 60)
+	warm := d.sessionPIDs(ctx)["warm"]
 	var del envelope[any]
 	d.do(ctx, http.MethodDelete, "/v2/code/sessions/warm", nil, &del)
-	time.Sleep(time.Second)
+	for deadline := time.Now().Add(30 * time.Second); exists(warm); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the deleted session's kernel %d is still there after 30 s", warm)
+		}
+	}
+	// The prewarm pool's kernels count as descendants: counted full, before
+	// and after.
+	d.waitPoolReady(ctx, 2)
 	before := len(kerneltest.Descendants(d.cmd.Process.Pid))
 
 	const n = 200
@@ -205,6 +213,7 @@ func TestBurstOf200NewSessions(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	d.waitPoolReady(ctx, 2)
 	if after := len(kerneltest.Descendants(d.cmd.Process.Pid)); after > before {
 		t.Errorf("aiod has %d descendant processes after the deletes, %d before the burst", after, before)
 	}

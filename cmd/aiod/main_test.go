@@ -480,7 +480,7 @@ func TestSIGTERMEndsOneShotInFlight(t *testing.T) {
 	}
 	answered := make(chan answer, 1)
 	go func() {
-		b, _ := json.Marshal(map[string]any{"language": "python", "code": "import time\nprint('sleeping', flush=True)\ntime.sleep(600)", "timeout": 900})
+		b, _ := json.Marshal(map[string]any{"language": "python", "code": "import time\nprint('sleeping', flush=True)\ntime.sleep(600)", "timeout": 900, "execution_id": "in-flight"})
 		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, d.url+"/v2/code/execute", bytes.NewReader(b))
 		req.Header.Set("Content-Type", "application/json")
 		resp, err := d.client.Do(req)
@@ -515,7 +515,18 @@ func TestSIGTERMEndsOneShotInFlight(t *testing.T) {
 		d.pids[p] = true
 	}
 	d.mu.Unlock()
-	time.Sleep(time.Second) // let the call reach time.sleep
+	// The call has reached time.sleep once its output is in (404 until
+	// the call has come in).
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		st, ex := d.getJSON(ctx, "/v2/code/executions/in-flight")
+		data, _ := ex["data"].(map[string]any)
+		if n, _ := data["last_seq"].(float64); st == http.StatusOK && data["state"] == "running" && n >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the one-shot never printed: %d %v", st, ex)
+		}
+	}
 
 	start := time.Now()
 	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {

@@ -30,7 +30,7 @@ func TestGoReusesWorkersAndCloseEndsThem(t *testing.T) {
 			t.Fatal("Go refused work before Close")
 		}
 		seen[<-id]++
-		time.Sleep(time.Millisecond) // the worker gets back to its wait
+		time.Sleep(time.Millisecond) // time for the worker to get back to its wait; one that does not is a new goroutine, which the bound below allows for
 	}
 	if len(seen) > 25 {
 		t.Errorf("50 pieces of work, one after another, ran on %d goroutines; want a few reused workers", len(seen))
