@@ -64,7 +64,7 @@ func TestReadPooled(t *testing.T) {
 	rc2, _ := rd2.SyscallConn()
 	go func() { done <- readPooled(rc2, func([]byte) { t.Error("read from an empty pipe") }) }()
 	runtime.Gosched()
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(50 * time.Millisecond) // time for the reader to be waiting when its end closes: the case under test
 	rd2.Close()
 	select {
 	case err := <-done:

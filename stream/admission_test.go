@@ -246,8 +246,7 @@ func TestErrorKinds(t *testing.T) {
 		r, _ := s3.Execute(context.Background(), ExecRequest{Code: "loop", Timeout: 10 * time.Second})
 		done <- r
 	}()
-	waitFor(t, func() bool { return s3.Busy() && s3.Runtime() != nil })
-	time.Sleep(50 * time.Millisecond)
+	waitFor(t, func() bool { return s3.Busy() && executing(s3.Runtime()) })
 	if err := s3.Interrupt(context.Background(), "a test"); err != nil {
 		t.Fatal(err)
 	}
@@ -268,8 +267,7 @@ func TestIgnoredClientInterruptRestarts(t *testing.T) {
 		r, _ := sess.Execute(context.Background(), ExecRequest{Code: "while (true) {}", Timeout: time.Minute})
 		done <- r
 	}()
-	waitFor(t, func() bool { return sess.Busy() && sess.Runtime() != nil })
-	time.Sleep(50 * time.Millisecond)
+	waitFor(t, func() bool { return sess.Busy() && executing(sess.Runtime()) })
 	began := time.Now()
 	if err := sess.Interrupt(context.Background(), "a client (test)"); err != nil {
 		t.Fatal(err)
@@ -304,7 +302,7 @@ func TestPoolRefillsUnderTheGate(t *testing.T) {
 	}
 	p := NewPool(PoolConfig{Name: "kernel", Size: 1, Start: fs.backend().Start, Gate: gate})
 	defer p.Close(context.Background())
-	time.Sleep(200 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond) // time for a refill that must not start
 	if n := len(fs.all()); n != 0 {
 		t.Fatalf("the pool started %d runtimes while the only start slot was taken", n)
 	}

@@ -39,6 +39,17 @@ type fakeRuntime struct {
 
 var errFakeClosed = errors.New("fake: closed")
 
+// executing reports whether rt is a fake that has been handed an execution.
+func executing(rt jupyter.Runtime) bool {
+	f, ok := rt.(*fakeRuntime)
+	if !ok {
+		return false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.running.MsgID != ""
+}
+
 // Received is what a kernel says of the bytes it has read so far.
 func (f *fakeRuntime) Received() uint64 { return f.recv.Load() }
 

@@ -102,7 +102,11 @@ func TestSessionQueueIsFIFOWithArrivalTimeouts(t *testing.T) {
 			r, _ := sess.Execute(context.Background(), ExecRequest{Code: fmt.Sprintf("import time; time.sleep(0.3); order.append(%d)", i), Timeout: time.Minute})
 			results <- r
 		}()
-		time.Sleep(50 * time.Millisecond)
+		waitFor(t, func() bool { // arrived: running or queued, in this order
+			sess.mu.Lock()
+			defer sess.mu.Unlock()
+			return sess.pending == i+1
+		})
 	}
 	go func() { // arrives behind ~0.9 s of work with a 0.2 s timeout
 		r, _ := sess.Execute(context.Background(), ExecRequest{Code: "order.append('late')", Timeout: 200 * time.Millisecond})

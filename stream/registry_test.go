@@ -26,7 +26,7 @@ func TestRegistryBackgroundDuringClose(t *testing.T) {
 				}
 			}()
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(time.Millisecond) // time for the goroutines to be at it when Close comes
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := r.Close(ctx); err != nil {
 			t.Fatalf("Close: %v", err)
