@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -62,20 +63,30 @@ func TestBashExitCodesAndStderr(t *testing.T) {
 
 func TestBashInterrupt(t *testing.T) {
 	h := start(t, LangBash)
-	// Each says "begun" once it is in what the interrupt must stop: the
-	// foreground process itself, before it becomes sleep (a SIGINT that
-	// lands between two commands of a line can be lost by bash, which is
-	// why a session's interrupt is repeated until the code stops).
-	for _, src := range []string{
-		"sh -c 'echo begun; exec sleep 100'; echo not-reached",
-		"f() { sh -c 'echo begun; exec sleep 100'; echo not-reached; }; f; echo not-reached",
-		"n=0; while true; do n=$((n+1)); [ $n = 1 ] && echo begun; done; echo not-reached",
-		"sleep 100 | sh -c 'echo begun; exec cat'; echo not-reached",
+	// Each says "begun" once it is in what the interrupt must stop; where
+	// bash runs a job, the interrupt also waits for bash to be waiting for
+	// it (in wait4): a SIGINT bash gets while it forks or between two
+	// commands of a line can be lost by bash, as at a terminal, which is
+	// why a session's interrupt is repeated until the code stops.
+	for _, c := range []struct {
+		src string
+		job bool
+	}{
+		{"sh -c 'echo begun; exec sleep 100'; echo not-reached", true},
+		{"f() { sh -c 'echo begun; exec sleep 100'; echo not-reached; }; f; echo not-reached", true},
+		{"n=0; while true; do n=$((n+1)); [ $n = 1 ] && echo begun; done; echo not-reached", false},
+		{"sh -c 'echo begun; exec sleep 100' | cat; echo not-reached", true},
 	} {
+		src := c.src
 		id := h.send(src)
 		h.rec.WaitFor(t, 10*time.Second, id, "begun on stdout", func(ms []*jupyter.Message) bool {
 			return kerneltest.StreamText(ms, "stdout") != ""
 		})
+		for deadline := time.Now().Add(10 * time.Second); c.job && !waitingForChild(h.r.Info().PID); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%q: bash is not waiting for its job", src)
+			}
+		}
 		sent := time.Now()
 		if err := h.r.Interrupt(context.Background()); err != nil {
 			t.Fatal(err)
@@ -156,4 +167,11 @@ func TestBashRedirectsItsStreams(t *testing.T) {
 	if res := h.run("exec >/dev/null; echo hidden"); res.stdout != "" || res.exit() != 0 {
 		t.Fatalf("exec >/dev/null: %q", res.stdout)
 	}
+}
+
+// waitingForChild says whether process pid sleeps in wait4 (the kernel
+// function it waits in is do_wait).
+func waitingForChild(pid int) bool {
+	b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/wchan")
+	return string(b) == "do_wait"
 }
