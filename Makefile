@@ -3,7 +3,7 @@ ARGS    ?=
 TESTFLAGS ?= -race -count=1 -parallel 4 -timeout 20m
 # The packages whose tests take longest go first, so that they start first:
 # go test ./... runs two packages at a time on two cores, in this order.
-TESTPKGS ?= ./gateway ./cmd/aiod ./kernel ./kernel/remote ./...
+TESTPKGS ?= ./gateway ./cmd/aiod ./gateway/e2e ./kernel ./kernel/remote ./...
 
 .PHONY: run test test-short build deps test-deps vet vendor bench bench-quick bench-go fuzz
 

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aiod/aiod/kernel/kerneltest"
 	"github.com/goccy/go-json"
 )
 
@@ -107,7 +108,7 @@ var attackMarkers = []string{"fetch-v2-code", "fetch-v1-jupyter", "fetch-v1-node
 // with a token, runs a cell over a WebSocket opened with a ticket.
 func TestBrowserCannotDriveAiod(t *testing.T) {
 	t.Parallel()
-	root := e2eSetup(t)
+	root := kerneltest.Chromium(t, "..")
 	def := startServer(t, Config{})
 	open := startServer(t, Config{AllowedOrigins: []string{"*"}, AllowedHosts: []string{"*"}})
 	dirs := map[string]string{}     // each scenario's marker folder, in its gateway's view
@@ -332,7 +333,7 @@ Promise.all(all).then(() => { R.pwned = String(window.__pwned); window.__done = 
 // files apart, which shows the attempts are real.
 func TestBrowserCannotReadAiod(t *testing.T) {
 	t.Parallel()
-	root := e2eSetup(t)
+	root := kerneltest.Chromium(t, "..")
 	def := startServer(t, Config{})
 	dir := def.viewDir(t, "default")
 	js, pngFile, missing := filepath.Join(dir, "secret.js"), filepath.Join(dir, "secret.png"), filepath.Join(dir, "missing.js")

@@ -4,14 +4,11 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/aiod/aiod/kernel/kerneltest"
 	"github.com/coder/websocket"
 	"github.com/goccy/go-json"
 )
@@ -141,38 +138,10 @@ func mustJSONString(t testing.TB, v any) string {
 	return string(b)
 }
 
-var (
-	jlabOnce sync.Once
-	jlabErr  error
-)
-
-// jlabDir returns gateway/testdata/jlab with its node_modules installed
-// (npm ci, once per test binary, when .ci has not done it already).
+// jlabDir returns gateway/testdata/jlab with its npm packages installed.
 func jlabDir(t testing.TB) string {
 	t.Helper()
-	dir, err := filepath.Abs("testdata/jlab")
-	if err != nil {
-		t.Fatal(err)
-	}
-	jlabOnce.Do(func() {
-		if _, err := os.Stat(filepath.Join(dir, "node_modules", "@jupyterlab", "services", "package.json")); err == nil {
-			if _, err := os.Stat(filepath.Join(dir, "node_modules", "ws", "package.json")); err == nil {
-				return
-			}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, "npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts")
-		cmd.Dir = dir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			jlabErr = err
-			t.Logf("npm ci: %s", out)
-		}
-	})
-	if jlabErr != nil {
-		t.Fatalf("npm ci in %s failed: %v (CI runs: npm ci --prefix gateway/testdata/jlab)", dir, jlabErr)
-	}
-	return dir
+	return kerneltest.NodeModules(t, "testdata/jlab", "@jupyterlab/services", "ws")
 }
 
 // httpDo sends a request with an optional token and returns status and body.

@@ -14,7 +14,7 @@ import (
 // The page's JavaScript has two kinds of tests: unit tests of its pure
 // parts (jstest/, node's test runner) here, and the browser tests of the
 // whole page in headless Chromium (e2e/run.js, driven by
-// gateway/web_e2e_test.go).
+// gateway/e2e/web_test.go).
 
 // TestJSUnit runs jstest/*.test.js: the ANSI converter on the cases it
 // shares with the daemon (testdata/ansi.json), and the notebook's nbformat

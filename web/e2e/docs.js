@@ -2,7 +2,7 @@
 // Opens aiod's /docs page (the OpenAPI document rendered by
 // gateway/openapi/docs) in headless Chromium and prints one JSON line with
 // what it shows: the operations rendered, the filter at work, console
-// errors and CSP violations. gateway/openapi_e2e_test.go judges it.
+// errors and CSP violations. gateway/e2e/docs_test.go judges it.
 //
 //   node web/e2e/docs.js URL SCREENSHOT.png
 'use strict';

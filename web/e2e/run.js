@@ -6,7 +6,7 @@
 // URL is the page (http://127.0.0.1:PORT/, with ?token=T when the daemon has
 // a token). --proxy is the same page through a TCP proxy, and a POST to
 // --drop cuts every connection through that proxy: the reconnect scenario
-// needs both. gateway/web_e2e_test.go starts the daemon and the proxy and
+// needs both. gateway/e2e/web_test.go starts the daemon and the proxy and
 // runs this file; it reads one line per scenario, "ok NAME (MS ms)" or
 // "FAIL NAME: reason", and the exit status (0 only when all passed).
 //

@@ -1,4 +1,4 @@
-package gateway
+package e2e
 
 import (
 	"bytes"
@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aiod/aiod/gateway"
+	"github.com/aiod/aiod/gateway/gatewaytest"
+	"github.com/aiod/aiod/gateway/openapi/openapitest"
+	"github.com/aiod/aiod/kernel/kerneltest"
 	"github.com/goccy/go-json"
 )
 
@@ -19,15 +23,16 @@ import (
 // page's strict CSP is never violated; nothing is fetched from elsewhere.
 func TestDocsPageRenders(t *testing.T) {
 	t.Parallel()
-	ts := startServer(t, Config{Token: "docs-token"}) // /docs is open even so
+	root := kerneltest.Chromium(t, "../..")
+	ts := gatewaytest.Start(t, gateway.Config{Token: "docs-token"}) // /docs is open even so
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	shot := filepath.Join(t.TempDir(), "docs.png")
 	if d := os.Getenv("AIOD_SCREENSHOTS"); d != "" { // relative to the repository, as for TestWebE2E
-		shot, _ = filepath.Abs(filepath.Join("..", d, "docs.png"))
+		shot = filepath.Join(root, d, "docs.png")
 	}
 	cmd := exec.CommandContext(ctx, "node", filepath.Join("web", "e2e", "docs.js"), ts.URL+"/docs", shot)
-	cmd.Dir = ".."
+	cmd.Dir = root
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Chromium is node's child
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 10 * time.Second
@@ -48,8 +53,12 @@ func TestDocsPageRenders(t *testing.T) {
 	if got.Failure != "" {
 		t.Fatalf("docs.js: %s", got.Failure)
 	}
+	doc, err := openapitest.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := 0
-	for _, pi := range openapiDoc(t).T.Paths.Map() {
+	for _, pi := range doc.T.Paths.Map() {
 		want += len(pi.Operations())
 	}
 	if got.Status != 200 || got.Operations != want || got.HasExecute != 1 || got.Filtered != 7 {
@@ -59,7 +68,7 @@ func TestDocsPageRenders(t *testing.T) {
 	if !strings.Contains(got.ExecuteSchema, "ExecuteRequest") || !strings.Contains(got.ExecuteSchema, "language*") {
 		t.Fatalf("the execute operation's request schema is not shown: %q", got.ExecuteSchema)
 	}
-	if !strings.Contains(got.Version, Version) || len(got.Errors) > 0 || len(got.Violations) > 0 {
+	if !strings.Contains(got.Version, gateway.Version) || len(got.Errors) > 0 || len(got.Violations) > 0 {
 		t.Fatalf("version %q, console errors %q, CSP violations %q", got.Version, got.Errors, got.Violations)
 	}
 	if len(got.Requests) != 1 || got.Requests[0] != ts.URL {

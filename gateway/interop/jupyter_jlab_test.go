@@ -1,7 +1,9 @@
-package gateway
+package interop
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"os/exec"
 	"strings"
 	"testing"
@@ -9,7 +11,10 @@ import (
 
 	"github.com/goccy/go-json"
 
+	"github.com/aiod/aiod/gateway"
+	"github.com/aiod/aiod/gateway/gatewaytest"
 	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/kernel/kerneltest"
 )
 
 // @jupyterlab/services (as JupyterLab uses it) starts a kernel, executes
@@ -17,8 +22,8 @@ import (
 // by default, and the legacy JSON one when it offers no subprotocol.
 func TestJupyterLabServicesBothFramings(t *testing.T) {
 	t.Parallel()
-	dir := jlabDir(t)
-	ts := startServer(t, Config{Token: "lab-token"})
+	dir := kerneltest.NodeModules(t, "../testdata/jlab", "@jupyterlab/services", "ws")
+	ts := gatewaytest.Start(t, gateway.Config{Token: "lab-token"})
 	for _, mode := range []string{"v1", "legacy"} {
 		t.Run(mode, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -79,9 +84,26 @@ func TestJupyterLabServicesBothFramings(t *testing.T) {
 				t.Fatalf("iopub received: %+v", got.IOPub)
 			}
 			// The client shut its kernel down: it is gone from the API.
-			if st, b := httpDo(t, "GET", ts.URL+"/api/kernels/"+got.ID, "lab-token", ""); st != 404 {
+			if st, b := kernelGET(t, ts.URL+"/api/kernels/"+got.ID, "lab-token"); st != 404 {
 				t.Fatalf("kernel after shutdown: %d %s", st, b)
 			}
 		})
 	}
+}
+
+// kernelGET gets url with a Jupyter token and returns status and body.
+func kernelGET(t *testing.T, url, token string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "token "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
 }

@@ -1,4 +1,4 @@
-package gateway
+package e2e
 
 import (
 	"bufio"
@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aiod/aiod/gateway"
+	"github.com/aiod/aiod/gateway/gatewaytest"
 	"github.com/aiod/aiod/kernel/kerneltest"
 )
 
@@ -39,9 +41,9 @@ var e2eShots = []string{"walkthrough.png", "streaming.png", "notebook.png", "nar
 // the ones docs/notebook.md shows.
 func TestWebE2E(t *testing.T) {
 	t.Parallel()
-	root := e2eSetup(t)
+	root := kerneltest.Chromium(t, "../..")
 	kerneltest.LockWalkthrough(t) // the page's scenario uploads into /tmp/analysis
-	ts := startServer(t, Config{})
+	ts := gatewaytest.Start(t, gateway.Config{})
 	px := startDropProxy(t, ts.URL)
 	shots := os.Getenv("AIOD_SCREENSHOTS")
 	switch {
@@ -67,9 +69,9 @@ func TestWebE2E(t *testing.T) {
 // token and a 1 MiB output budget, and runs a cell past that budget.
 func TestWebE2ETokenBudget(t *testing.T) {
 	t.Parallel()
-	root := e2eSetup(t)
+	root := kerneltest.Chromium(t, "../..")
 	const tok = "e2e-s3cret"
-	ts := startServer(t, Config{Token: tok, OutputBudget: 1 << 20})
+	ts := gatewaytest.Start(t, gateway.Config{Token: tok, OutputBudget: 1 << 20})
 	runE2E(t, root, []string{"token", "truncation"}, ts.URL+"/?token="+tok, t.TempDir(), "--only=token,truncation")
 }
 
@@ -77,8 +79,8 @@ func TestWebE2ETokenBudget(t *testing.T) {
 // runs it with the others).
 func TestWebE2ETerminal(t *testing.T) {
 	t.Parallel()
-	root := e2eSetup(t)
-	ts := startServer(t, Config{})
+	root := kerneltest.Chromium(t, "../..")
+	ts := gatewaytest.Start(t, gateway.Config{})
 	runE2E(t, root, []string{"terminal"}, ts.URL+"/", t.TempDir(), "--only=terminal")
 }
 
@@ -87,53 +89,9 @@ func TestWebE2ETerminal(t *testing.T) {
 // Shift+Tab answered by rlcompleter and the driver's inspect.
 func TestWebE2ENative(t *testing.T) {
 	t.Parallel()
-	root := e2eSetup(t)
-	ts := startServer(t, Config{CodeBackend: "native"})
+	root := kerneltest.Chromium(t, "../..")
+	ts := gatewaytest.Start(t, gateway.Config{CodeBackend: "native"})
 	runE2E(t, root, []string{"native"}, ts.URL+"/", t.TempDir(), "--only=native")
-}
-
-var e2eNpmOnce sync.Mutex
-
-// e2eSetup checks for Chromium and Node.js, installs web/e2e's npm
-// packages from the lock file when they are missing, and returns the
-// repository's root.
-func e2eSetup(t *testing.T) string {
-	t.Helper()
-	kerneltest.SkipShort(t, "Chromium")
-	chromium := os.Getenv("AIOD_CHROMIUM")
-	if chromium == "" {
-		chromium = "/usr/bin/chromium"
-	}
-	if _, err := os.Stat(chromium); err != nil {
-		t.Fatalf("the browser tests need Debian's Chromium at %s: %v\ninstall it with: apt-get install -y chromium (make test does it through .ci/deps.sh test)", chromium, err)
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Fatalf("the browser tests need Node.js: %v\ninstall it with: apt-get install -y nodejs npm", err)
-	}
-	// run.js validates the .ipynb the page writes with nbformat's schema,
-	// through Debian's Python (AIOD_SYSTEM_PYTHON to use another).
-	py := os.Getenv("AIOD_SYSTEM_PYTHON")
-	if py == "" {
-		py = "/usr/bin/python3"
-	}
-	if out, err := exec.Command(py, "-c", "import nbformat, jsonschema").CombinedOutput(); err != nil {
-		t.Fatalf("the browser tests validate notebooks with nbformat under %s: %v\n%s\ninstall it with: apt-get install -y python3-nbformat (make test does it through .ci/deps.sh test)", py, err, out)
-	}
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e2eNpmOnce.Lock()
-	defer e2eNpmOnce.Unlock()
-	if _, err := os.Stat(filepath.Join(root, "web", "e2e", "node_modules", "playwright-core", "package.json")); err != nil {
-		args := []string{"ci", "--prefix", filepath.Join(root, "web", "e2e"), "--no-audit", "--no-fund", "--ignore-scripts"}
-		t.Logf("web/e2e/node_modules is missing: running npm %s", strings.Join(args, " "))
-		out, err := exec.Command("npm", args...).CombinedOutput()
-		if err != nil {
-			t.Fatalf("npm %s: %v\n%s\ninstall the browser tests' packages with: npm ci --prefix web/e2e --no-audit --no-fund --ignore-scripts", strings.Join(args, " "), err, out)
-		}
-	}
-	return root
 }
 
 // runE2E runs web/e2e/run.js and turns each scenario it reports into a

@@ -1,4 +1,4 @@
-package gateway
+package interop
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aiod/aiod/gateway"
+	"github.com/aiod/aiod/gateway/gatewaytest"
 	"github.com/aiod/aiod/kernel/remote/remotetest"
 )
 
@@ -16,13 +18,13 @@ import (
 // interrupt, restart, delete.
 func TestJupyterServerWithGatewayURL(t *testing.T) {
 	t.Parallel()
-	ts := startServer(t, Config{Token: "gw-token"})
+	ts := gatewaytest.Start(t, gateway.Config{Token: "gw-token"})
 	// Stopped before aiod (cleanups run last-in first-out).
 	js := remotetest.Start(t, "--gateway-url="+ts.URL, "--GatewayClient.auth_token=gw-token",
 		"--GatewayClient.request_timeout=120", "--GatewayClient.connect_timeout=60")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "/usr/bin/python3", "testdata/jlab/jupyter_gateway_client.py", js.URL, js.Token)
+	cmd := exec.CommandContext(ctx, "/usr/bin/python3", "../testdata/jlab/jupyter_gateway_client.py", js.URL, js.Token)
 	out, err := cmd.CombinedOutput()
 	t.Logf("client:\n%s", out)
 	if err != nil || !strings.Contains(string(out), "ALL OK") {
