@@ -448,10 +448,8 @@ func waitOutput(t *testing.T, ts *testServer, id, text string) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var seen string
 	evs := readStream(t, resp.Body, true, func(e streamEvent) bool {
-		seen = streamedText([]streamEvent{e})
-		return strings.Contains(seen, text)
+		return strings.Contains(streamedText([]streamEvent{e}), text)
 	})
 	if !strings.Contains(streamedText(evs), text) {
 		t.Fatalf("execution %s ended without writing %q: %v", id, text, evs)

@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aiod/aiod/kernel/kerneltest"
 	"github.com/coder/websocket"
 	"github.com/goccy/go-json"
 	"github.com/golang-jwt/jwt/v5"
@@ -425,10 +426,10 @@ func TestJWTAndTickets(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs syncLog
-	clk := newTestClock()
+	clk := kerneltest.NewClock(time.Now())
 	ts := startServer(t, Config{
 		Token: "s3cret", JWTPublicKey: base64.StdEncoding.EncodeToString([]byte(pemOf(t, &key.PublicKey))),
-		TicketTTL: time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Clock: clk.now,
+		TicketTTL: time.Second, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Clock: clk.Now,
 	})
 	now := time.Now()
 	good := jwt.MapClaims{"sub": "agent-7", "exp": now.Add(time.Hour).Unix(), "iat": now.Unix()}
@@ -497,7 +498,7 @@ func TestJWTAndTickets(t *testing.T) {
 	}
 	// Past its TTL a ticket fails.
 	tk3 := ticket("Bearer s3cret")
-	clk.add(1200 * time.Millisecond)
+	clk.Add(1200 * time.Millisecond)
 	if st := wsDialStatus(t, ts.wsURL("/v2/code/ws?ticket="+tk3), nil, ""); st != 401 {
 		t.Errorf("a ticket past its TTL: HTTP %d, want 401", st)
 	}
@@ -571,24 +572,4 @@ func TestNonLoopbackListen(t *testing.T) {
 	if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "AIO_TOKEN") || !strings.Contains(l, "--jwt-public-key") {
 		t.Errorf("no warning about listening beyond loopback without credentials:\n%s", l)
 	}
-}
-
-// testClock is a clock the test moves by hand, from the real time.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newTestClock() *testClock { return &testClock{t: time.Now()} }
-
-func (c *testClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
 }

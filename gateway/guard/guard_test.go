@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aiod/aiod/kernel/kerneltest"
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/valyala/fasthttp"
 )
@@ -341,8 +342,8 @@ func TestGuardPreflight(t *testing.T) {
 
 func TestGuardAuth(t *testing.T) {
 	now := time.Now()
-	clk := &fakeClock{t: time.Now()}
-	gs := startGuarded(t, Config{Token: "s3cret", JWTPublicKey: pemPublic(t, testKeys.rsa), TicketTTL: 2 * time.Second, Now: clk.now})
+	clk := kerneltest.NewClock(time.Now())
+	gs := startGuarded(t, Config{Token: "s3cret", JWTPublicKey: pemPublic(t, testKeys.rsa), TicketTTL: 2 * time.Second, Now: clk.Now})
 	jwtOK := sign(t, jwt.SigningMethodRS256, testKeys.rsa, jwt.MapClaims{"sub": "agent-7", "exp": now.Add(time.Hour).Unix()})
 	jwtOld := sign(t, jwt.SigningMethodRS256, testKeys.rsa, jwt.MapClaims{"sub": "agent-7", "exp": now.Add(-time.Hour).Unix()})
 	bearer := func(v string) map[string]string { return map[string]string{"Authorization": "Bearer " + v} }
@@ -408,7 +409,7 @@ func TestGuardAuth(t *testing.T) {
 	}
 	// Past its TTL a ticket fails.
 	tk3, _ := ticket(bearer("s3cret"))
-	clk.add(2100 * time.Millisecond)
+	clk.Add(2100 * time.Millisecond)
 	if r := gs.do(t, "GET", "/x?ticket="+tk3, "", nil); r.status != 401 {
 		t.Errorf("a ticket after its TTL: %d %s", r.status, r.body)
 	}

@@ -9,30 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aiod/aiod/kernel/kerneltest"
 	"github.com/golang-jwt/jwt/v5"
 )
 
-// fakeClock is a clock the test moves by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) add(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
-
 func TestTicketsOnceAndTTL(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1_800_000_000, 0)}
-	s := newTicketStore(30*time.Second, 0, 0, clk.now)
+	clk := kerneltest.NewClock(time.Unix(1_800_000_000, 0))
+	s := newTicketStore(30*time.Second, 0, 0, clk.Now)
 	who := Caller{Method: "jwt", Subject: "agent-7"}
 	a, err := s.issue(who)
 	if err != nil {
@@ -49,12 +32,12 @@ func TestTicketsOnceAndTTL(t *testing.T) {
 	if _, ok := s.redeem(a); ok {
 		t.Fatal("a ticket worked twice")
 	}
-	clk.add(29 * time.Second)
+	clk.Add(29 * time.Second)
 	if _, ok := s.redeem(b); !ok {
 		t.Fatal("a ticket failed within its lifetime")
 	}
 	d, _ := s.issue(who)
-	clk.add(30 * time.Second)
+	clk.Add(30 * time.Second)
 	if _, ok := s.redeem(d); ok {
 		t.Fatal("a ticket worked after its TTL")
 	}
@@ -68,8 +51,8 @@ func TestTicketsOnceAndTTL(t *testing.T) {
 // The store is bounded: past max unused tickets it refuses, and expired
 // ones are swept to make room.
 func TestTicketsBounded(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1_800_000_000, 0)}
-	s := newTicketStore(10*time.Second, 100, 1000, clk.now)
+	clk := kerneltest.NewClock(time.Unix(1_800_000_000, 0))
+	s := newTicketStore(10*time.Second, 100, 1000, clk.Now)
 	for i := 0; i < 100; i++ {
 		if _, err := s.issue(Caller{}); err != nil {
 			t.Fatalf("ticket %d: %v", i, err)
@@ -79,7 +62,7 @@ func TestTicketsBounded(t *testing.T) {
 	if _, err := s.issue(Caller{}); !errors.As(err, &full) || full.caller != "" || full.retrySeconds() != 10 {
 		t.Fatalf("ticket 101: %v, want the global limit with 10 s to wait", err)
 	}
-	clk.add(10 * time.Second)
+	clk.Add(10 * time.Second)
 	if _, err := s.issue(Caller{}); err != nil {
 		t.Fatalf("after the others expired: %v", err)
 	}
@@ -119,11 +102,11 @@ func TestTicketsRace(t *testing.T) {
 // until its oldest ticket expires; using a ticket, or its expiry, frees a
 // place; other callers are not held up.
 func TestTicketsPerCaller(t *testing.T) {
-	clk := &fakeClock{t: time.Unix(1_800_000_000, 0)}
-	s := newTicketStore(30*time.Second, 100, 2, clk.now)
+	clk := kerneltest.NewClock(time.Unix(1_800_000_000, 0))
+	s := newTicketStore(30*time.Second, 100, 2, clk.Now)
 	alice, bob := Caller{Method: "jwt", Subject: "alice"}, Caller{Method: "jwt", Subject: "bob"}
 	first, _ := s.issue(alice)
-	clk.add(10 * time.Second)
+	clk.Add(10 * time.Second)
 	if _, err := s.issue(alice); err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +123,7 @@ func TestTicketsPerCaller(t *testing.T) {
 	if _, err := s.issue(alice); err != nil {
 		t.Fatalf("alice after using one: %v", err)
 	}
-	clk.add(30 * time.Second) // all of alice's have expired
+	clk.Add(30 * time.Second) // all of alice's have expired
 	for range 2 {
 		if _, err := s.issue(alice); err != nil {
 			t.Fatalf("alice after hers expired: %v", err)
