@@ -57,11 +57,7 @@ func TestProbe(t *testing.T) {
 
 func TestProbeClosedPort(t *testing.T) {
 	t.Parallel()
-	port, err := remotetest.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	endpoint := fmt.Sprintf("http://127.0.0.1:%d/base", port)
+	endpoint := fmt.Sprintf("http://127.0.0.1:%d/base", remotetest.ClosedPort(t))
 	c, err := NewClient(endpoint, "tok", WithProbeTimeout(5*time.Second))
 	if err != nil {
 		t.Fatal(err)

@@ -227,6 +227,26 @@ func (s *Server) shutdown() {
 	<-s.exited
 }
 
+// ClosedPort returns a port of 127.0.0.1 that refuses connections until t
+// ends: a socket bound to it and never listening holds it, so no other
+// test's server can take it meanwhile.
+func ClosedPort(t testing.TB) int {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sa.(*syscall.SockaddrInet4).Port
+}
+
 // FreePort returns a port that was free on 127.0.0.1 a moment ago.
 func FreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
