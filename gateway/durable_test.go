@@ -432,7 +432,6 @@ func TestDurableInterruptAndRestartOverREST(t *testing.T) {
 	}
 }
 
-// waitRunning waits until an execution runs.
 // waitOutput waits until execution id has written text to a stream (read
 // from its NDJSON events, from the start).
 func waitOutput(t *testing.T, ts *testServer, id, text string) {
@@ -456,16 +455,24 @@ func waitOutput(t *testing.T, ts *testServer, id, text string) {
 	}
 }
 
+// waitRunning waits until an execution runs.
 func waitRunning(t *testing.T, ts *testServer, id string) {
 	t.Helper()
+	var last map[string]any
 	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if st, env := ts.call(t, "GET", "/v2/code/executions/"+id, nil); st == 200 {
-			if d, _ := env["data"].(map[string]any); d["state"] == "running" {
-				return
-			}
+		st, env := ts.call(t, "GET", "/v2/code/executions/"+id, nil)
+		if st != 200 {
+			continue
+		}
+		last = env
+		switch d, _ := env["data"].(map[string]any); d["state"] {
+		case "running":
+			return
+		case "done":
+			t.Fatalf("execution %s ended before it was seen running: %v", id, env)
 		}
 	}
-	t.Fatalf("execution %s never ran", id)
+	t.Fatalf("execution %s never ran: %v", id, last)
 }
 
 // Completion and inspection come from the session's own runtime: ipykernel,
