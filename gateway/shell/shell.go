@@ -447,8 +447,9 @@ func (s *Surface) job(tenant, regID string) (jobRuntime, jupyter.Runtime) {
 }
 
 // stop ends c: sig to its job (SIGINT: to the shell too, which abandons
-// the rest of the command line), then, if it still runs after a grace,
-// SIGKILL to the job and SIGINT to the shell. It waits up to 5 s.
+// the rest of the command line); if it still runs after a grace, SIGINT
+// again (one that reaches bash while it forks is lost, as at a terminal);
+// then SIGKILL to the job and SIGINT to the shell. It waits up to 5 s.
 func (s *Surface) stop(c *command, sig syscall.Signal) {
 	c.mu.Lock()
 	c.killed = true
@@ -468,6 +469,14 @@ func (s *Surface) stop(c *command, sig syscall.Signal) {
 	case <-c.done:
 		return
 	case <-time.After(time.Second):
+	}
+	if sig == syscall.SIGINT {
+		_ = rt.Interrupt(ctx)
+		select {
+		case <-c.done:
+			return
+		case <-time.After(time.Second):
+		}
 	}
 	if j != nil {
 		_ = j.SignalJob(syscall.SIGKILL)
