@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	mcpsrv "github.com/aiod/aiod/gateway/mcp"
+	"github.com/aiod/aiod/kernel/kerneltest"
 )
 
 // bearer adds a bearer token to every request.
@@ -264,10 +264,7 @@ func TestMCPTypeScriptSDK(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", "mcp_client.mjs", ts.URL+mcpsrv.Path, token, dir)
-	cmd.Dir = "testdata/mcp"
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	cmd, stderr := kerneltest.Node(ctx, "testdata/mcp", "mcp_client.mjs", ts.URL+mcpsrv.Path, token, dir)
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("node mcp_client.mjs: %v\n%s\n%s", err, out, stderr.String())

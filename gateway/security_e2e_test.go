@@ -13,10 +13,8 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -236,13 +234,7 @@ func runCSRF(t *testing.T, root string, cfg any) map[string]json.RawMessage {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
 	arg, _ := json.Marshal(cfg)
-	cmd := exec.CommandContext(ctx, "node", filepath.Join("web", "e2e", "csrf.js"), string(arg))
-	cmd.Dir = root
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Chromium is node's child
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 10 * time.Second
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	cmd, stderr := kerneltest.Node(ctx, root, filepath.Join("web", "e2e", "csrf.js"), string(arg))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -265,7 +257,7 @@ func runCSRF(t *testing.T, root string, cfg any) map[string]json.RawMessage {
 		}
 	}
 	err = cmd.Wait()
-	if stderr.Len() > 0 {
+	if stderr.String() != "" {
 		t.Logf("csrf.js stderr:\n%s", stderr.String())
 	}
 	if ctx.Err() != nil {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aiod/aiod/kernel/kerneltest"
 	"github.com/coder/websocket"
 	"github.com/goccy/go-json"
 	"github.com/golang-jwt/jwt/v5"
@@ -44,13 +45,7 @@ func TestTerminalsJupyterLabServices(t *testing.T) {
 		RunningBefore []string `json:"runningBefore"`
 		RunningAfter  []string `json:"runningAfter"`
 	}
-	line := ""
-	for _, l := range strings.Split(string(out), "\n") {
-		if strings.HasPrefix(l, "RESULT ") {
-			line = strings.TrimPrefix(l, "RESULT ")
-		}
-	}
-	if err := json.Unmarshal([]byte(line), &got); err != nil {
+	if err := json.Unmarshal(kerneltest.ResultLine(out), &got); err != nil {
 		t.Fatalf("client output: %v\n%s", err, out)
 	}
 	if !regexp.MustCompile(`^/dev/pts/\d+$`).MatchString(got.TTY) || got.Size != "33 101" || got.InterruptMs > 3000 || got.NotReached ||

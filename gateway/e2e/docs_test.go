@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -31,13 +29,7 @@ func TestDocsPageRenders(t *testing.T) {
 	if d := os.Getenv("AIOD_SCREENSHOTS"); d != "" { // relative to the repository, as for TestWebE2E
 		shot = filepath.Join(root, d, "docs.png")
 	}
-	cmd := exec.CommandContext(ctx, "node", filepath.Join("web", "e2e", "docs.js"), ts.URL+"/docs", shot)
-	cmd.Dir = root
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Chromium is node's child
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 10 * time.Second
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	cmd, stderr := kerneltest.Node(ctx, root, filepath.Join("web", "e2e", "docs.js"), ts.URL+"/docs", shot)
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("node web/e2e/docs.js: %v\n%s\n%s", err, out, stderr.String())

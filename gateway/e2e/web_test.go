@@ -2,18 +2,15 @@ package e2e
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -100,14 +97,7 @@ func runE2E(t *testing.T, root string, want []string, url, shots string, args ..
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "node", append([]string{filepath.Join("web", "e2e", "run.js"), url, shots}, args...)...)
-	cmd.Dir = root
-	// Chromium is node's child: kill the whole group if the run hangs.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	cmd.WaitDelay = 10 * time.Second
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
+	cmd, stderr := kerneltest.Node(ctx, root, append([]string{filepath.Join("web", "e2e", "run.js"), url, shots}, args...)...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -133,7 +123,7 @@ func runE2E(t *testing.T, root string, want []string, url, shots string, args ..
 		}
 	}
 	err = cmd.Wait()
-	if stderr.Len() > 0 {
+	if stderr.String() != "" {
 		t.Logf("run.js stderr:\n%s", stderr.String())
 	}
 	if ctx.Err() != nil {

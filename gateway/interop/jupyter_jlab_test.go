@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -51,13 +50,7 @@ func TestJupyterLabServicesBothFramings(t *testing.T) {
 					Parent bool   `json:"parent"`
 				} `json:"iopub"`
 			}
-			line := ""
-			for _, l := range strings.Split(string(out), "\n") {
-				if strings.HasPrefix(l, "RESULT ") {
-					line = strings.TrimPrefix(l, "RESULT ")
-				}
-			}
-			if err := json.Unmarshal([]byte(line), &got); err != nil {
+			if err := json.Unmarshal(kerneltest.ResultLine(out), &got); err != nil {
 				t.Fatalf("client output: %v\n%s", err, out)
 			}
 			wantProto := jupyter.SubprotocolV1

@@ -1,10 +1,14 @@
 package kerneltest
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // Chromium checks what the browser tests need, failing the test with the
@@ -39,4 +43,31 @@ func Chromium(t testing.TB, root string) string {
 	}
 	NodeModules(t, filepath.Join(root, "web", "e2e"), "playwright-core")
 	return root
+}
+
+// Node is node running args in dir as the leader of a process group of its
+// own, so that a cancelled ctx kills what it started too (Chromium is its
+// child); what it writes to stderr is kept in the buffer returned.
+func Node(ctx context.Context, dir string, args ...string) (*exec.Cmd, *SyncBuffer) {
+	cmd := exec.CommandContext(ctx, "node", args...)
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 10 * time.Second
+	stderr := &SyncBuffer{}
+	cmd.Stderr = stderr
+	return cmd, stderr
+}
+
+// ResultLine is what follows "RESULT " on the last line of out that starts
+// with it (the test clients under testdata print their findings so), nil
+// when there is none.
+func ResultLine(out []byte) []byte {
+	var line []byte
+	for _, l := range bytes.Split(out, []byte("\n")) {
+		if r, ok := bytes.CutPrefix(l, []byte("RESULT ")); ok {
+			line = r
+		}
+	}
+	return line
 }
