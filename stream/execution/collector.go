@@ -31,6 +31,7 @@ type Collector struct {
 	tails     map[string]*tailRing // stream name -> tail kept past the budget
 	omitted   int                  // rich outputs replaced by a note
 	sizeHint  int                  // bytes of the stream message being folded
+	finished  bool                 // Finish has handed the outputs out
 }
 
 // NewCollector returns a collector with the given budget in bytes
@@ -43,8 +44,14 @@ func NewCollector(budget int) *Collector {
 }
 
 // Add folds one decoded output (Decode). The collector never changes o:
-// it is shared with every other subscriber of the message.
+// it is shared with every other subscriber of the message. Once Finish has
+// handed the outputs out, Add drops what comes (output a runtime prints
+// after the answer was assembled, such as the tail of an interrupted
+// loop): the answer is being written from them and must not change.
 func (c *Collector) Add(o *Output) {
+	if c.finished {
+		return
+	}
 	switch o.Type {
 	case jupyter.MsgStream:
 		c.applyClearWait()
@@ -175,6 +182,10 @@ func (c *Collector) Truncated() bool { return c.truncated }
 // Finish returns the folded outputs. Streams that ran past the budget get a
 // closing output holding a note and their tail.
 func (c *Collector) Finish() []*Output {
+	if c.finished {
+		return c.outputs
+	}
+	c.finished = true
 	for _, o := range c.outputs {
 		if o.text != nil {
 			o.Text, o.text = o.text.String(), nil

@@ -50,6 +50,23 @@ func TestCollectorMergesConsecutiveStreams(t *testing.T) {
 	}
 }
 
+// Output that arrives once the answer was assembled (an interrupted loop's
+// last print, racing the timeout's answer) is dropped: it neither changes
+// the outputs handed out nor panics on a stream already turned to text.
+func TestCollectorAfterFinish(t *testing.T) {
+	c := NewCollector(0)
+	add(t, c, streamMsg(t, "stdout", "a\n"))
+	out := c.Finish()
+	add(t, c, streamMsg(t, "stdout", "late\n"))
+	add(t, c, iopub(t, "clear_output", map[string]bool{"wait": false}))
+	if len(out) != 1 || out[0].Text != "a\n" {
+		t.Fatalf("outputs after a late stream = %+v, want stdout a only", out)
+	}
+	if again := c.Finish(); len(again) != 1 || again[0].Text != "a\n" {
+		t.Fatalf("second Finish = %+v", again)
+	}
+}
+
 func TestCollectorClearOutputAndUpdateDisplay(t *testing.T) {
 	c := NewCollector(0)
 	add(t, c, streamMsg(t, "stdout", "old\n"))
