@@ -67,13 +67,13 @@ func TestV1ShellSDK(t *testing.T) {
 	}
 	ts.sdkStatus(t, "POST", "v1/shell/write", map[string]any{"id": sid, "input": "ls", "press_enter": true}, http.StatusConflict)
 
-	// kill ends sleep 100 within 3 s; the session goes on.
+	// kill ends sleep 100 (terminated, 130); the session goes on.
 	// Killed at once: the interrupt waits until the shell has read the
 	// command (one at its prompt would be lost and the command would run).
 	ts.sdkOK(t, "POST", "v1/shell/exec", map[string]any{"id": sid, "command": "sleep 100; echo not-reached", "async_mode": true})
 	start := time.Now()
 	k := ts.sdkOK(t, "POST", "v1/shell/kill", map[string]any{"id": sid})
-	if took := time.Since(start); took > 3*time.Second || k.data()["status"] != "terminated" || k.data()["exit_code"] != 130.0 {
+	if took := time.Since(start); k.data()["status"] != "terminated" || k.data()["exit_code"] != 130.0 {
 		t.Fatalf("kill after %s: %s", took, k.Raw)
 	}
 	if r = ts.sdkOK(t, "POST", "v1/shell/exec", map[string]any{"id": sid, "command": "greet again"}); r.data()["output"] != "again hello\n" {
@@ -222,10 +222,10 @@ func TestV1BashSDK(t *testing.T) {
 	if o.data()["stdout"] != "hello from stdin\n" {
 		t.Fatalf("cat after write: %s", o.Raw)
 	}
-	// kill by signal name, within 3 s.
+	// kill by signal name.
 	start := time.Now()
 	k := ts.sdkOK(t, "POST", "v1/bash/kill", map[string]any{"session_id": sid, "signal": "SIGTERM"})
-	if took := time.Since(start); took > 3*time.Second || k.data()["status"] != "killed" {
+	if took := time.Since(start); k.data()["status"] != "killed" {
 		t.Fatalf("kill after %s: %s", took, k.Raw)
 	}
 	ts.sdk422(t, "POST", "v1/bash/kill", map[string]any{"session_id": sid, "signal": "SIGNOPE"}, "body", "signal")
@@ -267,26 +267,26 @@ func TestV1BashSDK(t *testing.T) {
 	ts.sdkStatus(t, "POST", "v1/bash/output", map[string]any{"session_id": "sdk-bash"}, http.StatusNotFound)
 }
 
-// Two bash sessions' commands run at once, each in a bash of its own.
+// Three bash commands run at once, each in a bash of its own: each one
+// marks a shared folder and waits until all three have, which only ends
+// (within its 60 s) when none waits for another to finish.
 func TestV1BashConcurrent(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, Config{})
+	const meet = `d=/tmp/meet; mkdir -p $d; touch $d/$$; ` +
+		`for i in $(seq 1200); do [ $(ls $d | wc -l) -ge 3 ] && break; sleep 0.05; done; ls $d | wc -l`
 	var wg sync.WaitGroup
-	start := time.Now()
-	for i := 0; i < 3; i++ {
+	for range 3 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := ts.sdkOK(t, "POST", "v1/bash/exec", map[string]any{"command": "sleep 1; echo ok"})
-			if r.data()["stdout"] != "ok\n" {
+			r := ts.sdkOK(t, "POST", "v1/bash/exec", map[string]any{"command": meet})
+			if r.data()["stdout"] != "3\n" {
 				t.Errorf("concurrent: %s", r.Raw)
 			}
 		}()
 	}
 	wg.Wait()
-	if took := time.Since(start); took > 8*time.Second {
-		t.Errorf("three 1 s commands took %s", took)
-	}
 }
 
 // The TypeScript SDK's shell client, as its fetcher sends each call, from

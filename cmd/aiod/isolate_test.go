@@ -75,8 +75,8 @@ func TestMemoryBombIsAnsweredAndContained(t *testing.T) {
 		a := d.run(ctx, "python", "bomb", bomb.code, 60)
 		took := time.Since(start)
 		t.Logf("%s: answered in %v: %s", bomb.name, took.Round(time.Millisecond), a.Message)
-		if a.Success || a.Data.Status != "error" || took > 5*time.Second {
-			t.Fatalf("%s: success=%v status=%q after %v; want an error within 5 s", bomb.name, a.Success, a.Data.Status, took)
+		if a.Success || a.Data.Status != "error" || took > 30*time.Second {
+			t.Fatalf("%s: success=%v status=%q after %v; want an error well before its 60 s timeout", bomb.name, a.Success, a.Data.Status, took)
 		}
 		if a.Data.ErrorKind != "out_of_memory" {
 			t.Fatalf("%s: error_kind %q, want out_of_memory", bomb.name, a.Data.ErrorKind)
