@@ -8,7 +8,9 @@ import (
 	"os/exec"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -199,5 +201,56 @@ func TestShellsAndTerminalsPerTenant(t *testing.T) {
 		if string(b) == `["disconnect",1]` {
 			break
 		}
+	}
+}
+
+// Terminals created and listed all at once: every request answers (a list
+// or a reap that met a terminal still starting once panicked holding the
+// surface's lock, and every later call hung), and the server still stops
+// within 5 s after them.
+func TestTerminalsCreatedAndListedAtOnce(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, Config{})
+	const n = 18
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	statuses := make(chan string, 2*n)
+	var wg sync.WaitGroup
+	for i := range 2 * n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			method, body := "GET", ""
+			if i%2 == 0 {
+				method, body = "POST", "{}"
+			}
+			req, _ := http.NewRequestWithContext(ctx, method, ts.URL+"/api/terminals", strings.NewReader(body))
+			resp, err := ts.client.Do(req)
+			if err != nil {
+				statuses <- method + " " + err.Error()
+				return
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			statuses <- method + " " + strconv.Itoa(resp.StatusCode)
+		}()
+	}
+	wg.Wait()
+	close(statuses)
+	counts := map[string]int{}
+	for s := range statuses {
+		counts[s]++
+	}
+	// 16 terminals at once per tenant by default: two creates are refused.
+	if counts["GET 200"] != n || counts["POST 200"] != 16 || counts["POST 429"] != 2 {
+		t.Fatalf("answers: %v, want %d lists, 16 creates and 2 refusals", counts, n)
+	}
+	if st, m := ts.callAny(t, "GET", "/api/terminals", nil); st != 200 || len(m.([]any)) != 16 {
+		t.Fatalf("list after: %d %v", st, m)
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer scancel()
+	if err := ts.Shutdown(sctx); err != nil {
+		t.Fatalf("shutdown after the burst: %v", err)
 	}
 }

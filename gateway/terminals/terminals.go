@@ -111,6 +111,9 @@ func (s *Surface) reap(now time.Time) {
 	var gone []*terminal
 	s.mu.Lock()
 	for k, tm := range s.terms {
+		if tm.t == nil {
+			continue // still starting: its create owns it
+		}
 		ended := false
 		select {
 		case <-tm.t.Done():
@@ -133,6 +136,9 @@ func (s *Surface) closeAll() {
 	s.closed = true
 	all := make([]*terminal, 0, len(s.terms))
 	for k, tm := range s.terms {
+		if tm.t == nil {
+			continue // still starting: its create sees closed and closes it
+		}
 		all = append(all, tm)
 		delete(s.terms, k)
 	}
@@ -175,7 +181,7 @@ func (s *Surface) list(ctx *fasthttp.RequestCtx) {
 	s.mu.Lock()
 	out := []Model{}
 	for k, tm := range s.terms {
-		if k.tenant == tenant {
+		if k.tenant == tenant && tm.t != nil {
 			out = append(out, tm.model())
 		}
 	}
@@ -222,8 +228,14 @@ func (s *Surface) create(ctx *fasthttp.RequestCtx) {
 	}
 	if name != "" {
 		if tm := s.terms[key{tenant, name}]; tm != nil {
+			if tm.t == nil {
+				s.mu.Unlock()
+				jfail(ctx, fasthttp.StatusConflict, "terminal "+strconv.Quote(name)+" is starting: ask again in a moment")
+				return
+			}
+			m := tm.model()
 			s.mu.Unlock()
-			jwrite(ctx, fasthttp.StatusOK, tm.model()) // Jupyter answers the existing one
+			jwrite(ctx, fasthttp.StatusOK, m) // Jupyter answers the existing one
 			return
 		}
 	}
@@ -258,9 +270,10 @@ func (s *Surface) create(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	placeholder.t = t
+	m := placeholder.model()
 	s.mu.Unlock()
 	s.startReaper()
-	jwrite(ctx, fasthttp.StatusOK, placeholder.model())
+	jwrite(ctx, fasthttp.StatusOK, m)
 }
 
 // folder checks that dir exists in the caller's view.
@@ -290,8 +303,11 @@ func (s *Surface) lookup(ctx *fasthttp.RequestCtx) *terminal {
 	}
 	s.mu.Lock()
 	tm := s.terms[key{call.Tenant(ctx), name}]
+	if tm != nil && tm.t == nil {
+		tm = nil // still starting
+	}
 	s.mu.Unlock()
-	if tm == nil || tm.t == nil {
+	if tm == nil {
 		jfail(ctx, fasthttp.StatusNotFound, "no terminal "+strconv.Quote(name))
 		return nil
 	}
