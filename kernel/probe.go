@@ -29,6 +29,9 @@ func (s *Spec) Probe(ctx context.Context) (SpecVersion, error) {
 	ctx, cancel := context.WithTimeout(ctx, DefaultProbeTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, s.Argv[0], "-c", probeScript)
+	// In /: "python -c" puts its working folder first on the path, and
+	// aiod (root) would import an ipykernel.py planted in its own.
+	cmd.Dir = "/"
 	cmd.WaitDelay = time.Second
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

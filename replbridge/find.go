@@ -117,6 +117,7 @@ func probeVersionCtx(ctx context.Context, path string, args ...string) (string, 
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, args...)
+	cmd.Dir = "/" // nothing of aiod's working folder on the probe's path
 	cmd.WaitDelay = time.Second
 	out, err := cmd.Output()
 	if err != nil {

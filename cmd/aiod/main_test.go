@@ -136,6 +136,10 @@ func startDaemon(t testing.TB, args ...string) *daemon {
 	return startDaemonEnv(t, nil, args...)
 }
 
+// workingDir, followed by a folder, in startDaemonEnv's env is the folder
+// the daemon starts in (the test's own by default), not a variable.
+const workingDir = "\x00cwd="
+
 // startDaemonEnv is startDaemon with env (KEY=VALUE) added to the daemon's
 // environment.
 func startDaemonEnv(t testing.TB, env []string, args ...string) *daemon {
@@ -186,6 +190,15 @@ func tryStartDaemon(t testing.TB, args []string, env ...string) (*daemon, error)
 	sock, addr := boundSocket(t, "127.0.0.1:0")
 	d.url = "http://" + addr
 	d.cmd = activated(daemonBin, sock, args...)
+	var daemonEnv []string
+	for _, e := range env {
+		if dir, ok := strings.CutPrefix(e, workingDir); ok {
+			d.cmd.Dir = dir
+		} else {
+			daemonEnv = append(daemonEnv, e)
+		}
+	}
+	env = daemonEnv
 	d.cmd.Env = append(append(cleanEnv(), env...), "LISTEN_FDS=1")
 	if !hasStateDir(args, env) {
 		d.cmd.Env = append(d.cmd.Env, "AIO_STATE_DIR="+t.TempDir())

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -384,5 +385,34 @@ func TestUnauthenticatedBodiesStayOutOfMemory(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(b), fmt.Sprintf(`"size":%d`, 20<<20)) {
 		t.Errorf("an authenticated 20 MiB upload: %d %.300s", resp.StatusCode, b)
+	}
+}
+
+// A module planted in aiod's working folder never runs: aiod (root) runs
+// Python for its own probes and listings, and "python -c" puts the
+// working folder first on the import path.
+func TestPlantedModuleNeverRuns(t *testing.T) {
+	t.Parallel()
+	dir, marks := t.TempDir(), t.TempDir()
+	for _, m := range []string{"json", "ipykernel", "importlib_metadata"} {
+		code := fmt.Sprintf("open(%q, 'w').write('planted')\n", filepath.Join(marks, m))
+		if err := os.WriteFile(filepath.Join(dir, m+".py"), []byte(code), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	d := startDaemonEnv(t, []string{workingDir + dir})
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	for _, path := range []string{"/v1/sandbox/packages/python", "/v1/sandbox/packages/nodejs", "/v1/sandbox"} {
+		st, m := d.getJSON(ctx, path)
+		if st != 200 || m["success"] != true {
+			t.Fatalf("GET %s: %d %v", path, st, m)
+		}
+	}
+	if a := d.execute(ctx, "", "import json; print(json.dumps(1))", 60); a.Stdout != "1\n" {
+		t.Fatalf("execute: %+v", a)
+	}
+	if ran, _ := os.ReadDir(marks); len(ran) != 0 {
+		t.Fatalf("planted modules ran: %v", ran)
 	}
 }

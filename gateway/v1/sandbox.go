@@ -393,7 +393,12 @@ func (v *Surface) pythonPackages(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	pkgs, err := v.packages("python", func(c context.Context) ([]pkgInfo, error) {
-		out, err := exec.CommandContext(c, py, "-c", pythonPkgScript).Output()
+		// Isolated (-I: no script folder, PYTHON* or user site on the
+		// path) and in /: aiod runs it as root, and a json.py planted in
+		// its working folder would otherwise run with it.
+		cmd := exec.CommandContext(c, py, "-I", "-c", pythonPkgScript)
+		cmd.Dir = "/"
+		out, err := cmd.Output()
 		if err != nil {
 			return nil, fmt.Errorf("list Python packages with %s: %w", py, err)
 		}
@@ -417,7 +422,9 @@ func (v *Surface) globalNpmPackages(c context.Context) ([]pkgInfo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list Node.js packages: npm not found on PATH")
 	}
-	out, err := exec.CommandContext(c, npm, "ls", "-g", "--depth=0", "--json").Output()
+	cmd := exec.CommandContext(c, npm, "ls", "-g", "--depth=0", "--json")
+	cmd.Dir = "/"
+	out, err := cmd.Output()
 	if len(out) == 0 && err != nil {
 		return nil, fmt.Errorf("list Node.js packages with npm: %w", err)
 	}
@@ -456,7 +463,9 @@ func (v *Surface) toolOutput(key, name string, args ...string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("%s not found on PATH", name)
 		}
-		b, err := exec.CommandContext(ctx, path, args...).Output()
+		cmd := exec.CommandContext(ctx, path, args...)
+		cmd.Dir = "/" // nothing of aiod's working folder on a tool's path
+		b, err := cmd.Output()
 		if err != nil {
 			return "", fmt.Errorf("run %s %s: %w", name, strings.Join(args, " "), err)
 		}
