@@ -239,10 +239,17 @@ type filesHelper struct {
 	wmu     sync.Mutex
 	mu      sync.Mutex
 	next    uint64
-	pending map[uint64]chan *filesReply // guarded by mu
-	dead    error                       // guarded by mu: set when the reader ended
+	pending map[uint64]*waiter // guarded by mu; the reader alone closes their channels
+	dead    error              // guarded by mu: why the helper is gone
 	done    chan struct{}               // closed when reader and waiter are over
 	wg      sync.WaitGroup
+}
+
+// waiter is one request's reply channel; gone is closed when its caller
+// stops waiting, so that the reader never blocks on a reply nobody takes.
+type waiter struct {
+	ch   chan *filesReply
+	gone chan struct{}
 }
 
 // Files returns the tenant's file helper client, made on first use.
@@ -363,17 +370,19 @@ func (f *Files) start() (*filesHelper, error) {
 		fc.Close()
 		return nil, err
 	}
-	h := &filesHelper{cmd: cmd, conn: fc.(*net.UnixConn), pending: map[uint64]chan *filesReply{}, done: make(chan struct{})}
+	h := &filesHelper{cmd: cmd, conn: fc.(*net.UnixConn), pending: map[uint64]*waiter{}, done: make(chan struct{})}
 	h.wg.Add(2)
 	go h.read()
 	go func() {
 		defer h.wg.Done()
 		err := cmd.Wait()
-		h.conn.Close()
 		if s := out.String(); s != "" {
 			err = fmt.Errorf("%v: %s", err, s)
 		}
-		h.fail(fmt.Errorf("the file helper ended: %w", err))
+		// Why it is gone, for the calls the reader ends once it sees the
+		// socket close.
+		h.setDead(fmt.Errorf("the file helper ended: %w", err))
+		h.conn.Close()
 	}()
 	go func() { h.wg.Wait(); close(h.done) }()
 	return h, nil
@@ -414,30 +423,45 @@ func (h *filesHelper) read() {
 			continue
 		}
 		h.mu.Lock()
-		ch := h.pending[r.ID]
-		if ch != nil && !r.More {
+		w := h.pending[r.ID]
+		if w != nil && !r.More {
 			delete(h.pending, r.ID)
 		}
 		h.mu.Unlock()
-		if ch == nil {
+		if w == nil {
 			if r.fd >= 0 {
 				unix.Close(r.fd) // its caller gave up
 			}
 			continue
 		}
-		ch <- r
+		select {
+		case w.ch <- r:
+		case <-w.gone:
+			if r.fd >= 0 {
+				unix.Close(r.fd)
+			}
+		}
 	}
 }
 
-// fail ends every request waiting, once.
+func (h *filesHelper) setDead(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.dead == nil {
+		h.dead = err
+	}
+}
+
+// fail ends every request waiting; only the reader calls it, as it ends,
+// so that no reply is sent on a channel closed under it.
 func (h *filesHelper) fail(err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.dead == nil {
 		h.dead = err
 	}
-	for id, ch := range h.pending {
-		close(ch)
+	for id, w := range h.pending {
+		close(w.ch)
 		delete(h.pending, id)
 	}
 }
@@ -454,26 +478,50 @@ func (h *filesHelper) stop() {
 	}
 }
 
-// do sends req and collects its replies (several for a listing).
+// do sends req and collects its replies (several for a listing). A
+// request that only reads is sent once more, to a new helper, when the
+// helper died before it answered (the tenant's code can kill it, and a
+// call may meet one dying).
 func (f *Files) do(req filesReq) ([]*filesReply, error) {
+	rs, err, died := f.ask(req)
+	if died && readOnly(req) {
+		rs, err, _ = f.ask(req)
+	}
+	return rs, err
+}
+
+func readOnly(req filesReq) bool {
+	switch req.Op {
+	case "stat", "lstat", "readdir", "readlink":
+		return true
+	case "open":
+		return req.Flag&(os.O_WRONLY|os.O_RDWR|os.O_CREATE|os.O_TRUNC|os.O_APPEND) == 0
+	}
+	return false
+}
+
+// ask is one try of do; died says the helper ended before it answered.
+func (f *Files) ask(req filesReq) (_ []*filesReply, _ error, died bool) {
 	h, err := f.helper()
 	if err != nil {
-		return nil, err
+		return nil, err, false
 	}
-	ch := make(chan *filesReply, 4)
+	w := &waiter{ch: make(chan *filesReply, 4), gone: make(chan struct{})}
+	ch := w.ch
 	h.mu.Lock()
 	if h.dead != nil {
 		err := h.dead
 		h.mu.Unlock()
-		return nil, err
+		return nil, err, true
 	}
 	h.next++
 	req.ID = h.next
-	h.pending[req.ID] = ch
+	h.pending[req.ID] = w
 	h.mu.Unlock()
 	forget := func() {
+		close(w.gone)
 		h.mu.Lock()
-		if h.pending[req.ID] == ch {
+		if h.pending[req.ID] == w {
 			delete(h.pending, req.ID)
 		}
 		h.mu.Unlock()
@@ -485,7 +533,7 @@ func (f *Files) do(req filesReq) ([]*filesReply, error) {
 	h.wmu.Unlock()
 	if err != nil {
 		forget()
-		return nil, fmt.Errorf("ask the file helper: %w", err)
+		return nil, fmt.Errorf("ask the file helper: %w", err), !h.alive()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), filesTimeout)
 	defer cancel()
@@ -494,16 +542,16 @@ func (f *Files) do(req filesReq) ([]*filesReply, error) {
 		select {
 		case r, ok := <-ch:
 			if !ok {
-				return nil, f.deadErr(h)
+				return nil, f.deadErr(h), true
 			}
 			out = append(out, r)
 			if !r.More {
-				return out, nil
+				return out, nil, false
 			}
 		case <-ctx.Done():
 			forget()
 			drain(ch)
-			return nil, fmt.Errorf("the file helper did not answer %s %s within %s", req.Op, req.Path, filesTimeout)
+			return nil, fmt.Errorf("the file helper did not answer %s %s within %s", req.Op, req.Path, filesTimeout), false
 		}
 	}
 }

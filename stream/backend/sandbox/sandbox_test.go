@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/aiod/aiod/kernel/kerneltest"
 )
@@ -258,4 +260,51 @@ func TestNetnsLeavesAiodInItsOwn(t *testing.T) {
 			t.Errorf("%s is %s, not aiod's %s", task, ns, before)
 		}
 	}
+}
+
+// A tenant's code may kill its own file helper (it runs as the tenant's
+// uid) while aiod lists a large folder through it: the listing fails or
+// completes, the next call gets a new helper, and aiod never panics (the
+// helper's waiter closed the reply channel the reader was sending on).
+func TestFilesHelperKilledMidListing(t *testing.T) {
+	ts, _ := newTenants(t, NetworkNone)
+	alice, err := ts.Files("jwt:alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.MkdirAll("/tmp/many", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	at, _ := ts.Get("jwt:alice")
+	for i := range 4 * filesBatch {
+		if err := os.WriteFile(filepath.Join(at.Dir, "tmp", "many", fmt.Sprintf("f%05d", i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failed := 0
+	for i := range 30 {
+		// A helper up, though the last one may be dying (a kill that
+		// landed after its listing ended): a read is asked again.
+		if _, err := alice.Stat("/tmp"); err != nil {
+			t.Fatal(err)
+		}
+		pid := alice.PID()
+		done := make(chan error, 1)
+		go func() {
+			_, err := alice.ReadDir("/tmp/many")
+			done <- err
+		}()
+		// Kills from 0 to 300 ms into the listing (one takes about that
+		// here): time for it to go wrong at each stage of it.
+		time.Sleep(time.Duration(i) * 10 * time.Millisecond)
+		syscall.Kill(pid, syscall.SIGKILL)
+		if err := <-done; err != nil {
+			failed++
+		}
+	}
+	ents, err := alice.ReadDir("/tmp/many")
+	if err != nil || len(ents) != 4*filesBatch {
+		t.Fatalf("listing after the kills: %d entries, %v", len(ents), err)
+	}
+	t.Logf("%d of 30 listings failed by the kill (reads are asked again of a new helper)", failed)
 }
