@@ -203,7 +203,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.streamQueue = wl.WithDefaults().QueueBytes
 	s.hub = wsock.NewHub(wsock.Config{Limits: wl, MaxRead: int64(cfg.MaxBody), Counters: counters, Logger: cfg.Logger, CheckOrigin: g.CheckOrigin})
-	execs, err := openExecutions(cfg)
+	execs, err := openExecutions(cfg, storeErrors(cfg.Logger, counters))
 	if err != nil {
 		_ = rt.Close(context.Background())
 		return nil, err

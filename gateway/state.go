@@ -1,8 +1,12 @@
 package gateway
 
 import (
+	"log/slog"
 	"path/filepath"
+	"sync"
+	"time"
 
+	"github.com/aiod/aiod/stream"
 	"github.com/aiod/aiod/stream/execution"
 	"github.com/aiod/aiod/stream/snapshot"
 )
@@ -14,13 +18,35 @@ import (
 const executionsFile = "executions.db"
 
 // openExecutions opens the execution store: written through to the state
-// directory when there is one, else in memory only.
-func openExecutions(cfg Config) (*execution.Store, error) {
-	xc := execution.Config{Retention: cfg.ExecutionRetention, RetentionBytes: cfg.ExecutionRetentionBytes, LogBytes: cfg.OutputBudget}
+// directory when there is one, else in memory only. onError hears of its
+// failed writes.
+func openExecutions(cfg Config, onError func(error)) (*execution.Store, error) {
+	xc := execution.Config{Retention: cfg.ExecutionRetention, RetentionBytes: cfg.ExecutionRetentionBytes,
+		LogBytes: cfg.OutputBudget, OnError: onError}
 	if dir := cfg.Isolation.StateDir; dir != "" {
 		xc.Path = filepath.Join(dir, executionsFile)
 	}
 	return execution.OpenStore(xc)
+}
+
+// storeErrors counts the execution store's failed writes
+// (aiod_execution_store_errors_total) and logs the first of each minute:
+// a full disk fails every flush.
+func storeErrors(log *slog.Logger, counters *stream.Counters) func(error) {
+	var mu sync.Mutex
+	var last time.Time
+	var since int
+	return func(err error) {
+		counters.Count(stream.ExecutionStoreErrors, "", 1)
+		mu.Lock()
+		defer mu.Unlock()
+		since++
+		if now := time.Now(); now.Sub(last) >= time.Minute {
+			log.Warn("execution store: a write failed; the executions wait in memory and are written again at the next flush",
+				"err", err, "failures", since)
+			last, since = now, 0
+		}
+	}
 }
 
 // snapshotsDir is the sessions' snapshots' folder in the state directory;

@@ -26,6 +26,9 @@ const (
 	OutputBytes      = "output_bytes"          // label: language; bytes of output message content received
 	PoolTakes        = "pool_takes"            // labels: language, result (hit or miss)
 	AdmissionRejects = "admission_rejects"     // label: reason (Reject* constants)
+	// ExecutionStoreErrors counts failed writes of the execution store's
+	// file (label ""); the gateway counts them.
+	ExecutionStoreErrors = "execution_store_errors"
 )
 
 // Names of the durations aiod observes, in seconds (histograms, kept by the
@@ -45,18 +48,19 @@ type Family struct {
 // Families describes every counter and duration above. A counter missing
 // from it is still served, with one label named "label".
 var Families = map[string]Family{
-	StaleMessages:    {"Messages from a runtime that was replaced, dropped by the session's multiplexer.", nil},
-	KernelDrops:      {"Kernel messages dropped by the kernel transports, by reason.", []string{"reason"}},
-	IdleReclaims:     {"Idle sessions reclaimed.", []string{"language"}},
-	RuntimeDeaths:    {"Runtimes (kernels, REPLs) that died on their own, by cause.", []string{"language", "cause"}},
-	RuntimeStarts:    {"Runtime starts for sessions, cold or taken from a prewarm pool.", []string{"language", "backend", "mode", "result"}},
-	OutputTruncate:   {"Executions whose output went over the output budget.", nil},
-	ExecutionsRun:    {"Executions that produced a result, by status.", []string{"language", "backend", "status"}},
-	OutputBytes:      {"Bytes of output message content received from runtimes.", []string{"language"}},
-	PoolTakes:        {"Runtime requests served by a prewarm pool (hit) or started cold because it was empty (miss).", []string{"language", "result"}},
-	AdmissionRejects: {"Calls refused by an admission limit (session caps, the start queue), by reason.", []string{"reason"}},
-	ExecutionSeconds: {"Time from sending the code to the runtime to the result (queueing and runtime starts not included).", []string{"language", "backend"}},
-	StartSeconds:     {"Time a successful runtime start took.", []string{"language", "backend", "mode"}},
+	StaleMessages:        {"Messages from a runtime that was replaced, dropped by the session's multiplexer.", nil},
+	KernelDrops:          {"Kernel messages dropped by the kernel transports, by reason.", []string{"reason"}},
+	IdleReclaims:         {"Idle sessions reclaimed.", []string{"language"}},
+	RuntimeDeaths:        {"Runtimes (kernels, REPLs) that died on their own, by cause.", []string{"language", "cause"}},
+	RuntimeStarts:        {"Runtime starts for sessions, cold or taken from a prewarm pool.", []string{"language", "backend", "mode", "result"}},
+	OutputTruncate:       {"Executions whose output went over the output budget.", nil},
+	ExecutionsRun:        {"Executions that produced a result, by status.", []string{"language", "backend", "status"}},
+	OutputBytes:          {"Bytes of output message content received from runtimes.", []string{"language"}},
+	PoolTakes:            {"Runtime requests served by a prewarm pool (hit) or started cold because it was empty (miss).", []string{"language", "result"}},
+	AdmissionRejects:     {"Calls refused by an admission limit (session caps, the start queue), by reason.", []string{"reason"}},
+	ExecutionStoreErrors: {"Writes of the execution store's file (--state-dir) that failed, such as on a full disk; what failed is written again at the next flush.", nil},
+	ExecutionSeconds:     {"Time from sending the code to the runtime to the result (queueing and runtime starts not included).", []string{"language", "backend"}},
+	StartSeconds:         {"Time a successful runtime start took.", []string{"language", "backend", "mode"}},
 }
 
 // LabelSep joins the values of a counter's labels (no value holds it).

@@ -303,21 +303,34 @@ func (x *Store) recover() error {
 				return err
 			}
 		}
+		var delta totals
 		for _, r := range recs {
-			if err := x.disk.putDone(tx, r); err != nil {
+			if err := x.disk.putDone(tx, r, &delta); err != nil {
 				return err
 			}
 		}
-		return x.disk.saveMeta(tx)
+		if err := x.disk.saveMeta(tx, delta); err != nil {
+			return err
+		}
+		x.disk.add(delta)
+		return nil
 	})
 }
 
-func (d *disk) saveMeta(tx *bolt.Tx) error {
-	return tx.Bucket(bucketMeta).Put(keyBytes, binary.BigEndian.AppendUint64(nil, uint64(d.bytes.Load())))
+// saveMeta writes the disk's bytes, with what tx adds to them.
+func (d *disk) saveMeta(tx *bolt.Tx, delta totals) error {
+	return tx.Bucket(bucketMeta).Put(keyBytes, binary.BigEndian.AppendUint64(nil, uint64(d.bytes.Load()+delta.bytes)))
 }
 
-// putDone writes a finished record.
-func (d *disk) putDone(tx *bolt.Tx, r *Record) error {
+// add applies a committed transaction's totals.
+func (d *disk) add(delta totals) {
+	d.bytes.Add(delta.bytes)
+	d.count.Add(delta.count)
+}
+
+// putDone writes r's finished record in tx; what it adds to the disk's
+// totals goes into delta, applied once tx commits.
+func (d *disk) putDone(tx *bolt.Tx, r *Record, delta *totals) error {
 	v, err := encodeRec(r)
 	if err != nil {
 		return err
@@ -326,8 +339,8 @@ func (d *disk) putDone(tx *bolt.Tx, r *Record) error {
 	ik := idKey(r.Tenant, r.ID)
 	if old := ib.Get(ik); old != nil { // written before (a replayed claim): replace
 		if ov := xb.Get(old); ov != nil {
-			d.bytes.Add(-int64(len(ov)))
-			d.count.Add(-1)
+			delta.bytes -= int64(len(ov))
+			delta.count--
 		}
 		if err := xb.Delete(old); err != nil {
 			return err
@@ -346,15 +359,18 @@ func (d *disk) putDone(tx *bolt.Tx, r *Record) error {
 	if err := ib.Put(ik, k); err != nil {
 		return err
 	}
-	if r.claimed.Load() { // its claim was written: the finished record replaces it
-		if err := tx.Bucket(bucketRun).Delete(ik); err != nil {
-			return err
-		}
+	// Its claim, if one was written (in this transaction too), is
+	// replaced by the finished record.
+	if err := tx.Bucket(bucketRun).Delete(ik); err != nil {
+		return err
 	}
-	d.bytes.Add(int64(len(v)))
-	d.count.Add(1)
+	delta.bytes += int64(len(v))
+	delta.count++
 	return nil
 }
+
+// totals is what a transaction adds to the disk's bytes and records.
+type totals struct{ bytes, count int64 }
 
 func (d *disk) enqueue(op diskOp) {
 	d.mu.Lock()
@@ -412,11 +428,17 @@ func (x *Store) flush(final bool) {
 		return
 	}
 	var written []*Record
-	var held []diskOp
+	var held, tried []diskOp
+	var claimed []*Record
+	var delta totals
 	now := time.Now()
 	err := d.db.Update(func(tx *bolt.Tx) error {
+		written, held, tried, claimed, delta = nil, nil, nil, nil, totals{}
 		run := tx.Bucket(bucketRun)
 		for _, op := range q {
+			if op.rec.evicted.Load() {
+				continue // memory's bound forgot it before the disk took it
+			}
 			if op.pending {
 				op.rec.mu.Lock()
 				done := op.rec.state == StateDone
@@ -432,13 +454,15 @@ func (x *Store) flush(final bool) {
 				if err != nil {
 					continue
 				}
+				tried = append(tried, op)
 				if err := run.Put(idKey(op.rec.Tenant, op.rec.ID), v); err != nil {
 					return err
 				}
-				op.rec.claimed.Store(true)
+				claimed = append(claimed, op.rec)
 				continue
 			}
-			if err := d.putDone(tx, op.rec); err != nil {
+			tried = append(tried, op)
+			if err := d.putDone(tx, op.rec, &delta); err != nil {
 				if errors.Is(err, bolt.ErrTxClosed) || errors.Is(err, bolt.ErrDatabaseNotOpen) {
 					return err
 				}
@@ -446,18 +470,39 @@ func (x *Store) flush(final bool) {
 			}
 			written = append(written, op.rec)
 		}
-		return d.saveMeta(tx)
+		return d.saveMeta(tx, delta)
 	})
+	if err != nil {
+		// Nothing of the batch was written (a full disk, an I/O error):
+		// it waits for the next flush, in its order; memory keeps the
+		// records meanwhile, within the retention's bytes.
+		x.storeError(fmt.Errorf("write %d executions to %s: %w", len(tried), d.path, err))
+		held = append(tried, held...)
+	}
 	if len(held) > 0 {
 		d.mu.Lock()
 		d.queue = append(held, d.queue...)
 		d.mu.Unlock()
 	}
 	if err != nil {
-		return // kept in memory; a later flush does not retry them
+		return
+	}
+	d.add(delta)
+	for _, r := range claimed {
+		r.claimed.Store(true)
 	}
 	for _, r := range written {
 		r.persisted.Store(true)
+	}
+}
+
+// Errors is how many writes to the store's file failed.
+func (x *Store) Errors() int64 { return x.errors.Load() }
+
+func (x *Store) storeError(err error) {
+	x.errors.Add(1)
+	if x.cfg.OnError != nil {
+		x.cfg.OnError(err)
 	}
 }
 
@@ -482,7 +527,9 @@ func (x *Store) sweepDisk(now time.Time) {
 		why string
 	}
 	var evicted []gone
-	_ = d.db.Update(func(tx *bolt.Tx) error {
+	var delta totals
+	err := d.db.Update(func(tx *bolt.Tx) error {
+		evicted, delta = nil, totals{}
 		xb, ib := tx.Bucket(bucketX), tx.Bucket(bucketID)
 		c := xb.Cursor()
 		for k, v := c.First(); k != nil && len(evicted) < 10000; k, v = c.First() {
@@ -490,14 +537,14 @@ func (x *Store) sweepDisk(now time.Time) {
 			switch {
 			case now.Sub(time.Unix(0, int64(binary.BigEndian.Uint64(k)))) > x.cfg.Retention:
 				why = x.whyAge
-			case d.bytes.Load() > int64(x.cfg.RetentionBytes):
+			case d.bytes.Load()+delta.bytes > int64(x.cfg.RetentionBytes):
 				why = x.whyBytes
 			default:
-				return d.saveMeta(tx)
+				return d.saveMeta(tx, delta)
 			}
 			tenant, id, _, err := decodeHead(v)
-			d.bytes.Add(-int64(len(v)))
-			d.count.Add(-1)
+			delta.bytes -= int64(len(v))
+			delta.count--
 			if err := c.Delete(); err != nil {
 				return err
 			}
@@ -509,8 +556,13 @@ func (x *Store) sweepDisk(now time.Time) {
 				evicted = append(evicted, gone{execKey{tenant, id}, why})
 			}
 		}
-		return d.saveMeta(tx)
+		return d.saveMeta(tx, delta)
 	})
+	if err != nil {
+		x.storeError(fmt.Errorf("apply the retention to %s: %w", d.path, err))
+		return
+	}
+	d.add(delta)
 	if len(evicted) == 0 {
 		return
 	}

@@ -2,8 +2,12 @@ package execution
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -191,5 +195,82 @@ func TestClaimsWrittenOnceOld(t *testing.T) {
 	}
 	if got, err := y.Get("t", "fast"); err != nil || got.View().Result.Text("stdout") != "1\n" {
 		t.Fatalf("fast after a stop: %v", err)
+	}
+}
+
+// A store on a full disk (a small tmpfs, filled): each failed write is
+// counted and reported, memory keeps the retention's bytes at most, and
+// once there is room again what waited is written, nothing dropped.
+func TestDurableStoreOnAFullDisk(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("mounting a tmpfs needs root (CI runs as root)")
+	}
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size=4m"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Unmount(dir, syscall.MNT_DETACH) })
+	var mu sync.Mutex
+	var reported []error
+	x := openTestStore(t, filepath.Join(dir, "executions.db"), Config{RetentionBytes: 64 << 10, CacheBytes: 16 << 10,
+		OnError: func(err error) { mu.Lock(); reported = append(reported, err); mu.Unlock() }})
+	defer x.Close()
+	fill := filepath.Join(dir, "fill")
+	f, err := os.Create(fill)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for { // every block the store has not taken
+		if _, err := f.Write(make([]byte, 64<<10)); err != nil {
+			break
+		}
+	}
+	f.Close()
+	for i := range 200 {
+		r, _, err := x.Claim("t", fmt.Sprintf("e%03d", i), Key{Language: "python", Code: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		finishRecord(r, strings.Repeat("y", 1000))
+	}
+	flushUntil(t, x, "a write fails", func() bool { return x.Errors() > 0 })
+	x.Sweep(time.Now())
+	if st := x.Stats(); st.Bytes > 64<<10 {
+		t.Fatalf("memory holds %d bytes of finished executions while the disk is full, over the retention's %d", st.Bytes, 64<<10)
+	}
+	mu.Lock()
+	if len(reported) == 0 || !strings.Contains(reported[0].Error(), "executions.db") {
+		t.Fatalf("reported: %v", reported)
+	}
+	mu.Unlock()
+	last, err := x.Get("t", "e199")
+	if err != nil {
+		t.Fatalf("the newest execution while the disk is full: %v", err)
+	}
+	if v := last.View(); v.Result == nil || v.Result.Text("stdout") != strings.Repeat("y", 1000) {
+		t.Fatalf("e199: %+v", v)
+	}
+	os.Remove(fill)
+	flushUntil(t, x, "e199 is written again", last.persisted.Load)
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	y := openTestStore(t, filepath.Join(dir, "executions.db"), Config{RetentionBytes: 64 << 10})
+	defer y.Close()
+	got, err := y.Get("t", "e199")
+	if err != nil || got.View().Result.Text("stdout") != strings.Repeat("y", 1000) {
+		t.Fatalf("e199 after reopening: %v", err)
+	}
+}
+
+// flushUntil has the writer flush until cond holds, for 30 s at most.
+func flushUntil(t *testing.T, x *Store, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("30 s of flushes and not yet: %s", what)
+		}
+		x.disk.kick <- struct{}{} // the writer takes it, then flushes
 	}
 }

@@ -66,6 +66,10 @@ type Config struct {
 	// keeps running executions and CacheBytes of finished ones.
 	Path       string
 	CacheBytes int // finished executions kept in memory with Path; DefaultCacheBytes
+	// OnError, when set, hears of each write to Path that failed (a full
+	// disk): what failed is kept queued and written again at the next
+	// flush, and memory still holds RetentionBytes at most meanwhile.
+	OnError func(error)
 }
 
 // Store records every execution that runs through a Session: its
@@ -92,7 +96,8 @@ type Store struct {
 
 	whyAge, whyBytes string // why an execution was evicted, one string for all tombstones
 
-	disk *disk // the write-through to Config.Path, or nil
+	disk   *disk        // the write-through to Config.Path, or nil
+	errors atomic.Int64 // writes to it that failed
 }
 
 // shrinkFrom is the size from which byID is made anew once it holds an
@@ -245,6 +250,10 @@ func (x *Store) sweepLocked(now time.Time) {
 			x.finished = x.finished[1:]
 			x.bytes -= r.heldBytes()
 			delete(x.byID, execKey{r.Tenant, r.ID})
+		case x.disk != nil && now.Sub(r.endedAt()) <= x.cfg.Retention && x.bytes > x.cfg.RetentionBytes:
+			// Not written yet (the disk fails): memory holds the
+			// retention's bytes at most, as it does without a disk.
+			x.evictLocked(r, x.whyBytes)
 		case x.disk != nil && now.Sub(r.endedAt()) <= x.cfg.Retention:
 			return // the disk's retention applies to the bytes
 		case now.Sub(r.endedAt()) > x.cfg.Retention:
@@ -267,6 +276,7 @@ func (x *Store) evictLocked(r *Record, why string) {
 	ek := execKey{r.Tenant, r.ID}
 	delete(x.byID, ek)
 	x.tombLocked(ek, why)
+	r.evicted.Store(true)
 	r.release()
 }
 
@@ -358,6 +368,7 @@ type Record struct {
 	sinks     map[*follower]struct{}
 	resultLen int
 	persisted atomic.Bool // written to the store's file (finished)
+	evicted   atomic.Bool // forgotten: a write still queued skips it
 	claimed   atomic.Bool // its claim was written to the store's run bucket
 }
 
