@@ -256,15 +256,17 @@ func TestMCPGuard(t *testing.T) {
 
 // TestMCPTypeScriptSDK runs the official TypeScript SDK
 // (@modelcontextprotocol/sdk, from gateway/testdata/mcp/package-lock.json,
-// installed by .ci/deps.sh) in Node against a live gateway.
+// installed by .ci/deps.sh, or here when missing) in Node against a live
+// gateway.
 func TestMCPTypeScriptSDK(t *testing.T) {
 	t.Parallel()
+	client := kerneltest.NodeModules(t, "testdata/mcp", "@modelcontextprotocol/sdk")
 	const token = "ts-token"
 	ts := startServer(t, Config{Token: token})
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	cmd, stderr := kerneltest.Node(ctx, "testdata/mcp", "mcp_client.mjs", ts.URL+mcpsrv.Path, token, dir)
+	cmd, stderr := kerneltest.Node(ctx, client, "mcp_client.mjs", ts.URL+mcpsrv.Path, token, dir)
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("node mcp_client.mjs: %v\n%s\n%s", err, out, stderr.String())

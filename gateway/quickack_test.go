@@ -14,7 +14,8 @@ import (
 
 // TestTwoWriteClientNoStall: a client that sends a request's headers and
 // its body in two writes with Nagle on (as httpx 0.23 does) on a
-// kept-alive connection is as fast as one that sends them together.
+// kept-alive connection waits no delayed ACK more than one that sends them
+// together.
 // Without an immediate ACK from aiod the body waits for Linux's delayed
 // ACK, about 40 ms a call.
 func TestTwoWriteClientNoStall(t *testing.T) {
@@ -42,11 +43,15 @@ func TestTwoWriteClientNoStall(t *testing.T) {
 	a, b, c := p50(tOne), p50(tTwo), p50(tSplit)
 	t.Logf("p50 one write %v, two writes %v (%.2fx), headers with part of the body then the rest %v (%.2fx)",
 		a, b, float64(b)/float64(a), c, float64(c)/float64(a))
-	if float64(b) > 1.3*float64(a) {
-		t.Errorf("two-write client p50 %v is more than 1.3x the one-write client's %v: delayed ACK stall", b, a)
+	// Linux delays an ACK by 40 ms at least: a stall adds that to every
+	// call. A bound of half of it tells a stall from the noise of a loaded
+	// machine, which a ratio of two small medians does not.
+	const stall = 20 * time.Millisecond
+	if b-a > stall {
+		t.Errorf("two-write client p50 %v is %v over the one-write client's %v: delayed ACK stall", b, b-a, a)
 	}
-	if float64(c) > 1.3*float64(a) {
-		t.Errorf("split-body client p50 %v is more than 1.3x the one-write client's %v: delayed ACK stall", c, a)
+	if c-a > stall {
+		t.Errorf("split-body client p50 %v is %v over the one-write client's %v: delayed ACK stall", c, c-a, a)
 	}
 }
 
