@@ -23,6 +23,7 @@ type execution struct {
 	outSeen bool // end marker seen on stdout
 	errSeen bool // end marker seen on stderr
 	reply   *driverMsg
+	sigint  time.Time // when the last SIGINT for it was sent
 }
 
 // driverMsg is one line the driver writes on fd 4.

@@ -374,10 +374,35 @@ func (r *REPL) Interrupt(ctx context.Context) error {
 			}
 		}
 	}
+	if r.lang == LangJavaScript && !r.sigintDue() {
+		return nil
+	}
 	if err := r.signal(syscall.SIGINT); err != nil {
 		return fmt.Errorf("interrupt %s REPL pid %d: %w", r.lang, r.pid, err)
 	}
 	return nil
+}
+
+// sigintDue says whether a SIGINT may go to the Node.js driver now, and
+// notes it: only while a cell runs, and a second one for the same cell no
+// sooner than a second after the first. Node's vm takes the SIGINT
+// listeners off while a cell's synchronous part runs and puts them back
+// after: two SIGINTs that close together were seen to be both lost (the
+// cell ran on), and one landing as a cell ends to interrupt a later cell
+// before its first line.
+func (r *REPL) sigintDue() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	x := r.cur
+	if x == nil {
+		return false
+	}
+	now := time.Now()
+	if !x.sigint.IsZero() && now.Sub(x.sigint) < time.Second {
+		return false
+	}
+	x.sigint = now
+	return true
 }
 
 // signal sends sig to the process group while its leader has not exited.

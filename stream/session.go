@@ -611,6 +611,12 @@ func (s *Session) wait(ctx context.Context, ex *Execution, rt jupyter.Runtime, g
 			}
 			continue
 		case <-ignoredC:
+			if ended(replied) || ended(idled) {
+				// It ended as the timer fired: a sign after all. Another
+				// interrupt now could land in the runtime's next cell.
+				ignored, ignoredC = nil, nil
+				continue
+			}
 			ex.mu.Lock()
 			by := ex.interruptBy
 			ex.mu.Unlock()
@@ -652,6 +658,20 @@ func (s *Session) wait(ctx context.Context, ex *Execution, rt jupyter.Runtime, g
 			grace = time.NewTimer(s.reg.cfg.CompletionGrace)
 			graceC = grace.C
 		}
+	}
+}
+
+// ended says whether c, one of an execution's completion signals that wait
+// has not seen yet, is closed; nil means wait has.
+func ended(c <-chan struct{}) bool {
+	if c == nil {
+		return true
+	}
+	select {
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 
