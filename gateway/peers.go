@@ -31,6 +31,10 @@ type peerListener struct {
 	net.Listener
 	isRuntime func(uid uint32) bool
 	peers     *sync.Map // remote address -> uid
+	// lookup names the uid owning a local client's socket
+	// (socketOwner; a test gives another).
+	lookup func(remote, local *net.TCPAddr) (uint32, error)
+	log    func(msg string, args ...any)
 }
 
 // peerConn is a runtime's accepted connection; closing it forgets it.
@@ -45,37 +49,65 @@ func (c *peerConn) Close() error {
 	return c.Conn.Close()
 }
 
+// Accept hands on the next connection, noting a runtime's. A local
+// connection whose owner cannot be found (twice) is closed, not let
+// through as no runtime's: the check fails closed.
 func (l *peerListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return c, err
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return c, err
+		}
+		uid, local, err := l.peerUID(c)
+		if err != nil {
+			if l.log != nil {
+				l.log("connection closed: its owner is unknown", "remote", c.RemoteAddr().String(), "err", err)
+			}
+			c.Close()
+			continue
+		}
+		if local && l.isRuntime(uid) {
+			l.peers.Store(c.RemoteAddr().String(), uid)
+			return &peerConn{Conn: c, peers: l.peers}, nil
+		}
+		return c, nil
 	}
-	if uid, local := peerUID(c); local && l.isRuntime(uid) {
-		l.peers.Store(c.RemoteAddr().String(), uid)
-		return &peerConn{Conn: c, peers: l.peers}, nil
-	}
-	return c, nil
 }
 
 // peerUID looks up the uid owning the client end of c, when the client is
 // on this machine (a loopback address, or the very address c arrived on).
-func peerUID(c net.Conn) (uid uint32, local bool) {
+// A lookup that fails is asked once more; err says it failed again.
+func (l *peerListener) peerUID(c net.Conn) (uid uint32, local bool, err error) {
 	ra, ok1 := c.RemoteAddr().(*net.TCPAddr)
 	la, ok2 := c.LocalAddr().(*net.TCPAddr)
 	if !ok1 || !ok2 {
-		return 0, false
+		return 0, false, nil
 	}
 	rip, _ := netip.AddrFromSlice(ra.IP)
 	lip, _ := netip.AddrFromSlice(la.IP)
 	if !rip.Unmap().IsLoopback() && rip.Unmap() != lip.Unmap() {
-		return 0, false
+		return 0, false, nil
 	}
-	// The client's socket: its local end is our remote one.
-	s, err := netlink.SocketGet(ra, la)
+	lookup := l.lookup
+	if lookup == nil {
+		lookup = socketOwner
+	}
+	for range 2 {
+		if uid, err = lookup(ra, la); err == nil {
+			return uid, true, nil
+		}
+	}
+	return 0, true, fmt.Errorf("look up the owner of %s: %w", ra, err)
+}
+
+// socketOwner is the uid owning the client's socket: its local end is our
+// remote one.
+func socketOwner(remote, local *net.TCPAddr) (uint32, error) {
+	s, err := netlink.SocketGet(remote, local)
 	if err != nil {
-		return 0, false // it closed already: no request follows
+		return 0, err
 	}
-	return s.UID, true
+	return s.UID, nil
 }
 
 // runtimePeer reports whether the request came over a runtime's

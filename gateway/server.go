@@ -455,7 +455,7 @@ func (s *Server) Serve(ln net.Listener) error {
 		s.log.Warn(w)
 	}
 	if s.rt.RuntimesReachAPI() {
-		ln = &peerListener{Listener: ln, isRuntime: s.rt.IsRuntimeUID, peers: &s.peers}
+		ln = &peerListener{Listener: ln, isRuntime: s.rt.IsRuntimeUID, peers: &s.peers, log: s.log.Warn}
 	}
 	return s.http.Serve(ln)
 }
