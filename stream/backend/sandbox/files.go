@@ -241,7 +241,7 @@ type filesHelper struct {
 	next    uint64
 	pending map[uint64]*waiter // guarded by mu; the reader alone closes their channels
 	dead    error              // guarded by mu: why the helper is gone
-	done    chan struct{}               // closed when reader and waiter are over
+	done    chan struct{}      // closed when reader and waiter are over
 	wg      sync.WaitGroup
 }
 

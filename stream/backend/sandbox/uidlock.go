@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -22,6 +23,22 @@ var uidLocks = "/run/aiod/tenant-uids"
 func lockUIDs(first, last uint32) (release func(), err error) {
 	if err := os.MkdirAll(uidLocks, 0o755); err != nil {
 		return nil, fmt.Errorf("claim the tenant uids: %w", err)
+	}
+	// One claim at a time on the machine: two daemons checking at once
+	// would each find the other's range free, then both lock their own.
+	claim, err := os.OpenFile(filepath.Join(uidLocks, ".claim"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("claim the tenant uids: %w", err)
+	}
+	defer claim.Close() // and its lock with it
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		err := unix.Flock(int(claim.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) || time.Now().After(deadline) {
+			return nil, fmt.Errorf("claim the tenant uids (%s): %w", claim.Name(), err)
+		}
 	}
 	ents, _ := os.ReadDir(uidLocks)
 	for _, e := range ents {
