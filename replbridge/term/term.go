@@ -50,6 +50,7 @@ type Term struct {
 	ptm  *os.File // the master side, read by the reader goroutine
 	tty  string   // the slave's name, /dev/pts/N
 	pid  int
+	born string        // the shell's start time (/proc/pid/stat), to know its pid again
 	done chan struct{} // closed once the process has exited and the reader returned
 
 	closeOnce sync.Once
@@ -113,6 +114,7 @@ func Start(opts Options) (*Term, error) {
 	pts.Close() // the child holds its own
 	t := &Term{cmd: cmd, ptm: ptm, tty: pts.Name(), pid: cmd.Process.Pid, done: make(chan struct{}),
 		subs: map[int]func([]byte){}, last: time.Now()}
+	t.born, _ = procStat(t.pid, 19) // not reaped before wait runs
 	if opts.Credential != nil {
 		// The shell's user must be able to open its own terminal again
 		// (tty, stty, a program that reopens /dev/tty).
@@ -162,7 +164,7 @@ func (t *Term) wait(readerDone chan struct{}) {
 	}
 	t.err = err
 	t.mu.Unlock()
-	killSession(t.pid) // whatever it left in its session: job groups included
+	killSession(t.pid, t.born) // whatever it left in its session: job groups included
 	select {
 	case <-readerDone:
 	case <-time.After(time.Second):
@@ -260,7 +262,7 @@ func (t *Term) Close(ctx context.Context) error {
 	case <-time.After(hupGrace):
 	}
 	t.signal(syscall.SIGKILL)
-	killSession(t.pid)
+	killSession(t.pid, t.born)
 	select {
 	case <-t.done:
 		return nil
@@ -278,24 +280,40 @@ func (t *Term) signal(sig syscall.Signal) {
 }
 
 // killSession sends SIGKILL to every process of session sid (the shell
-// started it; its jobs have process groups of their own within it).
-func killSession(sid int) {
+// started it at born, its start time; its jobs have process groups of
+// their own within it). Linux gives sid to no new process while a process
+// of the session lives; once the session is empty it may, and the leader
+// of a new session with that id (another caller's shell) must not be
+// killed: a process sid with another start time stops it.
+func killSession(sid int, born string) {
+	if now, err := procStat(sid, 19); err == nil && now != born {
+		return // sid is another process's now
+	}
 	ents, _ := os.ReadDir("/proc")
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // state ppid pgrp session ...
-		if len(f) > 3 && f[3] == strconv.Itoa(sid) {
+		if s, err := procStat(pid, 3); err == nil && s == strconv.Itoa(sid) {
 			syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+}
+
+// procStat is field i of /proc/pid/stat counted from the state (0) after
+// the command's name: 3 is the session, 19 the start time.
+func procStat(pid, i int) (string, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", err
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) <= i {
+		return "", fmt.Errorf("short /proc/%d/stat", pid)
+	}
+	return f[i], nil
 }
 
 // String describes the terminal for logs.

@@ -3,10 +3,12 @@ package term
 import (
 	"context"
 	"os"
+	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -120,5 +122,36 @@ func TestExitEndsTerminal(t *testing.T) {
 	}
 	if tm.Err() == nil || tm.Write([]byte("x")) == nil {
 		t.Fatalf("err %v", tm.Err())
+	}
+}
+
+// killSession ends the processes of the terminal's session, but not a new
+// session that got the id once the old one was empty: its leader's start
+// time is not the shell's.
+func TestKillSessionKnowsItsShell(t *testing.T) {
+	cmd := exec.Command("sleep", "100")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { cmd.Wait(); close(exited) }()
+	defer func() { cmd.Process.Kill(); <-exited }()
+	pid := cmd.Process.Pid
+	born, err := procStat(pid, 19)
+	if err != nil {
+		t.Fatal(err)
+	}
+	killSession(pid, "1") // a shell that started at another time
+	select {
+	case <-exited:
+		t.Fatal("a new session with the old id was killed")
+	case <-time.After(200 * time.Millisecond): // time for a SIGKILL to land: it must not
+	}
+	killSession(pid, born)
+	select {
+	case <-exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the shell's own session was not killed")
 	}
 }
