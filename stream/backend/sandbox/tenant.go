@@ -313,15 +313,26 @@ func folderName(key string) string {
 	return strings.TrimLeft(b.String(), ".") + "-" + hex.EncodeToString(sum[:5])
 }
 
-// ownedDir makes dir (mode mode) owned by uid.
+// ownedDir makes dir (mode mode) owned by uid. A dir that exists is
+// changed through a descriptor opened without following a link: one a
+// tenant planted there (a --workdir under /tmp) would otherwise have aiod
+// chmod and chown whatever it points at.
 func ownedDir(dir string, mode os.FileMode, uid uint32) error {
 	if err := os.Mkdir(dir, mode); err != nil && !errors.Is(err, os.ErrExist) {
 		return err
 	}
-	if err := os.Chmod(dir, mode); err != nil {
-		return err
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &os.PathError{Op: "open folder (no links)", Path: dir, Err: err}
 	}
-	return os.Lchown(dir, int(uid), int(uid))
+	defer unix.Close(fd)
+	if err := unix.Fchmod(fd, uint32(mode.Perm())); err != nil {
+		return &os.PathError{Op: "chmod", Path: dir, Err: err}
+	}
+	if err := unix.Fchown(fd, int(uid), int(uid)); err != nil {
+		return &os.PathError{Op: "chown", Path: dir, Err: err}
+	}
+	return nil
 }
 
 // ownedPath makes the folders of rel under base, owned by uid.
