@@ -3,6 +3,7 @@ package gateway
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -173,5 +174,34 @@ func TestEnvAndCwdWSAndMCP(t *testing.T) {
 	}
 	if r := callTool(t, cs, "execute_code", map[string]any{"language": "bash", "code": "pwd", "cwd": "/no/such/folder"}, nil); !r.IsError || !strings.Contains(texts(r), "cwd") {
 		t.Fatalf("mcp missing cwd: %v %q", r.IsError, texts(r))
+	}
+}
+
+// Two calls at once on one session, each with its own cwd, run each in its
+// own folder, fifteen rounds over (the change of folder and the code were
+// two turns of the session's queue, and another call's change could come
+// between them).
+func TestConcurrentCwdCallsKeepTheirFolders(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, Config{})
+	dirs := []string{ts.viewDir(t, ""), ts.viewDir(t, "")}
+	probe := map[string]string{"python": "import os; print(os.getcwd())", "bash": `echo "$PWD"`}
+	for _, lang := range []string{"python", "bash"} {
+		sid := "cwd-race-" + lang
+		ts.exec(t, map[string]any{"language": lang, "session_id": sid, "code": probe[lang]})
+		for round := range 15 {
+			var wg sync.WaitGroup
+			for _, dir := range dirs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, env, data := ts.exec(t, map[string]any{"language": lang, "session_id": sid, "code": probe[lang], "cwd": dir})
+					if data["stdout"] != dir+"\n" {
+						t.Errorf("%s round %d: asked for %s, ran in %v (%v)", lang, round, dir, data["stdout"], env["message"])
+					}
+				}()
+			}
+			wg.Wait()
+		}
 	}
 }

@@ -98,6 +98,7 @@ type Session struct {
 	attached   int                 // front ends attached (Attach)
 	idle       time.Duration       // reclaim after this long unused; starts as Backend.Idle
 	cwd        string              // the folder the runtime was last told to work in; "" its start folder
+	folderTurn chan struct{}       // held by a call that names a folder, from its change of folder to its end (FolderTurn)
 	running    *execution.Record   // the execution running now
 	told       *execution.Result   // a restore (or its failure) the next call's answer reports (EnsureRuntime)
 	queued     []*execution.Record // executions waiting for their turn, in arrival order
@@ -124,6 +125,21 @@ func (s *Session) Cwd() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cwd
+}
+
+// FolderTurn waits, within ctx, until no other call that names a working
+// folder is between its change of folder and its end, and holds that turn
+// until release: two calls with their own cwd on one session each run in
+// their own folder, never one in the other's.
+func (s *Session) FolderTurn(ctx context.Context) (release func(), err error) {
+	select {
+	case s.folderTurn <- struct{}{}:
+		return func() { <-s.folderTurn }, nil
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	case <-s.closed:
+		return nil, ErrSessionClosed
+	}
 }
 
 // SetCwd records the folder the session's runtime now works in.

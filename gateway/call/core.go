@@ -311,6 +311,13 @@ func (c *Core) run(ctx context.Context, call Call, rec *execution.Record) (*exec
 	if !created && len(call.Env) > 0 && call.Language != backend.Bash {
 		req.Warnings = append(req.Warnings, fmt.Sprintf("env applies when a session starts its runtime: session %q was running, so env was not applied", call.SessionID))
 	}
+	if call.Cwd != "" {
+		release, err := sess.FolderTurn(ctx)
+		if err != nil {
+			return nil, MapError(err, call)
+		}
+		defer release()
+	}
 	if !created && call.Cwd != "" && sess.Cwd() != call.Cwd {
 		// The session's runtime already runs elsewhere: change folder in
 		// the session's own order (a visible execution of its own).
