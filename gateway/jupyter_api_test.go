@@ -299,3 +299,55 @@ func TestJupyterChannelsNoticeRestartAndDeathPromptly(t *testing.T) {
 
 // kernelModel is the kernels API's model, as the tests read it.
 type kernelModel = jupyterapi.KernelModel
+
+// A channels socket stays open and answers pings while its kernel starts
+// again (the reader used to wait for the start to send a message on, and a
+// start of more than a ping's timeout cut the socket), and what the client
+// sent meanwhile reaches the new kernel.
+func TestJupyterChannelsReadWhileTheKernelStarts(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, Config{})
+	release := make(chan struct{})
+	sent := make(chan *jupyter.Message, 4)
+	first := true
+	sess, started := stubSession(t, ts, "slow-start", func() *stubRuntime {
+		rt := newStubRuntime()
+		rt.sent = sent
+		if !first {
+			<-release // the restarted kernel takes its time
+		}
+		first = false
+		return rt
+	})
+	rt := <-started
+	k := dialKernel(t, ts, sess.KernelID, true)
+	rt.die()
+	id := k.send("shell", "kernel_info_request", map[string]any{})
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	go func() { // reads, so that the client sees the pongs
+		for {
+			if _, _, err := k.c.Read(ctx); err != nil {
+				return
+			}
+		}
+	}()
+	for range 3 {
+		pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+		err := k.c.Ping(pctx)
+		pcancel()
+		if err != nil {
+			close(release)
+			t.Fatalf("ping while the kernel starts: %v", err)
+		}
+	}
+	close(release)
+	select {
+	case m := <-sent:
+		if m.Header.MsgID != id {
+			t.Fatalf("the new kernel got %s, want the client's %s", m.Header.MsgID, id)
+		}
+	case <-ctx.Done():
+		t.Fatal("the message sent while the kernel started never reached it")
+	}
+}

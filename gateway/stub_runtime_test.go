@@ -16,7 +16,8 @@ import (
 // a real one will not (hang in an interrupt, die at a chosen moment). The
 // routes' own tests run real kernels.
 type stubRuntime struct {
-	hold chan struct{} // when not nil, Interrupt waits until it is closed (or ctx ends)
+	hold chan struct{}         // when not nil, Interrupt waits until it is closed (or ctx ends)
+	sent chan *jupyter.Message // when not nil, Send hands it what it was sent
 
 	mu   sync.Mutex
 	err  error
@@ -28,7 +29,12 @@ var errStubClosed = errors.New("stub: closed")
 func newStubRuntime() *stubRuntime { return &stubRuntime{done: make(chan struct{})} }
 
 func (r *stubRuntime) Execute(context.Context, jupyter.ExecuteRequest) error { return nil }
-func (r *stubRuntime) Send(context.Context, *jupyter.Message) error          { return nil }
+func (r *stubRuntime) Send(_ context.Context, m *jupyter.Message) error {
+	if r.sent != nil {
+		r.sent <- m
+	}
+	return nil
+}
 
 func (r *stubRuntime) Interrupt(ctx context.Context) error {
 	if r.hold == nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -85,11 +86,44 @@ func (js *jupyterSocket) Deliver(ev execution.Event) {
 	js.wc.Push(wsock.Item{Ev: ev})
 }
 
+// Bounds of what one socket's client may have waiting for the kernel
+// (while it starts again after a restart, say): past them a message is
+// refused as any other aiod cannot pass on.
+const (
+	sendQueueMessages = 256
+	sendQueueBytes    = 16 << 20
+	maxClientSessions = 64 // distinct header.session values one socket may send
+)
+
 // read passes the client's messages to the kernel. A message aiod cannot
 // take is answered, never dropped in silence: a request gets its reply with
 // status error, anything else closes the socket with the reason; both are
-// logged at warn level.
+// logged at warn level. Sending is a goroutine of its own, fed in order
+// through a bounded queue: the reader goes on reading (and answering
+// pings) while the kernel starts again, which takes seconds.
 func (js *jupyterSocket) read(ctx context.Context) error {
+	type queued struct {
+		m    *jupyter.Message
+		size int
+	}
+	sends := make(chan queued, sendQueueMessages)
+	var waiting atomic.Int64 // bytes in sends
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		for q := range sends {
+			err := js.send(ctx, q.m)
+			waiting.Add(-int64(q.size))
+			if err != nil {
+				js.wc.Drop("kernel_send_failed", 1)
+				js.refuse(q.m.Channel, q.m.Header, "the kernel could not be sent the message: "+err.Error())
+			}
+		}
+	}()
+	defer func() {
+		close(sends)
+		<-sent
+	}()
 	for {
 		typ, b, err := js.wc.Read()
 		if err != nil {
@@ -123,12 +157,29 @@ func (js *jupyterSocket) read(ctx context.Context) error {
 			continue
 		}
 		js.mu.Lock()
-		js.own[m.Header.Session] = true
+		known := js.own[m.Header.Session]
+		if !known && len(js.own) < maxClientSessions {
+			js.own[m.Header.Session], known = true, true
+		}
 		js.mu.Unlock()
+		if !known {
+			js.wc.Drop("too_many_sessions", 1)
+			js.refuse(m.Channel, m.Header, fmt.Sprintf("one socket may send from %d header sessions at most", maxClientSessions))
+			continue
+		}
 		js.sess.Touch()
-		if err := js.send(ctx, m); err != nil {
-			js.wc.Drop("kernel_send_failed", 1)
-			js.refuse(m.Channel, m.Header, "the kernel could not be sent the message: "+err.Error())
+		if waiting.Add(int64(len(b))) > sendQueueBytes {
+			waiting.Add(-int64(len(b)))
+			js.wc.Drop("send_queue_full", 1)
+			js.refuse(m.Channel, m.Header, fmt.Sprintf("the kernel is not taking messages (starting again?) and %d MiB wait already", sendQueueBytes>>20))
+			continue
+		}
+		select {
+		case sends <- queued{m, len(b)}:
+		default:
+			waiting.Add(-int64(len(b)))
+			js.wc.Drop("send_queue_full", 1)
+			js.refuse(m.Channel, m.Header, fmt.Sprintf("the kernel is not taking messages (starting again?) and %d wait already", sendQueueMessages))
 		}
 	}
 }
