@@ -71,7 +71,8 @@ type Config struct {
 	ExecutionRetention      time.Duration     // how long a finished execution is kept; 10 min
 	ExecutionRetentionBytes int               // bytes all finished executions may hold; 256 MiB
 	SnapshotMaxBytes        int64             // one session snapshot's bytes; 256 MiB (needs a state directory: Isolation.StateDir)
-	SnapshotTotalBytes      int64             // all snapshots' bytes; the oldest go first; 4 GiB
+	SnapshotTotalBytes      int64             // all snapshots' bytes; the oldest of the tenant holding the most go first; 4 GiB
+	SnapshotTenantBytes     int64             // one tenant's snapshots' bytes; its own oldest go first; 1 GiB
 	SnapshotRetention       time.Duration     // a snapshot is deleted this long after it was taken; 7 days
 	Admission               stream.Admission  // session caps and the start queue; zero values turn them off
 	Token                   string            // when set, every route but /healthz requires it (or a JWT, or a ticket)

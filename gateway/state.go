@@ -61,7 +61,7 @@ func openSnapshots(cfg Config) (*snapshot.Manager, error) {
 		return nil, nil
 	}
 	return snapshot.Open(snapshot.Config{Dir: filepath.Join(dir, snapshotsDir), MaxBytes: cfg.SnapshotMaxBytes,
-		TotalBytes: cfg.SnapshotTotalBytes, Retention: cfg.SnapshotRetention, Logger: cfg.Logger})
+		TotalBytes: cfg.SnapshotTotalBytes, TenantBytes: cfg.SnapshotTenantBytes, Retention: cfg.SnapshotRetention, Logger: cfg.Logger})
 }
 
 // snapshotStats is what /v2/code/info says of the snapshots.

@@ -89,6 +89,7 @@ type options struct {
 	pprofAddr          string // "": off
 	snapMaxBytes       int
 	snapTotalBytes     int
+	snapTenantBytes    int
 	snapRetention      time.Duration
 }
 
@@ -150,7 +151,8 @@ func (o *options) settings() []setting {
 		{"execution-retention", "AIO_EXECUTION_RETENTION", "600", "seconds a finished execution's outputs and result are kept for GET /v2/code/executions/{id}, resume and retries", secSetter(&o.execRetention)},
 		{"execution-retention-bytes", "AIO_EXECUTION_RETENTION_BYTES", "268435456", "bytes all finished executions may hold; the oldest are evicted first", intSetter(&o.execRetentionBytes)},
 		{"snapshot-max-bytes", "AIO_SNAPSHOT_MAX_BYTES", "268435456", "bytes one session snapshot may hold (values past it are skipped)", intSetter(&o.snapMaxBytes)},
-		{"snapshot-total-bytes", "AIO_SNAPSHOT_TOTAL_BYTES", "4294967296", "bytes all session snapshots in the state directory may hold; the oldest are deleted first", intSetter(&o.snapTotalBytes)},
+		{"snapshot-total-bytes", "AIO_SNAPSHOT_TOTAL_BYTES", "4294967296", "bytes all session snapshots in the state directory may hold; past it, the oldest of the tenant holding the most are deleted first", intSetter(&o.snapTotalBytes)},
+		{"snapshot-tenant-bytes", "AIO_SNAPSHOT_TENANT_BYTES", "1073741824", "bytes one tenant's session snapshots may hold; past it, that tenant's oldest are deleted first (never another tenant's)", intSetter(&o.snapTenantBytes)},
 		{"snapshot-retention", "AIO_SNAPSHOT_RETENTION", "604800", "seconds a session snapshot is kept (a saved session is forgotten after it)", secSetter(&o.snapRetention)},
 		{"ws-queue-limit", "AIO_WS_QUEUE_LIMIT", "16777216", "bytes that may wait for one WebSocket; a socket that stops reading is closed with 1008 past it", intSetter(&o.wsQueueBytes)},
 		{"max-sessions", "AIO_MAX_SESSIONS", "auto", "live sessions of all kinds (named and one-shot, starting ones included, prewarm pools not) before new ones get 429; auto derives it from the machine's memory (docs/limits.md); 0 means no cap", limitSetter(&o.maxSessions, true)},
@@ -650,7 +652,7 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 		JupyterStartTimeout: o.jupyterStart, JupyterProbeInterval: o.jupyterProbe,
 		WSQueueBytes: o.wsQueueBytes, NoAccessLog: !o.accessLog, MetricsPublic: o.metricsPublic,
 		ExecutionRetention: o.execRetention, ExecutionRetentionBytes: o.execRetentionBytes,
-		SnapshotMaxBytes: int64(o.snapMaxBytes), SnapshotTotalBytes: int64(o.snapTotalBytes), SnapshotRetention: o.snapRetention,
+		SnapshotMaxBytes: int64(o.snapMaxBytes), SnapshotTotalBytes: int64(o.snapTotalBytes), SnapshotTenantBytes: int64(o.snapTenantBytes), SnapshotRetention: o.snapRetention,
 		Admission: o.admission(),
 	}
 	c.Isolation.MemoryBytes, c.Isolation.Pids, c.Isolation.CPU = o.runtimeMemory, o.runtimePids, o.runtimeCPU

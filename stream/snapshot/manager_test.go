@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -115,5 +116,43 @@ func TestManagerIndex(t *testing.T) {
 	m3.sweep(now)
 	if st := m3.Stats(); st.Snapshots != 0 || st.Bytes != 0 {
 		t.Fatalf("over the total: %+v", st)
+	}
+}
+
+// One tenant's snapshots never push out another's that holds less: bob's
+// flood of saves stays within his own bytes, and alice's saved session
+// waits for its restore still (the total was swept oldest first across
+// tenants, and bob's saves deleted alice's session).
+func TestSnapshotsBoundPerTenant(t *testing.T) {
+	m := testManager(t, Config{TenantBytes: 6 << 10, TotalBytes: 8 << 10})
+	alice := Key{"alice", "python", "keep"}
+	now := time.Now()
+	put(t, m, alice, now.Add(-time.Hour), true)
+	for i := range 20 {
+		put(t, m, Key{"bob", "python", fmt.Sprintf("s%d", i)}, now.Add(time.Duration(i)*time.Millisecond), true)
+	}
+	if !m.Pending(alice) {
+		t.Fatal("bob's snapshots pushed alice's saved session out")
+	}
+	var bob int64
+	for k, e := range m.index {
+		for _, i := range e.snaps {
+			if k.Tenant == "bob" {
+				bob += i.size
+			}
+		}
+	}
+	if bob > 6<<10 || m.Stats().Bytes > 8<<10 {
+		t.Fatalf("bob holds %d bytes (his bound 6 KiB), all %d (8 KiB)", bob, m.Stats().Bytes)
+	}
+	if !m.Pending(Key{"bob", "python", "s19"}) {
+		t.Fatal("bob's newest save was the one deleted")
+	}
+	// Over the total with every tenant within its own bound: the tenant
+	// holding the most gives first.
+	m.cfg.TotalBytes = 3 << 10
+	m.sweep(now)
+	if !m.Pending(alice) {
+		t.Fatal("the total's sweep took alice's only snapshot while bob held more")
 	}
 }

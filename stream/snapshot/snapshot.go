@@ -60,6 +60,7 @@ var programs = map[string]struct{ save, restore string }{
 const (
 	DefaultMaxBytes    = 256 << 20
 	DefaultTotalBytes  = 4 << 30
+	DefaultTenantBytes = 1 << 30
 	DefaultRetention   = 7 * 24 * time.Hour
 	DefaultSaveTimeout = 60 * time.Second
 	keepPerSession     = 3
@@ -78,7 +79,8 @@ const (
 type Config struct {
 	Dir         string        // the snapshots' folder (the state directory's "snapshots"); the key sits beside it
 	MaxBytes    int64         // one snapshot's payload; DefaultMaxBytes
-	TotalBytes  int64         // all snapshots; the oldest go first; DefaultTotalBytes
+	TotalBytes  int64         // all snapshots; past it, the oldest of the tenant holding the most go first; DefaultTotalBytes
+	TenantBytes int64         // one tenant's snapshots; past it, that tenant's oldest go first; DefaultTenantBytes
 	Retention   time.Duration // a snapshot is deleted this long after it was taken; DefaultRetention
 	SaveTimeout time.Duration // bound on one save or restore; DefaultSaveTimeout
 	Logger      *slog.Logger
@@ -140,6 +142,9 @@ func Open(cfg Config) (*Manager, error) {
 	}
 	if cfg.TotalBytes <= 0 {
 		cfg.TotalBytes = DefaultTotalBytes
+	}
+	if cfg.TenantBytes <= 0 {
+		cfg.TenantBytes = DefaultTenantBytes
 	}
 	if cfg.Retention <= 0 {
 		cfg.Retention = DefaultRetention
@@ -297,6 +302,7 @@ func (m *Manager) store(k Key, info *Info, payload []byte, pending bool, epoch i
 		return errors.New("the session was deleted while it was being saved")
 	}
 	m.trim(k)
+	m.bound(k.Tenant)
 	return nil
 }
 
@@ -635,45 +641,103 @@ func (m *Manager) sweeper() {
 	}
 }
 
-// sweep deletes the snapshots past the retention, then the oldest while
-// they hold more than TotalBytes.
+// sweep deletes the snapshots past the retention, then bounds the bytes.
 func (m *Manager) sweep(now time.Time) {
 	m.mu.Lock()
-	var all []*Info
-	owner := map[*Info]Key{}
-	for k, e := range m.index {
-		for _, i := range e.snaps {
-			all = append(all, i)
-			owner[i] = k
-		}
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].Created.Before(all[j].Created) })
 	var drop []*Info
-	total := m.bytes
-	for _, i := range all {
-		if now.Sub(i.Created) <= m.cfg.Retention && total <= m.cfg.TotalBytes {
-			break
-		}
-		drop = append(drop, i)
-		total -= i.size
-	}
-	for _, d := range drop {
-		k := owner[d]
-		e := m.index[k]
-		for j, i := range e.snaps {
-			if i == d {
-				e.snaps = append(e.snaps[:j:j], e.snaps[j+1:]...)
-				break
+	for k, e := range m.index {
+		for _, i := range append([]*Info(nil), e.snaps...) {
+			if now.Sub(i.Created) > m.cfg.Retention {
+				m.dropLocked(k, i)
+				drop = append(drop, i)
 			}
 		}
-		m.bytes -= d.size
-		if len(e.snaps) == 0 && e.saving == nil {
-			delete(m.index, k)
-		}
 	}
+	drop = append(drop, m.boundLocked("")...)
 	m.mu.Unlock()
 	for _, d := range drop {
 		_ = os.Remove(d.path)
+	}
+}
+
+// bound deletes tenant's oldest snapshots while it holds more than
+// TenantBytes, then, while all hold more than TotalBytes, the oldest of
+// the tenant holding the most: one tenant's saves never push another's
+// out while it holds more than that other.
+func (m *Manager) bound(tenant string) {
+	m.mu.Lock()
+	drop := m.boundLocked(tenant)
+	m.mu.Unlock()
+	for _, d := range drop {
+		_ = os.Remove(d.path)
+	}
+}
+
+func (m *Manager) boundLocked(tenant string) []*Info {
+	type held struct {
+		bytes int64
+		snaps []*Info // oldest first
+		keys  map[*Info]Key
+	}
+	tenants := map[string]*held{}
+	for k, e := range m.index {
+		h := tenants[k.Tenant]
+		if h == nil {
+			h = &held{keys: map[*Info]Key{}}
+			tenants[k.Tenant] = h
+		}
+		for _, i := range e.snaps {
+			h.bytes += i.size
+			h.snaps = append(h.snaps, i)
+			h.keys[i] = k
+		}
+	}
+	for _, h := range tenants {
+		sort.Slice(h.snaps, func(a, b int) bool { return h.snaps[a].Created.Before(h.snaps[b].Created) })
+	}
+	var drop []*Info
+	pop := func(h *held) {
+		i := h.snaps[0]
+		h.snaps = h.snaps[1:]
+		h.bytes -= i.size
+		m.dropLocked(h.keys[i], i)
+		drop = append(drop, i)
+	}
+	if h := tenants[tenant]; h != nil {
+		for h.bytes > m.cfg.TenantBytes && len(h.snaps) > 0 {
+			pop(h)
+		}
+	}
+	for m.bytes > m.cfg.TotalBytes {
+		var most *held
+		for _, h := range tenants {
+			if len(h.snaps) > 0 && (most == nil || h.bytes > most.bytes) {
+				most = h
+			}
+		}
+		if most == nil {
+			break
+		}
+		pop(most)
+	}
+	return drop
+}
+
+// dropLocked forgets snapshot d of k (its file is the caller's to remove).
+func (m *Manager) dropLocked(k Key, d *Info) {
+	e := m.index[k]
+	if e == nil {
+		return
+	}
+	for j, i := range e.snaps {
+		if i == d {
+			e.snaps = append(e.snaps[:j:j], e.snaps[j+1:]...)
+			m.bytes -= d.size
+			break
+		}
+	}
+	if len(e.snaps) == 0 && e.saving == nil {
+		delete(m.index, k)
 	}
 }
 
