@@ -225,7 +225,7 @@ func New(cfg Config) (*Server, error) {
 	s.reg = stream.NewRegistry(rc)
 	s.core = call.New(s.reg, rt, call.Config{DefaultTimeout: cfg.DefaultTimeout, MaxTimeout: cfg.MaxTimeout,
 		KernelIdle: cfg.KernelIdle, NativeIdle: cfg.NativeIdle, KernelStartTimeout: cfg.KernelStartTimeout,
-		OutputBudget: cfg.OutputBudget, Logger: cfg.Logger})
+		OutputBudget: cfg.OutputBudget, StreamWrite: wl.WithDefaults().WriteTimeout, Logger: cfg.Logger})
 	s.metrics = newMetrics(s, counters)
 	s.mcp = mcp.New(s.core, mcp.Config{MaxBody: cfg.MaxBody, Version: Version})
 	handler := s.countRequests(g.Wrap(s.refuseRuntimePeers(s.routes().Handler)))

@@ -174,6 +174,7 @@ func (s *Server) streamExecution(ctx *fasthttp.RequestCtx, rec *execution.Record
 	ctx.Response.Header.Set("X-Execution-Id", rec.ID)
 	base := s.core.Ctx()
 	id := rec.ID
+	wt, conn := s.core.Cfg.StreamWrite, ctx.Conn()
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		defer detach()
 		tick := time.NewTicker(keepalive)
@@ -181,6 +182,7 @@ func (s *Server) streamExecution(ctx *fasthttp.RequestCtx, rec *execution.Record
 		last := after
 		for {
 			items, overflowed := q.take()
+			api.Arm(conn, wt)
 			for _, e := range items {
 				event, b, ok := wireEntry(e, id)
 				if !ok {
@@ -191,7 +193,7 @@ func (s *Server) streamExecution(ctx *fasthttp.RequestCtx, rec *execution.Record
 					last = e.Seq
 				}
 				if event == "result" || event == "error" {
-					_ = w.Flush()
+					_ = api.Flush(conn, w, wt)
 					return
 				}
 			}
@@ -199,10 +201,10 @@ func (s *Server) streamExecution(ctx *fasthttp.RequestCtx, rec *execution.Record
 				b, _ := api.Marshal(map[string]any{"type": "error", "execution_id": id, "status": fasthttp.StatusServiceUnavailable,
 					"message": "slow reader: more output waited than this stream holds; resume with after=" + strconv.Itoa(last), "resume_after": last})
 				writeStreamEvent(w, f, "error", execution.Entry{}, b)
-				_ = w.Flush()
+				_ = api.Flush(conn, w, wt)
 				return
 			}
-			if w.Flush() != nil {
+			if api.Flush(conn, w, wt) != nil {
 				return
 			}
 			select {
@@ -213,7 +215,7 @@ func (s *Server) streamExecution(ctx *fasthttp.RequestCtx, rec *execution.Record
 				} else {
 					_, _ = w.WriteString(": keepalive\n\n")
 				}
-				if w.Flush() != nil {
+				if api.Flush(conn, w, wt) != nil {
 					return
 				}
 			case <-base.Done():

@@ -27,6 +27,7 @@ type Config struct {
 	NativeIdle         time.Duration // idle native REPL sessions are reclaimed after it
 	KernelStartTimeout time.Duration // bound on one runtime start
 	OutputBudget       int           // bytes of output kept per execution
+	StreamWrite        time.Duration // bound on writing one batch of a streamed answer (SSE, NDJSON); 10 s
 	Logger             *slog.Logger
 }
 

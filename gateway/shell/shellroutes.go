@@ -219,14 +219,15 @@ func (s *Surface) streamShell(ctx *fasthttp.RequestCtx, ss *session, c *command,
 	ctx.SetContentType("text/event-stream")
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
 	ctx.Response.Header.Set("X-Accel-Buffering", "no")
-	base := s.core.Ctx()
+	base, conn := s.core.Ctx(), ctx.Conn()
 	ctx.SetBodyStreamWriter(func(w *bufio.Writer) {
 		event := func(name string, v any) bool {
 			b, _ := api.Marshal(v)
+			api.Arm(conn, s.core.Cfg.StreamWrite)
 			_, _ = w.WriteString("event: " + name + "\ndata: ")
 			_, _ = w.Write(b)
 			_, _ = w.WriteString("\n\n")
-			return w.Flush() == nil
+			return api.Flush(conn, w, s.core.Cfg.StreamWrite) == nil
 		}
 		deadline := time.Now().Add(wait)
 		sent := 0
@@ -258,7 +259,7 @@ func (s *Surface) streamShell(ctx *fasthttp.RequestCtx, ss *session, c *command,
 				case <-t.C:
 					if c.quietFor() < noChange && time.Now().Before(deadline) {
 						_, _ = w.WriteString(": keepalive\n\n")
-						if w.Flush() != nil {
+						if api.Flush(conn, w, s.core.Cfg.StreamWrite) != nil {
 							t.Stop()
 							return
 						}
