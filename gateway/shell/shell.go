@@ -136,6 +136,9 @@ func (ss *session) add(c *command) {
 	if ss.byID == nil {
 		ss.byID = map[string]*command{}
 	}
+	for _, id := range ss.order {
+		ss.byID[id].age()
+	}
 	ss.byID[c.id] = c
 	ss.order = append(ss.order, c.id)
 	if len(ss.order) > maxCommands {
@@ -271,6 +274,16 @@ func newCommand(id, text, regID, tenant string, combined bool) *command {
 		changed: make(chan struct{}), done: make(chan struct{})}
 }
 
+// age keeps the last keepOldBytes of each of c's outputs: a later command
+// has started in its session.
+func (c *command) age() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.out.shrink(keepOldBytes)
+	c.errb.shrink(keepOldBytes)
+	c.all.shrink(keepOldBytes)
+}
+
 // Deliver is the command's subscription to its execution's events.
 func (c *command) Deliver(ev execution.Event) {
 	if ev.Out == nil || ev.Out.Type != jupyter.MsgStream {
@@ -371,13 +384,37 @@ type buffer struct {
 	b    []byte
 }
 
-const keepBytes = 2 << 20
+// What a command's output buffers hold: the last keepBytes of each
+// stream while it is its session's latest command, the last keepOldBytes
+// once a later one has started (a session remembers maxCommands, and an
+// agent reads a command's output while it is the latest). A buffer grows
+// to half as much again before it is cut back, so that a flood is not
+// copied at every write.
+const (
+	keepBytes    = 2 << 20
+	keepOldBytes = 64 << 10
+)
 
 func (b *buffer) write(s string) {
 	b.b = append(b.b, s...)
-	if over := len(b.b) - keepBytes; over > 0 {
-		b.b = append([]byte(nil), b.b[over:]...)
+	if len(b.b) > keepBytes+keepBytes/2 {
+		b.keep(keepBytes)
+	}
+}
+
+// keep drops all but the last n bytes, in place.
+func (b *buffer) keep(n int) {
+	if over := len(b.b) - n; over > 0 {
+		b.b = b.b[:copy(b.b, b.b[over:])]
 		b.base += over
+	}
+}
+
+// shrink keeps the last n bytes in a buffer of their size.
+func (b *buffer) shrink(n int) {
+	b.keep(n)
+	if cap(b.b) > 2*len(b.b)+4096 {
+		b.b = append([]byte(nil), b.b...)
 	}
 }
 
