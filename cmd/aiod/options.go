@@ -74,6 +74,7 @@ type options struct {
 	runtimePids        int64   // processes per runtime; 0 none
 	runtimeCPU         float64 // cores per runtime; 0 none
 	runtimesCPUWeight  int     // runtimes together against aiod, cgroup v1; 0 default layout
+	runtimesPids       int64   // processes and threads of all runtimes together; 0 none
 	runtimeUser        string
 	runtimeEnvAllow    string
 	maxSessions        int // -1: auto
@@ -177,6 +178,7 @@ func (o *options) settings() []setting {
 		{"runtimes-memory-total", "AIO_RUNTIMES_MEMORY_TOTAL", "85%", "memory of all local runtimes together (their cgroups' parent): bytes, with K, M, G or T, or a percentage of the machine's memory; 0 for none", memSetter(&o.runtimesMemory)},
 		{"runtime-pids-limit", "AIO_RUNTIME_PIDS_LIMIT", "1024", "processes and threads per local runtime; 0 for none", pidsSetter(&o.runtimePids)},
 		{"runtime-cpu-limit", "AIO_RUNTIME_CPU_LIMIT", "0", "CPU cores per local runtime, as a quota (1.5 is one and a half cores); 0 for none", cpuSetter(&o.runtimeCPU)},
+		{"runtimes-pids-total", "AIO_RUNTIMES_PIDS_TOTAL", "50%", "processes and threads of all local runtimes together (their cgroups' parent): a number, or a percentage of the machine's pid_max; 0 for none", totalPidsSetter(&o.runtimesPids)},
 		{"runtimes-cpu-weight", "AIO_RUNTIMES_CPU_WEIGHT", "4", "when aiod and its runtimes both want more CPU than there is, all runtimes together get this many parts to aiod's one (cgroup v1: aiod moves into a cpu group of its own beside theirs); 0 leaves aiod in its cgroup and the runtimes' parent at one task's weight", rangeSetter(&o.runtimesCPUWeight, 0, 256)},
 		{"runtime-user", "AIO_RUNTIME_USER", "", "run every local runtime as this user (a name, or uid[:gid]) when aiod runs as root", strSetter(&o.runtimeUser)},
 		{"runtime-env-allow", "AIO_RUNTIME_ENV_ALLOW", defaultEnvAllow, "comma-separated variables of aiod's environment that runtimes get: names, or prefixes ending in * (AIO_* and JWT_PUBLIC_KEY never pass)", strSetter(&o.runtimeEnvAllow)},
@@ -321,6 +323,39 @@ func memSetter(p *int64) setter {
 		}
 		if n != 0 && n < minRuntimeMemory {
 			return fmt.Errorf("%q is %d bytes, less than a runtime needs to start (%d MiB); give at least %dM, or 0 for no limit", v, n, minRuntimeMemory>>20, minRuntimeMemory>>20)
+		}
+		*p = n
+		return nil
+	}}
+}
+
+// totalPidsSetter takes a count of processes, or a percentage of the
+// machine's pid_max.
+func totalPidsSetter(p *int64) setter {
+	return setter{"N|N%", func(v string) error {
+		s := strings.TrimSpace(v)
+		if pct, ok := strings.CutSuffix(s, "%"); ok {
+			f, err := strconv.ParseFloat(pct, 64)
+			if err != nil || f < 0 || f > 100 {
+				return fmt.Errorf("want a percentage from 0 to 100, got %q", v)
+			}
+			b, err := os.ReadFile("/proc/sys/kernel/pid_max")
+			if err != nil {
+				return fmt.Errorf("%q: read the machine's pid_max: %v; give a number instead", v, err)
+			}
+			max, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+			if err != nil {
+				return fmt.Errorf("%q: the machine's pid_max %q: %v", v, b, err)
+			}
+			*p = int64(f / 100 * float64(max))
+			return nil
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n < 0 {
+			return fmt.Errorf("want a count of processes or a percentage, got %q", v)
+		}
+		if n != 0 && n < 64 {
+			return fmt.Errorf("%q is fewer processes than runtimes need to start; give at least 64, or 0 for no limit", v)
 		}
 		*p = n
 		return nil
@@ -657,6 +692,7 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 	}
 	c.Isolation.MemoryBytes, c.Isolation.Pids, c.Isolation.CPU = o.runtimeMemory, o.runtimePids, o.runtimeCPU
 	c.Isolation.TotalMemoryBytes, c.Isolation.RuntimesCPUWeight = o.runtimesMemory, o.runtimesCPUWeight
+	c.Isolation.TotalPids = o.runtimesPids
 	c.Isolation.User, c.Isolation.EnvAllow = o.runtimeUser, splitList(o.runtimeEnvAllow)
 	c.Isolation.Isolation, c.Isolation.StateDir, c.Isolation.Network = o.isolation, o.stateDir, o.runtimeNetwork
 	c.Isolation.FirstUID, c.Isolation.LastUID = o.tenantUIDs[0], o.tenantUIDs[1]

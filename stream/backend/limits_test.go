@@ -234,3 +234,24 @@ func killedBy(ctx context.Context, t *testing.T, rt jupyter.Runtime, code, limit
 	}
 	return de
 }
+
+// TestTotalPidsLimitBoundsAllRuntimes gives runtimes no process limit of
+// their own but 96 together (--runtimes-pids-total): a kernel that starts
+// threads until it cannot is stopped there, and answers.
+func TestTotalPidsLimitBoundsAllRuntimes(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rt, rec := startLimitedKernel(ctx, t, Isolation{TotalPids: 96})
+	id := jupyter.NewID()
+	code := "import threading\nev = threading.Event()\nn, err = 0, None\ntry:\n    for i in range(500):\n" +
+		"        threading.Thread(target=ev.wait, daemon=True).start(); n += 1\nexcept RuntimeError as e:\n    err = str(e)\nev.set()\nprint(n, err)"
+	if err := rt.Execute(ctx, jupyter.ExecuteRequest{MsgID: id, Code: code}); err != nil {
+		t.Fatal(err)
+	}
+	ms := rec.WaitFor(t, time.Minute, id, "the thread count", kerneltest.Complete)
+	out := strings.TrimSpace(kerneltest.StreamText(ms, "stdout"))
+	n, _ := strconv.Atoi(strings.Fields(out + " x")[0])
+	if n == 0 || n >= 96 || !strings.Contains(out, "can't start new thread") {
+		t.Fatalf("threads started under a total of 96: %q", out)
+	}
+}

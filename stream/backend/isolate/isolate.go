@@ -44,8 +44,11 @@ type Config struct {
 	// TotalMemoryBytes bounds all runtimes together (the memory limit of
 	// their cgroups' parent, this daemon's folder); 0 is none.
 	TotalMemoryBytes int64
-	Pids             int64   // processes and threads per runtime; 0 is none
-	CPU              float64 // cores per runtime, as a CFS quota; 0 is none
+	// TotalPids bounds the processes and threads of all runtimes together
+	// (pids.max of their parent); 0 none.
+	TotalPids int64
+	Pids      int64   // processes and threads per runtime; 0 is none
+	CPU       float64 // cores per runtime, as a CFS quota; 0 is none
 	// RuntimesCPUWeight is the CPU weight of all runtimes together against
 	// aiod's own process, when both want more than there is (cgroup v1:
 	// see cpuweight.go); 0 leaves aiod in its cgroup and the runtimes'
@@ -112,7 +115,7 @@ func New(cfg Config) (*Isolator, error) {
 	if cfg.EnvAllow == nil {
 		cfg.EnvAllow = DefaultEnvAllow
 	}
-	if cfg.MemoryBytes < 0 || cfg.Pids < 0 || cfg.CPU < 0 || cfg.TotalMemoryBytes < 0 {
+	if cfg.MemoryBytes < 0 || cfg.Pids < 0 || cfg.CPU < 0 || cfg.TotalMemoryBytes < 0 || cfg.TotalPids < 0 {
 		return nil, errors.New("runtime limits must not be negative")
 	}
 	if cfg.FirstUID == 0 && cfg.LastUID == 0 {
@@ -140,7 +143,7 @@ func New(cfg Config) (*Isolator, error) {
 		}
 		is.home = home
 	}
-	if cfg.MemoryBytes == 0 && cfg.Pids == 0 && cfg.CPU == 0 && cfg.TotalMemoryBytes == 0 {
+	if cfg.MemoryBytes == 0 && cfg.Pids == 0 && cfg.CPU == 0 && cfg.TotalMemoryBytes == 0 && cfg.TotalPids == 0 {
 		return is, nil
 	}
 	if cfg.Mechanism == Rlimit {
@@ -313,7 +316,7 @@ func (is *Isolator) setUpCgroups() error {
 		if err == nil {
 			err = m.Set(res)
 		}
-		if is.cfg.TotalMemoryBytes > 0 {
+		if is.cfg.TotalMemoryBytes > 0 || is.cfg.TotalPids > 0 {
 			is.total = m
 		}
 		if err != nil {
@@ -357,16 +360,16 @@ func (is *Isolator) setUpCgroups() error {
 			is.parents[c], is.cpuWeighed = rt, true
 		}
 	}
-	if is.cfg.TotalMemoryBytes > 0 {
+	if is.cfg.TotalMemoryBytes > 0 || is.cfg.TotalPids > 0 {
 		res := is.totalResources()
-		m, err := fs.NewManager(&cgroups.Cgroup{Resources: res}, map[string]string{"memory": is.parents["memory"]})
+		m, err := fs.NewManager(&cgroups.Cgroup{Resources: res}, map[string]string{"memory": is.parents["memory"], "pids": is.parents["pids"]})
 		if err == nil {
 			err = m.Set(res)
 		}
 		if err != nil {
 			is.Close() //nolint:errcheck // undoing a partial set-up
 			is.parents = nil
-			return fmt.Errorf("cgroup v1: limit all runtimes to %d bytes: %w", is.cfg.TotalMemoryBytes, err)
+			return fmt.Errorf("cgroup v1: limit all runtimes to %d bytes and %d processes: %w", is.cfg.TotalMemoryBytes, is.cfg.TotalPids, err)
 		}
 		is.total = m
 	}
@@ -383,11 +386,16 @@ func (is *Isolator) totalResources() *cgroups.Resources {
 			res.MemorySwap = n
 		}
 	}
+	if n := is.cfg.TotalPids; n > 0 {
+		res.PidsLimit = &n
+	}
 	return res
 }
 
 // TotalLimited reports whether all runtimes together have a memory limit.
-func (is *Isolator) TotalLimited() bool { return is != nil && is.total != nil }
+func (is *Isolator) TotalLimited() bool {
+	return is != nil && is.total != nil && is.cfg.TotalMemoryBytes > 0
+}
 
 // ownV2 maps a cgroup v2 own path to aiod's cgroup folder (GetOwnCgroupPath
 // gives the mount point for the "" subsystem).
@@ -745,6 +753,7 @@ type Report struct {
 	MemoryBytes int64  `json:"memory_bytes"` // per runtime; 0 none
 	// TotalMemoryBytes bounds all runtimes together; 0 none.
 	TotalMemoryBytes int64    `json:"total_memory_bytes"`
+	TotalPids        int64    `json:"total_pids"`   // processes and threads of all runtimes together; 0 none
 	Pids             int64    `json:"pids"`         // per runtime; 0 none
 	CPU              float64  `json:"cpu"`          // cores per runtime; 0 none
 	Enforced         []string `json:"enforced"`     // each limit in force, with what enforces it
@@ -771,7 +780,7 @@ type UserReport struct {
 // Report describes what is in force.
 func (is *Isolator) Report() Report {
 	c := is.cfg
-	r := Report{Mechanism: is.mechanism, MemoryBytes: c.MemoryBytes, TotalMemoryBytes: c.TotalMemoryBytes, Pids: c.Pids, CPU: c.CPU,
+	r := Report{Mechanism: is.mechanism, MemoryBytes: c.MemoryBytes, TotalMemoryBytes: c.TotalMemoryBytes, TotalPids: c.TotalPids, Pids: c.Pids, CPU: c.CPU,
 		Enforced: []string{}, NotEnforced: []string{}, EnvAllow: append([]string{}, c.EnvAllow...)}
 	if is.mechanism == Rlimit {
 		r.Fallback = is.problem
@@ -797,6 +806,9 @@ func (is *Isolator) Report() Report {
 		if c.Pids > 0 {
 			on("pids", v+pids+" (fork and thread creation fail past it)")
 		}
+		if c.TotalPids > 0 {
+			on("total pids", v+pids+" on the runtimes' parent group (a fork or thread of any runtime fails past it, aiod's own are not counted)")
+		}
 		if c.CPU > 0 {
 			on("cpu", v+cpu+" (a quota per 100 ms)")
 		}
@@ -811,6 +823,9 @@ func (is *Isolator) Report() Report {
 		}
 		if c.TotalMemoryBytes > 0 {
 			off("total memory", "no rlimit bounds several processes together")
+		}
+		if c.TotalPids > 0 {
+			off("total pids", "no rlimit bounds several processes together")
 		}
 		switch {
 		case c.Pids > 0 && is.cred != nil:
