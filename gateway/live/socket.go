@@ -493,6 +493,9 @@ func (cs *codeSocket) render(it *wsock.Item) (websocket.MessageType, []byte, boo
 		delete(cs.seq, key)
 		v = wsResult{"result", id, sid, execID, r.Success(), r.Message(), call.DataOf(r)} // ANSI kept, as in the outputs
 	case it.Ev.State != "":
+		if it.Ev.State == "idle" && it.Ref == nil {
+			delete(cs.seq, key) // a watched execution has ended: its count goes
+		}
 		v = wsStatus{"status", id, sid, execID, it.Ev.State}
 	case it.Ev.Out != nil:
 		out, err := it.Ev.Out.CompactJSON()
