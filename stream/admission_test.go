@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -342,5 +343,55 @@ func TestPoolCloseBoundedByItsContext(t *testing.T) {
 	waitFor(t, func() bool { return len(fs.all()) == 1 && fs.all()[0].closeCount() == 1 })
 	if p.Ready() != 0 {
 		t.Errorf("%d runtimes ready after Close", p.Ready())
+	}
+}
+
+// A start slot is held for aiod's part of a start only: once the
+// runtime's process runs (jupyter.Launched), its own start-up (a tenant's
+// startup files that sleep) no longer holds the slot, and another
+// session's start goes ahead.
+func TestStartSlotFreedOnceLaunched(t *testing.T) {
+	fs := &fakes{}
+	reg := NewRegistry(Config{Admission: Admission{MaxStarts: 1, StartQueue: 4, StartQueueWait: time.Minute}})
+	hold := make(chan struct{})
+	t.Cleanup(func() {
+		close(hold)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = reg.Close(ctx)
+	})
+	slow := fs.backend()
+	fast := slow.Start
+	inside := make(chan struct{}, 3)
+	slow.Start = func(ctx context.Context, h jupyter.Handler) (jupyter.Runtime, error) {
+		jupyter.Launched(ctx)
+		inside <- struct{}{}
+		select { // the runtime's own start-up: a startup file that sleeps
+		case <-hold:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		return fast(ctx, h)
+	}
+	for i := range 3 {
+		s, _, err := reg.OpenFor("alice", "alice", "python", fmt.Sprintf("slow%d", i), slow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go s.EnsureRuntime(context.Background()) //nolint:errcheck // ends with the registry
+		select { // its start-up has begun (holding, before the fix, the only slot)
+		case <-inside:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("start %d never began: the one before it holds the only slot through its start-up", i)
+		}
+	}
+	b, _, err := reg.OpenFor("bob", "bob", "python", "b", fs.backend())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := b.EnsureRuntime(ctx); err != nil {
+		t.Fatalf("bob's start behind alice's three hanging start-ups: %v", err)
 	}
 }

@@ -227,7 +227,8 @@ func (p *Pool) add() error {
 		return err
 	}
 	fwd := &forwarder{}
-	rt, err := p.cfg.Start(p.ctx, fwd.deliver)
+	release = sync.OnceFunc(release)
+	rt, err := p.cfg.Start(jupyter.WithLaunched(p.ctx, release), fwd.deliver)
 	release()
 	if err != nil {
 		return err
