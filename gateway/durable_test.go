@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/aiod/aiod/gateway/wsock"
 	"github.com/goccy/go-json"
 )
 
@@ -544,44 +542,5 @@ func TestExecutionAndSessionIDsArePercentDecoded(t *testing.T) {
 		if !strings.HasPrefix(got, "HTTP/1.1 422") || !strings.Contains(got, "'id'") {
 			t.Errorf("%s: %.300q, want a 422 naming the id", req, got)
 		}
-	}
-}
-
-// A stream whose client stops reading is cut once a write has waited the
-// write timeout (it used to hold the connection, its goroutine and its
-// queue for as long as the client stayed), and the execution goes on to
-// its end.
-func TestUnreadStreamIsCut(t *testing.T) {
-	t.Parallel()
-	ts := startServer(t, Config{LiveLimits: wsock.Limits{WriteTimeout: time.Second}})
-	const id = "unread"
-	go ts.exec(t, map[string]any{"language": "javascript", "execution_id": id,
-		"code": "for (let i = 0; i < 40; i++) { process.stdout.write('x'.repeat(1 << 20) + '\\n'); await null }"})
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(20 * time.Millisecond) { // until it is known
-		if st, _ := ts.call(t, "GET", "/v2/code/executions/"+id, nil); st == 200 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the execution was never known")
-		}
-	}
-	c, err := net.DialTimeout("tcp", strings.TrimPrefix(ts.URL, "http://"), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	fmt.Fprintf(c, "GET /v2/code/executions/%s/events HTTP/1.1\r\nHost: %s\r\nAccept: application/x-ndjson\r\n\r\n", id, strings.TrimPrefix(ts.URL, "http://"))
-	// The execution ends whatever its stream does.
-	if st, env := ts.call(t, "GET", "/v2/code/executions/"+id+"?wait=60", nil); st != 200 || env["data"].(map[string]any)["state"] != "done" {
-		t.Fatalf("the execution behind an unread stream: %d %.300v", st, env)
-	}
-	time.Sleep(3 * time.Second) // three write timeouts: time for the cut to land
-	c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	got, err := io.ReadAll(c)
-	if err != nil {
-		t.Fatalf("read after the cut: %v (%d bytes)", err, len(got))
-	}
-	if bytes.Contains(got, []byte(`"type":"result"`)) {
-		t.Fatalf("the unread stream was not cut: it went on to the result (%d bytes)", len(got))
 	}
 }

@@ -379,7 +379,7 @@ func TestStartSlotFreedOnceLaunched(t *testing.T) {
 			t.Fatal(err)
 		}
 		go s.EnsureRuntime(context.Background()) //nolint:errcheck // ends with the registry
-		select { // its start-up has begun (holding, before the fix, the only slot)
+		select {                                 // its start-up has begun (holding, before the fix, the only slot)
 		case <-inside:
 		case <-time.After(30 * time.Second):
 			t.Fatalf("start %d never began: the one before it holds the only slot through its start-up", i)
