@@ -75,6 +75,7 @@ type options struct {
 	runtimeCPU         float64 // cores per runtime; 0 none
 	runtimesCPUWeight  int     // runtimes together against aiod, cgroup v1; 0 default layout
 	runtimesPids       int64   // processes and threads of all runtimes together; 0 none
+	runtimePtys        int     // pseudo-terminals a tenant runtime may open (a devpts of its own); 0 the host's
 	runtimeUser        string
 	runtimeEnvAllow    string
 	maxSessions        int // -1: auto
@@ -185,6 +186,7 @@ func (o *options) settings() []setting {
 		{"isolation", "AIO_ISOLATION", "auto", "tenant: every caller's runtimes (and file plane) in a sandbox of their own (namespaces, a read-only host, the tenant's folders, its own uid, seccomp); none: one shared host, as aiod's user or --runtime-user; auto: tenant where the machine allows it (root, namespaces), else none with the reason logged", strSetter(&o.isolation)},
 		{"state-dir", "AIO_STATE_DIR", defaultStateDir(), "aiod's state directory, created 0700 and locked: tenants' folders and uids live there", strSetter(&o.stateDir)},
 		{"tenant-uids", "AIO_TENANT_UIDS", "2000000000-2000999999", "FIRST-LAST: the uids (and gids) tenants get under --isolation tenant, one each, kept across restarts; nothing else on the machine may use them", uidRangeSetter(&o.tenantUIDs)},
+		{"runtime-ptys", "AIO_RUNTIME_PTYS", "512", "pseudo-terminals a runtime may open under --isolation tenant, in a devpts of its own (the host's keeps its own share for root and aiod's terminals); 0 leaves runtimes on the host's devpts", rangeSetter(&o.runtimePtys, 0, 65536)},
 		{"runtime-network", "AIO_RUNTIME_NETWORK", "none", "network of tenant runtimes under --isolation tenant: none (a network namespace per tenant with its own loopback only), allow (that, and an HTTP proxy in it letting through only --egress-allow) or host", strSetter(&o.runtimeNetwork)},
 		{"egress-allow", "AIO_EGRESS_ALLOW", "", "with --runtime-network allow: comma-separated HOST:PORT destinations runtimes may reach through aiod's proxy (a name, *.name for its subdomains, or an address), e.g. pypi.org:443,files.pythonhosted.org:443", strSetter(&o.egressAllow)},
 		{"pprof-addr", "AIO_PPROF_ADDR", "", "serve Go's profiles (net/http/pprof: CPU, heap, goroutines) on this loopback HOST:PORT, a listener of its own with no credentials; off when empty", loopbackSetter(&o.pprofAddr)},
@@ -695,6 +697,7 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 	c.Isolation.TotalPids = o.runtimesPids
 	c.Isolation.User, c.Isolation.EnvAllow = o.runtimeUser, splitList(o.runtimeEnvAllow)
 	c.Isolation.Isolation, c.Isolation.StateDir, c.Isolation.Network = o.isolation, o.stateDir, o.runtimeNetwork
+	c.Isolation.Ptys = o.runtimePtys
 	c.Isolation.FirstUID, c.Isolation.LastUID = o.tenantUIDs[0], o.tenantUIDs[1]
 	c.Isolation.Egress, _ = sandbox.ParseEgress(splitList(o.egressAllow)) // checked by check
 	if o.kernelTransport == "tcp" && o.isolation == "auto" {

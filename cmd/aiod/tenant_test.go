@@ -570,3 +570,32 @@ func TestPlaneHasTheRuntimeUsersRights(t *testing.T) {
 		os.Remove("/etc/aiod-plane-x")
 	}
 }
+
+// A tenant's runtime opens pseudo-terminals in a devpts of its own, up to
+// --runtime-ptys: 700 attempted in a forked kernel stop at the cap, its
+// /dev/pts lists its own only, and a terminal still opens.
+func TestRuntimePtysCappedPerRuntime(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, "--isolation", "tenant", "--runtime-ptys", "64")
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	got := d.execute(ctx, "ptys", `import os, errno
+fds = []
+try:
+    for i in range(700):
+        fds.extend(os.openpty())
+except OSError as e:
+    print(len(fds) // 2, errno.errorcode[e.errno], len([n for n in os.listdir("/dev/pts") if n.isdigit()]))
+for f in fds:
+    os.close(f)`, 60)
+	if strings.TrimSpace(got.Stdout) != "64 ENOSPC 64" { // opened, why it stopped, its /dev/pts
+		t.Fatalf("ptys a kernel opened under --runtime-ptys 64: %q (stderr %.300q)", got.Stdout, got.Stderr)
+	}
+	var term struct {
+		Name string `json:"name"`
+	}
+	d.do(ctx, http.MethodPost, "/api/terminals", map[string]any{}, &term)
+	if term.Name == "" {
+		t.Fatal("no terminal after a runtime took all its ptys")
+	}
+}

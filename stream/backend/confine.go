@@ -37,6 +37,20 @@ func wrapIn(t *sandbox.Tenant) func(*exec.Cmd) {
 	return func(cmd *exec.Cmd) { sandbox.Wrap(cmd, t.View().RuntimePlan(false, ""), t.Files()) }
 }
 
+// wrapTerminal is wrapIn for a terminal's shell, whose pty aiod opened on
+// the host's devpts: it keeps that one (its /dev/pts/N and tty name), and
+// a terminal's count is bounded by the terminals' own cap.
+func wrapTerminal(t *sandbox.Tenant) func(*exec.Cmd) {
+	if t == nil {
+		return nil
+	}
+	return func(cmd *exec.Cmd) {
+		v := t.View()
+		v.Ptys = 0
+		sandbox.Wrap(cmd, v.RuntimePlan(false, ""), t.Files())
+	}
+}
+
 // RuntimesReachAPI reports whether runtimes can reach aiod's port and can
 // be told from other callers by their uid: tenants on the host's network,
 // or --runtime-user without tenant isolation. (Tenants without a network

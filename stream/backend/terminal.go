@@ -41,7 +41,7 @@ func (r *Runtimes) StartTerminal(w TerminalWant) (*Terminal, error) {
 		cwd = r.cfg.Workdir
 	}
 	tm, err := term.Start(term.Options{Cwd: cwd, Environ: r.base, Env: w.Env, Credential: r.iso.Credential(),
-		Wrap: wrapIn(tn), Rows: w.Rows, Cols: w.Cols})
+		Wrap: wrapTerminal(tn), Rows: w.Rows, Cols: w.Cols})
 	if err != nil {
 		return nil, workdirProblem(cwd, err)
 	}

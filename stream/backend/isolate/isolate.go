@@ -74,7 +74,10 @@ type Config struct {
 	FirstUID, LastUID uint32
 	Network           string
 	Egress            []sandbox.EgressRule // what runtimes may reach with Network "allow"
-	Logger            *slog.Logger
+	// Ptys is how many pseudo-terminals a tenant's runtime may open, in a
+	// devpts of its own (sandbox.View.Ptys); 0 keeps the host's.
+	Ptys   int
+	Logger *slog.Logger
 }
 
 // DefaultEnvAllow is what passes from aiod's environment to runtimes when

@@ -48,7 +48,7 @@ func (is *Isolator) setUpTenants() error {
 	why := is.tenantsImpossible()
 	if why == "" {
 		ts, err := sandbox.NewTenants(sandbox.Config{StateDir: c.StateDir, FirstUID: c.FirstUID, LastUID: c.LastUID,
-			Workdir: c.Workdir, Network: c.Network, Egress: c.Egress, Logger: is.log})
+			Workdir: c.Workdir, Network: c.Network, Egress: c.Egress, Ptys: c.Ptys, Logger: is.log})
 		if err == nil {
 			is.tenants, is.mode = ts, ModeTenant
 			return nil

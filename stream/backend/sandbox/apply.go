@@ -161,6 +161,12 @@ func step(s Step, clones []int) error {
 		return unix.Mount("proc", s.Path, "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, s.Data)
 	case "tmpfs":
 		return unix.Mount("tmpfs", s.Path, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, s.Data)
+	case "devpts":
+		// A devpts of the runtime's own, and /dev/ptmx its multiplexer.
+		if err := unix.Mount("devpts", s.Path, "devpts", unix.MS_NOSUID|unix.MS_NOEXEC, s.Data); err != nil {
+			return err
+		}
+		return unix.Mount(s.Path+"/ptmx", "/dev/ptmx", "", unix.MS_BIND, "")
 	case "mkdir":
 		return os.MkdirAll(s.Path, 0o755)
 	case "move":

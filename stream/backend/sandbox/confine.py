@@ -19,7 +19,7 @@ _libc.syscall.restype = ctypes.c_long
 _libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 
 _NS = {"mnt": 0x00020000, "ipc": 0x08000000, "uts": 0x04000000, "net": 0x40000000}
-_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x8, 0x4000, 0x40000
+_MS_NOSUID, _MS_NODEV, _MS_NOEXEC, _MS_BIND, _MS_REC, _MS_PRIVATE = 0x2, 0x4, 0x8, 0x1000, 0x4000, 0x40000
 _AT_FDCWD, _AT_EMPTY_PATH, _AT_RECURSIVE = -100, 0x1000, 0x8000
 _OPEN_TREE_CLONE, _OPEN_TREE_CLOEXEC = 0x1, 0o2000000
 _MOVE_MOUNT_F_EMPTY_PATH = 0x4
@@ -68,6 +68,9 @@ def _step(s, clones):
         _mount("proc", path, "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, s.get("data"))
     elif op == "tmpfs":
         _mount("tmpfs", path, "tmpfs", _MS_NOSUID | _MS_NODEV, s.get("data"))
+    elif op == "devpts":
+        _mount("devpts", path, "devpts", _MS_NOSUID | _MS_NOEXEC, s.get("data"))
+        _mount(path + "/ptmx", "/dev/ptmx", None, _MS_BIND, None)
     elif op == "mkdir":
         os.makedirs(path, 0o755, exist_ok=True)
     elif op == "move":

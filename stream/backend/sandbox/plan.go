@@ -84,6 +84,12 @@ type View struct {
 	// HomePath is where the view shows Home (HOME); WorkPath the working
 	// folder (--workdir).
 	HomePath, WorkPath string
+	// Ptys, when not 0, gives each runtime a devpts instance of its own
+	// holding at most that many pseudo-terminals, at /dev/pts and
+	// /dev/ptmx: a tenant's openpty then takes nothing of the host's
+	// (whose share, kernel.pty.reserve, stays root's). 0 keeps the host's
+	// (a terminal aiod opens for the tenant is on it).
+	Ptys int
 	// Passwd and Group are files shown read-only over /etc/passwd and
 	// /etc/group, naming the tenant's uid; "" leaves the host's.
 	Passwd, Group string
@@ -138,6 +144,9 @@ func (v *View) RuntimePlan(fromTemplate bool, kernelDir string) *Plan {
 	}
 	b.step(Step{Op: "readonly", Path: "/", Recursive: true})
 	b.step(Step{Op: "proc", Path: "/proc", Data: "hidepid=invisible"})
+	if v.Ptys > 0 {
+		b.step(Step{Op: "devpts", Path: "/dev/pts", Data: fmt.Sprintf("newinstance,ptmxmode=0666,mode=0620,max=%d", v.Ptys)})
+	}
 	b.step(Step{Op: "tmpfs", Path: "/run", Data: "mode=0755,size=64k,nr_inodes=64"})
 	if kernelDir != "" {
 		b.step(Step{Op: "mkdir", Path: KernelDir})

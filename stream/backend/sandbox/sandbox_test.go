@@ -308,3 +308,37 @@ func TestFilesHelperKilledMidListing(t *testing.T) {
 	}
 	t.Logf("%d of 30 listings failed by the kill (reads are asked again of a new helper)", failed)
 }
+
+// A runtime's pseudo-terminals come from a devpts of its own, capped at
+// View.Ptys: a tenant opening them until it cannot stops there, and its
+// /dev/pts lists its own and nothing of the host's (where root and aiod's
+// terminals open theirs).
+func TestRuntimePtysAreCapped(t *testing.T) {
+	ts, work := newTenants(t, NetworkNone)
+	alice, err := ts.Get("jwt:alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := alice.View()
+	v.Ptys = 12
+	cmd := exec.Command("/usr/bin/python3", "-c", `import os
+fds = []
+try:
+    for i in range(40):
+        fds.extend(os.openpty())
+except OSError as e:
+    print(len(fds) // 2, e.errno, len([n for n in os.listdir("/dev/pts") if n.isdigit()]))`)
+	cmd.Dir = work
+	cmd.Env = []string{"HOME=" + HomePath, "PATH=/usr/bin:/bin"}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	Wrap(cmd, v.RuntimePlan(false, ""), alice.Files())
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("run: %v\nstderr: %s", err, stderr.String())
+	}
+	want := fmt.Sprintf("12 %d 12", int(syscall.ENOSPC))
+	if got := strings.TrimSpace(stdout.String()); got != want {
+		t.Fatalf("ptys opened under a cap of 12 (opened, errno, listed in /dev/pts): %q, want %q (stderr %s)", got, want, stderr.String())
+	}
+}

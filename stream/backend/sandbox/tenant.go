@@ -39,6 +39,9 @@ type Config struct {
 	Network string
 	// Egress is what the egress proxy lets through (NetworkAllow).
 	Egress []EgressRule
+	// Ptys is View.Ptys of every tenant's runtimes: 0 keeps the host's
+	// devpts.
+	Ptys   int
 	Logger *slog.Logger
 }
 
@@ -219,7 +222,7 @@ func (ts *Tenants) make(key, name string) (*Tenant, error) {
 		Home: filepath.Join(dir, "home"), Tmp: filepath.Join(dir, "tmp"), VarTmp: filepath.Join(dir, "var-tmp"),
 		Shm: filepath.Join(dir, "shm"), Work: filepath.Join(dir, "work"),
 		HomePath: HomePath, WorkPath: ts.cfg.Workdir, Hide: []string{ts.cfg.StateDir},
-		UID: uid, GID: uid, Net: -1, Seccomp: ts.seccomp,
+		UID: uid, GID: uid, Net: -1, Seccomp: ts.seccomp, Ptys: ts.cfg.Ptys,
 	}
 	if v.WorkPath == v.HomePath {
 		v.Work = "" // the tenant works in its HOME
