@@ -50,19 +50,26 @@ func TestShellsOnTheBinary(t *testing.T) {
 	if v2.Success || v2.Data.Stdout != "42\n" || v2.Data.ExitCode != 1 {
 		t.Fatalf("/v2 bash: %+v %s", v2.Data, v2.Message)
 	}
-	var term struct {
-		Name string `json:"name"`
-	}
-	d.do(ctx, http.MethodPost, "/api/terminals", map[string]any{}, &term)
-	if term.Name == "" {
+	name := d.openTerminal(ctx)
+	if name == "" {
 		t.Fatal("no terminal name")
 	}
 	var list []struct {
 		Name string `json:"name"`
 	}
 	d.do(ctx, http.MethodGet, "/api/terminals", nil, &list)
-	if len(list) != 1 || list[0].Name != term.Name {
+	if len(list) != 1 || list[0].Name != name {
 		t.Fatalf("terminals: %+v", list)
 	}
 	// The terminal is left open: shutdown closes it.
+}
+
+// openTerminal opens a terminal (POST /api/terminals) and returns its
+// name, "" when the answer has none.
+func (d *daemon) openTerminal(ctx context.Context) string {
+	var term struct {
+		Name string `json:"name"`
+	}
+	d.do(ctx, http.MethodPost, "/api/terminals", map[string]any{}, &term)
+	return term.Name
 }

@@ -591,11 +591,7 @@ for f in fds:
 	if strings.TrimSpace(got.Stdout) != "64 ENOSPC 64" { // opened, why it stopped, its /dev/pts
 		t.Fatalf("ptys a kernel opened under --runtime-ptys 64: %q (stderr %.300q)", got.Stdout, got.Stderr)
 	}
-	var term struct {
-		Name string `json:"name"`
-	}
-	d.do(ctx, http.MethodPost, "/api/terminals", map[string]any{}, &term)
-	if term.Name == "" {
+	if d.openTerminal(ctx) == "" {
 		t.Fatal("no terminal after a runtime took all its ptys")
 	}
 }
