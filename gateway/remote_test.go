@@ -152,8 +152,8 @@ func TestRemoteStreamingOverWebSocket(t *testing.T) {
 			outs = append(outs, m)
 		}
 	}
-	if len(outs) != 3 || outs[2].at.Sub(outs[0].at) < 400*time.Millisecond {
-		t.Fatalf("want 3 outputs 0.3 s apart, got %d over %s", len(outs), outs[len(outs)-1].at.Sub(outs[0].at))
+	if len(outs) != 3 || outs[2].at.Sub(outs[0].at) < time.Second {
+		t.Fatalf("want 3 outputs a second apart, got %d over %s", len(outs), outs[len(outs)-1].at.Sub(outs[0].at))
 	}
 	res := msgs[len(msgs)-1].m
 	if res["success"] != true || res["data"].(map[string]any)["stdout"] != "0\n1\n2\n" {

@@ -15,7 +15,7 @@ import (
 	"github.com/aiod/aiod/gateway/wsock"
 )
 
-// A cell printing three flushed lines 0.3 s apart streams three output
+// A cell printing three flushed lines a second apart streams three output
 // messages spread over time, then a result whose data equals the REST
 // answer for the same code. A second execution runs on the same socket at
 // the same time.
@@ -56,8 +56,8 @@ func TestWSStreamsOutputsLiveThenResultLikeREST(t *testing.T) {
 			t.Fatalf("output %d = %v", i, o.m)
 		}
 	}
-	if gap := outs[2].at.Sub(outs[0].at); gap < 450*time.Millisecond {
-		t.Fatalf("outputs were not streamed live: first to last %s apart (want ~0.6 s)", gap)
+	if gap := outs[2].at.Sub(outs[0].at); gap < time.Second {
+		t.Fatalf("outputs were not streamed live: first to last %s apart (want ~2 s)", gap)
 	}
 	if other["success"] != true || other["data"].(map[string]any)["stdout"] != "other\n" {
 		t.Fatalf("second execution: %v", other)
@@ -133,10 +133,10 @@ func TestWSWatcherSeesRESTExecutionLive(t *testing.T) {
 	if !sawBusy || !sawIdle || len(outs) != 3 {
 		t.Fatalf("watcher saw busy=%v, idle=%v and %d outputs: %v", sawBusy, sawIdle, len(outs), seen)
 	}
-	if gap := outs[2].at.Sub(outs[0].at); gap < 450*time.Millisecond {
+	if gap := outs[2].at.Sub(outs[0].at); gap < time.Second {
 		t.Fatalf("watched outputs not live: %s apart", gap)
 	}
-	if r.done.Sub(outs[0].at) < 450*time.Millisecond {
+	if r.done.Sub(outs[0].at) < time.Second {
 		t.Fatalf("first output reached the watcher only %s before the REST answer", r.done.Sub(outs[0].at))
 	}
 	got, want := mustJSONString(t, result.m["data"]), mustJSONString(t, r.data)

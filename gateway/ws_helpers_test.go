@@ -107,8 +107,12 @@ func readUntil(t testing.TB, c *websocket.Conn, typ string, id any, within time.
 	}
 }
 
-// threeLines prints three flushed lines 0.3 s apart.
-const threeLines = "import time\nfor i in range(3):\n    print(i, flush=True)\n    if i < 2: time.sleep(0.3)"
+// threeLines prints three flushed lines a second apart. A test that
+// checks outputs arrive live asks for the first and the last to arrive
+// at least a second apart (half of the two seconds between their
+// prints): a machine loaded by other tests delayed a first output by a
+// quarter of a second, and the old 0.3 s spacing flaked.
+const threeLines = "import time\nfor i in range(3):\n    print(i, flush=True)\n    if i < 2: time.sleep(1)"
 
 // stripVolatile removes the fields that differ between two runs of the
 // same code (queued_ms appears once a call waited a millisecond or more).
