@@ -532,8 +532,13 @@ func (f *Files) ask(req filesReq) (_ []*filesReply, _ error, died bool) {
 	_, _, err = h.conn.WriteMsgUnix(b, nil, nil)
 	h.wmu.Unlock()
 	if err != nil {
+		// The helper's end is gone (it was killed, it exited): this one
+		// is done with, and the next call starts another.
 		forget()
-		return nil, fmt.Errorf("ask the file helper: %w", err), !h.alive()
+		err = fmt.Errorf("ask the file helper: %w", err)
+		h.setDead(err)
+		h.conn.Close()
+		return nil, err, true
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), filesTimeout)
 	defer cancel()
