@@ -207,7 +207,7 @@ func TestShellsAndTerminalsPerTenant(t *testing.T) {
 // Terminals created and listed all at once: every request answers (a list
 // or a reap that met a terminal still starting once panicked holding the
 // surface's lock, and every later call hung), and the server still stops
-// within 5 s after them.
+// after them.
 func TestTerminalsCreatedAndListedAtOnce(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, Config{})
@@ -248,9 +248,14 @@ func TestTerminalsCreatedAndListedAtOnce(t *testing.T) {
 	if st, m := ts.callAny(t, "GET", "/api/terminals", nil); st != 200 || len(m.([]any)) != 16 {
 		t.Fatalf("list after: %d %v", st, m)
 	}
-	sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// The stop after them ends: a held lock made it wait for ever. (How
+	// soon is measured, not asserted: a loaded machine takes seconds to
+	// end sixteen shells and the server's runtimes.)
+	sctx, scancel := context.WithTimeout(context.Background(), 45*time.Second)
 	defer scancel()
+	began := time.Now()
 	if err := ts.Shutdown(sctx); err != nil {
 		t.Fatalf("shutdown after the burst: %v", err)
 	}
+	t.Logf("shutdown after the burst took %s", time.Since(began))
 }
