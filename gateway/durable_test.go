@@ -439,11 +439,8 @@ func TestDurableInterruptAndRestartOverREST(t *testing.T) {
 func waitOutput(t *testing.T, ts *testServer, id, text string) {
 	t.Helper()
 	waitRunning(t, ts, id)
-	req, _ := http.NewRequest("GET", ts.URL+"/v2/code/executions/"+id+"/events", nil)
+	req := ts.request(t, "GET", "/v2/code/executions/"+id+"/events", nil)
 	req.Header.Set("Accept", "application/x-ndjson")
-	if ts.token != "" {
-		req.Header.Set("Authorization", "Bearer "+ts.token)
-	}
 	resp, err := ts.client.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -105,6 +105,20 @@ func newServer(t testing.TB, cfg Config, opts ...serverOpt) *Server {
 	return srv
 }
 
+// request is a request to ts for path, with ts's bearer token when it has
+// one.
+func (ts *testServer) request(t testing.TB, method, path string, body io.Reader) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, ts.URL+path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ts.token != "" {
+		req.Header.Set("Authorization", "Bearer "+ts.token)
+	}
+	return req
+}
+
 // call sends a request and decodes the JSON answer.
 func (ts *testServer) call(t testing.TB, method, path string, body any) (int, map[string]any) {
 	t.Helper()
@@ -122,14 +136,8 @@ func (ts *testServer) call(t testing.TB, method, path string, body any) (int, ma
 		}
 		rd = strings.NewReader(string(j))
 	}
-	req, err := http.NewRequest(method, ts.URL+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
+	req := ts.request(t, method, path, rd)
 	req.Header.Set("Content-Type", "application/json")
-	if ts.token != "" {
-		req.Header.Set("Authorization", "Bearer "+ts.token)
-	}
 	resp, err := ts.client.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
@@ -157,13 +165,7 @@ func processAlive(pid int) bool { return kerneltest.Alive(pid) }
 // callRaw sends a request and returns the status and the body as text.
 func (ts *testServer) callRaw(t testing.TB, method, path string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(method, ts.URL+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ts.token != "" {
-		req.Header.Set("Authorization", "Bearer "+ts.token)
-	}
+	req := ts.request(t, method, path, nil)
 	resp, err := ts.client.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)

@@ -100,14 +100,8 @@ func (ts *testServer) callAny(t testing.TB, method, path string, body any) (int,
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, ts.URL+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
+	req := ts.request(t, method, path, rd)
 	req.Header.Set("Content-Type", "application/json")
-	if ts.token != "" {
-		req.Header.Set("Authorization", "Bearer "+ts.token)
-	}
 	resp, err := ts.client.Do(req)
 	if err != nil {
 		t.Fatal(err)
