@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/aiod/aiod/kernel/jupyter"
-	"golang.org/x/sys/unix"
+	"github.com/aiod/aiod/kernel/proc"
 )
 
 // reportGrace is how long a forked kernel's end waits for its template's
@@ -21,12 +21,13 @@ const reportGrace = 2 * time.Second
 // errNotReady is the cause of a start that ran out of StartTimeout.
 var errNotReady = errors.New("not ready")
 
-// cwdError is a working directory that is not there: a spawn would fail
-// the same way, so such a start is not retried.
-type cwdError struct{ err error }
+// spawnAlikeError is a start a spawn would fail the same way, so it is not
+// retried: a working directory that is not there, a process that could
+// not be put under its limits (Options.Admit).
+type spawnAlikeError struct{ err error }
 
-func (e *cwdError) Error() string { return e.err.Error() }
-func (e *cwdError) Unwrap() error { return e.err }
+func (e *spawnAlikeError) Error() string { return e.err.Error() }
+func (e *spawnAlikeError) Unwrap() error { return e.err }
 
 // templateError is a start that failed because of the template, not the
 // kernel: the start is spawned instead. restart asks for a new template.
@@ -62,7 +63,7 @@ func startForked(ctx context.Context, opts Options, t *Template) (k *Kernel, spa
 	switch {
 	case errors.As(err, &te):
 		t.fail(p, te.err, te.restart)
-	case ctx.Err() != nil || errors.Is(err, errNotReady) || errors.As(err, new(*cwdError)):
+	case ctx.Err() != nil || errors.Is(err, errNotReady) || errors.As(err, new(*spawnAlikeError)):
 		return nil, false, err // no time left, or a spawn would fail alike
 	default:
 		// The child died, or was killed with its template, before it
@@ -80,26 +81,38 @@ func (k *Kernel) launchForked(ctx context.Context, p *templateProc) error {
 	argv := k.spec.command(k.viewDir + "/kernel.json")
 	cwd, err := forkCwd(k.opts.Cwd, k.conf != nil)
 	if err != nil {
-		return fmt.Errorf("launch %s: %w", argv[0], &cwdError{err})
+		return fmt.Errorf("launch %s: %w", argv[0], &spawnAlikeError{err})
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("launch %s: make output pipe: %w", argv[0], err)
 	}
 	env := envMap(k.environ())
-	delete(env, "JPY_PARENT_PID") // it dies with its template instead
-	c, err := p.fork(ctx, argv[3:], env, cwd, w, k.conf)
-	w.Close()
+	delete(env, "JPY_PARENT_PID")            // it dies with its template instead
+	gr, g, err := proc.PipeFor(k.opts.Admit) // the child's gate, when it has limits
 	if err != nil {
 		r.Close()
+		w.Close()
+		return fmt.Errorf("launch %s: %w", argv[0], err)
+	}
+	c, err := p.fork(ctx, argv[3:], env, cwd, w, gr, k.conf)
+	w.Close()
+	gr.Close() // the child holds its own; nil-safe
+	if err != nil {
+		r.Close()
+		g.Shut()
 		return &templateError{
 			err:     fmt.Errorf("fork from kernel template (pid %d): %w", p.pid, err),
 			restart: errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "did not answer"),
 		}
 	}
-	// Open the pidfd at once: from here on the process is watched even if
-	// its template stops reporting.
-	pidfd := openPidfd(c.pid)
+	if err := g.Admit(c.pid, k.opts.Admit); err != nil {
+		killOrphan(c) // it was leaving at its gate; the template reaps it
+		r.Close()
+		return &spawnAlikeError{fmt.Errorf("limit the kernel (pid %d): %w", c.pid, err)}
+	}
+	// The pidfd, opened at once, watches it even if its template goes quiet.
+	pidfd := proc.Pidfd(c.pid)
 	k.mode = StartFork
 	k.watch(c.pid, r, func() *jupyter.DeadError { return k.waitForked(c, pidfd) })
 	k.log.Debug("kernel forked", "template_pid", p.pid, "argv", argv)
@@ -160,7 +173,7 @@ func (k *Kernel) waitForked(c *forkedChild, pidfd *os.File) *jupyter.DeadError {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		defer close(gone)
-		waitPidfd(pidfd)
+		proc.WaitPidfd(pidfd)
 	})
 	defer func() {
 		pidfd.Close() // ends waitPidfd
@@ -179,28 +192,4 @@ func (k *Kernel) waitForked(c *forkedChild, pidfd *os.File) *jupyter.DeadError {
 	case <-t.C:
 		return &jupyter.DeadError{Runtime: deadRuntime, Cause: "exited (its kernel template did not report how)", ExitCode: -1}
 	}
-}
-
-// openPidfd returns a pollable pidfd of pid, or nil when the system has
-// none (Linux before 5.3) or the process is already gone.
-func openPidfd(pid int) *os.File {
-	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
-	if err != nil {
-		return nil
-	}
-	return os.NewFile(uintptr(fd), fmt.Sprintf("pidfd:%d", pid))
-}
-
-// waitPidfd returns when the process of pidfd has exited or pidfd is
-// closed. It waits in Go's poller, so no thread is held per kernel.
-func waitPidfd(pidfd *os.File) {
-	rc, err := pidfd.SyscallConn()
-	if err != nil {
-		return
-	}
-	rc.Read(func(fd uintptr) bool { //nolint:errcheck // a closed pidfd ends the wait too
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		n, err := unix.Poll(fds, 0)
-		return err != nil && !errors.Is(err, unix.EINTR) || n > 0
-	})
 }

@@ -93,6 +93,11 @@ type Options struct {
 	// (see Confinement). A confined kernel uses the ipc transport; a forked
 	// one needs a template with TemplateConfig.Confine.
 	Confine func(dir string) (*Confinement, error)
+	// Admit, when set, puts the kernel's process under its limits before
+	// anything of it runs: it waits at a gate (package proc) until Admit
+	// returns; an error ends it and fails the start. A fork that falls back
+	// to a spawn calls it again, with the new process.
+	Admit func(pid int) error
 }
 
 func (o *Options) setDefaults() {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/kernel/proc"
 )
 
 // shutdownGrace is how long Close waits after shutdown_request, and again
@@ -163,19 +164,9 @@ func (k *Kernel) exited() bool { return k.exitCtx.Err() != nil }
 // until then sig goes to its pid, or a start cancelled at once left it
 // running and waited for its end for ever. Gone is not an error.
 func (k *Kernel) killGroup(sig syscall.Signal) {
-	if err := signalGroup(k.pid, sig, k.exited); err != nil && !errors.Is(err, syscall.ESRCH) {
+	if err := proc.SignalGroup(k.pid, sig, k.exited); err != nil && !errors.Is(err, syscall.ESRCH) {
 		k.log.Debug("signal process group failed", "signal", jupyter.SignalName(sig), "err", err)
 	}
-}
-
-// signalGroup is killGroup's signal for any pid; reaped keeps it from a
-// pid that may be another process's by now.
-func signalGroup(pid int, sig syscall.Signal, reaped func() bool) error {
-	err := syscall.Kill(-pid, sig)
-	if errors.Is(err, syscall.ESRCH) && !reaped() {
-		err = syscall.Kill(pid, sig)
-	}
-	return err
 }
 
 // Interrupt asks the kernel to stop the code it runs (Python sees a
@@ -188,7 +179,7 @@ func (k *Kernel) Interrupt(ctx context.Context) error {
 		return fmt.Errorf("interrupt kernel: %w", k.endErr())
 	}
 	if k.spec.InterruptMode != InterruptMessage {
-		if err := signalGroup(k.pid, syscall.SIGINT, k.exited); err != nil {
+		if err := proc.SignalGroup(k.pid, syscall.SIGINT, k.exited); err != nil {
 			return fmt.Errorf("interrupt kernel: signal process group %d: %w", k.pid, err)
 		}
 		return nil

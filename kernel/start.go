@@ -15,6 +15,7 @@ import (
 	"github.com/goccy/go-json"
 
 	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/kernel/proc"
 )
 
 const (
@@ -117,8 +118,9 @@ func (k *Kernel) launch() error {
 	cmd.Dir = k.opts.Cwd
 	cmd.Env = k.environ()
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: k.opts.Credential}
-	if k.conf != nil && k.conf.Wrap != nil {
-		k.conf.Wrap(cmd)
+	var wrap func(*exec.Cmd) // a confined kernel's wrapper, in front of its gate
+	if k.conf != nil {
+		wrap = k.conf.Wrap
 	}
 	// Our own pipe rather than exec's: exec's Wait would also wait for
 	// every process still holding the pipe (the kernel's children), and
@@ -128,7 +130,7 @@ func (k *Kernel) launch() error {
 		return fmt.Errorf("launch %s: make output pipe: %w", argv[0], err)
 	}
 	cmd.Stdout, cmd.Stderr = w, w
-	err = cmd.Start()
+	err = proc.Start(cmd, wrap, k.opts.Admit)
 	w.Close()
 	if err != nil {
 		r.Close()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/kernel/proc"
 	"github.com/goccy/go-json"
 )
 
@@ -62,6 +63,9 @@ type forkRequest struct {
 	// Confine is the child's confinement plan (Confinement.Plan); its
 	// descriptors follow the output pipe's.
 	Confine json.RawMessage `json:"confine,omitempty"`
+	// Gate: the descriptor after the output pipe's is the child's gate
+	// (Options.Admit), read before anything else.
+	Gate bool `json:"gate,omitempty"`
 }
 
 // forkedChild is a kernel process forked by a template. The template reaps
@@ -310,9 +314,9 @@ func (p *templateProc) endChildren() {
 }
 
 // fork asks the template for a kernel process running the kernel app with
-// args, in cwd with env, writing its output to out, confined by conf when
-// it is not nil. It returns the child once the template has forked it.
-func (p *templateProc) fork(ctx context.Context, args []string, env map[string]string, cwd string, out *os.File, conf *Confinement) (*forkedChild, error) {
+// args, in cwd with env, writing its output to out, held at gate and
+// confined by conf when they are not nil. It returns the child once forked.
+func (p *templateProc) fork(ctx context.Context, args []string, env map[string]string, cwd string, out, gate *os.File, conf *Confinement) (*forkedChild, error) {
 	reply := make(chan forkResult, 1)
 	p.mu.Lock()
 	if p.ended {
@@ -330,6 +334,10 @@ func (p *templateProc) fork(ctx context.Context, args []string, env map[string]s
 	}
 	req := forkRequest{Op: "fork", ID: id, Args: args, Env: env, Cwd: cwd}
 	files := []*os.File{out}
+	if gate != nil {
+		req.Gate = true
+		files = append(files, gate)
+	}
 	if conf != nil {
 		req.Confine = conf.Plan
 		files = append(files, conf.Files...)
@@ -365,7 +373,7 @@ func (p *templateProc) fork(ctx context.Context, args []string, env map[string]s
 // killOrphan kills a forked kernel nobody owns (before its setsid too);
 // the template reaps it.
 func killOrphan(c *forkedChild) {
-	signalGroup(c.pid, syscall.SIGKILL, func() bool { return isClosed(c.exited) }) //nolint:errcheck // gone is fine
+	proc.SignalGroup(c.pid, syscall.SIGKILL, func() bool { return isClosed(c.exited) }) //nolint:errcheck // gone is fine
 }
 
 // send writes one request with files' descriptors attached.

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aiod/aiod/kernel/proc"
 	"golang.org/x/sys/unix"
 )
 
@@ -44,9 +45,9 @@ type NodeRun struct {
 	Credential *syscall.Credential
 	// Wrap confines node's command (tenant isolation); nil none.
 	Wrap func(*exec.Cmd)
-	// Started, when set, is called with node's pid right after it starts
-	// (to put it under limits): node takes tens of milliseconds to boot
-	// before it runs the code. An error kills it and is returned.
+	// Started, when set, is called with node's pid while it waits at a
+	// gate before node runs (package proc), to put it under its limits.
+	// An error ends it and is returned.
 	Started func(pid int) error
 }
 
@@ -82,23 +83,13 @@ func RunNode(ctx context.Context, r NodeRun) (NodeOutcome, error) {
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.ExtraFiles = []*os.File{code} // descriptor 3
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: r.Credential}
-	if r.Wrap != nil {
-		r.Wrap(cmd)
-	}
 	cmd.WaitDelay = 2 * time.Second
-	if err := cmd.Start(); err != nil {
+	if err := proc.Start(cmd, r.Wrap, r.Started); err != nil {
 		return out, fmt.Errorf("start node: %w", err)
 	}
 	waited := make(chan error, 1)
 	go func() { waited <- cmd.Wait() }()
 	kill := func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	if r.Started != nil {
-		if err := r.Started(cmd.Process.Pid); err != nil {
-			kill()
-			<-waited
-			return out, err
-		}
-	}
 	timer := time.NewTimer(r.Timeout)
 	defer timer.Stop()
 	var werr error

@@ -13,6 +13,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/aiod/aiod/kernel/proc"
 	"github.com/aiod/aiod/kernel/jupyter"
 )
 
@@ -47,16 +48,20 @@ const (
 
 // Options configure Start. Zero values are usable except Language.
 type Options struct {
-	Language     string              // "python", "javascript" or "bash"
-	Interpreter  string              // path or name; empty: FindPython / FindNode
-	Handler      jupyter.Handler     // receives every message; nil drops them
-	Cwd          string              // working directory; empty: the gateway's
-	Env          []string            // extra KEY=VALUE, appended to Environ
-	Environ      []string            // base environment; nil is the gateway's own (os.Environ())
-	Credential   *syscall.Credential // runs the interpreter as that user; nil is the gateway's
-	Wrap         func(*exec.Cmd)     // confines the interpreter's command (tenant isolation); nil none
-	StartTimeout time.Duration       // until the driver is ready; 0 means 10 s
-	Logger       *slog.Logger        // nil means slog.Default()
+	Language    string              // "python", "javascript" or "bash"
+	Interpreter string              // path or name; empty: FindPython / FindNode
+	Handler     jupyter.Handler     // receives every message; nil drops them
+	Cwd         string              // working directory; empty: the gateway's
+	Env         []string            // extra KEY=VALUE, appended to Environ
+	Environ     []string            // base environment; nil is the gateway's own (os.Environ())
+	Credential  *syscall.Credential // runs the interpreter as that user; nil is the gateway's
+	Wrap        func(*exec.Cmd)     // confines the interpreter's command (tenant isolation); nil none
+	// Admit, when set, puts the interpreter's process under its limits
+	// before anything of it runs: it waits at a gate (package proc) until
+	// Admit returns; an error ends it and fails the start.
+	Admit        func(pid int) error
+	StartTimeout time.Duration // until the driver is ready; 0 means 10 s
+	Logger       *slog.Logger  // nil means slog.Default()
 }
 
 var (
@@ -189,10 +194,7 @@ func (r *REPL) launch(opts Options, args []string) error {
 		cmd.ExtraFiles = append(cmd.ExtraFiles, p[3][1])
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: opts.Credential}
-	if opts.Wrap != nil {
-		opts.Wrap(cmd)
-	}
-	if err := cmd.Start(); err != nil {
+	if err := proc.Start(cmd, opts.Wrap, opts.Admit); err != nil {
 		closeAll(p[:])
 		if in[0] != nil {
 			closeAll([][2]*os.File{in})

@@ -595,3 +595,98 @@ for f in fds:
 		t.Fatal("no terminal after a runtime took all its ptys")
 	}
 }
+
+// TestPlantedStartupCodeIsLimitedAndEnds plays a tenant that plants code
+// running before its runtimes' first execution, an IPython startup file in
+// its home and a NODE_OPTIONS preload, each leaving a process in a session
+// of its own. The planted code runs in the runtime's own cgroups; its
+// process ends within seconds of the session's DELETE, and when aiod stops.
+func TestPlantedStartupCodeIsLimitedAndEnds(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, "--isolation", "tenant", "--kernel-prewarm", "0")
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	d.execute(ctx, "plant", `import os
+h = os.path.expanduser("~")
+d = h + "/.ipython/profile_default/startup"
+os.makedirs(d, exist_ok=True)
+open(d + "/00-plant.py", "w").write('''import os, subprocess
+h = os.path.expanduser("~")
+open(h + "/cg-python.txt", "w").write(open("/proc/self/cgroup").read())
+p = subprocess.Popen(["sleep", "600"], start_new_session=True)
+open(h + "/stray-python.txt", "w").write(str(p.pid))
+''')
+open(h + "/plant.js", "w").write('''const fs = require('fs'), os = require('os'), cp = require('child_process');
+fs.writeFileSync(os.homedir() + '/cg-javascript.txt', fs.readFileSync('/proc/self/cgroup'));
+const c = cp.spawn('sleep', ['600'], {detached: true, stdio: 'ignore'}); c.unref();
+fs.writeFileSync(os.homedir() + '/stray-javascript.txt', String(c.pid));
+''')`, 60)
+	own := "/aiod-" + strconv.Itoa(d.cmd.Process.Pid) + "/"
+	// victim starts a session of lang whose start runs the planted code and
+	// returns the pid of the process it left, after checking where it ran.
+	victim := func(lang, sid string) int {
+		t.Helper()
+		body := map[string]any{"language": lang, "session_id": sid, "timeout": 60,
+			"code": `print(open(__import__("os").path.expanduser("~/cg-python.txt")).read() + "@" + open(__import__("os").path.expanduser("~/stray-python.txt")).read())`}
+		if lang == "javascript" {
+			body["env"] = map[string]string{"NODE_OPTIONS": "--require /home/user/plant.js"}
+			body["code"] = `const fs = require('fs'); console.log(fs.readFileSync('/home/user/cg-javascript.txt', 'utf8') + '@' + fs.readFileSync('/home/user/stray-javascript.txt', 'utf8'))`
+		}
+		var env envelope[execData]
+		d.do(ctx, http.MethodPost, "/v2/code/execute", body, &env)
+		cg, stray, ok := strings.Cut(strings.TrimSpace(env.Data.Stdout), "@")
+		if !ok {
+			t.Fatalf("%s: the planted code left nothing: %+v", lang, env)
+		}
+		for _, ctl := range []string{"pids", "memory"} {
+			found := false
+			for _, line := range strings.Split(cg, "\n") {
+				if strings.Contains(line, ":"+ctl+":") {
+					found = strings.Contains(line, own)
+				}
+			}
+			if !found {
+				t.Errorf("%s: the planted code ran outside its runtime's %s cgroup:\n%s", lang, ctl, cg)
+			}
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(stray))
+		if err != nil {
+			t.Fatalf("%s: stray pid %q", lang, stray)
+		}
+		return pid
+	}
+	ends := func(what string, pid int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for procAlive(pid) {
+			if time.Now().After(deadline) {
+				_ = syscall.Kill(pid, syscall.SIGKILL)
+				t.Fatalf("the planted code's process %d outlived %s by 10 s", pid, what)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for _, lang := range []string{"python", "javascript"} {
+		pid := victim(lang, "victim-"+lang)
+		var closed envelope[map[string]any]
+		d.do(ctx, http.MethodDelete, "/v2/code/sessions/victim-"+lang, nil, &closed)
+		ends("its session's DELETE", pid)
+	}
+	pids := []int{victim("python", "kept-python"), victim("javascript", "kept-javascript")}
+	d.stop()
+	for _, pid := range pids {
+		ends("aiod's stop", pid)
+	}
+}
+
+// procAlive reports whether pid is a process that has not exited (a zombie
+// waiting for its reaper has).
+func procAlive(pid int) bool {
+	st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(st)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}

@@ -8,10 +8,12 @@
 # message):
 #   template -> aiod  {"op": "ready", "pid", "python", "ipykernel", "seconds",
 #                      "failed": {module: error}, "threads"}
-#   aiod -> template  {"op": "fork", "id", "args", "env", "cwd", "confine"}
-#                      with descriptors attached (SCM_RIGHTS): first the write
-#                      end of the kernel's own stdout/stderr pipe, then those
-#                      the confinement plan refers to (a network namespace)
+#   aiod -> template  {"op": "fork", "id", "args", "env", "cwd", "confine",
+#                      "gate"} with descriptors attached (SCM_RIGHTS): first
+#                      the write end of the kernel's own stdout/stderr pipe,
+#                      with "gate" the read end of the child's gate, then
+#                      those the confinement plan refers to (a network
+#                      namespace)
 #   template -> aiod  {"op": "forked", "id", "pid"} or {"op": "forked", "id",
 #                      "error"}
 #   template -> aiod  {"op": "exit", "pid", "code"} or {"op": "exit", "pid",
@@ -308,7 +310,7 @@ def serve(ctl, wake_r, children, state):
                 os.close(fd)
             return  # aiod closed its end
         req = json.loads(data)
-        if req.get("op") != "fork" or len(fds) < 1 or (req.get("confine") and CONFINE is None):
+        if req.get("op") != "fork" or len(fds) < (2 if req.get("gate") else 1) or (req.get("confine") and CONFINE is None):
             for fd in fds:
                 os.close(fd)
             send(ctl, {"op": "forked", "id": req.get("id"), "error": "bad request: want op fork with its descriptors (and a template that confines)"})
@@ -385,6 +387,17 @@ def child(req, fds, state):
     and, when the request says so, its tenant's sandbox."""
     code = 1
     try:
+        if req.get("gate"):
+            # Wait until aiod has put this process in its cgroups: nothing
+            # of the kernel, the tenant's profile or its sandbox runs before.
+            gate = fds.pop(1)
+            line = b""
+            while not line.endswith(b"\n"):
+                b = os.read(gate, 1)
+                if not b:
+                    os._exit(125)  # aiod shut the gate
+                line += b
+            os.close(gate)
         out_fd = fds[0]
         os.dup2(out_fd, 1)
         os.dup2(out_fd, 2)

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aiod/aiod/kernel/proc"
 	"github.com/creack/pty"
 )
 
@@ -40,6 +41,7 @@ type Options struct {
 	Env        []string            // extra KEY=VALUE
 	Credential *syscall.Credential // run as that user; nil is the daemon's
 	Wrap       func(*exec.Cmd)     // confines the command (tenant isolation); nil none
+	Admit      func(pid int) error // puts the shell under its limits while it waits at a gate (package proc); nil none
 	Rows, Cols uint16              // the initial size; 0 is 24x80
 }
 
@@ -103,10 +105,7 @@ func Start(opts Options) (*Term, error) {
 	// A session of its own with the terminal as its controlling one (fd 0
 	// in the child): Ctrl-C reaches the foreground job, not aiod.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Credential: opts.Credential}
-	if opts.Wrap != nil {
-		opts.Wrap(cmd)
-	}
-	if err := cmd.Start(); err != nil {
+	if err := proc.Start(cmd, opts.Wrap, opts.Admit); err != nil {
 		ptm.Close()
 		pts.Close()
 		return nil, fmt.Errorf("start terminal %s: %w", path, err)

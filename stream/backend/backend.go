@@ -301,16 +301,18 @@ func (r *Runtimes) coldKernelBackend(spec *kernel.Spec, env []string, t *sandbox
 	return stream.Backend{
 		Name: Kernel, Language: Python, Spec: spec.Name, Idle: r.cfg.KernelIdle,
 		Start: func(ctx context.Context, h jupyter.Handler) (jupyter.Runtime, error) {
+			p := &placement{r: r}
 			k, err := kernel.Start(ctx, kernel.Options{
 				Spec: spec, Handler: h, Cwd: r.cfg.Workdir, Env: env,
 				StartTimeout: r.cfg.KernelStartTimeout, Logger: r.log, Counter: r.cfg.Counter,
 				Templates: r.pools.templates, Transport: r.cfg.KernelTransport,
-				Environ: r.base, Credential: r.iso.Credential(), Confine: confineKernel(t),
+				Environ: r.base, Credential: r.iso.Credential(), Confine: confineKernel(t), Admit: p.admit(),
 			})
 			if err != nil {
+				p.failed()
 				return nil, workdirProblem(r.cfg.Workdir, err)
 			}
-			return r.limit(k)
+			return p.limit(k), nil
 		},
 	}
 }
@@ -338,14 +340,16 @@ func (r *Runtimes) coldNativeBackend(lang, path string, env []string, t *sandbox
 	return stream.Backend{
 		Name: Native, Language: lang, Idle: r.cfg.NativeIdle,
 		Start: func(ctx context.Context, h jupyter.Handler) (jupyter.Runtime, error) {
+			p := &placement{r: r}
 			rp, err := replbridge.Start(ctx, replbridge.Options{
 				Language: lang, Interpreter: path, Handler: h, Cwd: r.cfg.Workdir, Env: env, Logger: r.log,
-				Environ: r.base, Credential: r.iso.Credential(), Wrap: wrapIn(t),
+				Environ: r.base, Credential: r.iso.Credential(), Wrap: wrapIn(t), Admit: p.admit(),
 			})
 			if err != nil {
+				p.failed()
 				return nil, workdirProblem(r.cfg.Workdir, err)
 			}
-			return r.limit(rp)
+			return p.limit(rp), nil
 		},
 	}
 }

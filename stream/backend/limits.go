@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/stream/backend/isolate"
@@ -41,22 +40,47 @@ const (
 	TotalMemoryFlag = "--runtimes-memory-total"
 )
 
-// limit puts a just-started runtime under the limits, before it has run
-// any user code: its process joins its own cgroup (or gets its rlimits).
-// The runtime returned classifies a death by the memory limit and removes
-// the cgroup when closed. A runtime that cannot be limited is closed and
-// the start fails.
-func (r *Runtimes) limit(rt jupyter.Runtime) (jupyter.Runtime, error) {
-	if r.iso.Mechanism() == isolate.None {
-		return rt, nil
+// placement puts one start's process under the limits before anything of
+// it runs: admit is the start's Admit hook (nil when no limit is set), called
+// while the process waits at its gate (package proc); it makes the process's
+// own cgroup (or sets its rlimits). A start that retries (a fork that fell
+// back to a spawn) calls it again, and the earlier group goes.
+type placement struct {
+	r *Runtimes
+	l *isolate.Limits
+}
+
+// admit is the Admit hook of a start; nil without limits.
+func (p *placement) admit() func(pid int) error {
+	if p.r.iso.Mechanism() == isolate.None {
+		return nil
 	}
-	l, err := r.iso.Apply(rt.Info().PID)
-	if err != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = rt.Close(ctx)
-		return nil, fmt.Errorf("limit the runtime: %w", err)
+	return func(pid int) error {
+		if p.l != nil {
+			_ = p.l.Close() // an earlier attempt's
+		}
+		var err error
+		p.l, err = p.r.iso.Apply(pid)
+		return err
 	}
+}
+
+// failed releases the limits of a start that failed.
+func (p *placement) failed() {
+	if p.l != nil {
+		_ = p.l.Close()
+		p.l = nil
+	}
+}
+
+// limit wraps a runtime started under p: the runtime returned classifies a
+// death by the memory limit and kills what is left in its cgroup and
+// removes the group when closed.
+func (p *placement) limit(rt jupyter.Runtime) jupyter.Runtime {
+	if p.l == nil {
+		return rt
+	}
+	r, l := p.r, p.l
 	w := &limited{Runtime: rt, l: l, log: r.log, memLimit: fmt.Sprintf("%s (%s)", FormatBytes(r.cfg.Isolation.MemoryBytes), MemoryFlag),
 		totalLimit:   fmt.Sprintf("%s (%s)", FormatBytes(r.cfg.Isolation.TotalMemoryBytes), TotalMemoryFlag),
 		totalLimited: r.iso.TotalLimited()}
@@ -64,11 +88,11 @@ func (r *Runtimes) limit(rt jupyter.Runtime) (jupyter.Runtime, error) {
 	s, isS := rt.(jupyter.Sender)
 	switch {
 	case isC && isS:
-		return &limitedCS{limited: w, Completer: c, Sender: s}, nil
+		return &limitedCS{limited: w, Completer: c, Sender: s}
 	case isC:
-		return &limitedC{limited: w, Completer: c}, nil
+		return &limitedC{limited: w, Completer: c}
 	}
-	return w, nil
+	return w
 }
 
 // Unwrap is the runtime under the limits, for extensions of its own that

@@ -255,3 +255,89 @@ func TestTotalPidsLimitBoundsAllRuntimes(t *testing.T) {
 		t.Fatalf("threads started under a total of 96: %q", out)
 	}
 }
+
+// TestStartupCodeRunsUnderLimits plays a hostile tenant that plants code
+// which runs before its runtime's first execution: an IPython startup file
+// in its home (a forked kernel reads it) and a NODE_OPTIONS preload. Each
+// must already run in the runtime's own cgroups (pids and memory), and the
+// process it starts in a session of its own must end with the runtime.
+func TestStartupCodeRunsUnderLimits(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	r, _ := newTenantRuntimes(t, ctx, Config{CodeBackend: Kernel, Isolation: Isolation{MemoryBytes: 1 << 30, Pids: 256}})
+	const tenant = "jwt:mallory"
+	plant := `import os
+h = os.path.expanduser("~")
+d = h + "/.ipython/profile_default/startup"
+os.makedirs(d, exist_ok=True)
+open(d + "/00-plant.py", "w").write('''import os, subprocess
+h = os.path.expanduser("~")
+open(h + "/cg-py.txt", "w").write(open("/proc/self/cgroup").read())
+p = subprocess.Popen(["sleep", "600"], start_new_session=True)
+open(h + "/stray-py.txt", "w").write(str(p.pid))
+''')
+open(h + "/plant.js", "w").write('''const fs = require('fs'), os = require('os'), cp = require('child_process');
+fs.writeFileSync(os.homedir() + '/cg-js.txt', fs.readFileSync('/proc/self/cgroup'));
+const c = cp.spawn('sleep', ['600'], {detached: true, stdio: 'ignore'}); c.unref();
+fs.writeFileSync(os.homedir() + '/stray-js.txt', String(c.pid));
+''')
+print(h)`
+	home := strings.TrimSpace(runIn(t, ctx, r, Want{Language: Python, Tenant: tenant}, plant))
+	if !strings.HasPrefix(home, "/") {
+		t.Fatalf("planting answered %q", home)
+	}
+	for _, c := range []struct {
+		name string
+		w    Want
+	}{
+		{"py", Want{Language: Python, Tenant: tenant}},
+		{"js", Want{Language: JS, Tenant: tenant, Env: []string{"NODE_OPTIONS=--require " + home + "/plant.js"}}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			read := `print(open("` + home + `/cg-` + c.name + `.txt").read() + "@" + open("` + home + `/stray-` + c.name + `.txt").read())`
+			if c.w.Language == JS {
+				read = `const fs = require('fs'); console.log(fs.readFileSync('` + home + `/cg-js.txt', 'utf8') + '@' + fs.readFileSync('` + home + `/stray-js.txt', 'utf8'))`
+			}
+			out := runIn(t, ctx, r, c.w, read) // the runtime is closed when it returns
+			cg, strayPID, ok := strings.Cut(strings.TrimSpace(out), "@")
+			if !ok {
+				t.Fatalf("the planted code left %q", out)
+			}
+			own := "/aiod-" + strconv.Itoa(os.Getpid()) + "/"
+			for _, ctl := range []string{"pids", "memory"} {
+				found := false
+				for _, line := range strings.Split(cg, "\n") {
+					if strings.Contains(line, ":"+ctl+":") {
+						found = strings.Contains(line, own)
+					}
+				}
+				if !found {
+					t.Errorf("the planted code ran outside the runtime's %s cgroup:\n%s", ctl, cg)
+				}
+			}
+			pid, err := strconv.Atoi(strings.TrimSpace(strayPID))
+			if err != nil {
+				t.Fatalf("stray pid %q", strayPID)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for alive(pid) {
+				if time.Now().After(deadline) {
+					t.Fatalf("the planted code's process in a session of its own (pid %d) outlived its runtime by 10 s", pid)
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		})
+	}
+}
+
+// alive reports whether pid is a process that has not exited (a zombie
+// waiting for its reaper has).
+func alive(pid int) bool {
+	st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(st)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}

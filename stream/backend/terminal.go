@@ -3,8 +3,6 @@ package backend
 import (
 	"context"
 	"errors"
-	"fmt"
-	"time"
 
 	"github.com/aiod/aiod/replbridge/term"
 	"github.com/aiod/aiod/stream/backend/isolate"
@@ -40,17 +38,12 @@ func (r *Runtimes) StartTerminal(w TerminalWant) (*Terminal, error) {
 	if cwd == "" {
 		cwd = r.cfg.Workdir
 	}
+	p := &placement{r: r}
 	tm, err := term.Start(term.Options{Cwd: cwd, Environ: r.base, Env: w.Env, Credential: r.iso.Credential(),
-		Wrap: wrapTerminal(tn), Rows: w.Rows, Cols: w.Cols})
+		Wrap: wrapTerminal(tn), Admit: p.admit(), Rows: w.Rows, Cols: w.Cols})
 	if err != nil {
+		p.failed()
 		return nil, workdirProblem(cwd, err)
 	}
-	l, err := r.iso.Apply(tm.PID())
-	if err != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = tm.Close(ctx)
-		return nil, fmt.Errorf("limit the terminal: %w", err)
-	}
-	return &Terminal{Term: tm, limits: l}, nil
+	return &Terminal{Term: tm, limits: p.l}, nil
 }
