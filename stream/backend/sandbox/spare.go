@@ -51,19 +51,31 @@ func (ts *Tenants) OnAdopt(f func(spare, t *Tenant)) {
 // with it, with the registry's lock held (as OnAdopt's f, so that the
 // spare cannot be adopted before made has run): made must not call
 // Tenants. It reports whether it made one.
+//
+// The spare is made without the registry's lock, as Get makes a tenant.
 func (ts *Tenants) MakeSpare(made func(sp *Tenant)) (bool, error) {
 	ts.mu.Lock()
-	defer ts.mu.Unlock()
 	if ts.closed {
-		return false, errors.New("aiod is shutting down")
+		ts.mu.Unlock()
+		return false, errShuttingDown
 	}
-	if ts.spare != nil {
+	if ts.spare != nil || ts.sparing {
+		ts.mu.Unlock()
 		return false, nil
 	}
+	ts.sparing = true
+	ts.mu.Unlock()
 	var b [5]byte
 	_, _ = rand.Read(b[:]) // never fails
 	name := sparePrefix + hex.EncodeToString(b[:])
 	t, err := ts.make(SpareKey, name)
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.sparing = false
+	if err == nil && ts.closed {
+		t.release()
+		err = errShuttingDown
+	}
 	if err != nil {
 		ts.removeSpare(filepath.Join(ts.dir, name))
 		return false, fmt.Errorf("make the spare sandbox: %w", err)

@@ -66,6 +66,8 @@ type Tenants struct {
 
 	mu      sync.Mutex
 	byKey   map[string]*Tenant     // guarded by mu
+	making  map[string]*making     // guarded by mu: tenants being made, by key (Get waits for them)
+	sparing bool                   // guarded by mu: MakeSpare is making the spare
 	used    map[uint32]string      // guarded by mu: uid -> folder
 	closed  bool                   // guarded by mu
 	spare   *Tenant                // guarded by mu: the sandbox made ahead for the next new tenant (spare.go); nil: none
@@ -119,7 +121,7 @@ func NewTenants(cfg Config) (*Tenants, error) {
 		return nil, err
 	}
 	ts := &Tenants{cfg: cfg, log: cfg.Logger, dir: filepath.Join(state, "tenants"), seccomp: seccomp,
-		byKey: map[string]*Tenant{}, used: map[uint32]string{}, release: release}
+		byKey: map[string]*Tenant{}, making: map[string]*making{}, used: map[uint32]string{}, release: release}
 	ok := false
 	defer func() {
 		if !ok {
@@ -156,6 +158,7 @@ func NewTenants(cfg Config) (*Tenants, error) {
 			}
 		}
 	}
+	ts.killLeftovers()
 	ok = true
 	return ts, nil
 }
@@ -185,29 +188,84 @@ func (ts *Tenants) IsTenantUID(uid uint32) bool {
 // Get returns the tenant of key, making its folders, uid and network
 // namespace on first use: a tenant aiod has no folder of adopts the spare
 // sandbox when there is one (spare.go).
+//
+// A new tenant is made without the registry's lock (its folders, network
+// namespace and egress proxy take milliseconds): other tenants are served
+// meanwhile, and a second Get of the same key waits for the first.
 func (ts *Tenants) Get(key string) (*Tenant, error) {
 	ts.mu.Lock()
-	defer ts.mu.Unlock()
 	if ts.closed {
-		return nil, errors.New("aiod is shutting down")
+		ts.mu.Unlock()
+		return nil, errShuttingDown
 	}
 	if t := ts.byKey[key]; t != nil {
+		ts.mu.Unlock()
 		return t, nil
+	}
+	if m := ts.making[key]; m != nil {
+		ts.mu.Unlock()
+		<-m.done
+		return m.t, m.err
 	}
 	if t := ts.adoptSpare(key); t != nil {
 		ts.byKey[key] = t
+		ts.mu.Unlock()
 		return t, nil
 	}
+	m := &making{done: make(chan struct{})}
+	ts.making[key] = m
+	ts.mu.Unlock()
+	testHookMake(key)
 	t, err := ts.make(key, folderName(key))
-	if err != nil {
-		return nil, fmt.Errorf("make the sandbox of tenant %q: %w", key, err)
+	ts.mu.Lock()
+	delete(ts.making, key)
+	switch {
+	case err != nil:
+		err = fmt.Errorf("make the sandbox of tenant %q: %w", key, err)
+	case ts.closed:
+		t.release()
+		t, err = nil, errShuttingDown
+	default:
+		ts.byKey[key] = t
+		ts.log.Info("tenant ready", "tenant", key, "uid", t.UID, "dir", t.Dir)
 	}
-	ts.byKey[key] = t
-	ts.log.Info("tenant ready", "tenant", key, "uid", t.UID, "dir", t.Dir)
-	return t, nil
+	m.t, m.err = t, err
+	ts.mu.Unlock()
+	close(m.done)
+	return t, err
 }
 
-// make builds a tenant in the folder name; ts.mu is held.
+// Count is how many tenants' sandboxes aiod holds (the spare aside).
+func (ts *Tenants) Count() int {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return len(ts.byKey)
+}
+
+// making is a tenant one Get is making; others wait for done.
+type making struct {
+	done chan struct{}
+	t    *Tenant
+	err  error
+}
+
+var errShuttingDown = errors.New("aiod is shutting down")
+
+// testHookMake runs before a new tenant is made (tests).
+var testHookMake = func(key string) {}
+
+// release closes what a tenant nobody will use holds: its network
+// namespace (runtimes in it keep it) and egress proxy.
+func (t *Tenant) release() {
+	if t.net != nil {
+		t.net.Close()
+	}
+	if t.proxy != nil {
+		t.proxy.close()
+	}
+}
+
+// make builds a tenant in the folder name, without ts.mu.
 func (ts *Tenants) make(key, name string) (*Tenant, error) {
 	dir := filepath.Join(ts.dir, name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -280,21 +338,36 @@ func (ts *Tenants) uidOf(dir, name, key string) (uint32, error) {
 			return uint32(uid), nil
 		}
 	}
+	live := processesOf(ts.IsTenantUID) // read before the lock: it takes milliseconds
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
 	for uid := ts.cfg.FirstUID; ; uid++ {
 		if _, taken := ts.used[uid]; !taken {
-			if err := os.WriteFile(filepath.Join(dir, "key"), []byte(key+"\n"), 0o600); err != nil {
-				return 0, err
+			if len(live[uid]) == 0 {
+				return uid, ts.keepUID(dir, name, key, uid)
 			}
-			if err := os.WriteFile(filepath.Join(dir, "uid"), []byte(strconv.FormatUint(uint64(uid), 10)+"\n"), 0o600); err != nil {
-				return 0, err
-			}
-			ts.used[uid] = name
-			return uid, nil
+			// Not this daemon's (its own tenants' leftovers went when it
+			// started): whoever runs as it would see the tenant's files and
+			// processes.
+			ts.log.Warn("tenant uid skipped: processes run as it", "uid", uid, "pids", live[uid])
 		}
 		if uid == ts.cfg.LastUID {
-			return 0, fmt.Errorf("every uid of --tenant-uids %d-%d is taken: widen the range", ts.cfg.FirstUID, ts.cfg.LastUID)
+			return 0, fmt.Errorf("every uid of --tenant-uids %d-%d is taken by a tenant or runs a process: widen the range", ts.cfg.FirstUID, ts.cfg.LastUID)
 		}
 	}
+}
+
+// keepUID gives uid to the tenant of key in dir (the folder name), kept
+// there from now on; ts.mu is held.
+func (ts *Tenants) keepUID(dir, name, key string, uid uint32) error {
+	if err := os.WriteFile(filepath.Join(dir, "key"), []byte(key+"\n"), 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "uid"), []byte(strconv.FormatUint(uint64(uid), 10)+"\n"), 0o600); err != nil {
+		return err
+	}
+	ts.used[uid] = name
+	return nil
 }
 
 // folderName is a tenant's folder: its key made safe for a file name, and
