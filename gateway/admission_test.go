@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -218,5 +219,59 @@ func TestEveryRuntimeStartIsAdmitted(t *testing.T) {
 	}
 	if got := ts.Registry().AdmissionStats().Live; got != 0 {
 		t.Errorf("live %d after the stdin call answered, want 0", got)
+	}
+}
+
+// TestHeldCodeIsBounded: calls that wait in a busy session's queue hold
+// their code (and their request's body) in aiod's memory. Under
+// --held-code-tenant 3 MiB, a second 2 MiB call that would wait is refused
+// at once with 429 naming the flag, a small call still runs, and once the
+// queue drains nothing is held.
+func TestHeldCodeIsBounded(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, Config{HeldCodeTenant: 3 << 20})
+	dir := ts.viewDir(t, "default")
+	gate := dir + "/go"
+	busy := "const fs = require('fs'); await new Promise(r => { const i = setInterval(() => { if (fs.existsSync('" + gate + "')) { clearInterval(i); r() } }, 20) }); console.log('done')"
+	big := "// " + strings.Repeat("x", 2<<20) + "\nconsole.log('big')"
+	type answer struct {
+		st  int
+		out any
+	}
+	answers := make(chan answer, 2)
+	run := func(code string) {
+		st, _, data := ts.exec(t, map[string]any{"language": "javascript", "session_id": "q", "code": code, "timeout": 120})
+		answers <- answer{st, data["stdout"]}
+	}
+	waitHeld := func(n int) {
+		deadline := time.Now().Add(60 * time.Second)
+		for _, all := ts.core.Held("default"); all < int64(n); _, all = ts.core.Held("default") {
+			if time.Now().After(deadline) {
+				t.Fatalf("held %d bytes, want %d", all, n)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	go run(busy)
+	waitHeld(len(busy))
+	go run(big) // waits behind busy
+	waitHeld(len(busy) + len(big))
+	st, env, _ := ts.exec(t, map[string]any{"language": "javascript", "session_id": "q", "code": big})
+	if msg, _ := env["message"].(string); st != 429 || !strings.Contains(msg, "--held-code-tenant") {
+		t.Fatalf("a third call past the bound: %d %v", st, env)
+	}
+	if st, _, data := ts.exec(t, map[string]any{"language": "javascript", "code": "console.log(2 + 2)"}); st != 200 || data["stdout"] != "4\n" {
+		t.Fatalf("a small call within the bound: %d %v", st, data)
+	}
+	if err := os.WriteFile(ts.hostPath(t, "default", gate), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if a := <-answers; a.st != 200 {
+			t.Fatalf("a queued call: %d %v", a.st, a.out)
+		}
+	}
+	if mine, all := ts.core.Held("default"); mine != 0 || all != 0 {
+		t.Fatalf("after the queue drained: %d bytes held by the caller, %d in all", mine, all)
 	}
 }

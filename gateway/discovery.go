@@ -42,6 +42,9 @@ type limits struct {
 	NativeIdleSeconds         float64 `json:"native_idle_seconds"`
 	OutputBudgetBytes         int     `json:"output_budget_bytes"`
 	MaxBodyBytes              int     `json:"max_body_bytes"`
+	HeldCodeTenantBytes       int64   `json:"held_code_tenant_bytes"` // 0: none
+	HeldCodeTotalBytes        int64   `json:"held_code_total_bytes"`  // 0: none
+	HeldCodeBytes             int64   `json:"held_code_bytes"`
 	MaxSessions               int     `json:"max_sessions"`
 	MaxSessionsPerKey         int     `json:"max_sessions_per_key"`
 	LiveSessions              int     `json:"live_sessions"`
@@ -75,6 +78,8 @@ func (s *Server) limits() limits {
 		UnauthBodyBytes: UnauthBodyLimit, MaxHeaderBytes: headerLimit, MaxConnsPerIP: s.cfg.MaxConnsPerIP,
 	}
 	l.MaxTicketsPerCaller, l.MaxTickets = s.guard.TicketLimits()
+	l.HeldCodeTenantBytes, l.HeldCodeTotalBytes = s.cfg.HeldCodeTenant, s.cfg.HeldCodeTotal
+	_, l.HeldCodeBytes = s.core.Held("")
 	return l
 }
 

@@ -48,6 +48,8 @@ type Config struct {
 	NativeIdle              time.Duration     // 1800 s: idle native REPL sessions are reclaimed
 	OutputBudget            int               // bytes of output kept per execution; 8 MiB
 	MaxBody                 int               // largest request body; 64 MiB
+	HeldCodeTenant          int64             // code bytes one tenant's calls hold while they wait or run (call.HeldTenantFlag); 0 none
+	HeldCodeTotal           int64             // the same for all calls together (call.HeldTotalFlag); 0 none
 	CodeBackend             string            // auto, native or kernel
 	KernelName              string            // kernelspec for Python; "" picks python3 or the first ipykernel
 	KernelStartTimeout      time.Duration     // 60 s
@@ -225,7 +227,8 @@ func New(cfg Config) (*Server, error) {
 	s.reg = stream.NewRegistry(rc)
 	s.core = call.New(s.reg, rt, call.Config{DefaultTimeout: cfg.DefaultTimeout, MaxTimeout: cfg.MaxTimeout,
 		KernelIdle: cfg.KernelIdle, NativeIdle: cfg.NativeIdle, KernelStartTimeout: cfg.KernelStartTimeout,
-		OutputBudget: cfg.OutputBudget, StreamWrite: wl.WithDefaults().WriteTimeout, Logger: cfg.Logger})
+		OutputBudget: cfg.OutputBudget, StreamWrite: wl.WithDefaults().WriteTimeout, Logger: cfg.Logger,
+		HeldTenant: cfg.HeldCodeTenant, HeldTotal: cfg.HeldCodeTotal})
 	s.metrics = newMetrics(s, counters)
 	s.mcp = mcp.New(s.core, mcp.Config{MaxBody: cfg.MaxBody, Version: Version})
 	handler := s.countRequests(g.Wrap(s.refuseRuntimePeers(s.routes().Handler)))

@@ -39,6 +39,8 @@ type options struct {
 	kernelStartTimeout time.Duration
 	outputBudget       int
 	maxBody            int
+	heldTenant         int
+	heldTotal          int
 	workdir            string
 	shutdownTimeout    time.Duration
 	logLevel           slog.Level
@@ -137,6 +139,8 @@ func (o *options) settings() []setting {
 		{"kernel-start-timeout", "AIO_KERNEL_START_TIMEOUT", "60", "seconds a kernel may take to start", secSetter(&o.kernelStartTimeout)},
 		{"output-budget", "AIO_OUTPUT_BUDGET", "8388608", "bytes of output kept per execution (head and tail kept past it)", intSetter(&o.outputBudget)},
 		{"max-body", "AIO_MAX_BODY", "67108864", "largest request body in bytes (413 past it)", intSetter(&o.maxBody)},
+		{"held-code-tenant", "AIO_HELD_CODE_TENANT", "134217728", "bytes of code one tenant's calls may hold in memory while they wait in a session's queue or run; past it a call is refused 429 (one call alone always passes); 0 means no bound", intSetter(&o.heldTenant)},
+		{"held-code-total", "AIO_HELD_CODE_TOTAL", "536870912", "bytes of code all calls together may hold in memory while they wait or run; past it a call is refused 429; 0 means no bound", intSetter(&o.heldTotal)},
 		{"workdir", "AIO_WORKDIR", "", "working directory of kernels and REPLs (default: the daemon's)", strSetter(&o.workdir)},
 		{"shutdown-timeout", "AIO_SHUTDOWN_TIMEOUT", "20", "seconds to drain requests and stop runtimes on SIGINT/SIGTERM", secSetter(&o.shutdownTimeout)},
 		{"kernel-prewarm", "AIO_KERNEL_PREWARM", "auto", "Python kernels kept started and ready for one-shot calls and new sessions (per tenant under --isolation tenant); auto is 2 with --kernel-start fork, fewer under a small --max-sessions or on a machine under 2 GiB, 0 with spawn (docs/kernels.md); 0 turns the pool off", autoCountSetter(&o.kernelPrewarm)},
@@ -677,7 +681,7 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 	c := gateway.Config{
 		DefaultTimeout: o.defaultTimeout, MaxTimeout: o.maxTimeout,
 		KernelIdle: o.kernelIdle, NativeIdle: o.nativeIdle,
-		OutputBudget: o.outputBudget, MaxBody: o.maxBody,
+		OutputBudget: o.outputBudget, MaxBody: o.maxBody, HeldCodeTenant: int64(o.heldTenant), HeldCodeTotal: int64(o.heldTotal),
 		CodeBackend: o.codeBackend, KernelName: o.kernelName,
 		KernelStartTimeout: o.kernelStartTimeout, Workdir: o.workdir, Logger: log,
 		Token: o.token, AllowedOrigins: splitList(o.allowedOrigins),

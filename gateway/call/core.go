@@ -28,7 +28,11 @@ type Config struct {
 	KernelStartTimeout time.Duration // bound on one runtime start
 	OutputBudget       int           // bytes of output kept per execution
 	StreamWrite        time.Duration // bound on writing one batch of a streamed answer (SSE, NDJSON); 10 s
-	Logger             *slog.Logger
+	// HeldTenant and HeldTotal bound the code bytes that one tenant's calls,
+	// and all calls, hold in memory while they wait in a session's queue
+	// or run (HeldTenantFlag, HeldTotalFlag); 0 is no bound.
+	HeldTenant, HeldTotal int64
+	Logger                *slog.Logger
 }
 
 // Core runs calls for every surface: it holds the registry and the
@@ -48,6 +52,7 @@ type Core struct {
 	cancel    context.CancelFunc
 	workspace string         // Workspace
 	hostFS    *fsview.HostFS // the file plane's view without tenants or a runtime user
+	held      held           // code of admitted calls in memory (held.go)
 
 	mu      sync.Mutex // guards closing, wg.Add and sends on idle
 	closing bool
@@ -73,6 +78,7 @@ func New(reg *stream.Registry, rt *backend.Runtimes, cfg Config) *Core {
 		}
 	}
 	c.hostFS = fsview.NewHostFS(c.workspace)
+	c.held.perTenant, c.held.total = cfg.HeldTenant, cfg.HeldTotal
 	return c
 }
 
@@ -192,7 +198,8 @@ func (c *Core) Start(call Call, rec *execution.Record, done func()) {
 type admitted struct {
 	sess    *stream.Session
 	created bool
-	temp    bool // a one-shot call's temporary session: released after the run
+	temp    bool  // a one-shot call's temporary session: released after the run
+	held    int64 // code bytes counted against the held bounds; given back once
 }
 
 // Admit takes call's session before the call runs (opens its named
@@ -204,6 +211,27 @@ func (c *Core) Admit(call *Call) *Error {
 	if call.adm != nil {
 		return nil
 	}
+	n := int64(len(call.Code))
+	if e := c.held.take(call.Tenant, n); e != nil {
+		return e
+	}
+	if e := c.admit(call); e != nil {
+		c.held.give(call.Tenant, n)
+		return e
+	}
+	call.adm.held = n
+	return nil
+}
+
+// release gives back what Admit counted of call's code, once.
+func (c *Core) release(call Call) {
+	if call.adm != nil && call.adm.held > 0 {
+		c.held.give(call.Tenant, call.adm.held)
+		call.adm.held = 0
+	}
+}
+
+func (c *Core) admit(call *Call) *Error {
 	if call.SessionID != "" {
 		open := *call
 		if open.Language == backend.Bash {
@@ -230,6 +258,7 @@ func (c *Core) Admit(call *Call) *Error {
 
 // Unadmit gives back what Admit took for a call that will not run.
 func (c *Core) Unadmit(call Call) {
+	c.release(call)
 	if call.adm != nil && call.adm.temp {
 		c.Reg.Release(call.adm.sess)
 	}
@@ -303,6 +332,7 @@ func (c *Core) run(ctx context.Context, call Call, rec *execution.Record) (*exec
 	if e := c.Admit(&call); e != nil {
 		return nil, e
 	}
+	defer c.release(call)
 	sess, created := call.adm.sess, call.adm.created
 	if call.adm.temp {
 		defer c.Reg.Release(sess)
