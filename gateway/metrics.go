@@ -166,6 +166,8 @@ var (
 	poolReady    = prometheus.NewDesc("aiod_pool_ready", "Runtimes waiting in a prewarm pool.", []string{"pool"}, nil)
 	buildDesc    = prometheus.NewDesc("aiod_build_info", "Always 1; the labels say which aiod this is.", []string{"version", "goversion", "commit"}, nil)
 	egressDesc   = prometheus.NewDesc("aiod_egress_total", "Connections tenant runtimes asked the egress proxy for (--runtime-network allow), by result: allowed or refused.", []string{"result"}, nil)
+	tenantsDesc  = prometheus.NewDesc("aiod_tenants", "Tenants whose sandbox (folders, uid, network namespace) aiod holds, under --isolation tenant.", nil, nil)
+	heldDesc     = prometheus.NewDesc("aiod_held_code_bytes", "Bytes of code that calls waiting in a session's queue or running hold in memory (bounded by --held-code-tenant and --held-code-total).", nil, nil)
 )
 
 // liveCollector serves the gauges, read from the server's state at each
@@ -178,6 +180,8 @@ func (lc *liveCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- poolReady
 	ch <- buildDesc
 	ch <- egressDesc
+	ch <- tenantsDesc
+	ch <- heldDesc
 }
 
 func (lc *liveCollector) Collect(ch chan<- prometheus.Metric) {
@@ -202,6 +206,11 @@ func (lc *liveCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	b := Build()
 	ch <- prometheus.MustNewConstMetric(buildDesc, prometheus.GaugeValue, 1, b.Version, b.GoVersion, b.Commit)
+	if n, ok := s.rt.TenantCount(); ok {
+		ch <- prometheus.MustNewConstMetric(tenantsDesc, prometheus.GaugeValue, float64(n))
+	}
+	_, held := s.core.Held("")
+	ch <- prometheus.MustNewConstMetric(heldDesc, prometheus.GaugeValue, float64(held))
 	if allowed, refused, ok := s.rt.Egress(); ok {
 		ch <- prometheus.MustNewConstMetric(egressDesc, prometheus.CounterValue, float64(allowed), "allowed")
 		ch <- prometheus.MustNewConstMetric(egressDesc, prometheus.CounterValue, float64(refused), "refused")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+	"github.com/golang-jwt/jwt/v5"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -253,4 +254,26 @@ func TestMetricsLabelsBounded(t *testing.T) {
 func dialWSAuth(t testing.TB, ts *testServer, token string) *websocket.Conn {
 	t.Helper()
 	return dialWS(t, ts, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+}
+
+// TestTenantsGauge: aiod_tenants counts the tenants whose sandbox aiod
+// holds, and aiod_held_code_bytes is back to 0 once the calls are over.
+func TestTenantsGauge(t *testing.T) {
+	t.Parallel()
+	key := testRSAKey()
+	ts := startServer(t, Config{Token: "s3cret", JWTPublicKey: pemOf(t, &key.PublicKey)})
+	before := value(scrape(t, ts, "s3cret"), "aiod_tenants", nil)
+	for _, sub := range []string{"alice", "bob"} {
+		ts.token = signJWT(t, jwt.SigningMethodRS256, key, jwt.MapClaims{"sub": sub, "exp": time.Now().Add(time.Hour).Unix()})
+		if st, _, data := ts.exec(t, map[string]any{"language": "javascript", "code": "console.log(1)"}); st != 200 || data["stdout"] != "1\n" {
+			t.Fatalf("%s: %d %v", sub, st, data)
+		}
+	}
+	mfs := scrape(t, ts, "s3cret")
+	if got := value(mfs, "aiod_tenants", nil); got != before+2 {
+		t.Errorf("aiod_tenants %v after alice and bob, %v before", got, before)
+	}
+	if got := value(mfs, "aiod_held_code_bytes", nil); got != 0 {
+		t.Errorf("aiod_held_code_bytes %v with no call in flight", got)
+	}
 }

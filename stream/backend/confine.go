@@ -103,6 +103,15 @@ func tenantKey(tenant string) string {
 	return tenant
 }
 
+// TenantCount is how many tenants' sandboxes aiod holds; ok is false
+// without tenant isolation.
+func (r *Runtimes) TenantCount() (n int, ok bool) {
+	if ts := r.iso.Tenants(); ts != nil {
+		return ts.Count(), true
+	}
+	return 0, false
+}
+
 // Tenanted reports whether tenant isolation is on.
 func (r *Runtimes) Tenanted() bool { return r.iso.Tenants() != nil }
 
