@@ -59,15 +59,23 @@ type gate struct {
 
 	mu     sync.Mutex
 	active int
-	queue  []chan struct{} // waiters in arrival order; closed when granted
-	avg    time.Duration   // moving average of how long a slot is held
+	queue  []waiter       // in arrival order
+	held   map[string]int // slots held now, by party
+	avg    time.Duration  // moving average of how long a slot is held
+}
+
+// waiter is a start waiting for a slot for its party (a tenant, a pool):
+// ch is closed when the slot is granted.
+type waiter struct {
+	ch    chan struct{}
+	party string
 }
 
 func newGate(a Admission) *gate {
 	if a.MaxStarts <= 0 {
 		return nil
 	}
-	return &gate{max: a.MaxStarts, queueMax: a.StartQueue, wait: a.StartQueueWait, avg: time.Second}
+	return &gate{max: a.MaxStarts, queueMax: a.StartQueue, wait: a.StartQueueWait, avg: time.Second, held: map[string]int{}}
 }
 
 // StartGate is the start gate of a, to share between a Registry
@@ -78,27 +86,31 @@ type StartGate struct{ g *gate }
 // NewStartGate makes the gate of a.
 func NewStartGate(a Admission) *StartGate { return &StartGate{g: newGate(a)} }
 
-// Acquire takes a start slot as a session start does; release gives it
-// back. A nil gate grants at once.
-func (sg *StartGate) Acquire(ctx context.Context) (release func(), err error) {
+// Acquire takes a start slot for party as a session start does; release
+// gives it back. A nil gate grants at once.
+func (sg *StartGate) Acquire(ctx context.Context, party string) (release func(), err error) {
 	if sg == nil {
 		return func() {}, nil
 	}
-	return sg.g.acquire(ctx)
+	return sg.g.acquire(ctx, party)
 }
 
-// acquire takes a slot, waiting in line for at most the gate's wait (and
-// while ctx lasts). It returns the function that gives the slot back; the
-// error is a *LimitError, or ctx's.
-func (g *gate) acquire(ctx context.Context) (release func(), err error) {
+// acquire takes a slot for party (a tenant, or a pool), waiting for at most
+// the gate's wait (and while ctx lasts). A freed slot goes to the waiter
+// whose party holds the fewest slots, the earliest among those: one
+// tenant's burst of starts never queues another tenant's start behind it
+// all. It returns the function that gives the slot back; the error is a
+// *LimitError, or ctx's.
+func (g *gate) acquire(ctx context.Context, party string) (release func(), err error) {
 	if g == nil {
 		return func() {}, nil
 	}
 	g.mu.Lock()
 	if g.active < g.max && len(g.queue) == 0 {
 		g.active++
+		g.held[party]++
 		g.mu.Unlock()
-		return g.releaser(), nil
+		return g.releaser(party), nil
 	}
 	if len(g.queue) >= g.queueMax {
 		n := len(g.queue)
@@ -109,7 +121,7 @@ func (g *gate) acquire(ctx context.Context) (release func(), err error) {
 			n, g.queueMax, g.max, secsUp(retry))}
 	}
 	ch := make(chan struct{})
-	g.queue = append(g.queue, ch)
+	g.queue = append(g.queue, waiter{ch, party})
 	g.mu.Unlock()
 
 	t := time.NewTimer(g.wait)
@@ -117,14 +129,14 @@ func (g *gate) acquire(ctx context.Context) (release func(), err error) {
 	var why error
 	select {
 	case <-ch:
-		return g.releaser(), nil
+		return g.releaser(party), nil
 	case <-t.C:
 	case <-ctx.Done():
 		why = ctx.Err()
 	}
 	g.mu.Lock()
 	for i, w := range g.queue {
-		if w == ch {
+		if w.ch == ch {
 			g.queue = append(g.queue[:i], g.queue[i+1:]...)
 			n := len(g.queue)
 			retry := g.eta(n)
@@ -139,11 +151,12 @@ func (g *gate) acquire(ctx context.Context) (release func(), err error) {
 	}
 	// Granted while giving up: the slot is ours, take it.
 	g.mu.Unlock()
-	return g.releaser(), nil
+	return g.releaser(party), nil
 }
 
-// releaser returns the slot once, handing it to the first waiter.
-func (g *gate) releaser() func() {
+// releaser returns party's slot once, handing it to the next waiter (see
+// acquire).
+func (g *gate) releaser(party string) func() {
 	began := time.Now()
 	var once sync.Once
 	return func() {
@@ -152,12 +165,23 @@ func (g *gate) releaser() func() {
 			g.mu.Lock()
 			defer g.mu.Unlock()
 			g.avg = (g.avg*7 + held) / 8
-			if len(g.queue) > 0 {
-				close(g.queue[0])
-				g.queue = g.queue[1:]
-				return // the slot passes on: active stays
+			if g.held[party]--; g.held[party] <= 0 {
+				delete(g.held, party)
 			}
-			g.active--
+			if len(g.queue) == 0 {
+				g.active--
+				return
+			}
+			next := 0
+			for i, w := range g.queue {
+				if g.held[w.party] < g.held[g.queue[next].party] {
+					next = i
+				}
+			}
+			w := g.queue[next]
+			g.queue = append(g.queue[:next], g.queue[next+1:]...)
+			g.held[w.party]++
+			close(w.ch) // the slot passes on: active stays
 		})
 	}
 }
@@ -245,7 +269,7 @@ func (r *Registry) AdmitProcess(ctx context.Context, owner string) (started, don
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
-	release, err := r.gate.acquire(gctx)
+	release, err := r.gate.acquire(gctx, owner)
 	if err != nil {
 		free()
 		if le, ok := err.(*LimitError); ok {

@@ -18,7 +18,7 @@ import (
 // flag and when to retry.
 func TestGateFairBoundedAndTimed(t *testing.T) {
 	g := newGate(Admission{MaxStarts: 1, StartQueue: 3, StartQueueWait: 2 * time.Second})
-	first, err := g.acquire(context.Background())
+	first, err := g.acquire(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +29,7 @@ func TestGateFairBoundedAndTimed(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rel, err := g.acquire(context.Background())
+			rel, err := g.acquire(context.Background(), "")
 			if err != nil {
 				t.Errorf("waiter %d: %v", i, err)
 				return
@@ -42,7 +42,7 @@ func TestGateFairBoundedAndTimed(t *testing.T) {
 		}()
 		waitFor(t, func() bool { return g.stats().Queued == i+1 }) // arrival order is i
 	}
-	_, err = g.acquire(context.Background())
+	_, err = g.acquire(context.Background(), "")
 	var le *LimitError
 	if !errors.As(err, &le) || !le.Busy() || le.Reason != RejectQueueFull || !strings.Contains(le.Msg, "--start-queue 3") || le.RetrySeconds() < 1 {
 		t.Fatalf("past the queue: %v", err)
@@ -57,10 +57,10 @@ func TestGateFairBoundedAndTimed(t *testing.T) {
 	}
 
 	g = newGate(Admission{MaxStarts: 1, StartQueue: 3, StartQueueWait: 200 * time.Millisecond})
-	hold, _ := g.acquire(context.Background())
+	hold, _ := g.acquire(context.Background(), "")
 	defer hold()
 	began := time.Now()
-	_, err = g.acquire(context.Background())
+	_, err = g.acquire(context.Background(), "")
 	if !errors.As(err, &le) || le.Reason != RejectQueueWait || !strings.Contains(le.Msg, "--start-queue-timeout") {
 		t.Fatalf("waited past the deadline: %v", err)
 	}
@@ -69,11 +69,65 @@ func TestGateFairBoundedAndTimed(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := g.acquire(ctx); !errors.Is(err, context.Canceled) {
+	if _, err := g.acquire(ctx, ""); !errors.Is(err, context.Canceled) {
 		t.Errorf("cancelled wait: %v", err)
 	}
 	if st := g.stats(); st.Queued != 0 {
 		t.Errorf("a refused waiter stayed in line: %+v", st)
+	}
+}
+
+// A tenant's burst of starts does not queue another tenant's start behind
+// it all: a freed slot goes to the waiter whose tenant holds the fewest,
+// the earliest among those.
+func TestGateSharesSlotsAmongTenants(t *testing.T) {
+	g := newGate(Admission{MaxStarts: 2, StartQueue: 16, StartQueueWait: time.Minute})
+	var held []func()
+	for range 2 {
+		rel, err := g.acquire(context.Background(), "alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, rel)
+	}
+	granted := make(chan string, 8)
+	var wg sync.WaitGroup
+	queue := func(party string) {
+		n := g.stats().Queued
+		wg.Go(func() {
+			rel, err := g.acquire(context.Background(), party)
+			if err != nil {
+				t.Errorf("%s: %v", party, err)
+				return
+			}
+			granted <- party
+			rel()
+		})
+		waitFor(t, func() bool { return g.stats().Queued == n+1 })
+	}
+	for range 4 {
+		queue("alice")
+	}
+	queue("bob")
+	held[0]() // alice still holds one, bob none: bob's turn, though he came last
+	if got := <-granted; got != "bob" {
+		t.Fatalf("the first slot freed went to %s, want bob", got)
+	}
+	held[1]()
+	wg.Wait()
+	close(granted)
+	n := 0
+	for p := range granted {
+		if p != "alice" {
+			t.Errorf("then %s", p)
+		}
+		n++
+	}
+	if n != 4 {
+		t.Errorf("%d of alice's 4 starts granted", n)
+	}
+	if st := g.stats(); st.Starting != 0 || st.Queued != 0 || len(g.held) != 0 {
+		t.Errorf("after all released: %+v, held %v", st, g.held)
 	}
 }
 
@@ -297,7 +351,7 @@ func TestIgnoredClientInterruptRestarts(t *testing.T) {
 func TestPoolRefillsUnderTheGate(t *testing.T) {
 	fs := &fakes{}
 	gate := NewStartGate(Admission{MaxStarts: 1, StartQueue: 4, StartQueueWait: time.Minute})
-	release, err := gate.Acquire(context.Background())
+	release, err := gate.Acquire(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}

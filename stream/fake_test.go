@@ -30,6 +30,7 @@ type fakeRuntime struct {
 	recv atomic.Uint64 // what Received says: bytes "arriving"
 
 	mu      sync.Mutex
+	sendErr error // Execute's answer when set: the runtime died unseen
 	running jupyter.ExecuteRequest
 	err     error
 	closes  int
@@ -55,6 +56,10 @@ func (f *fakeRuntime) Received() uint64 { return f.recv.Load() }
 
 func (f *fakeRuntime) Execute(_ context.Context, req jupyter.ExecuteRequest) error {
 	f.mu.Lock()
+	if err := f.sendErr; err != nil {
+		f.mu.Unlock()
+		return err
+	}
 	f.running = req
 	f.mu.Unlock()
 	f.wg.Add(1)
@@ -521,4 +526,33 @@ func TestFakeRuntimeChanges(t *testing.T) {
 	if rt, _ := sess.RuntimeChanges(); rt != nil {
 		t.Fatalf("after close: %v", rt)
 	}
+}
+
+// A runtime that died just before a call, before its end was seen, fails
+// the call's send: the code never reached it, so it runs in a fresh
+// runtime, and the answer says so.
+func TestSendToARuntimeDeadUnseenRunsInAFreshOne(t *testing.T) {
+	reg := newTestRegistry(t)
+	fs := &fakes{}
+	s, _, err := reg.Open("", "python", "s", fs.backend())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if res, err := s.Execute(ctx, ExecRequest{Code: "1", Timeout: time.Minute}); err != nil || res.Status != execution.StatusOK {
+		t.Fatalf("first call: %+v %v", res, err)
+	}
+	first := fs.all()[0]
+	first.mu.Lock()
+	first.sendErr = errors.New("zmq4: read/write on closed connection")
+	first.mu.Unlock()
+	res, err := s.Execute(ctx, ExecRequest{Code: "2", Timeout: time.Minute})
+	if err != nil || res.Status != execution.StatusOK || !res.Fresh {
+		t.Fatalf("after the unseen death: %+v %v", res, err)
+	}
+	if n := len(fs.all()); n != 2 {
+		t.Fatalf("%d runtimes started, want the dead one and a fresh one", n)
+	}
+	waitFor(t, func() bool { return first.closeCount() > 0 }) // discarded runtimes close in the background
+
 }

@@ -222,7 +222,7 @@ func (p *Pool) prune() {
 }
 
 func (p *Pool) add() error {
-	release, err := p.cfg.Gate.Acquire(p.ctx)
+	release, err := p.cfg.Gate.Acquire(p.ctx, "pool "+p.cfg.Name)
 	if err != nil {
 		return err
 	}

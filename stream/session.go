@@ -408,8 +408,24 @@ func (s *Session) Execute(ctx context.Context, req ExecRequest) (res *execution.
 	if req.Run != "" {
 		run = req.Run
 	}
-	if err := rt.Execute(ctx, jupyter.ExecuteRequest{MsgID: res.ID, Code: run}); err != nil {
+	err = rt.Execute(ctx, jupyter.ExecuteRequest{MsgID: res.ID, Code: run})
+	if err != nil && ctx.Err() == nil {
+		// The request never reached the runtime (it died just before,
+		// unseen yet, or was cut for a write that did not end): the code
+		// did not run, so it runs once in a fresh runtime, which the
+		// result's notes report.
 		s.discard(rt, gen, "sending to it failed: "+err.Error())
+		if rt2, gen2, serr := s.runtime(ctx, res); serr != nil {
+			err, rt = fmt.Errorf("%w; then a fresh runtime could not start: %w", err, serr), nil
+		} else {
+			rt, gen = rt2, gen2
+			err = rt.Execute(ctx, jupyter.ExecuteRequest{MsgID: res.ID, Code: run})
+		}
+	}
+	if err != nil {
+		if rt != nil {
+			s.discard(rt, gen, "sending to it failed: "+err.Error())
+		}
 		res.Status, res.ErrorKind = execution.StatusError, execution.KindDied
 		res.Note("send execute request: " + err.Error())
 	} else {
@@ -486,7 +502,7 @@ func (s *Session) start(ctx context.Context) (jupyter.Runtime, uint64, error) {
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
-	release, err := s.reg.gate.acquire(sctx)
+	release, err := s.reg.gate.acquire(sctx, s.Tenant)
 	if err != nil {
 		if le, ok := err.(*LimitError); ok {
 			s.reg.counters.Count(AdmissionRejects, le.Reason, 1)
