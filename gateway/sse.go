@@ -188,7 +188,9 @@ func (s *Server) streamExecution(ctx *fasthttp.RequestCtx, rec *execution.Record
 				if !ok {
 					continue
 				}
-				writeStreamEvent(w, f, event, e, b)
+				if writeStreamEvent(w, f, event, e, b) != nil {
+					return // gone: the rest of the batch is not encoded for nobody
+				}
 				if e.Event.Out != nil {
 					last = e.Seq
 				}
@@ -200,7 +202,7 @@ func (s *Server) streamExecution(ctx *fasthttp.RequestCtx, rec *execution.Record
 			if overflowed {
 				b, _ := api.Marshal(map[string]any{"type": "error", "execution_id": id, "status": fasthttp.StatusServiceUnavailable,
 					"message": "slow reader: more output waited than this stream holds; resume with after=" + strconv.Itoa(last), "resume_after": last})
-				writeStreamEvent(w, f, "error", execution.Entry{}, b)
+				_ = writeStreamEvent(w, f, "error", execution.Entry{}, b)
 				_ = api.Flush(conn, w, wt)
 				return
 			}
@@ -226,17 +228,18 @@ func (s *Server) streamExecution(ctx *fasthttp.RequestCtx, rec *execution.Record
 }
 
 // writeStreamEvent writes one event: an SSE event (with id: SEQ for
-// outputs), or an NDJSON line.
-func writeStreamEvent(w *bufio.Writer, f streamFormat, event string, e execution.Entry, data []byte) {
+// outputs), or an NDJSON line. Its error is the connection's, once a write
+// failed (bufio.Writer keeps the first error): the client is gone.
+func writeStreamEvent(w *bufio.Writer, f streamFormat, event string, e execution.Entry, data []byte) error {
 	if f == ndjsonFormat {
 		_, _ = w.Write(data)
-		_ = w.WriteByte('\n')
-		return
+		return w.WriteByte('\n')
 	}
 	if event == "output" {
 		_, _ = w.WriteString("id: " + strconv.Itoa(e.Seq) + "\n")
 	}
 	_, _ = w.WriteString("event: " + event + "\ndata: ")
 	_, _ = w.Write(data)
-	_, _ = w.WriteString("\n\n")
+	_, err := w.WriteString("\n\n")
+	return err
 }
