@@ -275,3 +275,27 @@ func tenantUIDs() string {
 	first := 1_100_000_000 + rand.IntN(800_000)*1000
 	return fmt.Sprintf("%d-%d", first, first+999)
 }
+
+// FreePort is a loopback port free now.
+func FreePort() (int, error) { return freePort() }
+
+// LogPath is the file the daemon logs to.
+func (d *Daemon) LogPath() string { return d.d.logf.Name() }
+
+// StopTimed sends SIGTERM and returns how long the daemon took to exit
+// (SIGKILL to its process group past 45 s, and then the time is that).
+func (d *Daemon) StopTimed() time.Duration {
+	t0 := time.Now()
+	d.d.stop()
+	return time.Since(t0)
+}
+
+// TenantUIDs is the --tenant-uids range the daemon runs with.
+func (d *Daemon) TenantUIDs() (first, last uint32) {
+	for _, e := range d.d.cmd.Env {
+		if v, ok := strings.CutPrefix(e, "AIO_TENANT_UIDS="); ok {
+			_, _ = fmt.Sscanf(v, "%d-%d", &first, &last)
+		}
+	}
+	return first, last
+}

@@ -4,6 +4,7 @@
 //	aiobench compare [flags]  start aiod, its floor and Jupyter Server, and compare them in one run
 //	aiobench soak [flags]     start aiod, load it, let everything expire, and check its heap comes back
 //	aiobench persist [flags]  snapshots, restores, SIGTERM with live sessions, saved sessions, RSS under load
+//	aiobench torture [flags]  many tenants on every surface, two hostile: does aiod hold and come back?
 package main
 
 import (
@@ -43,6 +44,8 @@ func main() {
 		err = runSoak(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "persist":
 		err = runPersist(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	case "torture":
+		err = runTorture(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "-h", "--help", "help":
 		usage(os.Stdout)
 		return
@@ -62,8 +65,9 @@ func usage(w io.Writer) {
   aiobench compare [flags]  floor vs aiod REST/WS vs Jupyter Server, one-shots, memory; one table and --json
   aiobench soak [flags]     mixed load, then everything expires: does aiod's live heap come back?
   aiobench persist [flags]  session snapshots and restores, SIGTERM with live sessions, 5,000 saved sessions, RSS under a steady load
+  aiobench torture [flags]  16 tenants on every surface for 10 minutes, 2 of them hostile: a measured tenant's latency, failures, levels after, SIGTERM
 
-Run "aiobench load -h", "aiobench compare -h", "aiobench soak -h" or "aiobench persist -h" for flags.
+Run "aiobench load -h", "aiobench compare -h", "aiobench soak -h", "aiobench persist -h" or "aiobench torture -h" for flags.
 `)
 }
 
