@@ -13,8 +13,8 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/aiod/aiod/kernel/proc"
 	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/kernel/proc"
 )
 
 // Languages a REPL can run.
