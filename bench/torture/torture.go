@@ -604,10 +604,7 @@ func (c *caller) measure(ctx context.Context) Latency {
 
 // mixed picks one action after another at random until ctx ends.
 func (c *caller) mixed(ctx context.Context) {
-	actions := []struct {
-		name string
-		f    func(context.Context) (int, string)
-	}{
+	actions := []action{
 		{"rest python", func(ctx context.Context) (int, string) {
 			_, err := c.exec(ctx, "python", "py", "import random; print(random.random())", 60)
 			return outcome(err), errText(err)
@@ -702,14 +699,7 @@ func (c *caller) mixed(ctx context.Context) {
 			return outcome(err), errText(err)
 		}},
 	}
-	for ctx.Err() == nil {
-		a := actions[c.rnd.IntN(len(actions))]
-		o, what := a.f(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		c.r.note(a.name, o, what)
-	}
+	c.loop(ctx, actions)
 }
 
 // classify is outcome for a status and a transport error.
@@ -731,10 +721,7 @@ func (c *caller) hostile(ctx context.Context) {
 d = os.path.expanduser("~/.ipython/profile_default/startup")
 os.makedirs(d, exist_ok=True)
 open(d + "/00-hostile.py", "w").write("import subprocess, time\nsubprocess.Popen(['sleep', '600'], start_new_session=True)\ntime.sleep(5)\n")`
-	actions := []struct {
-		name string
-		f    func(context.Context) (int, string)
-	}{
+	actions := []action{
 		{"hostile startup files", func(ctx context.Context) (int, string) {
 			if _, err := c.exec(ctx, "python", "h0", plant, 60); err != nil {
 				return outcome(err), errText(err)
@@ -804,14 +791,7 @@ for f in fds: os.close(f)`, 60)
 			return outcome(err), errText(err)
 		}},
 	}
-	for ctx.Err() == nil {
-		a := actions[c.rnd.IntN(len(actions))]
-		o, what := a.f(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		c.r.note(a.name, o, what)
-	}
+	c.loop(ctx, actions)
 }
 
 // wsRun executes Python on the WebSocket in session "ws" and reads until
@@ -943,4 +923,24 @@ func cpuSeconds(pid int) float64 {
 	u, _ := strconv.ParseFloat(f[11], 64)
 	k, _ := strconv.ParseFloat(f[12], 64)
 	return (u + k) / 100 // USER_HZ
+}
+
+// action is one thing a caller does; f answers its outcome and what was
+// seen.
+type action struct {
+	name string
+	f    func(context.Context) (int, string)
+}
+
+// loop does one of actions after another, at random, until ctx ends,
+// noting each outcome (an action cut by the end is not counted).
+func (c *caller) loop(ctx context.Context, actions []action) {
+	for ctx.Err() == nil {
+		a := actions[c.rnd.IntN(len(actions))]
+		o, what := a.f(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		c.r.note(a.name, o, what)
+	}
 }

@@ -1,7 +1,6 @@
 package torture
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,24 +23,6 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(kerneltest.Run(m)) }
 
-// lockedBuffer collects the gateway's log for the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestTortureShort is aiobench torture's short form, in this process (so
 // under the race detector when the tests are): a gateway under tenant
 // isolation with JWT tenants, eight callers (one measured, one hostile) on
@@ -55,7 +35,7 @@ func TestTortureShort(t *testing.T) {
 		t.Fatal(err)
 	}
 	der, _ := x509.MarshalPKIXPublicKey(pub)
-	var logs lockedBuffer
+	var logs kerneltest.SyncBuffer
 	first, last := kerneltest.UIDRange(t)
 	const admin = "torture-admin"
 	srv := gatewaytest.Start(t, gateway.Config{
@@ -66,7 +46,7 @@ func TestTortureShort(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	defer cancel()
-	var progress lockedBuffer
+	var progress kerneltest.SyncBuffer
 	rep, err := Run(ctx, Config{
 		URL: srv.URL, DaemonPID: os.Getpid(), Admin: admin, FirstUID: first, LastUID: last,
 		Token: func(sub string) string {

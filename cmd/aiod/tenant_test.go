@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aiod/aiod/kernel/kerneltest"
 	"github.com/golang-jwt/jwt/v5"
 )
 
@@ -606,31 +607,15 @@ func TestPlantedStartupCodeIsLimitedAndEnds(t *testing.T) {
 	d := startDaemon(t, "--isolation", "tenant", "--kernel-prewarm", "0")
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	d.execute(ctx, "plant", `import os
-h = os.path.expanduser("~")
-d = h + "/.ipython/profile_default/startup"
-os.makedirs(d, exist_ok=True)
-open(d + "/00-plant.py", "w").write('''import os, subprocess
-h = os.path.expanduser("~")
-open(h + "/cg-python.txt", "w").write(open("/proc/self/cgroup").read())
-p = subprocess.Popen(["sleep", "600"], start_new_session=True)
-open(h + "/stray-python.txt", "w").write(str(p.pid))
-''')
-open(h + "/plant.js", "w").write('''const fs = require('fs'), os = require('os'), cp = require('child_process');
-fs.writeFileSync(os.homedir() + '/cg-javascript.txt', fs.readFileSync('/proc/self/cgroup'));
-const c = cp.spawn('sleep', ['600'], {detached: true, stdio: 'ignore'}); c.unref();
-fs.writeFileSync(os.homedir() + '/stray-javascript.txt', String(c.pid));
-''')`, 60)
+	home := strings.TrimSpace(d.execute(ctx, "plant", kerneltest.PlantStartupCode, 60).Stdout)
 	own := "/aiod-" + strconv.Itoa(d.cmd.Process.Pid) + "/"
 	// victim starts a session of lang whose start runs the planted code and
 	// returns the pid of the process it left, after checking where it ran.
 	victim := func(lang, sid string) int {
 		t.Helper()
-		body := map[string]any{"language": lang, "session_id": sid, "timeout": 60,
-			"code": `print(open(__import__("os").path.expanduser("~/cg-python.txt")).read() + "@" + open(__import__("os").path.expanduser("~/stray-python.txt")).read())`}
+		body := map[string]any{"language": lang, "session_id": sid, "timeout": 60, "code": kerneltest.ReadPlanted(lang, home)}
 		if lang == "javascript" {
-			body["env"] = map[string]string{"NODE_OPTIONS": "--require /home/user/plant.js"}
-			body["code"] = `const fs = require('fs'); console.log(fs.readFileSync('/home/user/cg-javascript.txt', 'utf8') + '@' + fs.readFileSync('/home/user/stray-javascript.txt', 'utf8'))`
+			body["env"] = map[string]string{"NODE_OPTIONS": "--require " + home + "/plant.js"}
 		}
 		var env envelope[execData]
 		d.do(ctx, http.MethodPost, "/v2/code/execute", body, &env)
@@ -638,16 +623,8 @@ fs.writeFileSync(os.homedir() + '/stray-javascript.txt', String(c.pid));
 		if !ok {
 			t.Fatalf("%s: the planted code left nothing: %+v", lang, env)
 		}
-		for _, ctl := range []string{"pids", "memory"} {
-			found := false
-			for _, line := range strings.Split(cg, "\n") {
-				if strings.Contains(line, ":"+ctl+":") {
-					found = strings.Contains(line, own)
-				}
-			}
-			if !found {
-				t.Errorf("%s: the planted code ran outside its runtime's %s cgroup:\n%s", lang, ctl, cg)
-			}
+		if out := kerneltest.OutsideGroups(cg, own); len(out) > 0 {
+			t.Errorf("%s: the planted code ran outside its runtime's %v cgroups:\n%s", lang, out, cg)
 		}
 		pid, err := strconv.Atoi(strings.TrimSpace(stray))
 		if err != nil {
@@ -658,7 +635,7 @@ fs.writeFileSync(os.homedir() + '/stray-javascript.txt', String(c.pid));
 	ends := func(what string, pid int) {
 		t.Helper()
 		deadline := time.Now().Add(10 * time.Second)
-		for procAlive(pid) {
+		for kerneltest.Alive(pid) {
 			if time.Now().After(deadline) {
 				_ = syscall.Kill(pid, syscall.SIGKILL)
 				t.Fatalf("the planted code's process %d outlived %s by 10 s", pid, what)
@@ -677,16 +654,4 @@ fs.writeFileSync(os.homedir() + '/stray-javascript.txt', String(c.pid));
 	for _, pid := range pids {
 		ends("aiod's stop", pid)
 	}
-}
-
-// procAlive reports whether pid is a process that has not exited (a zombie
-// waiting for its reaper has).
-func procAlive(pid int) bool {
-	st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(st)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }

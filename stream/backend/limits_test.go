@@ -266,61 +266,29 @@ func TestStartupCodeRunsUnderLimits(t *testing.T) {
 	defer cancel()
 	r, _ := newTenantRuntimes(t, ctx, Config{CodeBackend: Kernel, Isolation: Isolation{MemoryBytes: 1 << 30, Pids: 256}})
 	const tenant = "jwt:mallory"
-	plant := `import os
-h = os.path.expanduser("~")
-d = h + "/.ipython/profile_default/startup"
-os.makedirs(d, exist_ok=True)
-open(d + "/00-plant.py", "w").write('''import os, subprocess
-h = os.path.expanduser("~")
-open(h + "/cg-py.txt", "w").write(open("/proc/self/cgroup").read())
-p = subprocess.Popen(["sleep", "600"], start_new_session=True)
-open(h + "/stray-py.txt", "w").write(str(p.pid))
-''')
-open(h + "/plant.js", "w").write('''const fs = require('fs'), os = require('os'), cp = require('child_process');
-fs.writeFileSync(os.homedir() + '/cg-js.txt', fs.readFileSync('/proc/self/cgroup'));
-const c = cp.spawn('sleep', ['600'], {detached: true, stdio: 'ignore'}); c.unref();
-fs.writeFileSync(os.homedir() + '/stray-js.txt', String(c.pid));
-''')
-print(h)`
-	home := strings.TrimSpace(runIn(t, ctx, r, Want{Language: Python, Tenant: tenant}, plant))
+	home := strings.TrimSpace(runIn(t, ctx, r, Want{Language: Python, Tenant: tenant}, kerneltest.PlantStartupCode))
 	if !strings.HasPrefix(home, "/") {
 		t.Fatalf("planting answered %q", home)
 	}
-	for _, c := range []struct {
-		name string
-		w    Want
-	}{
-		{"py", Want{Language: Python, Tenant: tenant}},
-		{"js", Want{Language: JS, Tenant: tenant, Env: []string{"NODE_OPTIONS=--require " + home + "/plant.js"}}},
+	for _, w := range []Want{
+		{Language: Python, Tenant: tenant},
+		{Language: JS, Tenant: tenant, Env: []string{"NODE_OPTIONS=--require " + home + "/plant.js"}},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			read := `print(open("` + home + `/cg-` + c.name + `.txt").read() + "@" + open("` + home + `/stray-` + c.name + `.txt").read())`
-			if c.w.Language == JS {
-				read = `const fs = require('fs'); console.log(fs.readFileSync('` + home + `/cg-js.txt', 'utf8') + '@' + fs.readFileSync('` + home + `/stray-js.txt', 'utf8'))`
-			}
-			out := runIn(t, ctx, r, c.w, read) // the runtime is closed when it returns
+		t.Run(w.Language, func(t *testing.T) {
+			out := runIn(t, ctx, r, w, kerneltest.ReadPlanted(w.Language, home)) // the runtime is closed when it returns
 			cg, strayPID, ok := strings.Cut(strings.TrimSpace(out), "@")
 			if !ok {
 				t.Fatalf("the planted code left %q", out)
 			}
-			own := "/aiod-" + strconv.Itoa(os.Getpid()) + "/"
-			for _, ctl := range []string{"pids", "memory"} {
-				found := false
-				for _, line := range strings.Split(cg, "\n") {
-					if strings.Contains(line, ":"+ctl+":") {
-						found = strings.Contains(line, own)
-					}
-				}
-				if !found {
-					t.Errorf("the planted code ran outside the runtime's %s cgroup:\n%s", ctl, cg)
-				}
+			if out := kerneltest.OutsideGroups(cg, "/aiod-"+strconv.Itoa(os.Getpid())+"/"); len(out) > 0 {
+				t.Errorf("the planted code ran outside the runtime's %v cgroups:\n%s", out, cg)
 			}
 			pid, err := strconv.Atoi(strings.TrimSpace(strayPID))
 			if err != nil {
 				t.Fatalf("stray pid %q", strayPID)
 			}
 			deadline := time.Now().Add(10 * time.Second)
-			for alive(pid) {
+			for kerneltest.Alive(pid) {
 				if time.Now().After(deadline) {
 					t.Fatalf("the planted code's process in a session of its own (pid %d) outlived its runtime by 10 s", pid)
 				}
@@ -328,16 +296,4 @@ print(h)`
 			}
 		})
 	}
-}
-
-// alive reports whether pid is a process that has not exited (a zombie
-// waiting for its reaper has).
-func alive(pid int) bool {
-	st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(st)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }

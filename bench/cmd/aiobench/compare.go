@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/aiod/aiod/bench/compare"
-	"github.com/goccy/go-json"
 )
 
 // runCompare starts the floor, aiod and Jupyter Server on loopback, measures
@@ -53,15 +52,8 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return runErr
 	}
 	res.WriteTable(stdout)
-	if *jsonOut != "" {
-		b, err := json.MarshalIndent(res, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, "wrote", *jsonOut)
+	if err := writeJSON(stdout, *jsonOut, res); err != nil {
+		return err
 	}
 	if *svgOut != "" {
 		f, err := os.Create(*svgOut)

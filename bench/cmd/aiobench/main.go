@@ -115,3 +115,20 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	return nil
 }
+
+// writeJSON writes v, indented, to path and says so on stdout; an empty
+// path writes nothing.
+func writeJSON(stdout io.Writer, path string, v any) error {
+	if path == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "wrote", path)
+	return nil
+}

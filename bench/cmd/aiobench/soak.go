@@ -4,12 +4,8 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"io"
-	"os"
 	"time"
-
-	"github.com/goccy/go-json"
 
 	"github.com/aiod/aiod/bench/compare"
 )
@@ -37,15 +33,8 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	res.WriteTable(stdout)
-	if *jsonOut != "" {
-		b, err := json.MarshalIndent(res, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, "wrote", *jsonOut)
+	if err := writeJSON(stdout, *jsonOut, res); err != nil {
+		return err
 	}
 	if !res.Returned {
 		return errors.New("soak: the live heap did not come back after everything expired")

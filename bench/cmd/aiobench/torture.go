@@ -17,7 +17,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/goccy/go-json"
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/aiod/aiod/bench/compare"
@@ -122,15 +121,8 @@ func runTorture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	stopped = true
 	res.Panics = panicsIn(d.LogPath())
 	writeTorture(stdout, res)
-	if *jsonOut != "" {
-		b, err := json.MarshalIndent(res, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, "wrote", *jsonOut)
+	if err := writeJSON(stdout, *jsonOut, res); err != nil {
+		return err
 	}
 	var problems []string
 	if len(res.Panics) > 0 {
