@@ -242,8 +242,12 @@ func TestIdleKernelIsNotPinged(t *testing.T) {
 	if n := k.Stats().Pongs - idle; n > 1 {
 		t.Errorf("%d pongs in a second of idleness, want at most the one already on its way", n)
 	}
-	id := execute(t, k, "import time; time.sleep(60)")
+	id := execute(t, k, "import time; print('sleeping', flush=True); time.sleep(60)")
 	waitUntil(t, "the pings back during an execution", func() bool { return k.Stats().Pongs-idle >= 5 })
+	// The interrupt goes to the cell once it runs: a SIGINT that lands in
+	// ipykernel's own handling before the cell (a loaded machine) loses
+	// the execute_reply, which is ipykernel's, not what this tests.
+	rec.WaitFor(t, execTimeout, id, "the cell's first output", func(ms []*jupyter.Message) bool { return kerneltest.Find(ms, "iopub", "stream") != nil })
 	if err := k.Interrupt(context.Background()); err != nil {
 		t.Fatal(err)
 	}
