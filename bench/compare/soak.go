@@ -231,8 +231,13 @@ func metrics(ctx context.Context, d *daemon) (map[string]float64, error) {
 	if resp.StatusCode != 200 {
 		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
 	}
+	return ParseMetrics(resp.Body)
+}
+
+// ParseMetrics reads the unlabelled samples of a Prometheus text answer.
+func ParseMetrics(r io.Reader) (map[string]float64, error) {
 	out := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		name, v, ok := strings.Cut(sc.Text(), " ")

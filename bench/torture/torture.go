@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aiod/aiod/bench/compare"
 	"github.com/coder/websocket"
 	"github.com/goccy/go-json"
 )
@@ -287,24 +288,15 @@ func (r *run) levels(ctx context.Context) (Levels, error) {
 	if err != nil {
 		return Levels{}, err
 	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
 		return Levels{}, fmt.Errorf("GET /metrics: %s", resp.Status)
 	}
-	var l Levels
-	for _, line := range strings.Split(string(body), "\n") {
-		name, v, _ := strings.Cut(line, " ")
-		f, _ := strconv.ParseFloat(v, 64)
-		switch name {
-		case "go_goroutines":
-			l.Goroutines = int(f)
-		case "process_resident_memory_bytes":
-			l.RSSMiB = f / (1 << 20)
-		case "go_memstats_heap_inuse_bytes":
-			l.HeapMiB = f / (1 << 20)
-		}
+	m, err := compare.ParseMetrics(resp.Body)
+	if err != nil {
+		return Levels{}, err
 	}
+	l := Levels{Goroutines: int(m["go_goroutines"]), RSSMiB: m["process_resident_memory_bytes"] / (1 << 20), HeapMiB: m["go_memstats_heap_inuse_bytes"] / (1 << 20)}
 	if ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", r.cfg.DaemonPID)); err == nil {
 		l.FDs = len(ents)
 	}
@@ -509,6 +501,18 @@ func statusOf(err error) int {
 func (c *caller) call(ctx context.Context, method, path string, body any, timeout time.Duration) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	resp, err := c.send(ctx, method, path, body, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, b, err
+}
+
+// send sends a request with body as JSON (nil: none), the caller's token
+// and headers; the caller closes the answer's body.
+func (c *caller) send(ctx context.Context, method, path string, body any, headers map[string]string) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
@@ -516,17 +520,14 @@ func (c *caller) call(ctx context.Context, method, path string, body any, timeou
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.r.cfg.URL+path, rd)
 	if err != nil {
-		return 0, nil, err
+		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := c.r.client.Do(req)
-	if err != nil {
-		return 0, nil, err
+	for k, v := range headers {
+		req.Header.Set(k, v)
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	return resp.StatusCode, b, err
+	return c.r.client.Do(req)
 }
 
 // exec runs code and returns its stdout; an answer other than 200 with
@@ -840,12 +841,8 @@ func (c *caller) wsRun(ctx context.Context, code string, drop bool) (int, error)
 func (c *caller) sse(ctx context.Context, code string, stall bool) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 90*time.Second)
 	defer cancel()
-	b, _ := json.Marshal(map[string]any{"language": "python", "session_id": "sse", "code": code, "timeout": 60})
-	req, _ := http.NewRequestWithContext(ctx, "POST", c.r.cfg.URL+"/v2/code/execute", bytes.NewReader(b))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := c.r.client.Do(req)
+	resp, err := c.send(ctx, "POST", "/v2/code/execute", map[string]any{"language": "python", "session_id": "sse", "code": code, "timeout": 60},
+		map[string]string{"Accept": "text/event-stream"})
 	if err != nil {
 		return 0, err
 	}
@@ -886,23 +883,16 @@ func (c *caller) terminal(ctx context.Context) (int, string, error) {
 func (c *caller) mcpInitialize(ctx context.Context) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
-		"protocolVersion": "2025-03-26", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "torture", "version": "1"}}})
-	req, _ := http.NewRequestWithContext(ctx, "POST", c.r.cfg.URL+"/mcp", bytes.NewReader(b))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := c.r.client.Do(req)
+	resp, err := c.send(ctx, "POST", "/mcp", map[string]any{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": map[string]any{
+		"protocolVersion": "2025-03-26", "capabilities": map[string]any{}, "clientInfo": map[string]any{"name": "torture", "version": "1"}}},
+		map[string]string{"Accept": "application/json, text/event-stream"})
 	if err != nil {
 		return 0, err
 	}
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, resp.Body)
 	if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
-		del, _ := http.NewRequestWithContext(ctx, "DELETE", c.r.cfg.URL+"/mcp", nil)
-		del.Header.Set("Mcp-Session-Id", id)
-		del.Header.Set("Authorization", "Bearer "+c.token)
-		if r, err := c.r.client.Do(del); err == nil {
+		if r, err := c.send(ctx, "DELETE", "/mcp", nil, map[string]string{"Mcp-Session-Id": id}); err == nil {
 			r.Body.Close()
 		}
 	}

@@ -634,13 +634,9 @@ func TestPlantedStartupCodeIsLimitedAndEnds(t *testing.T) {
 	}
 	ends := func(what string, pid int) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for kerneltest.Alive(pid) {
-			if time.Now().After(deadline) {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-				t.Fatalf("the planted code's process %d outlived %s by 10 s", pid, what)
-			}
-			time.Sleep(20 * time.Millisecond)
+		if !kerneltest.Ends(pid, 10*time.Second) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			t.Fatalf("the planted code's process %d outlived %s by 10 s", pid, what)
 		}
 	}
 	for _, lang := range []string{"python", "javascript"} {

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aiod/aiod/kernel/proc"
 )
 
 // stat returns the fields of /proc/PID/stat after the command name:
@@ -208,4 +210,20 @@ func (c *Clock) Add(d time.Duration) {
 	c.mu.Lock()
 	c.t = c.t.Add(d)
 	c.mu.Unlock()
+}
+
+// Ends waits up to limit for process pid (any process, not only a child)
+// to end, on its pidfd; true when it did (or was gone already).
+func Ends(pid int, limit time.Duration) bool {
+	fd := proc.Pidfd(pid)
+	if fd == nil {
+		return !Alive(pid)
+	}
+	t := time.AfterFunc(limit, func() { fd.Close() }) // ends the wait
+	proc.WaitPidfd(fd)
+	if t.Stop() {
+		fd.Close()
+		return true
+	}
+	return !Alive(pid)
 }

@@ -287,12 +287,8 @@ func TestStartupCodeRunsUnderLimits(t *testing.T) {
 			if err != nil {
 				t.Fatalf("stray pid %q", strayPID)
 			}
-			deadline := time.Now().Add(10 * time.Second)
-			for kerneltest.Alive(pid) {
-				if time.Now().After(deadline) {
-					t.Fatalf("the planted code's process in a session of its own (pid %d) outlived its runtime by 10 s", pid)
-				}
-				time.Sleep(20 * time.Millisecond)
+			if !kerneltest.Ends(pid, 10*time.Second) {
+				t.Fatalf("the planted code's process in a session of its own (pid %d) outlived its runtime by 10 s", pid)
 			}
 		})
 	}
