@@ -155,13 +155,12 @@ func TestBurstOf200NewSessions(t *testing.T) {
 	// One session first, deleted, so that the kernel template exists
 	// before the count.
 	d.execute(ctx, "warm", "print(1)", 60)
-	warm := d.sessionPIDs(ctx)["warm"]
+	warm := kerneltest.Hold(d.sessionPIDs(ctx)["warm"])
+	defer warm.Release()
 	var del envelope[any]
 	d.do(ctx, http.MethodDelete, "/v2/code/sessions/warm", nil, &del)
-	for deadline := time.Now().Add(30 * time.Second); exists(warm); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the deleted session's kernel %d is still there after 30 s", warm)
-		}
+	if !warm.Ends(time.Now().Add(30 * time.Second)) {
+		t.Fatalf("the deleted session's kernel is still there after 30 s: %s", kerneltest.Describe(warm.PID))
 	}
 	// The prewarm pool's kernels count as descendants: counted full, before
 	// and after.
@@ -196,22 +195,26 @@ func TestBurstOf200NewSessions(t *testing.T) {
 	if len(pids) != counts[http.StatusOK] {
 		t.Errorf("%d sessions have a runtime, %d were answered: a refused start was left half-started", len(pids), counts[http.StatusOK])
 	}
-	d.deleteAll(ctx, n, "burst-%03d")
+	held := map[string]*kerneltest.Held{}
+	for id, pid := range pids {
+		held[id] = kerneltest.Hold(pid)
+		defer held[id].Release()
+	}
+	deleted := d.deleteAll(ctx, n, "burst-%03d")
+	for i, a := range answers {
+		id := fmt.Sprintf("burst-%03d", i)
+		if want := map[bool]int{true: http.StatusOK, false: http.StatusNotFound}[a.status == http.StatusOK]; deleted[id] != want {
+			t.Errorf("DELETE %s: %d, want %d (its start answered %d)", id, deleted[id], want, a.status)
+		}
+	}
 	deadline := time.Now().Add(60 * time.Second)
-	for {
-		left := 0
-		for _, pid := range pids {
-			if exists(pid) {
-				left++
-			}
+	for id, h := range held {
+		if !h.Ends(deadline) {
+			t.Errorf("session %s's runtime still runs 60 s after its DELETE answered %d: %s", id, deleted[id], kerneltest.Describe(h.PID))
 		}
-		if left == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d runtimes left 60 s after the deletes", left)
-		}
-		time.Sleep(100 * time.Millisecond)
+	}
+	if t.Failed() {
+		t.FailNow()
 	}
 	d.waitPoolReady(ctx, 2)
 	if after := len(kerneltest.Descendants(d.cmd.Process.Pid)); after > before {
@@ -239,26 +242,36 @@ func (d *daemon) openAtOnce(ctx context.Context, n int, pattern, code string, ti
 }
 
 // deleteAll deletes the sessions fmt.Sprintf(pattern, 0..n-1), 16 at a
-// time (each delete waits for its runtime to exit).
-func (d *daemon) deleteAll(ctx context.Context, n int, pattern string) {
+// time (each delete waits for its runtime to exit), and returns each one's
+// status.
+func (d *daemon) deleteAll(ctx context.Context, n int, pattern string) map[string]int {
 	sem := make(chan struct{}, 16)
-	var wg sync.WaitGroup
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		status = map[string]int{}
+	)
 	for i := range n {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, d.url+"/v2/code/sessions/"+fmt.Sprintf(pattern, i), nil)
+			id := fmt.Sprintf(pattern, i)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, d.url+"/v2/code/sessions/"+id, nil)
 			resp, err := d.client.Do(req)
 			if err != nil {
 				d.t.Errorf("delete: %v", err)
 				return
 			}
 			resp.Body.Close()
+			mu.Lock()
+			status[id] = resp.StatusCode
+			mu.Unlock()
 		}()
 	}
 	wg.Wait()
+	return status
 }
 
 // TestStartQueueRefusesPastItsBound opens 20 sessions at once through one

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/aiod/aiod/kernel/proc"
 )
 
@@ -226,4 +228,61 @@ func Ends(pid int, limit time.Duration) bool {
 		return true
 	}
 	return !Alive(pid)
+}
+
+// Held is a process held by its pidfd, taken while it was known to live:
+// a later wait or description is of that process, even once the machine
+// has given its pid to another (pid_max is 32768 here, and a loaded test
+// run goes through it in minutes).
+type Held struct {
+	PID int
+	fd  *os.File // nil: gone when held
+}
+
+// Hold takes pid's pidfd now.
+func Hold(pid int) *Held { return &Held{PID: pid, fd: proc.Pidfd(pid)} }
+
+// Ends waits until the held process has ended, up to deadline; true when
+// it has. It may be called again after a false.
+func (h *Held) Ends(deadline time.Time) bool {
+	if h.fd == nil {
+		return true
+	}
+	fds := []unix.PollFd{{Fd: int32(h.fd.Fd()), Events: unix.POLLIN}}
+	for {
+		ms := time.Until(deadline).Milliseconds()
+		if ms < 0 {
+			ms = 0
+		}
+		n, err := unix.Poll(fds, int(ms))
+		if n > 0 {
+			return true
+		}
+		if err == nil && ms == 0 || err != nil && err != unix.EINTR {
+			return false
+		}
+	}
+}
+
+// Release closes the pidfd.
+func (h *Held) Release() {
+	if h.fd != nil {
+		h.fd.Close()
+	}
+}
+
+// Describe says what a live process is: state, parent, command line and
+// cgroups, for a failing test's message.
+func Describe(pid int) string {
+	f := stat(pid)
+	if len(f) < 2 {
+		return fmt.Sprintf("pid %d: gone", pid)
+	}
+	cg, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	return fmt.Sprintf("pid %d state %s ppid %s (%s) cmd %q cgroups %q", pid, f[0], f[1], Cmdline(mustAtoi(f[1])), Cmdline(pid), strings.ReplaceAll(strings.TrimSpace(string(cg)), "\n", "; "))
+}
+
+func mustAtoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }
