@@ -77,6 +77,8 @@ type options struct {
 	runtimeCPU         float64 // cores per runtime; 0 none
 	runtimesCPUWeight  int     // runtimes together against aiod, cgroup v1; 0 default layout
 	runtimesPids       int64   // processes and threads of all runtimes together; 0 none
+	tenantMemory       int64   // bytes for one tenant's runtimes together; 0 none
+	tenantPids         int64   // processes and threads of one tenant's runtimes together; 0 none
 	runtimePtys        int     // pseudo-terminals a tenant runtime may open (a devpts of its own); 0 the host's
 	runtimeUser        string
 	runtimeEnvAllow    string
@@ -184,6 +186,8 @@ func (o *options) settings() []setting {
 		{"runtime-pids-limit", "AIO_RUNTIME_PIDS_LIMIT", "1024", "processes and threads per local runtime; 0 for none", pidsSetter(&o.runtimePids)},
 		{"runtime-cpu-limit", "AIO_RUNTIME_CPU_LIMIT", "0", "CPU cores per local runtime, as a quota (1.5 is one and a half cores); 0 for none", cpuSetter(&o.runtimeCPU)},
 		{"runtimes-pids-total", "AIO_RUNTIMES_PIDS_TOTAL", "50%", "processes and threads of all local runtimes together (their cgroups' parent): a number, or a percentage of the machine's pid_max; 0 for none", totalPidsSetter(&o.runtimesPids)},
+		{"tenant-memory-limit", "AIO_TENANT_MEMORY_LIMIT", "50%", "memory of one tenant's runtimes together under --isolation tenant (a group of its own between theirs and the runtimes' parent): bytes, with K, M, G or T, or a percentage of the machine's memory; 0 for none", memSetter(&o.tenantMemory)},
+		{"tenant-pids-limit", "AIO_TENANT_PIDS_LIMIT", "25%", "processes and threads of one tenant's runtimes together under --isolation tenant: a number, or a percentage of the machine's pid_max; 0 for none", totalPidsSetter(&o.tenantPids)},
 		{"runtimes-cpu-weight", "AIO_RUNTIMES_CPU_WEIGHT", "4", "when aiod and its runtimes both want more CPU than there is, all runtimes together get this many parts to aiod's one (cgroup v1: aiod moves into a cpu group of its own beside theirs); 0 leaves aiod in its cgroup and the runtimes' parent at one task's weight", rangeSetter(&o.runtimesCPUWeight, 0, 256)},
 		{"runtime-user", "AIO_RUNTIME_USER", "", "run every local runtime as this user (a name, or uid[:gid]) when aiod runs as root", strSetter(&o.runtimeUser)},
 		{"runtime-env-allow", "AIO_RUNTIME_ENV_ALLOW", defaultEnvAllow, "comma-separated variables of aiod's environment that runtimes get: names, or prefixes ending in * (AIO_* and JWT_PUBLIC_KEY never pass)", strSetter(&o.runtimeEnvAllow)},
@@ -699,6 +703,7 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 	c.Isolation.MemoryBytes, c.Isolation.Pids, c.Isolation.CPU = o.runtimeMemory, o.runtimePids, o.runtimeCPU
 	c.Isolation.TotalMemoryBytes, c.Isolation.RuntimesCPUWeight = o.runtimesMemory, o.runtimesCPUWeight
 	c.Isolation.TotalPids = o.runtimesPids
+	c.Isolation.TenantMemoryBytes, c.Isolation.TenantPids = o.tenantMemory, o.tenantPids
 	c.Isolation.User, c.Isolation.EnvAllow = o.runtimeUser, splitList(o.runtimeEnvAllow)
 	c.Isolation.Isolation, c.Isolation.StateDir, c.Isolation.Network = o.isolation, o.stateDir, o.runtimeNetwork
 	c.Isolation.Ptys = o.runtimePtys

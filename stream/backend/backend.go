@@ -301,7 +301,7 @@ func (r *Runtimes) coldKernelBackend(spec *kernel.Spec, env []string, t *sandbox
 	return stream.Backend{
 		Name: Kernel, Language: Python, Spec: spec.Name, Idle: r.cfg.KernelIdle,
 		Start: func(ctx context.Context, h jupyter.Handler) (jupyter.Runtime, error) {
-			p := &placement{r: r}
+			p := &placement{r: r, t: t}
 			k, err := kernel.Start(ctx, kernel.Options{
 				Spec: spec, Handler: h, Cwd: r.cfg.Workdir, Env: env,
 				StartTimeout: r.cfg.KernelStartTimeout, Logger: r.log, Counter: r.cfg.Counter,
@@ -340,7 +340,7 @@ func (r *Runtimes) coldNativeBackend(lang, path string, env []string, t *sandbox
 	return stream.Backend{
 		Name: Native, Language: lang, Idle: r.cfg.NativeIdle,
 		Start: func(ctx context.Context, h jupyter.Handler) (jupyter.Runtime, error) {
-			p := &placement{r: r}
+			p := &placement{r: r, t: t}
 			rp, err := replbridge.Start(ctx, replbridge.Options{
 				Language: lang, Interpreter: path, Handler: h, Cwd: r.cfg.Workdir, Env: env, Logger: r.log,
 				Environ: r.base, Credential: r.iso.Credential(), Wrap: wrapIn(t), Admit: p.admit(),

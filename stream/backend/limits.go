@@ -10,6 +10,7 @@ import (
 
 	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/stream/backend/isolate"
+	"github.com/aiod/aiod/stream/backend/sandbox"
 )
 
 // Isolation configures the limits, environment and user of local
@@ -36,8 +37,9 @@ func (r *Runtimes) TenantIsolation(tenant string) TenantReport { return r.iso.Te
 // MemoryFlag and TotalMemoryFlag name the memory limits' settings in what
 // a caller reads.
 const (
-	MemoryFlag      = "--runtime-memory-limit"
-	TotalMemoryFlag = "--runtimes-memory-total"
+	MemoryFlag       = "--runtime-memory-limit"
+	TotalMemoryFlag  = "--runtimes-memory-total"
+	TenantMemoryFlag = "--tenant-memory-limit"
 )
 
 // placement puts one start's process under the limits before anything of
@@ -47,6 +49,7 @@ const (
 // back to a spawn) calls it again, and the earlier group goes.
 type placement struct {
 	r *Runtimes
+	t *sandbox.Tenant // the tenant it starts for; nil none
 	l *isolate.Limits
 }
 
@@ -60,7 +63,7 @@ func (p *placement) admit() func(pid int) error {
 			_ = p.l.Close() // an earlier attempt's
 		}
 		var err error
-		p.l, err = p.r.iso.Apply(pid)
+		p.l, err = p.r.iso.Apply(pid, p.t)
 		return err
 	}
 }
@@ -83,6 +86,7 @@ func (p *placement) limit(rt jupyter.Runtime) jupyter.Runtime {
 	r, l := p.r, p.l
 	w := &limited{Runtime: rt, l: l, log: r.log, memLimit: fmt.Sprintf("%s (%s)", FormatBytes(r.cfg.Isolation.MemoryBytes), MemoryFlag),
 		totalLimit:   fmt.Sprintf("%s (%s)", FormatBytes(r.cfg.Isolation.TotalMemoryBytes), TotalMemoryFlag),
+		tenantLimit:  fmt.Sprintf("%s (%s)", FormatBytes(r.cfg.Isolation.TenantMemoryBytes), TenantMemoryFlag),
 		totalLimited: r.iso.TotalLimited()}
 	c, isC := rt.(jupyter.Completer)
 	s, isS := rt.(jupyter.Sender)
@@ -109,6 +113,7 @@ type limited struct {
 	log          *slog.Logger
 	memLimit     string
 	totalLimit   string
+	tenantLimit  string
 	totalLimited bool // all runtimes together have a memory limit
 
 	base atomic.Uint64 // the group's OOM kills when the last execution began
@@ -163,12 +168,18 @@ func (w *limited) Err() error {
 			return
 		}
 		// The OOM killer took it: its own limit when its group reached
-		// it, else the parent's, the limit of all runtimes together
+		// it, else its tenant's quota when the tenant's group reached
+		// that, else the parent's, the limit of all runtimes together
 		// (another runtime may hold most of that).
 		oom := *de
 		oom.Kind, oom.Limit = jupyter.DeathOutOfMemory, w.memLimit
 		oom.Cause = "killed by its memory limit of " + w.memLimit + " (" + de.Cause + ")"
-		if w.totalLimited && !w.l.ReachedOwnLimit() {
+		switch {
+		case w.l.ReachedOwnLimit():
+		case w.l.ReachedTenantLimit():
+			oom.Limit = w.tenantLimit
+			oom.Cause = "killed when the tenant's runtimes together reached its memory quota of " + w.tenantLimit + " (" + de.Cause + ")"
+		case w.totalLimited:
 			oom.Limit = w.totalLimit
 			oom.Cause = "killed when all runtimes together reached their memory limit of " + w.totalLimit + " (" + de.Cause + ")"
 		}

@@ -34,7 +34,7 @@ func (r *Runtimes) RunNode(ctx context.Context, code, stdin, dir string, timeout
 	out, err := replbridge.RunNode(ctx, replbridge.NodeRun{
 		Node: r.env.Node.Path, Code: code, Stdin: stdin, Dir: dir, Timeout: timeout, Limit: max(budget/2, 1024),
 		Environ: r.base, Credential: r.iso.Credential(), Wrap: wrapIn(t), Started: func(pid int) (err error) {
-			l, err = r.iso.Apply(pid)
+			l, err = r.iso.Apply(pid, t)
 			if err == nil && started != nil {
 				started()
 			}

@@ -38,7 +38,7 @@ func (r *Runtimes) StartTerminal(w TerminalWant) (*Terminal, error) {
 	if cwd == "" {
 		cwd = r.cfg.Workdir
 	}
-	p := &placement{r: r}
+	p := &placement{r: r, t: tn}
 	tm, err := term.Start(term.Options{Cwd: cwd, Environ: r.base, Env: w.Env, Credential: r.iso.Credential(),
 		Wrap: wrapTerminal(tn), Admit: p.admit(), Rows: w.Rows, Cols: w.Cols})
 	if err != nil {

@@ -47,8 +47,13 @@ type Config struct {
 	// TotalPids bounds the processes and threads of all runtimes together
 	// (pids.max of their parent); 0 none.
 	TotalPids int64
-	Pids      int64   // processes and threads per runtime; 0 is none
-	CPU       float64 // cores per runtime, as a CFS quota; 0 is none
+	Pids      int64 // processes and threads per runtime; 0 is none
+	// TenantMemoryBytes and TenantPids bound all runtimes of one tenant
+	// together (the group of its runtimes, tenantgroup.go); 0 is none.
+	// They apply to runtimes started for a tenant (Apply with one).
+	TenantMemoryBytes int64
+	TenantPids        int64
+	CPU               float64 // cores per runtime, as a CFS quota; 0 is none
 	// RuntimesCPUWeight is the CPU weight of all runtimes together against
 	// aiod's own process, when both want more than there is (cgroup v1:
 	// see cpuweight.go); 0 leaves aiod in its cgroup and the runtimes'
@@ -106,6 +111,7 @@ type Isolator struct {
 	// (weighCPU); noWeight says why RuntimesCPUWeight is not in force.
 	cpuWeighed bool
 	noWeight   string
+	tg         tenantGroups
 }
 
 // New resolves the user, makes its home folder, removes cgroups left by
@@ -118,7 +124,7 @@ func New(cfg Config) (*Isolator, error) {
 	if cfg.EnvAllow == nil {
 		cfg.EnvAllow = DefaultEnvAllow
 	}
-	if cfg.MemoryBytes < 0 || cfg.Pids < 0 || cfg.CPU < 0 || cfg.TotalMemoryBytes < 0 || cfg.TotalPids < 0 {
+	if cfg.MemoryBytes < 0 || cfg.Pids < 0 || cfg.CPU < 0 || cfg.TotalMemoryBytes < 0 || cfg.TotalPids < 0 || cfg.TenantMemoryBytes < 0 || cfg.TenantPids < 0 {
 		return nil, errors.New("runtime limits must not be negative")
 	}
 	if cfg.FirstUID == 0 && cfg.LastUID == 0 {
@@ -146,7 +152,7 @@ func New(cfg Config) (*Isolator, error) {
 		}
 		is.home = home
 	}
-	if cfg.MemoryBytes == 0 && cfg.Pids == 0 && cfg.CPU == 0 && cfg.TotalMemoryBytes == 0 && cfg.TotalPids == 0 {
+	if cfg.MemoryBytes == 0 && cfg.Pids == 0 && cfg.CPU == 0 && cfg.TotalMemoryBytes == 0 && cfg.TotalPids == 0 && cfg.TenantMemoryBytes == 0 && cfg.TenantPids == 0 {
 		return is, nil
 	}
 	if cfg.Mechanism == Rlimit {
@@ -480,11 +486,13 @@ type Limits struct {
 	// above it) runs out of memory (cgroup v1's notification on
 	// memory.oom_control), -1 without one: OOMKillsSoFar reads the count
 	// again only after a signal. Guarded by evMu, which Close takes.
-	oomEvents int
-	evMu      sync.Mutex
-	lastEvent atomic.Int64 // unix ns of the last signal seen
-	full      atomic.Bool  // ReachedOwnLimit seen before the group was removed
-	err       error
+	oomEvents  int
+	evMu       sync.Mutex
+	lastEvent  atomic.Int64 // unix ns of the last signal seen
+	full       atomic.Bool  // ReachedOwnLimit seen before the group was removed
+	tenant     string       // the tenant group it is in; "" none
+	tenantFull atomic.Bool  // ReachedTenantLimit seen before the group was left
+	err        error
 }
 
 // oomSettle is how long after an OOM notification OOMKillsSoFar keeps
@@ -493,8 +501,10 @@ type Limits struct {
 const oomSettle = 2 * time.Second
 
 // Apply puts the process pid (and what it starts from now on) under the
-// limits, before it runs user code. name is for logs.
-func (is *Isolator) Apply(pid int) (*Limits, error) {
+// limits, before it runs user code. With a tenant t (nil: none) the
+// runtime's group is made in t's group, which weighs and bounds all of
+// t's runtimes together (tenantgroup.go).
+func (is *Isolator) Apply(pid int, t *sandbox.Tenant) (*Limits, error) {
 	l := &Limits{is: is, oomEvents: -1}
 	switch is.mechanism {
 	case None:
@@ -502,6 +512,23 @@ func (is *Isolator) Apply(pid int) (*Limits, error) {
 	case Rlimit:
 		return l, is.applyRlimits(pid)
 	}
+	if t != nil {
+		name, err := is.holdTenant(t)
+		if err != nil {
+			return nil, err
+		}
+		l.tenant = name
+	}
+	applied, err := is.applyCgroup(l, pid)
+	if err != nil && l.tenant != "" {
+		_ = is.releaseTenant(l.tenant)
+	}
+	return applied, err
+}
+
+// applyCgroup makes the runtime's own group (in l.tenant's, if any) and
+// puts pid in it.
+func (is *Isolator) applyCgroup(l *Limits, pid int) (*Limits, error) {
 	res := &cgroups.Resources{}
 	if is.cfg.MemoryBytes > 0 {
 		res.Memory = is.cfg.MemoryBytes
@@ -514,7 +541,7 @@ func (is *Isolator) Apply(pid int) (*Limits, error) {
 		res.CpuPeriod = 100000
 		res.CpuQuota = int64(is.cfg.CPU * 100000)
 	}
-	name := strconv.FormatUint(is.next.Add(1), 10)
+	name := filepath.Join(l.tenant, strconv.FormatUint(is.next.Add(1), 10))
 	cg := &cgroups.Cgroup{Resources: res}
 	var err error
 	if is.mechanism == CgroupV2 {
@@ -670,6 +697,10 @@ func (l *Limits) readOOMKills() (uint64, error) {
 	return 0, errors.New("no oom_kill line in " + l.oomFile.Name())
 }
 
+// memSlack is how far short of a memory limit a group's peak may stop
+// and still count as reaching it: charges fail a few pages short.
+const memSlack = 4 << 20
+
 // ReachedOwnLimit reports whether the runtime's group used its own memory
 // limit up (its peak usage, memory.max_usage_in_bytes in v1, memory.peak
 // in v2, within a little of the limit): the sign that a kill by the OOM
@@ -681,12 +712,26 @@ func (l *Limits) ReachedOwnLimit() bool {
 		return false
 	}
 	if st, err := l.mgr.GetStats(); err == nil {
-		const slack = 4 << 20 // charges fail a few pages short of the limit
-		if int64(st.MemoryStats.Usage.MaxUsage) >= l.is.cfg.MemoryBytes-slack {
+		if int64(st.MemoryStats.Usage.MaxUsage) >= l.is.cfg.MemoryBytes-memSlack {
 			l.full.Store(true)
 		}
 	}
 	return l.full.Load()
+}
+
+// ReachedTenantLimit reports whether the runtime's tenant group used the
+// tenant's memory quota up (its peak within a little of it): a kill by the
+// OOM killer that the runtime's own limit does not explain was the
+// tenant's quota's. The answer is kept once the runtime has left the
+// group.
+func (l *Limits) ReachedTenantLimit() bool {
+	if l == nil || l.tenant == "" || l.is.cfg.TenantMemoryBytes == 0 {
+		return false
+	}
+	if l.is.tenantPeak(l.tenant) >= l.is.cfg.TenantMemoryBytes-memSlack {
+		l.tenantFull.Store(true)
+	}
+	return l.tenantFull.Load()
 }
 
 // Close kills whatever is left in the runtime's group (children it left in
@@ -699,6 +744,7 @@ func (l *Limits) Close() error {
 	l.once.Do(func() {
 		l.OOMKills() // keep the counts: the group goes
 		l.ReachedOwnLimit()
+		l.ReachedTenantLimit()
 		if l.oomFile != nil {
 			_ = l.oomFile.Close()
 		}
@@ -711,6 +757,9 @@ func (l *Limits) Close() error {
 		l.err = l.killAll()
 		if err := l.mgr.Destroy(); err != nil {
 			l.err = errors.Join(l.err, err)
+		}
+		if l.tenant != "" {
+			l.err = errors.Join(l.err, l.is.releaseTenant(l.tenant))
 		}
 	})
 	return l.err
@@ -755,12 +804,16 @@ type Report struct {
 	Mechanism   string `json:"mechanism"`
 	MemoryBytes int64  `json:"memory_bytes"` // per runtime; 0 none
 	// TotalMemoryBytes bounds all runtimes together; 0 none.
-	TotalMemoryBytes int64    `json:"total_memory_bytes"`
-	TotalPids        int64    `json:"total_pids"`   // processes and threads of all runtimes together; 0 none
-	Pids             int64    `json:"pids"`         // per runtime; 0 none
-	CPU              float64  `json:"cpu"`          // cores per runtime; 0 none
-	Enforced         []string `json:"enforced"`     // each limit in force, with what enforces it
-	NotEnforced      []string `json:"not_enforced"` // each limit asked for that is not, and why
+	TotalMemoryBytes int64 `json:"total_memory_bytes"`
+	TotalPids        int64 `json:"total_pids"` // processes and threads of all runtimes together; 0 none
+	// TenantMemoryBytes and TenantPids bound one tenant's runtimes
+	// together (under tenant isolation); 0 none.
+	TenantMemoryBytes int64    `json:"tenant_memory_bytes"`
+	TenantPids        int64    `json:"tenant_pids"`
+	Pids              int64    `json:"pids"`         // per runtime; 0 none
+	CPU               float64  `json:"cpu"`          // cores per runtime; 0 none
+	Enforced          []string `json:"enforced"`     // each limit in force, with what enforces it
+	NotEnforced       []string `json:"not_enforced"` // each limit asked for that is not, and why
 	// Fallback says why cgroups are not used, when limits fell back to
 	// rlimits.
 	Fallback string `json:"fallback,omitempty"`
@@ -784,6 +837,7 @@ type UserReport struct {
 func (is *Isolator) Report() Report {
 	c := is.cfg
 	r := Report{Mechanism: is.mechanism, MemoryBytes: c.MemoryBytes, TotalMemoryBytes: c.TotalMemoryBytes, TotalPids: c.TotalPids, Pids: c.Pids, CPU: c.CPU,
+		TenantMemoryBytes: c.TenantMemoryBytes, TenantPids: c.TenantPids,
 		Enforced: []string{}, NotEnforced: []string{}, EnvAllow: append([]string{}, c.EnvAllow...)}
 	if is.mechanism == Rlimit {
 		r.Fallback = is.problem
@@ -815,6 +869,18 @@ func (is *Isolator) Report() Report {
 		if c.CPU > 0 {
 			on("cpu", v+cpu+" (a quota per 100 ms)")
 		}
+		switch {
+		case is.mode != ModeTenant && (c.TenantMemoryBytes > 0 || c.TenantPids > 0):
+			off("tenant quotas", "runtimes belong to a tenant only under --isolation tenant")
+		case is.mode == ModeTenant:
+			if c.TenantMemoryBytes > 0 {
+				on("tenant memory", v+mem+" on each tenant's group of runtimes (past it the kernel's OOM killer ends the tenant's largest runtime)")
+			}
+			if c.TenantPids > 0 {
+				on("tenant pids", v+pids+" on each tenant's group of runtimes")
+			}
+			on("tenant cpu share", v+"each tenant's runtimes in one group of the default weight: busy tenants share the runtimes' CPU equally, however many runtimes each runs")
+		}
 		if is.cpuWeighed {
 			on("cpu weight", fmt.Sprintf("cgroup v1 cpu.shares: all runtimes together weigh %d× aiod's own process when both want more CPU than there is", c.RuntimesCPUWeight))
 		} else if is.noWeight != "" {
@@ -829,6 +895,9 @@ func (is *Isolator) Report() Report {
 		}
 		if c.TotalPids > 0 {
 			off("total pids", "no rlimit bounds several processes together")
+		}
+		if c.TenantMemoryBytes > 0 || c.TenantPids > 0 {
+			off("tenant quotas", "no rlimit bounds several processes together")
 		}
 		switch {
 		case c.Pids > 0 && is.cred != nil:

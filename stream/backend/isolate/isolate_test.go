@@ -80,7 +80,7 @@ func TestRlimitFallback(t *testing.T) {
 	}
 	defer is.Close()
 	cmd, in, out := startWaiter(t, "try:\n    x = bytearray(512 << 20)\n    print('allocated')\nexcept MemoryError:\n    print('MemoryError')\n")
-	l, err := is.Apply(cmd.Process.Pid)
+	l, err := is.Apply(cmd.Process.Pid, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestCgroupV1Group(t *testing.T) {
 		"subprocess.Popen(['sleep', '300'], start_new_session=True)\n"+
 		"print('started', flush=True)\n"+
 		"x = bytearray(256 << 20)\nprint('survived', flush=True)\n")
-	l, err := is.Apply(cmd.Process.Pid)
+	l, err := is.Apply(cmd.Process.Pid, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func TestCgroupV1CPUWeight(t *testing.T) {
 	}
 
 	cmd, in, out := startWaiter(t, "print('up', flush=True)\nimport sys\nsys.stdin.readline()\n")
-	l, err := is.Apply(cmd.Process.Pid)
+	l, err := is.Apply(cmd.Process.Pid, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
