@@ -761,3 +761,33 @@ func TestForkCancelledAtOnceEnds(t *testing.T) {
 		}
 	}
 }
+
+// TestForkedKernelFloodComesInBoundedMessages prints 24 MiB at full speed
+// in a forked kernel: every byte arrives, in stream messages of about
+// 1 MiB (the template makes a write that leaves more buffered send it),
+// not in the tens of MB ipykernel buffers between its flushes, ten of
+// which aiod's socket reads ahead.
+func TestForkedKernelFloodComesInBoundedMessages(t *testing.T) {
+	ts := sharedTemplates(t)
+	k, rec := startForkedKernel(t, ts)
+	ms := run(t, k, rec, "import sys\nline = 'z' * 1023 + '\\n'\nfor i in range(24 * 1024):\n    sys.stdout.write(line)")
+	var total, biggest, n int
+	for _, m := range ms {
+		if m.Header.MsgType != jupyter.MsgStream {
+			continue
+		}
+		var c jupyter.StreamContent
+		if err := json.Unmarshal(m.Content, &c); err != nil {
+			t.Fatal(err)
+		}
+		total += len(c.Text)
+		biggest = max(biggest, len(c.Text))
+		n++
+	}
+	if total != 24<<20 {
+		t.Fatalf("%d bytes in %d stream messages, want %d", total, n, 24<<20)
+	}
+	if biggest > 1<<20+1024 {
+		t.Errorf("the biggest stream message holds %d bytes (of %d in %d messages), want at most 1 MiB and a line", biggest, total, n)
+	}
+}

@@ -643,8 +643,12 @@ func TestRetainedExecutionsStayWithinTheirBound(t *testing.T) {
 	}
 }
 
-// TestDaemonRSSBoundedDuringFlood runs a one-shot call printing 100 MB and
-// samples the daemon's resident memory while it runs.
+// TestDaemonRSSBoundedDuringFlood runs a one-shot call printing 200 MB and
+// samples the daemon's resident memory while it runs: it stays within the
+// soft heap limit (--memory-limit, 128 MiB) plus what the daemon had
+// outside its heap when idle, and 24 MiB for a collector that lags behind
+// on a loaded machine (150.1 MiB seen there against 140 idle); a daemon
+// that held the flood would pass 200 MiB.
 func TestDaemonRSSBoundedDuringFlood(t *testing.T) {
 	t.Parallel()
 	d := startDaemon(t, "--code-backend", "kernel")
@@ -680,7 +684,7 @@ func TestDaemonRSSBoundedDuringFlood(t *testing.T) {
 		}
 	}()
 
-	const flood = "import sys\nline = 'y' * 1023 + '\\n'\nfor i in range(100 * 1024):\n    sys.stdout.write(line)\nprint('THE END')"
+	const flood = "import sys\nline = 'y' * 1023 + '\\n'\nfor i in range(200 * 1024):\n    sys.stdout.write(line)\nprint('THE END')"
 	start := time.Now()
 	res := d.execute(ctx, "", flood, 300)
 	took := time.Since(start)
@@ -699,13 +703,13 @@ func TestDaemonRSSBoundedDuringFlood(t *testing.T) {
 	}
 	peak = max(peak, hwm)
 	if !res.Truncated {
-		t.Errorf("truncated = false for 100 MB of output (stdout kept %d bytes)", len(res.Stdout))
+		t.Errorf("truncated = false for 200 MB of output (stdout kept %d bytes)", len(res.Stdout))
 	}
 	if !strings.HasSuffix(res.Stdout, "THE END\n") {
 		t.Errorf("stdout does not end with THE END: ...%q", res.Stdout[max(0, len(res.Stdout)-200):])
 	}
-	if peak >= 150<<20 {
-		t.Errorf("daemon peak VmRSS %s during a 100 MB flood, want < 150 MiB (the default --memory-limit is 128 MiB)", mib(peak))
+	if bound := 128<<20 + idle + 24<<20; peak >= bound {
+		t.Errorf("daemon peak VmRSS %s during a 200 MB flood, want < %s: the default --memory-limit (128 MiB), %s idle, 24 MiB", mib(peak), mib(bound), mib(idle))
 	}
 }
 

@@ -191,6 +191,30 @@ def kernel_app(args, env):
     return app
 
 
+# A stream message carries what the kernel buffered since its last flush,
+# every 0.2 s: a flood printed at full speed made messages of tens of MB,
+# and aiod's socket reads ten messages ahead, so aiod's memory followed the
+# flood's pace. A write that leaves more than this buffered sends it at
+# once and waits until it is sent: messages stay near 1 MiB and a flood
+# runs at the pace aiod reads it.
+STREAM_CHUNK = 1 << 20
+
+
+def bound_stream_messages():
+    from ipykernel.iostream import OutStream
+
+    write = OutStream.write
+
+    def bounded_write(self, string):
+        n = write(self, string)
+        buf = getattr(self, "_buffer", None)
+        if buf is not None and buf.tell() > STREAM_CHUNK and self._is_master_process():
+            self.flush()
+        return n
+
+    OutStream.write = bounded_write
+
+
 def send(ctl, msg, fds=()):
     data = json.dumps(msg).encode()
     if fds:
@@ -236,6 +260,10 @@ def main():
     if "ipykernel.kernelapp" in failed:
         sys.stderr.write("aiod template: cannot import ipykernel: %s\n" % failed["ipykernel.kernelapp"])
         sys.exit(2)
+    try:
+        bound_stream_messages()
+    except Exception as e:  # another ipykernel: messages as it makes them
+        failed["bound stream messages"] = repr(e)
     import_all(CONFIG.get("preload") or [], failed)
     global TEMPLATE_ENV
     TEMPLATE_ENV = dict(os.environ)
