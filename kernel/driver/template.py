@@ -207,8 +207,14 @@ def bound_stream_messages():
 
     def bounded_write(self, string):
         n = write(self, string)
-        buf = getattr(self, "_buffer", None)
-        if buf is not None and buf.tell() > STREAM_CHUNK and self._is_master_process():
+        # The IO thread swaps the buffer for a new one and closes the old
+        # under this lock: read the size under it too.
+        try:
+            with self._buffer_lock:
+                size = self._buffer.tell()
+        except (AttributeError, ValueError):
+            return n
+        if size > STREAM_CHUNK and self._is_master_process():
             self.flush()
         return n
 
