@@ -30,7 +30,6 @@ type Collector struct {
 	truncated bool
 	tails     map[string]*tailRing // stream name -> tail kept past the budget
 	omitted   int                  // rich outputs replaced by a note
-	sizeHint  int                  // bytes of the stream message being folded
 	finished  bool                 // Finish has handed the outputs out
 }
 
@@ -55,7 +54,6 @@ func (c *Collector) Add(o *Output) {
 	switch o.Type {
 	case jupyter.MsgStream:
 		c.applyClearWait()
-		c.sizeHint = o.textSize()
 		o.streamChunks(func(b []byte) { c.addStream(o.Name, b) })
 	case jupyter.MsgClearOutput:
 		if o.Wait {
@@ -103,13 +101,8 @@ func (c *Collector) addStream(name string, text []byte) {
 		if n := len(c.outputs); n > 0 && c.outputs[n-1].Type == "stream" && c.outputs[n-1].Name == name {
 			o = c.outputs[n-1]
 		} else {
-			o = &Output{Type: "stream", Name: name, text: &strings.Builder{}}
+			o = &Output{Type: "stream", Name: name, text: &textBuf{}}
 			c.outputs = append(c.outputs, o)
-		}
-		if free := o.text.Cap() - o.text.Len(); free < len(head) && c.sizeHint > room {
-			// A message larger than the budget: grow once to what can be
-			// kept instead of doubling through it.
-			o.text.Grow(room)
 		}
 		o.text.Write(head)
 		c.used += len(head)
@@ -308,4 +301,48 @@ func (t *tailRing) finish() (string, int64) {
 	}
 	b = b[i:]
 	return string(b), t.written - int64(len(b))
+}
+
+// textBuf is a stream's text while it is folded, in blocks joined once by
+// String: n bytes cost n bytes of copying and one block of slack, where
+// one doubling buffer copied about 2n more and left as much garbage (a
+// flood arrives in messages of about 1 MiB, each smaller than the budget).
+type textBuf struct {
+	blocks [][]byte
+	n      int
+}
+
+// maxTextBlock bounds a block made to hold small writes.
+const maxTextBlock = 1 << 20
+
+func (t *textBuf) Write(p []byte) {
+	t.n += len(p)
+	if k := len(t.blocks); k > 0 {
+		last := t.blocks[k-1]
+		m := min(cap(last)-len(last), len(p))
+		t.blocks[k-1] = append(last, p[:m]...)
+		p = p[m:]
+	}
+	if len(p) > 0 {
+		// A block as large as the text so far (1 KiB at least, 1 MiB at
+		// most, unless p alone is larger).
+		b := make([]byte, 0, max(len(p), min(max(t.n, 1024), maxTextBlock)))
+		t.blocks = append(t.blocks, append(b, p...))
+	}
+}
+
+// Len is the text's length.
+func (t *textBuf) Len() int { return t.n }
+
+// String joins the blocks.
+func (t *textBuf) String() string {
+	if len(t.blocks) == 1 {
+		return string(t.blocks[0])
+	}
+	var b strings.Builder
+	b.Grow(t.n)
+	for _, p := range t.blocks {
+		b.Write(p)
+	}
+	return b.String()
 }

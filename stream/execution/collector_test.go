@@ -166,3 +166,24 @@ func TestOutputSerialisations(t *testing.T) {
 		t.Fatalf("nine-field = %s", b)
 	}
 }
+
+// BenchmarkCollectorFlood folds a 12 MiB stream arriving in 1 MiB messages
+// (as a forked kernel sends a flood) into the default 8 MiB budget.
+func BenchmarkCollectorFlood(b *testing.B) {
+	msgs := make([]*jupyter.Message, 12)
+	line := strings.Repeat("y", 1023) + "\n"
+	for i := range msgs {
+		msgs[i] = streamMsg(b, "stdout", strings.Repeat(line, 1024))
+	}
+	b.SetBytes(12 << 20)
+	b.ReportAllocs()
+	for b.Loop() {
+		c := NewCollector(0)
+		for _, m := range msgs {
+			add(b, c, m)
+		}
+		if out := c.Finish(); len(out) != 2 || len(out[0].Text) != DefaultBudget {
+			b.Fatalf("%d outputs, the first of %d bytes", len(out), len(out[0].Text))
+		}
+	}
+}

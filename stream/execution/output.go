@@ -34,8 +34,8 @@ type Output struct {
 	Truncated      bool                       // part of this output was cut by the budget
 	page           bool                       // a pager payload of the reply (help text), not a message
 
-	textJSON []byte           // decoded stream: the text, still escaped (a view into the message)
-	text     *strings.Builder // stream text while folding
+	textJSON []byte   // decoded stream: the text, still escaped (a view into the message)
+	text     *textBuf // stream text while folding
 }
 
 // Decode reads one iopub message into the output it carries, exactly as the
