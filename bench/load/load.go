@@ -48,6 +48,7 @@ type Report struct {
 	Calls       int            `json:"calls"`
 	Errors      int            `json:"errors"`
 	ErrorKinds  map[string]int `json:"error_kinds"`
+	Examples    []string       `json:"error_examples"` // the first failures' messages, at most 5
 	Seconds     float64        `json:"seconds"`
 	PerSecond   float64        `json:"executions_per_second"`
 	P50         float64        `json:"p50_ms"`
@@ -135,6 +136,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		mu                   sync.Mutex
 		lats                 []time.Duration
 		kinds                = map[string]int{}
+		examples             []string
 	)
 	runCtx := ctx
 	if cfg.Count <= 0 {
@@ -160,6 +162,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				mu.Lock()
 				if err != nil {
 					kinds[kind(err)]++
+					if len(examples) < 5 {
+						examples = append(examples, err.Error())
+					}
 					failed.Add(1)
 				} else {
 					lats = append(lats, d)
@@ -172,7 +177,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	wg.Wait()
 	elapsed := time.Since(start)
 	stopProgress()
-	return report(cfg, lats, kinds, elapsed), nil
+	r := report(cfg, lats, kinds, elapsed)
+	r.Examples = examples
+	return r, nil
 }
 
 // check runs one call and verifies its answer carries exactly its token.

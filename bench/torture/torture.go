@@ -41,8 +41,11 @@ type Config struct {
 	FirstUID, LastUID uint32
 	Duration          time.Duration // of the torture; 10 minutes when zero
 	Quiet             time.Duration // the well-behaved tenant alone first; 20 s when zero
-	Callers           int           // 16 when zero: one measured, Hostile hostile, the rest mixed
-	Hostile           int           // 2 when zero (negative: none)
+	Callers           int           // 16 when zero: one measured, one paced, Hostile hostile, the rest mixed
+	// Pace is the paced tenant's interval between calls: a tenant within
+	// its share of a machine shared by Callers tenants; 250 ms when zero.
+	Pace    time.Duration
+	Hostile int // 2 when zero (negative: none)
 	// Settle bounds the wait for the levels to come back after the
 	// torture; 150 s when zero. It should be longer than the daemon's
 	// --execution-retention: finished executions keep their outputs.
@@ -86,8 +89,13 @@ type Report struct {
 	Refused  map[string]int `json:"refused"`  // 429 and 503 refusals naming a limit, by action
 	Failures map[string]int `json:"failures"` // anything else (5xx, transport errors, wrong answers), by action
 	Examples []string       `json:"examples"` // the first failures, one line each
-	Quiet    Latency        `json:"quiet"`    // the measured tenant alone
+	Quiet    Latency        `json:"quiet"`    // the measured tenant alone, its calls back to back
 	Under    Latency        `json:"under"`    // the same during the torture
+	// PacedQuiet and PacedUnder are the paced tenant's: one call every
+	// Pace (at once after a slower one), alone and during the torture.
+	Pace       string  `json:"pace"`
+	PacedQuiet Latency `json:"paced_quiet"`
+	PacedUnder Latency `json:"paced_under"`
 	// DaemonCores is the CPU the daemon's own process used during the
 	// torture, in cores (its runtimes not counted).
 	DaemonCores float64        `json:"daemon_cores"`
@@ -170,17 +178,22 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Settle <= 0 {
 		cfg.Settle = 150 * time.Second
 	}
-	if cfg.Callers < cfg.Hostile+1 {
-		return nil, fmt.Errorf("%d callers cannot hold one measured and %d hostile", cfg.Callers, cfg.Hostile)
+	if cfg.Pace <= 0 {
+		cfg.Pace = 250 * time.Millisecond
+	}
+	if cfg.Callers < cfg.Hostile+2 {
+		return nil, fmt.Errorf("%d callers cannot hold one measured, one paced and %d hostile", cfg.Callers, cfg.Hostile)
 	}
 	r := &run{cfg: cfg, client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
 		rep: &Report{Duration: cfg.Duration.String(), Callers: cfg.Callers, Hostile: cfg.Hostile,
-			OK: map[string]int{}, Refused: map[string]int{}, Failures: map[string]int{}, Surfaces: map[string]int{}}}
+			OK: map[string]int{}, Refused: map[string]int{}, Failures: map[string]int{}, Surfaces: map[string]int{}, Pace: cfg.Pace.String()}}
 	defer r.client.CloseIdleConnections()
 
-	measured := newCaller(r, "measured")
-	if _, err := measured.exec(ctx, "python", "measured", "n = 0", 60); err != nil {
-		return nil, fmt.Errorf("the measured tenant's first call: %w", err)
+	measured, paced := newCaller(r, "measured"), newCaller(r, "paced")
+	for _, c := range []*caller{measured, paced} {
+		if _, err := c.exec(ctx, "python", "measured", "n = 0", 60); err != nil {
+			return nil, fmt.Errorf("the %s tenant's first call: %w", c.sub, err)
+		}
 	}
 	before, err := r.levels(ctx)
 	if err != nil {
@@ -191,21 +204,27 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	r.logf("the measured tenant alone for %v", cfg.Quiet)
 	qctx, qcancel := context.WithTimeout(ctx, cfg.Quiet)
-	r.rep.Quiet = measured.measure(qctx)
+	r.rep.Quiet = measured.measure(qctx, 0)
 	qcancel()
 	r.logf("quiet: %+v", r.rep.Quiet)
+	r.logf("the paced tenant alone for %v", cfg.Quiet)
+	qctx, qcancel = context.WithTimeout(ctx, cfg.Quiet)
+	r.rep.PacedQuiet = paced.measure(qctx, cfg.Pace)
+	qcancel()
+	r.logf("paced, quiet: %+v", r.rep.PacedQuiet)
 
 	tctx, tcancel := context.WithTimeout(ctx, cfg.Duration)
 	defer tcancel()
 	cpu0, t0 := cpuSeconds(cfg.DaemonPID), time.Now()
 	var wg sync.WaitGroup
-	var under Latency
-	wg.Go(func() { under = measured.measure(tctx) })
+	var under, pacedUnder Latency
+	wg.Go(func() { under = measured.measure(tctx, 0) })
+	wg.Go(func() { pacedUnder = paced.measure(tctx, cfg.Pace) })
 	for i := 0; i < cfg.Hostile; i++ {
 		c := newCaller(r, fmt.Sprintf("hostile-%d", i))
 		wg.Go(func() { c.hostile(tctx) })
 	}
-	for i := 0; i < cfg.Callers-1-cfg.Hostile; i++ {
+	for i := 0; i < cfg.Callers-2-cfg.Hostile; i++ {
 		c := newCaller(r, fmt.Sprintf("mixed-%d", i))
 		wg.Go(func() { c.mixed(tctx) })
 	}
@@ -213,8 +232,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	wg.Wait()
 	r.rep.DaemonCores = (cpuSeconds(cfg.DaemonPID) - cpu0) / time.Since(t0).Seconds()
 	r.logf("daemon CPU during the torture: %.2f cores", r.rep.DaemonCores)
-	r.rep.Under = under
-	r.logf("under torture: %+v", under)
+	r.rep.Under, r.rep.PacedUnder = under, pacedUnder
+	r.logf("under torture: %+v; paced: %+v", under, pacedUnder)
 	if ctx.Err() != nil {
 		return r.rep, ctx.Err()
 	}
@@ -419,11 +438,11 @@ func (r *run) surfaces(ctx context.Context, c *caller) {
 
 // endAll deletes every caller's sessions, bash sessions and terminals.
 func (r *run) endAll(ctx context.Context) {
-	subs := []string{"measured"}
+	subs := []string{"measured", "paced"}
 	for i := 0; i < r.cfg.Hostile; i++ {
 		subs = append(subs, fmt.Sprintf("hostile-%d", i))
 	}
-	for i := 0; i < r.cfg.Callers-1-r.cfg.Hostile; i++ {
+	for i := 0; i < r.cfg.Callers-2-r.cfg.Hostile; i++ {
 		subs = append(subs, fmt.Sprintf("mixed-%d", i))
 	}
 	for _, sub := range subs {
@@ -577,12 +596,21 @@ func errText(err error) string {
 	return err.Error()
 }
 
-// measure runs the measured tenant's calls back to back until ctx ends:
-// one counter incremented in its Python session.
-func (c *caller) measure(ctx context.Context) Latency {
+// measure runs a measured tenant's calls until ctx ends, one every pace
+// (0: back to back): one counter incremented in its Python session.
+func (c *caller) measure(ctx context.Context, pace time.Duration) Latency {
 	var ms []float64
 	var l Latency
+	next := time.Now()
 	for ctx.Err() == nil {
+		if d := time.Until(next); d > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(d):
+			}
+			continue
+		}
+		next = time.Now().Add(pace)
 		t0 := time.Now()
 		_, err := c.exec(ctx, "python", "measured", "n += 1; print(n)", 60)
 		if ctx.Err() != nil {

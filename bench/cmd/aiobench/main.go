@@ -104,6 +104,9 @@ func runLoad(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	for k, n := range r.ErrorKinds {
 		fmt.Fprintf(stdout, "errors %s: %d\n", k, n)
 	}
+	for _, e := range r.Examples {
+		fmt.Fprintf(stdout, "  %s\n", e)
+	}
 	if *jsonOut != "" {
 		b, _ := json.MarshalIndent(r, "", "  ")
 		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {

@@ -33,6 +33,19 @@ type tortureResult struct {
 	StopSecs float64         `json:"sigterm_seconds"`
 }
 
+// settingsFlag collects -set NAME=VALUE.
+type settingsFlag []string
+
+func (s *settingsFlag) String() string { return strings.Join(*s, " ") }
+
+func (s *settingsFlag) Set(v string) error {
+	if name, _, ok := strings.Cut(v, "="); !ok || !strings.HasPrefix(name, "AIO_") {
+		return fmt.Errorf("want AIO_NAME=VALUE, got %q", v)
+	}
+	*s = append(*s, v)
+	return nil
+}
+
 // runTorture starts aiod under tenant isolation with JWT tenants, tortures
 // it (package torture), stops it and reports.
 func runTorture(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -41,11 +54,14 @@ func runTorture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var cfg torture.Config
 	fs.DurationVar(&cfg.Duration, "duration", 10*time.Minute, "how long the torture runs")
 	fs.DurationVar(&cfg.Quiet, "quiet", 30*time.Second, "how long the measured tenant runs alone first")
-	fs.IntVar(&cfg.Callers, "callers", 16, "callers (tenants) at once: one measured, -hostile hostile, the rest mixed")
+	fs.IntVar(&cfg.Callers, "callers", 16, "callers (tenants) at once: one measured (calls back to back), one paced, -hostile hostile, the rest mixed")
+	fs.DurationVar(&cfg.Pace, "pace", 250*time.Millisecond, "the paced tenant's interval between calls")
 	fs.IntVar(&cfg.Hostile, "hostile", 2, "hostile callers among them")
 	jsonOut := fs.String("json", "", "write the result as JSON to this file")
 	profile := fs.String("cpu-profile", "", "write a 30 s CPU profile of aiod, taken 10 s into the torture, to this file")
 	quiet := fs.Bool("q", false, "no progress lines on stderr")
+	var extra settingsFlag
+	fs.Var(&extra, "set", "an AIO_* setting of the daemon, NAME=VALUE, after the torture's own (repeat it; e.g. -set AIO_RUNTIMES_CPU_WEIGHT=1)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -74,6 +90,7 @@ func runTorture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	settings := []string{"AIO_ISOLATION=tenant", "AIO_KERNEL_PREWARM=0", "AIO_RUNTIME_MEMORY_LIMIT=1G",
 		"AIO_ACCESS_LOG=false", "AIO_MAX_SESSIONS_PER_KEY=12", "AIO_EXECUTION_RETENTION=30",
 		fmt.Sprintf("AIO_PPROF_ADDR=127.0.0.1:%d", pport)}
+	settings = append(settings, extra...)
 	env := append([]string{"AIO_JWT_PUBLIC_KEY=" + string(pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der})), "AIO_TOKEN=" + admin}, settings...)
 	d, err := compare.StartDaemon(ctx, "torture", bin, dir, env...)
 	if err != nil {
@@ -105,7 +122,7 @@ func runTorture(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(cfg.Quiet + 15*time.Second):
+			case <-time.After(2*cfg.Quiet + 15*time.Second): // the two quiet phases, then 15 s in
 			}
 			if err := fetchTo(ctx, fmt.Sprintf("http://127.0.0.1:%d/debug/pprof/profile?seconds=30", pport), *profile); err != nil {
 				fmt.Fprintln(stderr, "cpu profile:", err)
@@ -175,6 +192,8 @@ func writeTorture(w io.Writer, res *tortureResult) {
 	fmt.Fprintf(w, "torture %s, %d callers (%d hostile)\n", r.Duration, r.Callers, r.Hostile)
 	fmt.Fprintf(w, "measured tenant alone:   %5d calls, p50 %7.1f ms, p99 %7.1f ms, max %7.1f ms, %d errors\n", r.Quiet.Calls, r.Quiet.P50, r.Quiet.P99, r.Quiet.Max, r.Quiet.Errors)
 	fmt.Fprintf(w, "measured under torture:  %5d calls, p50 %7.1f ms, p99 %7.1f ms, max %7.1f ms, %d errors\n", r.Under.Calls, r.Under.P50, r.Under.P99, r.Under.Max, r.Under.Errors)
+	fmt.Fprintf(w, "paced (%s) alone:     %5d calls, p50 %7.1f ms, p99 %7.1f ms, max %7.1f ms, %d errors\n", r.Pace, r.PacedQuiet.Calls, r.PacedQuiet.P50, r.PacedQuiet.P99, r.PacedQuiet.Max, r.PacedQuiet.Errors)
+	fmt.Fprintf(w, "paced under torture:     %5d calls, p50 %7.1f ms, p99 %7.1f ms, max %7.1f ms, %d errors\n", r.PacedUnder.Calls, r.PacedUnder.P50, r.PacedUnder.P99, r.PacedUnder.Max, r.PacedUnder.Errors)
 	fmt.Fprintf(w, "%-26s %7s %7s %7s\n", "action", "ok", "refused", "failed")
 	seen := map[string]bool{}
 	for _, m := range []map[string]int{r.OK, r.Refused, r.Failures} {
