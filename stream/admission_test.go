@@ -296,12 +296,15 @@ func TestErrorKinds(t *testing.T) {
 	if res.Status != execution.StatusTimeout || res.ErrorKind != execution.KindTimeout {
 		t.Errorf("timeout: %s kind %q", res.Status, res.ErrorKind)
 	}
+	// The runtime still names the timed-out request as running: wait
+	// until it was given the next one, or the interrupt is the old one's.
+	timedOut := runningID(s3.Runtime())
 	done := make(chan *execution.Result, 1)
 	go func() {
 		r, _ := s3.Execute(context.Background(), ExecRequest{Code: "loop", Timeout: 10 * time.Second})
 		done <- r
 	}()
-	waitFor(t, func() bool { return s3.Busy() && executing(s3.Runtime()) })
+	waitFor(t, func() bool { id := runningID(s3.Runtime()); return s3.Busy() && id != "" && id != timedOut })
 	if err := s3.Interrupt(context.Background(), "a test"); err != nil {
 		t.Fatal(err)
 	}

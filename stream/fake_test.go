@@ -41,14 +41,18 @@ type fakeRuntime struct {
 var errFakeClosed = errors.New("fake: closed")
 
 // executing reports whether rt is a fake that has been handed an execution.
-func executing(rt jupyter.Runtime) bool {
+func executing(rt jupyter.Runtime) bool { return runningID(rt) != "" }
+
+// runningID is the msg_id of the last request rt was given; "" for none
+// or another kind of runtime.
+func runningID(rt jupyter.Runtime) string {
 	f, ok := rt.(*fakeRuntime)
 	if !ok {
-		return false
+		return ""
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.running.MsgID != ""
+	return f.running.MsgID
 }
 
 // Received is what a kernel says of the bytes it has read so far.
