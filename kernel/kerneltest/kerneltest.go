@@ -279,10 +279,11 @@ func Describe(pid int) string {
 		return fmt.Sprintf("pid %d: gone", pid)
 	}
 	cg, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
-	return fmt.Sprintf("pid %d state %s ppid %s (%s) cmd %q cgroups %q", pid, f[0], f[1], Cmdline(mustAtoi(f[1])), Cmdline(pid), strings.ReplaceAll(strings.TrimSpace(string(cg)), "\n", "; "))
+	return fmt.Sprintf("pid %d state %s ppid %s (%s) cmd %q cgroups %q", pid, f[0], f[1], Cmdline(atoiOr0(f[1])), Cmdline(pid), strings.ReplaceAll(strings.TrimSpace(string(cg)), "\n", "; "))
 }
 
-func mustAtoi(s string) int {
+// atoiOr0 is s as a number, 0 when it is not one.
+func atoiOr0(s string) int {
 	n, _ := strconv.Atoi(s)
 	return n
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -58,6 +59,23 @@ func pidsGroup(t *testing.T, pid int) string {
 	return ""
 }
 
+// threadsOf is how many threads process pid runs.
+func threadsOf(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "Threads:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	t.Fatalf("no Threads line in %s", b)
+	return 0
+}
+
 // threads is code that starts up to n threads that wait, keeps them, and
 // prints how many it started and why it stopped.
 func threads(n int) string {
@@ -77,7 +95,8 @@ func threads(n int) string {
 func TestTenantQuotasBoundAllItsRuntimes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	r, _ := newTenantRuntimes(t, ctx, Config{CodeBackend: Kernel, Isolation: Isolation{TenantPids: 120, TenantMemoryBytes: 400 << 20}})
+	quotaPids := 120 + 4*runtime.NumCPU()
+	r, _ := newTenantRuntimes(t, ctx, Config{CodeBackend: Kernel, Isolation: Isolation{TenantPids: int64(quotaPids), TenantMemoryBytes: 400 << 20}})
 	if m := r.iso.Mechanism(); m != "cgroup-v1" && m != "cgroup-v2" {
 		t.Fatalf("limits by %s: this machine has cgroups", m)
 	}
@@ -94,17 +113,25 @@ func TestTenantQuotasBoundAllItsRuntimes(t *testing.T) {
 		t.Errorf("%d tenant groups, want 2", r.iso.TenantGroups())
 	}
 
-	// Processes: 70 threads in alice's first kernel leave her second one
-	// less than 70 under 120; bob starts his 70.
-	if out := run(ctx, t, a1, rec1, threads(70)); !strings.HasPrefix(out, "70 ") {
-		t.Fatalf("alice's first kernel: %q, want 70 threads", out)
+	// Processes: n threads in alice's first kernel leave her second one
+	// fewer than n under her quota; bob starts his n. n is what is left
+	// of the quota after her kernels' own threads (a few on two cores;
+	// numerical libraries start one per core), less some slack.
+	n := quotaPids - threadsOf(t, a1.Info().PID) - threadsOf(t, a2.Info().PID) - 5
+	if n < 20 {
+		t.Fatalf("alice's kernels start with %d of her %d processes already", quotaPids-n-5, quotaPids)
 	}
-	out := run(ctx, t, a2, rec2, threads(70))
-	if n, _ := strconv.Atoi(strings.Fields(out + " x")[0]); n >= 70 || !strings.Contains(out, "can't start new thread") {
-		t.Errorf("alice's second kernel started %q threads, want fewer than 70 under her quota of 120 processes", out)
+	want := strconv.Itoa(n) + " "
+	if out := run(ctx, t, a1, rec1, threads(n)); !strings.HasPrefix(out, want) {
+		t.Fatalf("alice's first kernel: %q, want %d threads", out, n)
 	}
-	if out := run(ctx, t, b1, recB, threads(70)); !strings.HasPrefix(out, "70 ") {
-		t.Errorf("bob's kernel beside alice's: %q, want 70 threads", out)
+	out := run(ctx, t, a2, rec2, threads(n))
+	t.Logf("quota %d processes, %d threads each: alice's second kernel printed %q", quotaPids, n, out)
+	if got, _ := strconv.Atoi(strings.Fields(out + " x")[0]); got >= n || !strings.Contains(out, "can't start new thread") {
+		t.Errorf("alice's second kernel started %q threads, want fewer than %d under her quota of %d processes", out, n, quotaPids)
+	}
+	if out := run(ctx, t, b1, recB, threads(n)); !strings.HasPrefix(out, want) {
+		t.Errorf("bob's kernel beside alice's: %q, want %d threads", out, n)
 	}
 
 	// Memory: 250 MiB in each of alice's kernels cannot both fit in 400.
