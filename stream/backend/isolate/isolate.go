@@ -388,17 +388,56 @@ func (is *Isolator) setUpCgroups() error {
 
 // totalResources is the limit of all runtimes together, on their parent.
 func (is *Isolator) totalResources() *cgroups.Resources {
+	return is.memPids(is.cfg.TotalMemoryBytes, is.cfg.TotalPids)
+}
+
+// memPids is a group's memory and process limits (0: none). With cgroup
+// v1's swap accounting the memory limit bounds swap too: no escape into
+// it.
+func (is *Isolator) memPids(mem, pids int64) *cgroups.Resources {
 	res := &cgroups.Resources{}
-	if n := is.cfg.TotalMemoryBytes; n > 0 {
-		res.Memory = n
+	if mem > 0 {
+		res.Memory = mem
 		if !cgroups.IsCgroup2UnifiedMode() && cgroups.PathExists(filepath.Join(is.parents["memory"], "memory.memsw.limit_in_bytes")) {
-			res.MemorySwap = n
+			res.MemorySwap = mem
 		}
 	}
-	if n := is.cfg.TotalPids; n > 0 {
-		res.PidsLimit = &n
+	if pids > 0 {
+		res.PidsLimit = &pids
 	}
 	return res
+}
+
+// makeGroup makes the group name (a path under this daemon's folder, in
+// every controller it uses) with res in force, and returns its manager.
+func (is *Isolator) makeGroup(name string, res *cgroups.Resources) (cgroups.Manager, error) {
+	cg := &cgroups.Cgroup{Resources: res}
+	var (
+		m   cgroups.Manager
+		err error
+	)
+	if is.mechanism == CgroupV2 {
+		m, err = fs2.NewManager(cg, filepath.Join(is.parent2, name))
+	} else {
+		paths := map[string]string{}
+		for c, p := range is.parents {
+			paths[c] = filepath.Join(p, name)
+		}
+		m, err = fs.NewManager(cg, paths)
+	}
+	if err == nil {
+		err = m.Apply(-1) // make the group
+	}
+	if err == nil {
+		err = m.Set(res)
+	}
+	if err != nil {
+		if m != nil {
+			_ = m.Destroy()
+		}
+		return nil, err
+	}
+	return m, nil
 }
 
 // TotalLimited reports whether all runtimes together have a memory limit.
@@ -486,13 +525,12 @@ type Limits struct {
 	// above it) runs out of memory (cgroup v1's notification on
 	// memory.oom_control), -1 without one: OOMKillsSoFar reads the count
 	// again only after a signal. Guarded by evMu, which Close takes.
-	oomEvents  int
-	evMu       sync.Mutex
-	lastEvent  atomic.Int64 // unix ns of the last signal seen
-	full       atomic.Bool  // ReachedOwnLimit seen before the group was removed
-	tenant     string       // the tenant group it is in; "" none
-	tenantFull atomic.Bool  // ReachedTenantLimit seen before the group was left
-	err        error
+	oomEvents int
+	evMu      sync.Mutex
+	lastEvent atomic.Int64 // unix ns of the last signal seen
+	full      atomic.Bool  // ReachedOwnLimit seen before the group was removed
+	tenant    string       // the tenant group it is in; "" none
+	err       error
 }
 
 // oomSettle is how long after an OOM notification OOMKillsSoFar keeps
@@ -529,54 +567,27 @@ func (is *Isolator) Apply(pid int, t *sandbox.Tenant) (*Limits, error) {
 // applyCgroup makes the runtime's own group (in l.tenant's, if any) and
 // puts pid in it.
 func (is *Isolator) applyCgroup(l *Limits, pid int) (*Limits, error) {
-	res := &cgroups.Resources{}
-	if is.cfg.MemoryBytes > 0 {
-		res.Memory = is.cfg.MemoryBytes
-	}
-	if is.cfg.Pids > 0 {
-		n := is.cfg.Pids
-		res.PidsLimit = &n
-	}
+	res := is.memPids(is.cfg.MemoryBytes, is.cfg.Pids)
 	if is.cfg.CPU > 0 {
 		res.CpuPeriod = 100000
 		res.CpuQuota = int64(is.cfg.CPU * 100000)
 	}
-	name := filepath.Join(l.tenant, strconv.FormatUint(is.next.Add(1), 10))
-	cg := &cgroups.Cgroup{Resources: res}
 	var err error
-	if is.mechanism == CgroupV2 {
-		l.dir = filepath.Join(is.parent2, name)
-		l.mgr, err = fs2.NewManager(cg, l.dir)
-	} else {
-		if is.cfg.MemoryBytes > 0 && cgroups.PathExists(filepath.Join(is.parents["memory"], "memory.memsw.limit_in_bytes")) {
-			res.MemorySwap = is.cfg.MemoryBytes // no escape into swap
-		}
-		paths := map[string]string{}
-		for c, p := range is.parents {
-			paths[c] = filepath.Join(p, name)
-		}
+	// Limits in place before the process joins.
+	l.mgr, err = is.makeGroup(filepath.Join(l.tenant, strconv.FormatUint(is.next.Add(1), 10)), res)
+	if err == nil {
 		// The v1 manager lists processes from the devices controller,
 		// which aiod does not use; any of the group's folders lists them.
-		for _, c := range []string{"pids", "memory", "cpu", "freezer"} {
-			if p, ok := paths[c]; ok && l.dir == "" {
+		for _, c := range []string{"", "pids", "memory", "cpu", "freezer"} {
+			if p := l.mgr.Path(c); p != "" && l.dir == "" {
 				l.dir = p
 			}
 		}
-		l.mgr, err = fs.NewManager(cg, paths)
-	}
-	if err == nil {
-		err = l.mgr.Apply(-1) // make the group
-	}
-	if err == nil {
-		err = l.mgr.Set(res) // limits in place before the process joins
-	}
-	if err == nil {
-		err = l.mgr.Apply(pid)
-	}
-	if err != nil {
-		if l.mgr != nil {
+		if err = l.mgr.Apply(pid); err != nil {
 			_ = l.mgr.Destroy()
 		}
+	}
+	if err != nil {
 		return nil, fmt.Errorf("put runtime (pid %d) in its cgroup: %w", pid, err)
 	}
 	oomPath := filepath.Join(l.dir, "memory.events")
@@ -722,16 +733,12 @@ func (l *Limits) ReachedOwnLimit() bool {
 // ReachedTenantLimit reports whether the runtime's tenant group used the
 // tenant's memory quota up (its peak within a little of it): a kill by the
 // OOM killer that the runtime's own limit does not explain was the
-// tenant's quota's. The answer is kept once the runtime has left the
-// group.
+// tenant's quota's. Ask before Close: the group may go with it.
 func (l *Limits) ReachedTenantLimit() bool {
 	if l == nil || l.tenant == "" || l.is.cfg.TenantMemoryBytes == 0 {
 		return false
 	}
-	if l.is.tenantPeak(l.tenant) >= l.is.cfg.TenantMemoryBytes-memSlack {
-		l.tenantFull.Store(true)
-	}
-	return l.tenantFull.Load()
+	return l.is.tenantPeak(l.tenant) >= l.is.cfg.TenantMemoryBytes-memSlack
 }
 
 // Close kills whatever is left in the runtime's group (children it left in
@@ -744,7 +751,6 @@ func (l *Limits) Close() error {
 	l.once.Do(func() {
 		l.OOMKills() // keep the counts: the group goes
 		l.ReachedOwnLimit()
-		l.ReachedTenantLimit()
 		if l.oomFile != nil {
 			_ = l.oomFile.Close()
 		}

@@ -2,13 +2,10 @@ package isolate
 
 import (
 	"fmt"
-	"path/filepath"
 	"strconv"
 	"sync"
 
 	"github.com/opencontainers/cgroups"
-	"github.com/opencontainers/cgroups/fs"
-	"github.com/opencontainers/cgroups/fs2"
 
 	"github.com/aiod/aiod/stream/backend/sandbox"
 )
@@ -56,40 +53,8 @@ func (is *Isolator) holdTenant(t *sandbox.Tenant) (string, error) {
 		g.n++
 		return name, nil
 	}
-	res := &cgroups.Resources{}
-	if n := is.cfg.TenantMemoryBytes; n > 0 {
-		res.Memory = n
-		if is.mechanism == CgroupV1 && cgroups.PathExists(filepath.Join(is.parents["memory"], "memory.memsw.limit_in_bytes")) {
-			res.MemorySwap = n
-		}
-	}
-	if n := is.cfg.TenantPids; n > 0 {
-		res.PidsLimit = &n
-	}
-	cg := &cgroups.Cgroup{Resources: res}
-	var (
-		m   cgroups.Manager
-		err error
-	)
-	if is.mechanism == CgroupV2 {
-		m, err = fs2.NewManager(cg, filepath.Join(is.parent2, name))
-	} else {
-		paths := map[string]string{}
-		for c, p := range is.parents {
-			paths[c] = filepath.Join(p, name)
-		}
-		m, err = fs.NewManager(cg, paths)
-	}
-	if err == nil {
-		err = m.Apply(-1)
-	}
-	if err == nil {
-		err = m.Set(res)
-	}
+	m, err := is.makeGroup(name, is.memPids(is.cfg.TenantMemoryBytes, is.cfg.TenantPids))
 	if err != nil {
-		if m != nil {
-			_ = m.Destroy()
-		}
 		return "", fmt.Errorf("make the cgroup of tenant %s: %w", t.Key, err)
 	}
 	if is.tg.held == nil {
