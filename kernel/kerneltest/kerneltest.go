@@ -217,17 +217,9 @@ func (c *Clock) Add(d time.Duration) {
 // Ends waits up to limit for process pid (any process, not only a child)
 // to end, on its pidfd; true when it did (or was gone already).
 func Ends(pid int, limit time.Duration) bool {
-	fd := proc.Pidfd(pid)
-	if fd == nil {
-		return !Alive(pid)
-	}
-	t := time.AfterFunc(limit, func() { fd.Close() }) // ends the wait
-	proc.WaitPidfd(fd)
-	if t.Stop() {
-		fd.Close()
-		return true
-	}
-	return !Alive(pid)
+	h := Hold(pid)
+	defer h.Release()
+	return h.Ends(time.Now().Add(limit))
 }
 
 // Held is a process held by its pidfd, taken while it was known to live:
@@ -236,7 +228,7 @@ func Ends(pid int, limit time.Duration) bool {
 // run goes through it in minutes).
 type Held struct {
 	PID int
-	fd  *os.File // nil: gone when held
+	fd  *os.File // nil: gone when held, or no pidfds here
 }
 
 // Hold takes pid's pidfd now.
@@ -246,7 +238,7 @@ func Hold(pid int) *Held { return &Held{PID: pid, fd: proc.Pidfd(pid)} }
 // it has. It may be called again after a false.
 func (h *Held) Ends(deadline time.Time) bool {
 	if h.fd == nil {
-		return true
+		return !Alive(h.PID)
 	}
 	fds := []unix.PollFd{{Fd: int32(h.fd.Fd()), Events: unix.POLLIN}}
 	for {

@@ -331,9 +331,6 @@ func (t *textBuf) Write(p []byte) {
 	}
 }
 
-// Len is the text's length.
-func (t *textBuf) Len() int { return t.n }
-
 // String joins the blocks.
 func (t *textBuf) String() string {
 	if len(t.blocks) == 1 {
