@@ -260,6 +260,8 @@ type command struct {
 	all        buffer // stdout and stderr in arrival order (the shell's output)
 	changed    chan struct{}
 	lastChange time.Time
+	running    chan struct{} // closed when its runtime starts it (status busy)
+	runningSet bool          // guarded by mu
 	done       chan struct{}
 	res        *execution.Result
 	fail       *call.Error
@@ -271,7 +273,7 @@ type command struct {
 func newCommand(id, text, regID, tenant string, combined bool) *command {
 	now := time.Now()
 	return &command{id: id, text: text, regID: regID, tenant: tenant, started: now, lastChange: now, combined: combined,
-		changed: make(chan struct{}), done: make(chan struct{})}
+		changed: make(chan struct{}), running: make(chan struct{}), done: make(chan struct{})}
 }
 
 // age keeps the last keepOldBytes of each of c's outputs: a later command
@@ -286,6 +288,15 @@ func (c *command) age() {
 
 // Deliver is the command's subscription to its execution's events.
 func (c *command) Deliver(ev execution.Event) {
+	if ev.State == jupyter.StateBusy {
+		c.mu.Lock()
+		if !c.runningSet {
+			c.runningSet = true
+			close(c.running)
+		}
+		c.mu.Unlock()
+		return
+	}
 	if ev.Out == nil || ev.Out.Type != jupyter.MsgStream {
 		return
 	}
@@ -526,21 +537,21 @@ func (s *Surface) stop(c *command, sig syscall.Signal) {
 }
 
 // writeInput writes text to c's standard input, waiting up to 10 s for
-// its bash to start.
+// its runtime to start it.
 func (s *Surface) writeInput(c *command, text string) error {
-	var j jobRuntime
-	for wait := time.Now().Add(10 * time.Second); ; {
-		if c.finished() {
-			return errNotRunning
-		}
-		if j, _ = s.job(c.tenant, c.regID); j != nil || time.Now().After(wait) {
-			break
-		}
-		select {
-		case <-c.done:
-		case <-time.After(20 * time.Millisecond):
-		}
+	// An accepted command may still wait for its runtime to start, or
+	// for its turn: its input is for it once the runtime runs it (its
+	// busy status), not before; bash would otherwise say nothing runs.
+	t := time.NewTimer(10 * time.Second)
+	defer t.Stop()
+	select {
+	case <-c.running:
+	case <-c.done:
+		return errNotRunning
+	case <-t.C:
+		return errNotRunning
 	}
+	j, _ := s.job(c.tenant, c.regID)
 	if j == nil {
 		return errNotRunning
 	}
