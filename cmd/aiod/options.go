@@ -75,7 +75,7 @@ type options struct {
 	runtimesMemory     int64   // bytes for all runtimes together; 0 none
 	runtimePids        int64   // processes per runtime; 0 none
 	runtimeCPU         float64 // cores per runtime; 0 none
-	runtimesCPUWeight  int     // runtimes together against aiod, cgroup v1; 0 default layout
+	runtimesCPUWeight  float64 // runtimes together against aiod, cgroup v1; 0 default layout
 	runtimesPids       int64   // processes and threads of all runtimes together; 0 none
 	tenantMemory       int64   // bytes for one tenant's runtimes together; 0 none
 	tenantPids         int64   // processes and threads of one tenant's runtimes together; 0 none
@@ -188,7 +188,7 @@ func (o *options) settings() []setting {
 		{"runtimes-pids-total", "AIO_RUNTIMES_PIDS_TOTAL", "50%", "processes and threads of all local runtimes together (their cgroups' parent): a number, or a percentage of the machine's pid_max; 0 for none", totalPidsSetter(&o.runtimesPids)},
 		{"tenant-memory-limit", "AIO_TENANT_MEMORY_LIMIT", "50%", "memory of one tenant's runtimes together under --isolation tenant (a group of its own between theirs and the runtimes' parent): bytes, with K, M, G or T, or a percentage of the machine's memory; 0 for none", memSetter(&o.tenantMemory)},
 		{"tenant-pids-limit", "AIO_TENANT_PIDS_LIMIT", "25%", "processes and threads of one tenant's runtimes together under --isolation tenant: a number, or a percentage of the machine's pid_max; 0 for none", totalPidsSetter(&o.tenantPids)},
-		{"runtimes-cpu-weight", "AIO_RUNTIMES_CPU_WEIGHT", "4", "when aiod and its runtimes both want more CPU than there is, all runtimes together get this many parts to aiod's one (cgroup v1: aiod moves into a cpu group of its own beside theirs); 0 leaves aiod in its cgroup and the runtimes' parent at one task's weight", rangeSetter(&o.runtimesCPUWeight, 0, 256)},
+		{"runtimes-cpu-weight", "AIO_RUNTIMES_CPU_WEIGHT", "0.0625", "when aiod and its runtimes both want more CPU than there is, all runtimes together get this many parts to aiod's one (cgroup v1: aiod moves into a cpu group of its own beside theirs); the default gives aiod 16 parts to their 1, since every tenant's call crosses aiod; 0 leaves aiod in its cgroup and the runtimes' parent at one task's weight", weightSetter(&o.runtimesCPUWeight)},
 		{"runtime-user", "AIO_RUNTIME_USER", "", "run every local runtime as this user (a name, or uid[:gid]) when aiod runs as root", strSetter(&o.runtimeUser)},
 		{"runtime-env-allow", "AIO_RUNTIME_ENV_ALLOW", defaultEnvAllow, "comma-separated variables of aiod's environment that runtimes get: names, or prefixes ending in * (AIO_* and JWT_PUBLIC_KEY never pass)", strSetter(&o.runtimeEnvAllow)},
 		{"isolation", "AIO_ISOLATION", "auto", "tenant: every caller's runtimes (and file plane) in a sandbox of their own (namespaces, a read-only host, the tenant's folders, its own uid, seccomp); none: one shared host, as aiod's user or --runtime-user; auto: tenant where the machine allows it (root, namespaces), else none with the reason logged", strSetter(&o.isolation)},
@@ -430,6 +430,18 @@ func cpuSetter(p *float64) setter {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || f < 0 || (f > 0 && f < 0.01) {
 			return fmt.Errorf("want 0 (no limit) or a number of cores of at least 0.01, got %q", v)
+		}
+		*p = f
+		return nil
+	}}
+}
+
+// weightSetter reads 0 or a ratio from 1/256 to 256.
+func weightSetter(p *float64) setter {
+	return setter{"ratio", func(v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 || f > 256 || (f > 0 && f < 1.0/256) {
+			return fmt.Errorf("want 0 or a ratio from 0.00390625 (1/256) to 256, got %q", v)
 		}
 		*p = f
 		return nil

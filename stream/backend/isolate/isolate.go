@@ -57,8 +57,8 @@ type Config struct {
 	// RuntimesCPUWeight is the CPU weight of all runtimes together against
 	// aiod's own process, when both want more than there is (cgroup v1:
 	// see cpuweight.go); 0 leaves aiod in its cgroup and the runtimes'
-	// parent at the default weight.
-	RuntimesCPUWeight int
+	// parent at the default weight. Below 1, aiod weighs more.
+	RuntimesCPUWeight float64
 	// User runs runtimes as this account (a name, or uid[:gid]); "" is
 	// aiod's own. Only root may set it.
 	User string
@@ -888,7 +888,7 @@ func (is *Isolator) Report() Report {
 			on("tenant cpu share", v+"each tenant's runtimes in one group of the default weight: busy tenants share the runtimes' CPU equally, however many runtimes each runs")
 		}
 		if is.cpuWeighed {
-			on("cpu weight", fmt.Sprintf("cgroup v1 cpu.shares: all runtimes together weigh %d× aiod's own process when both want more CPU than there is", c.RuntimesCPUWeight))
+			on("cpu weight", fmt.Sprintf("cgroup v1 cpu.shares: all runtimes together weigh %g× aiod's own process when both want more CPU than there is", c.RuntimesCPUWeight))
 		} else if is.noWeight != "" {
 			off("cpu weight", is.noWeight)
 		}

@@ -268,11 +268,15 @@ func TestCgroupV1CPUWeight(t *testing.T) {
 		t.Fatalf("child said %q", line)
 	}
 
-	// A second Isolator in this process shares the layout; closing it
-	// leaves the first's in place.
-	is2, err := New(Config{MemoryBytes: 128 << 20, RuntimesCPUWeight: 4})
+	// A second Isolator in this process shares the layout (and sets its
+	// weight: below 1, aiod weighs more); closing it leaves the first's in
+	// place.
+	is2, err := New(Config{MemoryBytes: 128 << 20, RuntimesCPUWeight: 1.0 / 16})
 	if err != nil || !is2.cpuWeighed {
 		t.Fatalf("second Isolator: %v, weighed %v (%s)", err, is2 != nil && is2.cpuWeighed, is2.noWeight)
+	}
+	if shares("daemon") != "16384" || shares("runtimes") != "1024" {
+		t.Fatalf("cpu.shares at 1/16: daemon %s, runtimes %s; want 16384 and 1024", shares("daemon"), shares("runtimes"))
 	}
 	if err := unweighCPU(); err != nil { // as is2.Close would, without removing the shared runtime folders
 		t.Fatal(err)
