@@ -900,3 +900,22 @@ func TestSocketActivation(t *testing.T) {
 		t.Errorf("two sockets: %v\n%s", err, out)
 	}
 }
+
+// TestSoftLimitNeverUnderTheLiveHeap: the soft memory limit is
+// --memory-limit while aiod holds little, follows what it holds, and never
+// sits under twice the live heap, where the GC would run back to back.
+func TestSoftLimitNeverUnderTheLiveHeap(t *testing.T) {
+	const base, mib = 128 << 20, 1 << 20
+	for _, c := range []struct{ held, live, want int64 }{
+		{0, 10 * mib, base},                    // a flood's bytes are garbage: base bounds it
+		{200 * mib, 10 * mib, 216 * mib},       // retained executions
+		{20 * mib, 300 * mib, 616 * mib},       // many busy tenants at once: GOGC's own goal
+		{500 * mib, 300 * mib, 616 * mib},      // both: the larger
+		{0, 56 * mib, base},                    // 2 × 56 + 16 = base
+		{0, 57 * mib, 2*57*mib + heldHeadroom}, // just past it
+	} {
+		if got := softLimit(base, c.held, c.live); got != c.want {
+			t.Errorf("softLimit(128 MiB, held %d MiB, live %d MiB) = %d MiB, want %d MiB", c.held/mib, c.live/mib, got/mib, c.want/mib)
+		}
+	}
+}
