@@ -72,21 +72,24 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- string) error {
 		// heap double after a burst (kernels are separate processes).
 		debug.SetMemoryLimit(int64(o.memoryLimit))
 	}
+	// Every refusal before aiod serves exits 2, as a setting that cannot
+	// work does: a state directory another daemon holds, an address in
+	// use, an isolation that is not possible with these settings.
 	unlock, err := lockStateDir(o.stateDir)
 	if err != nil {
-		return err
+		return startRefused(err)
 	}
 	defer unlock()
 	ln, activated, err := listen(o.addr)
 	if err != nil {
-		return err
+		return startRefused(err)
 	}
 	gcfg := o.gatewayConfig(log)
 	gcfg.AccessLogger = newLogger(accessOut, o.logLevel, o.logFormat)
 	srv, err := gateway.New(gcfg)
 	if err != nil {
 		ln.Close()
-		return err
+		return startRefused(err)
 	}
 	env := srv.Environment()
 	iso := srv.TenantIsolation("")
@@ -150,6 +153,15 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- string) error {
 		return serveErr
 	}
 	return nil
+}
+
+// startRefused is err as a *usageError (exit code 2), unless it is one.
+func startRefused(err error) error {
+	var ue *usageError
+	if errors.As(err, &ue) {
+		return err
+	}
+	return &usageError{err.Error()}
 }
 
 func newLogger(w io.Writer, level slog.Level, format string) *slog.Logger {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"github.com/aiod/aiod/kernel/kerneltest"
 	"net/http"
 	"os"
@@ -204,4 +205,66 @@ func mustJSON(t *testing.T, v any) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// Issue 40, item 1: a second daemon on its own state directory, both with
+// the default settings, isolates its tenants as the first does (it used
+// to log that the first held the uids and run every tenant as root): each
+// claims a block of uids of its own, recorded in its state directory and
+// kept across a restart, and a tenant's `id -u` in either is in its
+// daemon's block, never 0. The same uids given by hand to both, with
+// --isolation tenant or auto, stop the second at start with exit code 2.
+func TestTwoDefaultDaemonsBothIsolated(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	stateA := t.TempDir()
+	a := startDaemon(t, "--tenant-uids", "auto", "--state-dir", stateA)
+	b := startDaemon(t, "--tenant-uids", "auto")
+	uids := map[string]string{}
+	for name, d := range map[string]*daemon{"first": a, "second": b} {
+		_, env := d.getJSON(ctx, "/v2/code/info")
+		iso, _ := env["data"].(map[string]any)["isolation"].(map[string]any)
+		if iso["mode"] != "tenant" {
+			t.Fatalf("%s daemon: isolation %v, want tenant", name, iso)
+		}
+		r, _ := iso["uids"].(string)
+		var first, last int
+		if n, _ := fmt.Sscanf(r, "%d-%d", &first, &last); n != 2 || first < 2_000_000_000 || last-first != 999_999 {
+			t.Fatalf("%s daemon's tenant uids %q, want a block of 1,000,000 from 2000000000 up", name, r)
+		}
+		for _, lang := range []string{"bash", "python"} {
+			code := map[string]string{"bash": "id -u", "python": "import os; print(os.getuid())"}[lang]
+			got := d.run(ctx, lang, "", code, 60)
+			var uid int
+			if _, err := fmt.Sscan(got.Data.Stdout, &uid); err != nil || uid < first || uid > last {
+				t.Fatalf("%s daemon, %s: uid %q, want one of %s (%+v)", name, lang, got.Data.Stdout, r, got)
+			}
+		}
+		uids[name] = r
+	}
+	if uids["first"] == uids["second"] {
+		t.Fatalf("both daemons hand out %s", uids["first"])
+	}
+	rec, err := os.ReadFile(filepath.Join(stateA, "tenant-uids"))
+	if err != nil || strings.TrimSpace(string(rec)) != uids["first"] {
+		t.Fatalf("the first state directory records %q (%v), want %s", rec, err, uids["first"])
+	}
+
+	// The first restarts on its state directory: the same block.
+	a.stop()
+	a = startDaemon(t, "--tenant-uids", "auto", "--state-dir", stateA)
+	_, env := a.getJSON(ctx, "/v2/code/info")
+	if iso, _ := env["data"].(map[string]any)["isolation"].(map[string]any); iso["uids"] != uids["first"] {
+		t.Fatalf("after a restart the first daemon hands out %v, want %s", iso["uids"], uids["first"])
+	}
+
+	// Given the second's uids by hand, a third daemon refuses at start,
+	// whether tenant isolation is asked for or left to auto.
+	for _, mode := range []string{"tenant", "auto"} {
+		code, out := runBinary(t, nil, "--addr", "127.0.0.1:0", "--isolation", mode, "--tenant-uids", uids["second"])
+		if code != 2 || !strings.Contains(out, "already hands out tenant uids "+uids["second"]) {
+			t.Errorf("--isolation %s with the second daemon's uids: exit %d, want 2 naming them:\n%s", mode, code, out)
+		}
+	}
 }

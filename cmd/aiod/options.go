@@ -193,7 +193,7 @@ func (o *options) settings() []setting {
 		{"runtime-env-allow", "AIO_RUNTIME_ENV_ALLOW", defaultEnvAllow, "comma-separated variables of aiod's environment that runtimes get: names, or prefixes ending in * (AIO_* and JWT_PUBLIC_KEY never pass)", strSetter(&o.runtimeEnvAllow)},
 		{"isolation", "AIO_ISOLATION", "auto", "tenant: every caller's runtimes (and file plane) in a sandbox of their own (namespaces, a read-only host, the tenant's folders, its own uid, seccomp); none: one shared host, as aiod's user or --runtime-user; auto: tenant where the machine allows it (root, namespaces), else none with the reason logged", strSetter(&o.isolation)},
 		{"state-dir", "AIO_STATE_DIR", defaultStateDir(), "aiod's state directory, created 0700 and locked: tenants' folders and uids live there", strSetter(&o.stateDir)},
-		{"tenant-uids", "AIO_TENANT_UIDS", "2000000000-2000999999", "FIRST-LAST: the uids (and gids) tenants get under --isolation tenant, one each, kept across restarts; nothing else on the machine may use them", uidRangeSetter(&o.tenantUIDs)},
+		{"tenant-uids", "AIO_TENANT_UIDS", "auto", "FIRST-LAST: the uids (and gids) tenants get under tenant isolation, one each, kept across restarts; nothing else on the machine may use them. auto: the state directory's own block of 1,000,000 from 2000000000 up, the first free one, recorded in STATE/tenant-uids and kept; a second daemon on its own --state-dir takes the next", uidRangeSetter(&o.tenantUIDs)},
 		{"runtime-ptys", "AIO_RUNTIME_PTYS", "512", "pseudo-terminals a runtime may open under --isolation tenant, in a devpts of its own (the host's keeps its own share for root and aiod's terminals); 0 leaves runtimes on the host's devpts", rangeSetter(&o.runtimePtys, 0, 65536)},
 		{"runtime-network", "AIO_RUNTIME_NETWORK", "none", "network of tenant runtimes under --isolation tenant: none (a network namespace per tenant with its own loopback only), allow (that, and an HTTP proxy in it letting through only --egress-allow) or host", strSetter(&o.runtimeNetwork)},
 		{"egress-allow", "AIO_EGRESS_ALLOW", "", "with --runtime-network allow: comma-separated HOST:PORT destinations runtimes may reach through aiod's proxy (a name, *.name for its subdomains, or an address), e.g. pypi.org:443,files.pythonhosted.org:443", strSetter(&o.egressAllow)},
@@ -768,12 +768,16 @@ func defaultStateDir() string {
 
 // uidRangeSetter reads FIRST-LAST uids (both above 0, at most 2^31-1).
 func uidRangeSetter(p *[2]uint32) setter {
-	return setter{"first-last", func(v string) error {
+	return setter{"auto|first-last", func(v string) error {
+		if v == "auto" {
+			p[0], p[1] = 0, 0
+			return nil
+		}
 		a, b, ok := strings.Cut(v, "-")
 		first, err1 := strconv.ParseUint(strings.TrimSpace(a), 10, 31)
 		last, err2 := strconv.ParseUint(strings.TrimSpace(b), 10, 31)
 		if !ok || err1 != nil || err2 != nil || first == 0 || last < first {
-			return fmt.Errorf("want FIRST-LAST uids, 1 <= FIRST <= LAST < 2147483648, got %q", v)
+			return fmt.Errorf("want auto or FIRST-LAST uids, 1 <= FIRST <= LAST < 2147483648, got %q", v)
 		}
 		p[0], p[1] = uint32(first), uint32(last)
 		return nil

@@ -70,8 +70,9 @@ type Config struct {
 	Mechanism string
 	// Isolation is ModeTenant, ModeNone or ModeAuto (""): see tenant.go.
 	// Tenant isolation needs StateDir, Workdir (the working folder as
-	// runtimes see it), FirstUID-LastUID (0 takes DefaultFirstUID and
-	// DefaultLastUID) and Network (sandbox.NetworkNone or NetworkHost).
+	// runtimes see it), FirstUID-LastUID (both 0: the state directory's
+	// own block, sandbox/uidauto.go) and Network (sandbox.NetworkNone or
+	// NetworkHost).
 	Isolation         string
 	NoneBecause       string // why the caller set Isolation to none itself (shown in reports)
 	StateDir          string
@@ -126,9 +127,6 @@ func New(cfg Config) (*Isolator, error) {
 	}
 	if cfg.MemoryBytes < 0 || cfg.Pids < 0 || cfg.CPU < 0 || cfg.TotalMemoryBytes < 0 || cfg.TotalPids < 0 || cfg.TenantMemoryBytes < 0 || cfg.TenantPids < 0 {
 		return nil, errors.New("runtime limits must not be negative")
-	}
-	if cfg.FirstUID == 0 && cfg.LastUID == 0 {
-		cfg.FirstUID, cfg.LastUID = DefaultFirstUID, DefaultLastUID
 	}
 	is := &Isolator{cfg: cfg, log: cfg.Logger, mechanism: None}
 	if err := is.setUpTenants(); err != nil {

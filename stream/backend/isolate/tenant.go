@@ -15,12 +15,6 @@ const (
 	ModeNone   = "none"   // every runtime shares the host, as aiod's user or --runtime-user
 )
 
-// Defaults of the tenant settings.
-const (
-	DefaultFirstUID = 2000000000
-	DefaultLastUID  = 2000999999
-)
-
 // DefaultTenant is the tenant of callers without credentials.
 const DefaultTenant = "default"
 
@@ -47,13 +41,17 @@ func (is *Isolator) setUpTenants() error {
 	}
 	why := is.tenantsImpossible()
 	if why == "" {
+		// The machine can: what stops the tenants now is a setting or a
+		// conflict aiod cannot settle by itself (two daemons given one
+		// --tenant-uids), and auto refuses it as tenant does instead of
+		// running every tenant's code as aiod's user.
 		ts, err := sandbox.NewTenants(sandbox.Config{StateDir: c.StateDir, FirstUID: c.FirstUID, LastUID: c.LastUID,
 			Workdir: c.Workdir, Network: c.Network, Egress: c.Egress, Ptys: c.Ptys, Logger: is.log})
-		if err == nil {
-			is.tenants, is.mode = ts, ModeTenant
-			return nil
+		if err != nil {
+			return fmt.Errorf("tenant isolation: %w", err)
 		}
-		why = err.Error()
+		is.tenants, is.mode = ts, ModeTenant
+		return nil
 	}
 	if mode == ModeTenant {
 		return fmt.Errorf("--isolation tenant is not possible here: %s", why)
@@ -77,7 +75,16 @@ func (is *Isolator) tenantsImpossible() string {
 	case os.Geteuid() != 0:
 		return fmt.Sprintf("aiod runs as uid %d, and only root can make the namespaces and switch to tenant uids", os.Geteuid())
 	}
-	if err := sandbox.Probe(c.StateDir, c.FirstUID); err != nil {
+	uid := c.FirstUID
+	if uid == 0 {
+		// The probe runs as the first uid of the block NewTenants will
+		// claim; with none free NewTenants refuses, so probe as any.
+		uid = sandbox.AutoFirstUID
+		if first, _, err := sandbox.AutoUIDs(c.StateDir); err == nil {
+			uid = first
+		}
+	}
+	if err := sandbox.Probe(c.StateDir, uid); err != nil {
 		return err.Error()
 	}
 	return ""

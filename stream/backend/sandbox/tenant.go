@@ -31,7 +31,8 @@ type Config struct {
 	// "tenants" folder. It is created with mode 0700.
 	StateDir string
 	// FirstUID and LastUID bound the uids (and gids) tenants get, one
-	// each, kept across restarts.
+	// each, kept across restarts; both 0 claims the state directory's own
+	// block (uidauto.go).
 	FirstUID, LastUID uint32
 	// Workdir is the working folder as runtimes see it (--workdir).
 	Workdir string
@@ -98,7 +99,7 @@ func NewTenants(cfg Config) (*Tenants, error) {
 	if cfg.Network != NetworkNone && cfg.Network != NetworkHost && cfg.Network != NetworkAllow {
 		return nil, fmt.Errorf("runtime network %q: want none, allow or host", cfg.Network)
 	}
-	if cfg.FirstUID == 0 || cfg.LastUID < cfg.FirstUID {
+	if (cfg.FirstUID != 0 || cfg.LastUID != 0) && (cfg.FirstUID == 0 || cfg.LastUID < cfg.FirstUID) {
 		return nil, fmt.Errorf("tenant uids %d-%d: want FIRST-LAST above 0", cfg.FirstUID, cfg.LastUID)
 	}
 	state, err := filepath.Abs(cfg.StateDir)
@@ -116,10 +117,14 @@ func NewTenants(cfg Config) (*Tenants, error) {
 	if err != nil {
 		return nil, err
 	}
-	release, err := lockUIDs(cfg.FirstUID, cfg.LastUID)
+	if err := os.MkdirAll(state, 0o700); err != nil {
+		return nil, fmt.Errorf("make the state directory: %w", err)
+	}
+	first, last, release, err := claimUIDs(state, cfg.FirstUID, cfg.LastUID)
 	if err != nil {
 		return nil, err
 	}
+	cfg.FirstUID, cfg.LastUID = first, last
 	ts := &Tenants{cfg: cfg, log: cfg.Logger, dir: filepath.Join(state, "tenants"), seccomp: seccomp,
 		byKey: map[string]*Tenant{}, making: map[string]*making{}, used: map[uint32]string{}, release: release}
 	ok := false
