@@ -175,10 +175,20 @@ func TestV2StrictTypesAndUnknownFields(t *testing.T) {
 	if msg, _ := env["message"].(string); st != 422 || !strings.Contains(msg, "'timeout': must be a number, got a string") {
 		t.Fatalf(`"timeout": "5" on v2: %d %v`, st, env)
 	}
+	// A field that looks like a misspelt session_id is refused, naming it:
+	// the call would run in a throwaway runtime and answer success.
+	for _, typo := range []string{"sesion_id", "sessionId", "session", "sid"} {
+		st, env := ts.call(t, "POST", "/v2/code/execute", fmt.Sprintf(`{"language":"javascript","code":"1",%q:"typo"}`, typo))
+		if msg, _ := env["message"].(string); st != 422 || !strings.Contains(msg, fmt.Sprintf("'%s': is not a field; did you mean \"session_id\"?", typo)) {
+			t.Fatalf("%q on v2: %d %v", typo, st, env)
+		}
+	}
+	// Other unknown fields are named in warnings; so is a look-alike when
+	// session_id is given too.
 	want := []any{`unknown field "sesion_id" ignored`, `unknown field "workdir" ignored`}
 	_, env, data := ts.exec(t, map[string]any{"language": "javascript", "code": "console.log(7)",
-		"sesion_id": "typo", "workdir": "/tmp"})
-	if env["success"] != true || !reflect.DeepEqual(data["warnings"], want) || data["session_id"] != nil {
+		"session_id": "kept", "sesion_id": "typo", "workdir": "/tmp"})
+	if env["success"] != true || !reflect.DeepEqual(data["warnings"], want) || data["session_id"] != "kept" {
 		t.Fatalf("unknown fields: %v", env)
 	}
 	// Known fields only: no warnings key at all.
@@ -187,11 +197,16 @@ func TestV2StrictTypesAndUnknownFields(t *testing.T) {
 	}
 	// The WebSocket's execute message is v2's body plus type and id.
 	c := dialWS(t, ts, nil)
-	sendJSON(t, c, map[string]any{"type": "execute", "id": "w1", "language": "javascript", "code": "1", "sesion_id": "x"})
+	sendJSON(t, c, map[string]any{"type": "execute", "id": "w1", "language": "javascript", "code": "1", "workdir": "x"})
 	msgs := readUntil(t, c, "result", "w1", time.Minute)
 	res := msgs[len(msgs)-1].m
-	if w := res["data"].(map[string]any)["warnings"]; !reflect.DeepEqual(w, []any{`unknown field "sesion_id" ignored`}) {
+	if w := res["data"].(map[string]any)["warnings"]; !reflect.DeepEqual(w, []any{`unknown field "workdir" ignored`}) {
 		t.Fatalf("WebSocket warnings: %v", res)
+	}
+	sendJSON(t, c, map[string]any{"type": "execute", "id": "w2", "language": "javascript", "code": "1", "sesion_id": "x"})
+	msgs = readUntil(t, c, "error", "w2", time.Minute)
+	if m := fmt.Sprint(msgs[len(msgs)-1].m); !strings.Contains(m, "'sesion_id': is not a field") {
+		t.Fatalf("WebSocket look-alike of session_id: %v", m)
 	}
 	// v1 takes the string, as pydantic's lax mode does.
 	r := ts.sdk(t, "POST", "v1/code/execute", map[string]any{"language": "javascript", "code": "console.log(2)", "timeout": "5"})

@@ -64,3 +64,17 @@ func FuzzParseExecute(f *testing.F) {
 		}
 	})
 }
+
+// likeSessionID: misspellings of session_id are caught, other fields are
+// not.
+func TestLikeSessionID(t *testing.T) {
+	for name, want := range map[string]bool{
+		"sesion_id": true, "sessionId": true, "session-id": true, "SessionID": true, "session": true,
+		"sid": true, "sesssion_id": true, "session_name": true, "sesionid": true,
+		"workdir": false, "timeout_s": false, "language_id": false, "id": false, "version": false, "kernel": false,
+	} {
+		if got := likeSessionID(name); got != want {
+			t.Errorf("likeSessionID(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package call
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/aiod/aiod/gateway/api"
@@ -103,11 +104,55 @@ func (c *Core) ParseExecute(body []byte, known ...string) (Call, *api.FieldError
 	if call.Env, err = ParseEnv(f, "env"); err != nil {
 		return call, err
 	}
+	if call.SessionID == "" {
+		for _, name := range f.Unknown() {
+			if likeSessionID(name) {
+				return call, &api.FieldError{In: "body", Field: name, Type: "extra_forbidden",
+					Msg: `is not a field; did you mean "session_id"? Without session_id the code runs in a temporary runtime and its state is lost`}
+			}
+		}
+	}
 	call.Warnings = UnknownWarnings(f)
 	if len(call.Warnings) > 0 {
 		c.Log.Debug("request fields ignored", "warnings", call.Warnings)
 	}
 	return call, nil
+}
+
+// likeSessionID reports whether an unknown field name looks like a
+// misspelt session_id ("sesion_id", "sessionId", "session", "sid"): a call
+// that meant a session but names none would run in a throwaway runtime and
+// answer success with its state gone, so v2 refuses it instead of warning.
+func likeSessionID(name string) bool {
+	var b strings.Builder
+	for _, r := range strings.ToLower(name) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+			b.WriteRune(r)
+		}
+	}
+	n := b.String()
+	return n == "sid" || strings.Contains(n, "session") || editDistance(n, "sessionid") <= 2
+}
+
+// editDistance is the Levenshtein distance between two short ASCII names.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
 }
 
 // UnknownWarnings says, for each field of a request that was not read,
