@@ -652,3 +652,39 @@ func TestWalkthroughsWithToken(t *testing.T) {
 		t.Fatalf("walkthrough without a token: %v\n%s", err, b)
 	}
 }
+
+// Issue 40, item 3: a shell escape whose command fails fails the cell, so
+// a client checking success sees it ("%pip install" of a package that
+// cannot be had answered success with pip's error inside). Capturing its
+// output ("x = !cmd") and a command that succeeds are unchanged.
+func TestFailingShellEscapesFailTheCell(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, Config{})
+	for _, c := range []struct {
+		code, ename, evalue, stdout string
+	}{
+		{"!exit 3", "CalledProcessError", "Command 'exit 3' returned non-zero exit status 3.", ""},
+		{"%pip install --no-index --quiet no-such-package-for-aiod", "CalledProcessError", "-m pip install --no-index --quiet no-such-package-for-aiod' returned non-zero exit status 1.", ""},
+		{"!echo fine", "", "", "fine\n"},
+		{"x = !echo captured; false\nprint(x)", "", "", "['captured']\n"},
+	} {
+		_, env, data := ts.exec(t, map[string]any{"language": "python", "session_id": "escapes", "code": c.code, "timeout": 120})
+		if c.ename == "" {
+			if out, _ := data["stdout"].(string); env["success"] != true || strings.TrimSpace(out) != strings.TrimSpace(c.stdout) { // a pty's \r\n
+				t.Fatalf("%q: %v", c.code, env)
+			}
+			continue
+		}
+		outs, _ := data["outputs"].([]any)
+		var ename, evalue string
+		for _, o := range outs {
+			if m, _ := o.(map[string]any); m["output_type"] == "error" {
+				ename, _ = m["ename"].(string)
+				evalue, _ = m["evalue"].(string)
+			}
+		}
+		if env["success"] != false || data["status"] != "error" || ename != c.ename || !strings.HasSuffix(evalue, c.evalue) {
+			t.Fatalf("%q: success %v, status %v, error %s: %q; want %s ending %q\n%v", c.code, env["success"], data["status"], ename, evalue, c.ename, c.evalue, env)
+		}
+	}
+}

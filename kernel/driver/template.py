@@ -221,6 +221,31 @@ def bound_stream_messages():
     OutStream.write = bounded_write
 
 
+def failing_shell_escapes():
+    """A shell escape whose command fails raises, so the cell fails.
+
+    IPython runs "!cmd", "%pip" and "%conda" through the shell's system()
+    and only stores the exit code in _exit_code: a failed "%pip install"
+    answered success with the failure in its output. aiod's kernels raise
+    subprocess.CalledProcessError instead, as "%%bash" does and as a bash
+    session's failing command answers success false. "x = !cmd" (which
+    captures output) is unchanged.
+    """
+    import subprocess
+    from ipykernel.zmqshell import ZMQInteractiveShell
+
+    piped = ZMQInteractiveShell.system_piped
+
+    def system(self, cmd):
+        piped(self, cmd)
+        code = self.user_ns.get("_exit_code")
+        if isinstance(code, int) and code != 0:
+            raise subprocess.CalledProcessError(code, cmd.strip()) from None
+
+    ZMQInteractiveShell.system_piped = system
+    ZMQInteractiveShell.system = system
+
+
 def send(ctl, msg, fds=()):
     data = json.dumps(msg).encode()
     if fds:
@@ -270,6 +295,10 @@ def main():
         bound_stream_messages()
     except Exception as e:  # another ipykernel: messages as it makes them
         failed["bound stream messages"] = repr(e)
+    try:
+        failing_shell_escapes()
+    except Exception as e:  # another ipykernel: escapes as it runs them
+        failed["failing shell escapes"] = repr(e)
     import_all(CONFIG.get("preload") or [], failed)
     global TEMPLATE_ENV
     TEMPLATE_ENV = dict(os.environ)
