@@ -688,3 +688,28 @@ func TestFailingShellEscapesFailTheCell(t *testing.T) {
 		}
 	}
 }
+
+// Issue 40, item 3: under tenant isolation a runtime has no network by
+// default, and a call that fails on a name lookup says which setting that
+// is and how to open it; a failure of another kind says nothing of it.
+func TestNetworkFailureNamesTheSetting(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, Config{})
+	if tr := ts.TenantIsolation(""); tr.Mode != "tenant" || tr.Network != "none" {
+		t.Fatalf("the test server's isolation: %+v, want tenant with no network", tr)
+	}
+	for _, c := range []struct {
+		lang, code string
+		note       bool
+	}{
+		{"python", "import urllib.request\nurllib.request.urlopen('http://example.com', timeout=20)", true},
+		{"javascript", "await require('dns').promises.lookup('example.com')", true},
+		{"python", "undefined_name", false},
+	} {
+		_, env, _ := ts.exec(t, map[string]any{"language": c.lang, "code": c.code, "timeout": 60})
+		msg, _ := env["message"].(string)
+		if env["success"] != false || strings.Contains(msg, "--runtime-network none") != c.note {
+			t.Errorf("%s %q: success %v, message %q; want the network note: %v", c.lang, c.code, env["success"], msg, c.note)
+		}
+	}
+}

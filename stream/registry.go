@@ -34,7 +34,11 @@ type Config struct {
 	Snapshots       Snapshots        // saves named sessions before idle reclaim and shutdown, restores them on their next start; nil: none
 	Admission       Admission        // session caps and the start queue; zero values turn them off
 	Gate            *StartGate       // the start gate, shared with the pools; nil: made from Admission
-	Logger          *slog.Logger
+	// NetworkNote is added to the message of a call that failed on a
+	// network error (networkFailure), where runtimes have no network or
+	// only some of it: the setting that decides it. "" adds nothing.
+	NetworkNote string
+	Logger      *slog.Logger
 }
 
 // sessionKey names a named session: its tenant's, in one language.

@@ -904,6 +904,9 @@ func (s *Session) finish(ex *Execution, res *execution.Result) {
 	if res.Status != execution.StatusError {
 		return
 	}
+	if note := s.reg.cfg.NetworkNote; note != "" && networkFailure(res) {
+		res.Note(note)
+	}
 	if res.ErrorKind == "" {
 		res.ErrorKind = execution.KindException
 		if ex.interruptBy != "" {
