@@ -268,3 +268,37 @@ func TestTwoDefaultDaemonsBothIsolated(t *testing.T) {
 		}
 	}
 }
+
+// Issue 40, item 2: --workdir naming a host folder with files, under
+// tenant isolation, is said at start (the log and /v2/code/info's
+// warnings), since each tenant sees a folder of its own there; the
+// kernel's folder is indeed empty.
+func TestWorkdirWithHostFilesIsWarned(t *testing.T) {
+	t.Parallel()
+	wd := t.TempDir()
+	if err := os.WriteFile(filepath.Join(wd, "cities.csv"), []byte("name\nParis\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	d := startDaemon(t, "--workdir", wd)
+	const want = " holds files on the host that runtimes do not see: under tenant isolation"
+	if !d.logged("--workdir " + wd + want) {
+		t.Fatalf("no start-up warning about %s:\n%s", wd, d.stderr)
+	}
+	_, env := d.getJSON(ctx, "/v2/code/info")
+	warns := fmt.Sprint(env["data"].(map[string]any)["warnings"])
+	if !strings.Contains(warns, want) {
+		t.Fatalf("/v2/code/info warnings: %s", warns)
+	}
+	if got := d.run(ctx, "python", "", "import os; print(os.getcwd(), os.listdir('.'))", 60); strings.TrimSpace(got.Data.Stdout) != wd+" []" {
+		t.Fatalf("the kernel's folder: %+v", got)
+	}
+
+	// Without files there, nothing is said.
+	empty := startDaemon(t, "--workdir", t.TempDir())
+	_, env = empty.getJSON(ctx, "/v2/code/info")
+	if warns := fmt.Sprint(env["data"].(map[string]any)["warnings"]); strings.Contains(warns, want) {
+		t.Fatalf("warned of an empty working folder: %s", warns)
+	}
+}

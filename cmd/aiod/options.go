@@ -143,7 +143,7 @@ func (o *options) settings() []setting {
 		{"max-body", "AIO_MAX_BODY", "67108864", "largest request body in bytes (413 past it)", intSetter(&o.maxBody)},
 		{"held-code-tenant", "AIO_HELD_CODE_TENANT", "134217728", "bytes of code one tenant's calls may hold in memory while they wait in a session's queue or run; past it a call is refused 429 (one call alone always passes); 0 means no bound", intSetter(&o.heldTenant)},
 		{"held-code-total", "AIO_HELD_CODE_TOTAL", "536870912", "bytes of code all calls together may hold in memory while they wait or run; past it a call is refused 429; 0 means no bound", intSetter(&o.heldTotal)},
-		{"workdir", "AIO_WORKDIR", "", "working directory of kernels and REPLs (default: the daemon's)", strSetter(&o.workdir)},
+		{"workdir", "AIO_WORKDIR", "", "working folder of kernels and REPLs. Without tenant isolation the host's folder (default: the daemon's); under tenant isolation each tenant's own folder, shown at this path and empty at first, not the host's files (default: its HOME, /home/user)", strSetter(&o.workdir)},
 		{"shutdown-timeout", "AIO_SHUTDOWN_TIMEOUT", "20", "seconds to drain requests and stop runtimes on SIGINT/SIGTERM", secSetter(&o.shutdownTimeout)},
 		{"kernel-prewarm", "AIO_KERNEL_PREWARM", "auto", "Python kernels kept started and ready for one-shot calls and new sessions (per tenant under --isolation tenant); auto is 2 with --kernel-start fork, fewer under a small --max-sessions or on a machine under 2 GiB, 0 with spawn (docs/kernels.md); 0 turns the pool off", autoCountSetter(&o.kernelPrewarm)},
 		{"code-prewarm", "AIO_CODE_PREWARM", "0", "native REPL processes kept ready per language (javascript; python when the backend is native)", countSetter(&o.codePrewarm)},

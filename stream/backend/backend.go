@@ -111,6 +111,9 @@ func New(ctx context.Context, cfg Config) (*Runtimes, error) {
 	}
 	r := &Runtimes{cfg: cfg, log: cfg.Logger, iso: iso, base: iso.Environ(os.Environ()),
 		env: Discover(ctx, cfg.CodeBackend, cfg.KernelName)}
+	if w := hiddenWorkdir(iso.Mode(), cfg.Workdir); w != "" {
+		r.env.Warnings = append(r.env.Warnings, w)
+	}
 	if cfg.JupyterEndpoint != "" {
 		rb, err := newRemoteBackend(cfg)
 		if err != nil {
@@ -126,6 +129,26 @@ func New(ctx context.Context, cfg Config) (*Runtimes, error) {
 		return nil, errors.Join(err, iso.Close())
 	}
 	return r, nil
+}
+
+// hiddenWorkdir warns when, under tenant isolation, the host's folder at
+// the working folder holds files: each tenant sees a folder of its own
+// there, empty at first, not the host's (a new user's data in
+// --workdir /data looked lost). "" when there is nothing to say.
+func hiddenWorkdir(mode, workdir string) string {
+	if mode != isolate.ModeTenant || workdir == "" || workdir == sandbox.HomePath {
+		return ""
+	}
+	f, err := os.Open(workdir)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	names, _ := f.Readdirnames(1)
+	if len(names) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("--workdir %s holds files on the host that runtimes do not see: under tenant isolation each tenant's working folder is a folder of its own at that path, empty at first (its files are kept in the state directory); upload data through the file plane, or run with --isolation none", workdir)
 }
 
 // Env is what discovery found.
