@@ -24,9 +24,8 @@ const systemPython = "/usr/bin/python3"
 // FindNode looks up node on PATH and asks it for its version ("20.20.2",
 // without the "v"). The error wraps ErrNoInterpreter and says how to get node.
 func FindNode() (path, version string, err error) {
-	path, err = exec.LookPath("node")
-	if err != nil {
-		return "", "", fmt.Errorf("javascript needs node on PATH; none found (install Node.js, e.g. apt-get install nodejs): %w", ErrNoInterpreter)
+	if path, err = nodePath(); err != nil {
+		return "", "", err
 	}
 	version, err = probeVersion(path, "--version")
 	if err != nil {
@@ -39,12 +38,8 @@ func FindNode() (path, version string, err error) {
 // and its version ("3.11.2"). The native REPL needs only the standard
 // library. The error wraps ErrNoInterpreter.
 func FindPython() (path, version string, err error) {
-	path = systemPython
-	if _, statErr := os.Stat(path); statErr != nil {
-		path, err = exec.LookPath("python3")
-		if err != nil {
-			return "", "", fmt.Errorf("python needs python3 (%s or on PATH); none found (install it, e.g. apt-get install python3): %w", systemPython, ErrNoInterpreter)
-		}
+	if path, err = pythonPath(); err != nil {
+		return "", "", err
 	}
 	version, err = probeVersion(path, "--version")
 	if err != nil {
@@ -56,9 +51,8 @@ func FindPython() (path, version string, err error) {
 // FindBash looks up bash on PATH and returns its version ("5.2.15"). The
 // error wraps ErrNoInterpreter.
 func FindBash() (path, version string, err error) {
-	path, err = exec.LookPath("bash")
-	if err != nil {
-		return "", "", fmt.Errorf("bash needs bash on PATH; none found (install it, e.g. apt-get install bash): %w", ErrNoInterpreter)
+	if path, err = bashPath(); err != nil {
+		return "", "", err
 	}
 	version, err = probeVersion(path, "-c", "echo ${BASH_VERSION%%(*}")
 	if err != nil {
@@ -85,6 +79,37 @@ func NpmVersion(ctx context.Context) (string, error) {
 	return probeVersionCtx(ctx, path, "--version")
 }
 
+// nodePath, pythonPath and bashPath find the interpreters without asking
+// their versions: a REPL's start needs only the path (a probe at every
+// start cost a process, and failed a start when the machine was too busy
+// to read its output within the probe's WaitDelay).
+func nodePath() (string, error) {
+	path, err := exec.LookPath("node")
+	if err != nil {
+		return "", fmt.Errorf("javascript needs node on PATH; none found (install Node.js, e.g. apt-get install nodejs): %w", ErrNoInterpreter)
+	}
+	return path, nil
+}
+
+func pythonPath() (string, error) {
+	if _, err := os.Stat(systemPython); err == nil {
+		return systemPython, nil
+	}
+	path, err := exec.LookPath("python3")
+	if err != nil {
+		return "", fmt.Errorf("python needs python3 (%s or on PATH); none found (install it, e.g. apt-get install python3): %w", systemPython, ErrNoInterpreter)
+	}
+	return path, nil
+}
+
+func bashPath() (string, error) {
+	path, err := exec.LookPath("bash")
+	if err != nil {
+		return "", fmt.Errorf("bash needs bash on PATH; none found (install it, e.g. apt-get install bash): %w", ErrNoInterpreter)
+	}
+	return path, nil
+}
+
 // findInterpreter resolves Options.Interpreter for lang.
 func findInterpreter(lang, given string) (string, error) {
 	if given != "" {
@@ -94,17 +119,13 @@ func findInterpreter(lang, given string) (string, error) {
 		}
 		return path, nil
 	}
-	var path string
-	var err error
 	switch lang {
 	case LangJavaScript:
-		path, _, err = FindNode()
+		return nodePath()
 	case LangBash:
-		path, _, err = FindBash()
-	default:
-		path, _, err = FindPython()
+		return bashPath()
 	}
-	return path, err
+	return pythonPath()
 }
 
 func probeVersion(path string, args ...string) (string, error) {
