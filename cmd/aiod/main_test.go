@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"runtime"
 	"strconv"
@@ -818,7 +819,7 @@ func TestParseOptionsPrecedence(t *testing.T) {
 			}
 			got := options{addr: o.addr, codeBackend: o.codeBackend, defaultTimeout: o.defaultTimeout,
 				logLevel: o.logLevel, outputBudget: o.outputBudget}
-			if got != c.want {
+			if !reflect.DeepEqual(got, c.want) {
 				t.Errorf("got %+v, want %+v", got, c.want)
 			}
 			// Settings no source touched keep their defaults.

@@ -302,3 +302,91 @@ func TestWorkdirWithHostFilesIsWarned(t *testing.T) {
 		t.Fatalf("warned of an empty working folder: %s", warns)
 	}
 }
+
+// Issue 40, item 2: --volume shows host folders in every tenant's view:
+// one read-only at a new folder under /home, one read-write over an
+// existing host folder (/mnt). Kernels, bash, Node and the file plane see
+// them; writes to the read-only one are refused (EROFS, and a 4xx on the
+// plane); what a kernel writes to the read-write one is on the host.
+// --volume without tenant isolation, or at a path the view gives the
+// tenant, stops aiod at start with exit code 2.
+func TestVolumesInEveryTenantsView(t *testing.T) {
+	t.Parallel()
+	ro, rw := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(ro, "cities.csv"), []byte("name\nParis\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for dir, mode := range map[string]os.FileMode{ro: 0o755, rw: 0o777} {
+		if err := os.Chmod(dir, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	d := startDaemon(t, "--volume", ro+":/home/data", "--volume", rw+":/mnt:rw")
+
+	py := d.run(ctx, "python", "v", `import os
+print(open('/home/data/cities.csv').read().split()[1])
+try:
+    open('/home/data/new.txt', 'w')
+except OSError as e:
+    print(e.strerror)
+open('/mnt/from-kernel.txt', 'w').write('kept')
+print(os.getuid())`, 60)
+	var uid int
+	lines := strings.Fields(py.Data.Stdout)
+	if !py.Success || len(lines) < 5 || lines[0] != "Paris" || strings.Join(lines[1:4], " ") != "Read-only file system" {
+		t.Fatalf("python: %+v", py)
+	}
+	fmt.Sscan(lines[4], &uid)
+	b, err := os.ReadFile(filepath.Join(rw, "from-kernel.txt"))
+	st, _ := os.Stat(filepath.Join(rw, "from-kernel.txt"))
+	if err != nil || string(b) != "kept" || st.Sys().(*syscall.Stat_t).Uid != uint32(uid) {
+		t.Fatalf("the kernel's file on the host: %q %v (uid %d)", b, err, uid)
+	}
+	if _, err := os.Stat(filepath.Join(ro, "new.txt")); err == nil {
+		t.Fatal("a file appeared in the read-only volume")
+	}
+	if sh := d.run(ctx, "bash", "", "cat /home/data/cities.csv; ls /mnt; touch /home/data/x 2>&1 || true", 60); !strings.Contains(sh.Data.Stdout, "Paris") ||
+		!strings.Contains(sh.Data.Stdout, "from-kernel.txt") || !strings.Contains(sh.Data.Stdout, "Read-only file system") {
+		t.Fatalf("bash: %+v", sh)
+	}
+	if js := d.run(ctx, "javascript", "", "console.log(require('fs').readFileSync('/home/data/cities.csv', 'utf8').split('\\n')[1])", 60); strings.TrimSpace(js.Data.Stdout) != "Paris" {
+		t.Fatalf("node: %+v", js)
+	}
+
+	// The file plane: the same view.
+	_, env := d.getJSON(ctx, "/v2/fs/list?path=/home/data")
+	if !strings.Contains(fmt.Sprint(env["data"]), "cities.csv") {
+		t.Fatalf("the plane's listing of /home/data: %v", env)
+	}
+	w := d.post(ctx, "/v2/fs/write", map[string]any{"path": "/home/data/plane.txt", "content": "x"})
+	if w.status < 400 || w.status >= 500 || !strings.Contains(w.raw, "ead-only") {
+		t.Fatalf("a write to the read-only volume through the plane: %d %s", w.status, w.raw)
+	}
+	if w := d.post(ctx, "/v2/fs/write", map[string]any{"path": "/mnt/plane.txt", "content": "y"}); w.status != 200 {
+		t.Fatalf("a write to the read-write volume through the plane: %d %s", w.status, w.raw)
+	}
+	if b, err := os.ReadFile(filepath.Join(rw, "plane.txt")); err != nil || string(b) != "y" {
+		t.Fatalf("the plane's file on the host: %q %v", b, err)
+	}
+	_, env = d.getJSON(ctx, "/v2/code/info")
+	if view := fmt.Sprint(env["data"].(map[string]any)["isolation"].(map[string]any)["view"]); !strings.Contains(view, "/home/data: the host's "+ro+" (--volume), read-only") {
+		t.Fatalf("info's view: %s", view)
+	}
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--isolation", "none", "--volume", ro}, "--volume needs tenant isolation"},
+		{[]string{"--volume", ro + ":/tmp/data"}, "is inside /tmp"},
+		{[]string{"--volume", ro + ":/srv/no-such-folder-for-aiod"}, "is not a folder of the host"},
+		{[]string{"--volume", "/no/such/host/folder:/home/x"}, "no such file or directory"},
+	} {
+		code, out := runBinary(t, nil, append([]string{"--addr", "127.0.0.1:0"}, c.args...)...)
+		if code != 2 || !strings.Contains(out, c.want) {
+			t.Errorf("aiod %v: exit %d, want 2 saying %q:\n%s", c.args, code, c.want, out)
+		}
+	}
+}

@@ -92,7 +92,8 @@ type options struct {
 	tenantUIDs         [2]uint32
 	runtimeNetwork     string
 	egressAllow        string
-	pprofAddr          string // "": off
+	volumes            []string // HOST[:PATH][:ro|rw], from every --volume and AIO_VOLUMES
+	pprofAddr          string   // "": off
 	snapMaxBytes       int
 	snapTotalBytes     int
 	snapTenantBytes    int
@@ -119,6 +120,7 @@ var kinds = map[string]string{
 	"token-file": "file", "jupyter-token-file": "file", "jwt-public-key-file": "file",
 	"log-format": "text|json", "runtime-user": "name|uid[:gid]", "runtime-env-allow": "list",
 	"isolation": "auto|tenant|none", "state-dir": "folder", "runtime-network": "none|allow|host", "egress-allow": "list",
+	"volume": "host[:path][:ro|rw]",
 }
 
 // defaultEnvAllow is --runtime-env-allow's default (isolate.DefaultEnvAllow).
@@ -196,6 +198,7 @@ func (o *options) settings() []setting {
 		{"tenant-uids", "AIO_TENANT_UIDS", "auto", "FIRST-LAST: the uids (and gids) tenants get under tenant isolation, one each, kept across restarts; nothing else on the machine may use them. auto: the state directory's own block of 1,000,000 from 2000000000 up, the first free one, recorded in STATE/tenant-uids and kept; a second daemon on its own --state-dir takes the next", uidRangeSetter(&o.tenantUIDs)},
 		{"runtime-ptys", "AIO_RUNTIME_PTYS", "512", "pseudo-terminals a runtime may open under --isolation tenant, in a devpts of its own (the host's keeps its own share for root and aiod's terminals); 0 leaves runtimes on the host's devpts", rangeSetter(&o.runtimePtys, 0, 65536)},
 		{"runtime-network", "AIO_RUNTIME_NETWORK", "none", "network of tenant runtimes under --isolation tenant: none (a network namespace per tenant with its own loopback only), allow (that, and an HTTP proxy in it letting through only --egress-allow) or host", strSetter(&o.runtimeNetwork)},
+		{"volume", "AIO_VOLUMES", "", "HOST[:PATH][:ro|rw]: a host folder every tenant's runtimes (and the file plane) see at PATH (default: HOST), read-only unless rw; repeat the flag, or give several comma-separated. PATH is an existing host folder or a new one under /home. Needs tenant isolation", listAppender(&o.volumes)},
 		{"egress-allow", "AIO_EGRESS_ALLOW", "", "with --runtime-network allow: comma-separated HOST:PORT destinations runtimes may reach through aiod's proxy (a name, *.name for its subdomains, or an address), e.g. pypi.org:443,files.pythonhosted.org:443", strSetter(&o.egressAllow)},
 		{"pprof-addr", "AIO_PPROF_ADDR", "", "serve Go's profiles (net/http/pprof: CPU, heap, goroutines) on this loopback HOST:PORT, a listener of its own with no credentials; off when empty", loopbackSetter(&o.pprofAddr)},
 		{"access-log", "AIO_ACCESS_LOG", "true", "log one line per request at info: method, route pattern, status, duration, bytes (never bodies, queries or credentials)", boolSetter(&o.accessLog)},
@@ -436,6 +439,15 @@ func cpuSetter(p *float64) setter {
 	}}
 }
 
+// listAppender adds each comma-separated item to p: a flag that may be
+// repeated, and whose variable holds a list.
+func listAppender(p *[]string) setter {
+	return setter{"list", func(v string) error {
+		*p = append(*p, splitList(v)...)
+		return nil
+	}}
+}
+
 // weightSetter reads 0 or a ratio from 1/256 to 256.
 func weightSetter(p *float64) setter {
 	return setter{"ratio", func(v string) error {
@@ -634,6 +646,11 @@ func (o *options) check(name func(flag string) string) error {
 	default:
 		return &usageError{fmt.Sprintf("%s %q: want none, allow or host", name("runtime-network"), o.runtimeNetwork)}
 	}
+	for _, v := range o.volumes {
+		if _, err := sandbox.ParseVolume(v); err != nil {
+			return &usageError{fmt.Sprintf("%s: %v", name("volume"), err)}
+		}
+	}
 	if _, err := sandbox.ParseEgress(splitList(o.egressAllow)); err != nil {
 		return &usageError{fmt.Sprintf("%v (%s)", err, name("egress-allow"))}
 	}
@@ -721,6 +738,10 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 	c.Isolation.Ptys = o.runtimePtys
 	c.Isolation.FirstUID, c.Isolation.LastUID = o.tenantUIDs[0], o.tenantUIDs[1]
 	c.Isolation.Egress, _ = sandbox.ParseEgress(splitList(o.egressAllow)) // checked by check
+	for _, v := range o.volumes {
+		vol, _ := sandbox.ParseVolume(v) // checked by check
+		c.Isolation.Volumes = append(c.Isolation.Volumes, vol)
+	}
 	if o.kernelTransport == "tcp" && o.isolation == "auto" {
 		c.Isolation.Isolation = "none"
 		c.Isolation.NoneBecause = "--kernel-transport tcp: a tenant's kernels listen in its own network namespace, out of aiod's reach over TCP"

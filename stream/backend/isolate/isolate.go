@@ -80,6 +80,7 @@ type Config struct {
 	FirstUID, LastUID uint32
 	Network           string
 	Egress            []sandbox.EgressRule // what runtimes may reach with Network "allow"
+	Volumes           []sandbox.Volume     // host folders every tenant's view shows; only with tenant isolation
 	// Ptys is how many pseudo-terminals a tenant's runtime may open, in a
 	// devpts of its own (sandbox.View.Ptys); 0 keeps the host's.
 	Ptys   int

@@ -37,6 +37,9 @@ func (is *Isolator) setUpTenants() error {
 		if c.NoneBecause != "" {
 			is.why = c.NoneBecause
 		}
+		if len(c.Volumes) > 0 {
+			return fmt.Errorf("--volume needs tenant isolation (%s): without a view of their own, runtimes see the host's folders where they are, and nothing can be made read-only for them", is.why)
+		}
 		return nil
 	}
 	why := is.tenantsImpossible()
@@ -46,7 +49,7 @@ func (is *Isolator) setUpTenants() error {
 		// --tenant-uids), and auto refuses it as tenant does instead of
 		// running every tenant's code as aiod's user.
 		ts, err := sandbox.NewTenants(sandbox.Config{StateDir: c.StateDir, FirstUID: c.FirstUID, LastUID: c.LastUID,
-			Workdir: c.Workdir, Network: c.Network, Egress: c.Egress, Ptys: c.Ptys, Logger: is.log})
+			Workdir: c.Workdir, Volumes: c.Volumes, Network: c.Network, Egress: c.Egress, Ptys: c.Ptys, Logger: is.log})
 		if err != nil {
 			return fmt.Errorf("tenant isolation: %w", err)
 		}
@@ -55,6 +58,9 @@ func (is *Isolator) setUpTenants() error {
 	}
 	if mode == ModeTenant {
 		return fmt.Errorf("--isolation tenant is not possible here: %s", why)
+	}
+	if len(c.Volumes) > 0 {
+		return fmt.Errorf("--volume needs tenant isolation, which is off here (%s): without a view of their own, runtimes see the host's folders where they are, and nothing can be made read-only for them", why)
 	}
 	is.why = why
 	is.log.Warn("tenant isolation is off: runtimes share the host's file system, network and user", "why", why)
@@ -179,7 +185,7 @@ func (is *Isolator) TenantReport(tenant string) TenantReport {
 		net = fmt.Sprintf("its tenant's network namespace, whose one way out is aiod's HTTP proxy at %s (HTTP_PROXY, HTTPS_PROXY), letting through only %s (--egress-allow); %d connections let through, %d refused so far",
 			sandbox.ProxyURL, egressList(is.tenants.EgressRules()), allowed, refused)
 	}
-	return TenantReport{
+	r := TenantReport{
 		Mode: ModeTenant, Tenant: tenant, Network: is.tenants.Network(),
 		UIDs: fmt.Sprintf("%d-%d", first, last), StateDir: is.tenants.StateDir(),
 		Namespaces: []string{"mount: its own", "ipc: its own", "uts: its own", "network: " + net,
@@ -199,6 +205,15 @@ func (is *Isolator) TenantReport(tenant string) TenantReport {
 			"kernel templates: every forked kernel starts from the same warm template process (root, not dumpable, invisible)",
 		},
 	}
+	for _, v := range is.cfg.Volumes {
+		how := "read-only"
+		if v.ReadWrite {
+			how = "read-write, shared by every tenant"
+		}
+		r.View = append(r.View, fmt.Sprintf("%s: the host's %s (--volume), %s, nosuid", v.Path, v.Host, how))
+		r.Shared = append(r.Shared, fmt.Sprintf("the volume %s (%s)", v.Path, how))
+	}
+	return r
 }
 
 func egressList(rules []sandbox.EgressRule) string {

@@ -103,6 +103,8 @@ type View struct {
 	Net int
 	// Seccomp is the filter (Filter()).
 	Seccomp []byte
+	// Volumes are host folders shown at their paths (CheckVolumes).
+	Volumes []Volume
 }
 
 // KernelDir is where a kernel sees its own connection folder (its
@@ -142,6 +144,11 @@ func (v *View) RuntimePlan(fromTemplate bool, kernelDir string) *Plan {
 	if under(v.WorkPath, HomeBase) && v.WorkPath != v.HomePath {
 		b.step(Step{Op: "mkdir", Path: v.WorkPath})
 	}
+	for _, vol := range v.Volumes {
+		if under(vol.Path, HomeBase) {
+			b.step(Step{Op: "mkdir", Path: vol.Path})
+		}
+	}
 	b.step(Step{Op: "readonly", Path: "/", Recursive: true})
 	b.step(Step{Op: "proc", Path: "/proc", Data: "hidepid=invisible"})
 	if v.Ptys > 0 {
@@ -168,6 +175,9 @@ func (v *View) RuntimePlan(fromTemplate bool, kernelDir string) *Plan {
 	b.move(v.Passwd, "/etc/passwd", true)
 	b.move(v.Group, "/etc/group", true)
 	b.move(kernelDir, KernelDir, false)
+	for _, vol := range v.Volumes {
+		b.move(vol.Host, vol.Path, !vol.ReadWrite)
+	}
 	b.step(Step{Op: "readonly", Path: "/run"})
 	b.step(Step{Op: "readonly", Path: HomeBase})
 	return p

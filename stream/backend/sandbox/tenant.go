@@ -36,6 +36,8 @@ type Config struct {
 	FirstUID, LastUID uint32
 	// Workdir is the working folder as runtimes see it (--workdir).
 	Workdir string
+	// Volumes are host folders every tenant's view shows (--volume).
+	Volumes []Volume
 	// Network is NetworkNone, NetworkAllow or NetworkHost.
 	Network string
 	// Egress is what the egress proxy lets through (NetworkAllow).
@@ -112,6 +114,9 @@ func NewTenants(cfg Config) (*Tenants, error) {
 	cfg.StateDir = state
 	if err := CheckWorkdir(cfg.Workdir, state); err != nil {
 		return nil, fmt.Errorf("working folder: %w", err)
+	}
+	if err := CheckVolumes(cfg.Volumes, state, cfg.Workdir); err != nil {
+		return nil, err
 	}
 	seccomp, err := Filter()
 	if err != nil {
@@ -285,7 +290,7 @@ func (ts *Tenants) make(key, name string) (*Tenant, error) {
 		Home: filepath.Join(dir, "home"), Tmp: filepath.Join(dir, "tmp"), VarTmp: filepath.Join(dir, "var-tmp"),
 		Shm: filepath.Join(dir, "shm"), Work: filepath.Join(dir, "work"),
 		HomePath: HomePath, WorkPath: ts.cfg.Workdir, Hide: []string{ts.cfg.StateDir},
-		UID: uid, GID: uid, Net: -1, Seccomp: ts.seccomp, Ptys: ts.cfg.Ptys,
+		UID: uid, GID: uid, Net: -1, Seccomp: ts.seccomp, Ptys: ts.cfg.Ptys, Volumes: ts.cfg.Volumes,
 	}
 	if v.WorkPath == v.HomePath {
 		v.Work = "" // the tenant works in its HOME
