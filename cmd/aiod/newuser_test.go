@@ -390,3 +390,32 @@ print(os.getuid())`, 60)
 		}
 	}
 }
+
+// Issue 40, item 2: a tenant's own folder persists: what a kernel writes
+// in its HOME is there after aiod restarts on the same state directory,
+// for the kernel and the file plane, and on the host in
+// STATE/tenants/NAME/home.
+func TestTenantFolderKeptAcrossRestart(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	uids := kerneltest.UIDRangeFlag(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	d := startDaemon(t, "--state-dir", state, "--tenant-uids", uids)
+	if w := d.run(ctx, "python", "", "import os; open(os.path.expanduser('~/keep.txt'), 'w').write('kept'); print(os.path.expanduser('~'))", 60); strings.TrimSpace(w.Data.Stdout) != "/home/user" {
+		t.Fatalf("write: %+v", w)
+	}
+	d.stop()
+	homes, _ := filepath.Glob(filepath.Join(state, "tenants", "default-*", "home", "keep.txt"))
+	if len(homes) != 1 {
+		t.Fatalf("on the host: %v, want STATE/tenants/default-…/home/keep.txt", homes)
+	}
+	d = startDaemon(t, "--state-dir", state, "--tenant-uids", uids)
+	if r := d.run(ctx, "python", "", "import os; print(open(os.path.expanduser('~/keep.txt')).read())", 60); strings.TrimSpace(r.Data.Stdout) != "kept" {
+		t.Fatalf("after the restart: %+v", r)
+	}
+	_, env := d.getJSON(ctx, "/v2/fs/list?path=/home/user")
+	if !strings.Contains(fmt.Sprint(env["data"]), "keep.txt") {
+		t.Fatalf("the plane after the restart: %v", env)
+	}
+}
