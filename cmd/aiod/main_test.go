@@ -738,6 +738,12 @@ func TestHelpListsEveryFlag(t *testing.T) {
 			t.Errorf("--help does not mention %s (of --%s)", s.env, s.flag)
 		}
 	}
+	// Flags that are no setting (the README names --version).
+	for _, f := range []string{"--version", "--help"} {
+		if !regexp.MustCompile(`(?m)^\s+` + f + `$`).MatchString(help) {
+			t.Errorf("--help does not list %s", f)
+		}
+	}
 	if t.Failed() {
 		t.Logf("help output:\n%s", help)
 	}

@@ -701,6 +701,7 @@ func printUsage(out io.Writer, sets []setting) {
 		}
 		fmt.Fprintf(out, "  --%s %s\n    \t%s\n    \t(env %s, default %s)\n", s.flag, s.kind(), s.help, s.env, def)
 	}
+	fmt.Fprint(out, "  --version\n    \tprint the version, the Go version and the commit, and exit\n  --help\n    \tprint this and exit\n")
 	fmt.Fprint(out, "\nEnvironment read besides the AIO_* variables:\n"+
 		"  KERNEL_*            passed to every kernel started on --jupyter-endpoint (e.g. KERNEL_USERNAME for Enterprise Gateway)\n"+
 		"  JWT_PUBLIC_KEY      read when AIO_JWT_PUBLIC_KEY is unset\n"+
