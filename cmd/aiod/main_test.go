@@ -926,3 +926,33 @@ func TestSoftLimitNeverUnderTheLiveHeap(t *testing.T) {
 		}
 	}
 }
+
+// TestDocumentedFlagsExist: every `--flag` the README and docs/ name is
+// one aiod takes (a renamed or refused flag in the docs, such as --token
+// named as a setting, fails here), but for the flags of other programs a
+// page names on purpose.
+func TestDocumentedFlagsExist(t *testing.T) {
+	known := map[string]bool{"--version": true, "--help": true}
+	for _, s := range (&options{}).settings() {
+		known["--"+s.flag] = true
+	}
+	others := map[string]map[string]bool{
+		"configuration.md": {"--token": true, "--jupyter-token": true},                  // named as refused on the command line
+		"performance.md":   {"--start": true, "--no-start": true, "--start-only": true}, // aiobench's
+		"shell.md":         {"--norc": true, "--noprofile": true},                       // bash's
+	}
+	files, _ := filepath.Glob("../../docs/*.md")
+	files = append(files, "../../README.md")
+	flagRe := regexp.MustCompile("`(--[a-z][a-z0-9-]*)")
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range flagRe.FindAllStringSubmatch(string(b), -1) {
+			if !known[m[1]] && !others[filepath.Base(f)][m[1]] {
+				t.Errorf("%s names %s, which aiod does not take", filepath.Base(f), m[1])
+			}
+		}
+	}
+}
