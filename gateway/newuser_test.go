@@ -713,3 +713,31 @@ func TestNetworkFailureNamesTheSetting(t *testing.T) {
 		}
 	}
 }
+
+// Issue 40, item 7: a huge print answers within the output budget plus a
+// little, though the answer carries stream text twice (outputs, and the
+// stdout digest): 400,000 lines answered 19 MB against an 8 MiB budget.
+// Here 24 MB of output against 1 MiB, in REST v2 and v1.
+func TestHugePrintAnswersWithinTheBudget(t *testing.T) {
+	t.Parallel()
+	const budget = 1 << 20
+	ts := startServer(t, Config{OutputBudget: budget})
+	code := "import sys\nline = 'y' * 99 + '\\n'\nfor i in range(240_000):\n    sys.stdout.write(line)\nprint('THE END')"
+	for _, path := range []string{"/v2/code/execute", "/v1/code/execute"} {
+		body, _ := json.Marshal(map[string]any{"language": "python", "code": code, "timeout": 120})
+		req := ts.request(t, "POST", path, strings.NewReader(string(body)))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := ts.client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(raw), "THE END") || !strings.Contains(string(raw), "output budget") {
+			t.Fatalf("%s: %d, %d bytes, tail %q", path, resp.StatusCode, len(raw), raw[max(0, len(raw)-300):])
+		}
+		if limit := budget + budget/4; len(raw) > limit {
+			t.Errorf("%s answered %d bytes for a %d-byte budget, want at most %d", path, len(raw), budget, limit)
+		}
+	}
+}

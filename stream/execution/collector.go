@@ -19,8 +19,11 @@ const DefaultBudget = 8 << 20
 // codes (Result.Plain strips them from stream text too, for REST).
 //
 // Memory is bounded by the budget: past it, each stream keeps its head (what
-// was collected before the budget ran out) and a tail ring of budget/8
+// was collected before the budget ran out) and a tail ring of budget/16
 // bytes; rich outputs that no longer fit are replaced by a short note.
+// Stream text counts twice: every REST answer carries it twice, in its
+// outputs and in the stdout and stderr digest, and the answer is to stay
+// within the budget (a 100 MB print answered 19 MB against 8 MiB).
 // A Collector is not safe for concurrent use; Execution serialises it.
 type Collector struct {
 	budget    int
@@ -32,6 +35,10 @@ type Collector struct {
 	omitted   int                  // rich outputs replaced by a note
 	finished  bool                 // Finish has handed the outputs out
 }
+
+// streamWeight is what one byte of stream text counts against the budget:
+// the answer carries it twice (outputs, and stdout or stderr).
+const streamWeight = 2
 
 // NewCollector returns a collector with the given budget in bytes
 // (<= 0 means DefaultBudget).
@@ -91,7 +98,7 @@ func (c *Collector) addStream(name string, text []byte) {
 		c.toTail(name, text)
 		return
 	}
-	room := c.budget - c.used
+	room := (c.budget - c.used) / streamWeight
 	head := text
 	if len(head) > room {
 		head = cutUTF8(head, room)
@@ -105,7 +112,7 @@ func (c *Collector) addStream(name string, text []byte) {
 			c.outputs = append(c.outputs, o)
 		}
 		o.text.Write(head)
-		c.used += len(head)
+		c.used += streamWeight * len(head)
 	}
 	if rest := text[len(head):]; len(rest) > 0 {
 		c.toTail(name, rest)
@@ -119,7 +126,7 @@ func (c *Collector) toTail(name string, text []byte) {
 	}
 	t := c.tails[name]
 	if t == nil {
-		t = newTailRing(max(c.budget/8, 1024))
+		t = newTailRing(max(c.budget/(8*streamWeight), 1024))
 		c.tails[name] = t
 		for i := len(c.outputs) - 1; i >= 0; i-- {
 			if o := c.outputs[i]; o.Type == "stream" && o.Name == name {
