@@ -419,3 +419,87 @@ func TestTenantFolderKeptAcrossRestart(t *testing.T) {
 		t.Fatalf("the plane after the restart: %v", env)
 	}
 }
+
+// readmeBlock is the first ```sh block of the README after the heading.
+func readmeBlock(t *testing.T, heading string) []string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "\n"+heading+"\n")
+	if !ok {
+		t.Fatalf("README has no %q", heading)
+	}
+	_, rest, _ = strings.Cut(rest, "```sh\n")
+	block, _, _ := strings.Cut(rest, "```")
+	return strings.Split(strings.TrimSpace(block), "\n")
+}
+
+// Issue 40, items 4 and 5: the README's "Several tenants" is followed to
+// the letter. Its openssl lines make a key pair and a token that a daemon
+// started with that key takes as the tenant alice; and its copy command
+// hands the default tenant's HOME to the token tenant after credentials
+// are turned on.
+func TestReadmeSeveralTenants(t *testing.T) {
+	t.Parallel()
+	lines := readmeBlock(t, "## Several tenants")
+	dir := t.TempDir()
+	var script []string
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "aiod ") && !strings.HasPrefix(l, "curl ") {
+			script = append(script, l)
+		}
+	}
+	script = append(script, `printf %s "$TOKEN"`)
+	cmd := exec.Command("bash", "-euc", strings.Join(script, "\n"))
+	cmd.Dir = dir
+	tok, err := cmd.Output()
+	if err != nil || strings.Count(string(tok), ".") != 2 {
+		t.Fatalf("the README's lines: %v, token %q", err, tok)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	d := startDaemon(t, "--jwt-public-key-file", filepath.Join(dir, "jwt.pub"))
+	alice := &caller{t: t, d: d, name: "alice", token: string(tok)}
+	if st, env := alice.call(ctx, http.MethodGet, "/v2/code/info", nil); st != 200 || env["data"].(map[string]any)["isolation"].(map[string]any)["tenant"] != "jwt:alice" {
+		t.Fatalf("the README's token: %d %v", st, env)
+	}
+
+	// Credentials turned on: the default tenant's HOME, copied as the
+	// README says, is the token tenant's.
+	state := t.TempDir()
+	uids := kerneltest.UIDRangeFlag(t)
+	open := startDaemon(t, "--state-dir", state, "--tenant-uids", uids)
+	(&caller{t: t, d: open, name: "default"}).run(ctx, "python", "", "import os; os.makedirs(os.path.expanduser('~/analysis')); open(os.path.expanduser('~/analysis/result.txt'), 'w').write('42')")
+	open.stop()
+	withToken := startDaemonEnv(t, []string{"AIO_TOKEN=readme-token"}, "--state-dir", state, "--tenant-uids", uids)
+	tokenCaller := &caller{t: t, d: withToken, name: "token", token: "readme-token"}
+	if got := tokenCaller.run(ctx, "python", "", "import os; print(os.path.exists(os.path.expanduser('~/analysis')))"); strings.TrimSpace(got) != "False" {
+		t.Fatalf("the token tenant sees the default tenant's folder before the copy: %q", got)
+	}
+	var copyCmd string
+	for _, l := range strings.Split(string(mustRead(t, "../../README.md")), "\n") {
+		if _, c, ok := strings.Cut(l, "`u=$(cat STATE/"); ok {
+			copyCmd = "u=$(cat STATE/" + strings.TrimSuffix(c, "`")
+		}
+	}
+	if copyCmd == "" {
+		t.Fatal("the README has no copy command")
+	}
+	if out, err := exec.Command("bash", "-euc", strings.ReplaceAll(copyCmd, "STATE", state)).CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", copyCmd, err, out)
+	}
+	if got := tokenCaller.run(ctx, "python", "", "import os; print(open(os.path.expanduser('~/analysis/result.txt')).read()); open(os.path.expanduser('~/analysis/more.txt'), 'w').write('x')"); strings.TrimSpace(got) != "42" {
+		t.Fatalf("after the README's copy: %q", got)
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
