@@ -791,3 +791,29 @@ func TestForkedKernelFloodComesInBoundedMessages(t *testing.T) {
 		t.Errorf("the biggest stream message holds %d bytes (of %d in %d messages), want at most 1 MiB and a line", biggest, total, n)
 	}
 }
+
+// TestTemplateCommandLineIsShort: the template's program and configuration
+// (with the sandbox applier and plan under isolation) come on a pipe, so
+// neither the template's command line nor a forked kernel's (which keeps
+// the template's) shows them to ps (issue 40: the whole Python source was
+// there).
+func TestTemplateCommandLineIsShort(t *testing.T) {
+	ts, err := NewTemplates(TemplateConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ts.Close(context.Background()) })
+	k, rec := startForkedKernel(t, ts)
+	if got := stdout(run(t, k, rec, "print(6 * 7)")); got != "42\n" {
+		t.Fatalf("forked kernel printed %q", got)
+	}
+	for name, pid := range map[string]int{"template": ts.Stats()[0].PID, "forked kernel": k.Info().PID} {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cmdline := string(b); len(cmdline) > 512 || strings.Contains(cmdline, "def main") || strings.Contains(cmdline, `"parent"`) {
+			t.Errorf("%s's command line (%d bytes): %.300q", name, len(cmdline), cmdline)
+		}
+	}
+}

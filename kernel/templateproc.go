@@ -20,6 +20,17 @@ import (
 	"github.com/goccy/go-json"
 )
 
+// templateBoot is the template's command line: it reads the program and
+// its configuration, NUL-separated, from descriptor 4 and runs the program
+// with the configuration as sys.argv[1].
+const templateBoot = "import os, sys\n" +
+	"with os.fdopen(4, 'rb') as f:\n    src, cfg = f.read().split(b'\\0', 1)\n" +
+	"sys.argv[1:] = [cfg.decode()]\n" +
+	"exec(compile(src, 'aiod-template', 'exec'))\n"
+
+// templateSourceTimeout bounds the write of the template's program.
+const templateSourceTimeout = 30 * time.Second
+
 // templateDriver is the Python program a template process runs; its header
 // comment describes the protocol spoken on descriptor 3.
 //
@@ -154,10 +165,19 @@ func launchTemplate(ctx context.Context, spec *Spec, cfg TemplateConfig, log *sl
 		cfgArg["confine"], cfgArg["setup"] = cfg.Confine, cfg.Setup
 	}
 	arg, _ := json.Marshal(cfgArg)
-	cmd := exec.Command(spec.Argv[0], "-c", templateDriver, string(arg))
+	// The program and its configuration (the sandbox's applier and plan
+	// among it) come on a pipe, not the command line: every local user
+	// reads a command line in ps, and every forked kernel kept the
+	// template's.
+	src, srcW, err := os.Pipe()
+	if err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("make template source pipe: %w", err)
+	}
+	cmd := exec.Command(spec.Argv[0], "-c", templateBoot)
 	cmd.Dir = "/"
 	cmd.Env = templateEnv(spec, cfg.Environ)
-	cmd.ExtraFiles = []*os.File{theirs} // descriptor 3
+	cmd.ExtraFiles = []*os.File{theirs, src} // descriptors 3 and 4
 	// Its own process group, so that signals meant for aiod's group do not
 	// reach it; SIGTERM when aiod dies (the template then kills its
 	// children), as a second line behind the socket's end of file.
@@ -172,11 +192,24 @@ func launchTemplate(ctx context.Context, spec *Spec, cfg TemplateConfig, log *sl
 	cmd.Stdout, cmd.Stderr = w, w
 	err = cmd.Start()
 	w.Close()
+	src.Close() // the template's copy is its own: a template that dies breaks the pipe
 	if err != nil {
 		conn.Close()
 		r.Close()
+		srcW.Close()
 		return nil, fmt.Errorf("launch template %s: %w", spec.Argv[0], err)
 	}
+	// The template reads it all before anything else; a template that
+	// dies first ends the write (EPIPE), and the deadline bounds a stuck
+	// one, which then never says it is ready.
+	_ = srcW.SetWriteDeadline(time.Now().Add(templateSourceTimeout))
+	srcDone := make(chan struct{})
+	go func() {
+		defer close(srcDone)
+		defer srcW.Close()
+		_, _ = srcW.Write(append(append([]byte(templateDriver), 0), arg...))
+	}()
+	defer func() { <-srcDone }()
 	p := &templateProc{
 		pid: cmd.Process.Pid, cmd: cmd, conn: conn,
 		ready: make(chan struct{}), exited: make(chan struct{}), done: make(chan struct{}),

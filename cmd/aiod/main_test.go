@@ -507,30 +507,10 @@ func TestSIGTERMEndsOneShotInFlight(t *testing.T) {
 		answered <- answer{status: resp.StatusCode, body: string(raw)}
 	}()
 
-	// The temporary kernel is up and running the sleep once the daemon has a
-	// descendant whose command line is ipykernel's.
-	var kids []int
-	for deadline := time.Now().Add(90 * time.Second); ; {
-		kids = kerneltest.Descendants(d.cmd.Process.Pid)
-		running := false
-		for _, p := range kids {
-			running = running || strings.Contains(kerneltest.Cmdline(p), "ipykernel")
-		}
-		if running {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no kernel below the daemon within 90 s; stderr:\n%s", d.stderr)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	d.mu.Lock()
-	for _, p := range kids {
-		d.pids[p] = true
-	}
-	d.mu.Unlock()
 	// The call has reached time.sleep once its output is in (404 until
-	// the call has come in).
+	// the call has come in); its kernel is among the daemon's descendants
+	// then (a forked kernel's command line is its template's, so it is not
+	// told by its command line).
 	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		st, ex := d.getJSON(ctx, "/v2/code/executions/in-flight")
 		data, _ := ex["data"].(map[string]any)
@@ -541,6 +521,15 @@ func TestSIGTERMEndsOneShotInFlight(t *testing.T) {
 			t.Fatalf("the one-shot never printed: %d %v", st, ex)
 		}
 	}
+	kids := kerneltest.Descendants(d.cmd.Process.Pid)
+	if len(kids) == 0 {
+		t.Fatalf("no process below the daemon while its one-shot runs; stderr:\n%s", d.stderr)
+	}
+	d.mu.Lock()
+	for _, p := range kids {
+		d.pids[p] = true
+	}
+	d.mu.Unlock()
 
 	start := time.Now()
 	if err := d.cmd.Process.Signal(syscall.SIGTERM); err != nil {
