@@ -510,6 +510,18 @@ func TestInterruptSaysWhoInterrupted(t *testing.T) {
 		{"python", "import time\nprint('started', flush=True)\ntime.sleep(60)", "ws", "execution was interrupted by a client (WebSocket interrupt)"},
 		{"python", "import time\nprint('started', flush=True)\ntime.sleep(60)", "api", "execution was interrupted by a client (Jupyter API interrupt)"},
 		{"javascript", "console.log('started'); while (true) {}", "ws", "execution was interrupted by a client (WebSocket interrupt)"},
+		{"python", "import time\nprint('started', flush=True)\ntime.sleep(60)", "rest", "execution was interrupted by a client (REST session interrupt)"},
+	}
+	// Each text is the one docs/v2-contract.md gives.
+	contract, err := os.ReadFile(filepath.Join("..", "docs", "v2-contract.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := strings.Join(strings.Fields(string(contract)), " ")
+	for _, tc := range cases {
+		if label := tc.want[strings.Index(tc.want, "("):]; !strings.Contains(doc, "`"+label+"`") && !strings.Contains(doc, "client "+label) {
+			t.Errorf("docs/v2-contract.md does not give the interrupt text %q", label)
+		}
 	}
 	for i, tc := range cases {
 		id := float64(i + 1)
@@ -518,6 +530,10 @@ func TestInterruptSaysWhoInterrupted(t *testing.T) {
 		started(id)
 		if tc.via == "ws" {
 			sendJSON(t, c, map[string]any{"type": "interrupt", "id": "i", "language": tc.lang, "session_id": sid})
+		} else if tc.via == "rest" {
+			if st, env := ts.call(t, "POST", "/v2/code/sessions/"+sid+"/interrupt", map[string]any{"language": tc.lang}); st != 200 {
+				t.Fatalf("interrupt through REST: %d %v", st, env)
+			}
 		} else if st, b := httpDo(t, "POST", ts.URL+"/api/kernels/"+kernelOf(t, ts, sid)+"/interrupt", "", ""); st != 204 {
 			t.Fatalf("interrupt through the Jupyter API: %d %s", st, b)
 		}
