@@ -15,6 +15,7 @@ import (
 	"github.com/goccy/go-json"
 
 	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/kernel/proc"
 )
 
 // Defaults for the zero values of Options.
@@ -153,7 +154,7 @@ type Kernel struct {
 	waitExit    func() *jupyter.DeadError // blocks until the process has exited
 	mode        string                    // StartSpawn or StartFork
 	pid         int
-	output      *outputTail
+	output      *proc.Output
 	outPipe     *os.File      // read end of the kernel's stdout and stderr
 	outDone     chan struct{} // closed when copyOutput returns
 	shell       *channel

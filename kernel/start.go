@@ -85,7 +85,7 @@ func newKernel(opts Options) (*Kernel, error) {
 		done:      make(chan struct{}),
 	}
 	k.log = k.log.With("id", k.id)
-	k.output = &outputTail{log: k.log}
+	k.output = &proc.Output{Log: k.log}
 	k.sockCtx, k.sockCancel = context.WithCancel(context.Background())
 	k.exitCtx, k.exitCancel = context.WithCancel(context.Background())
 	k.makeChannels()

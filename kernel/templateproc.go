@@ -101,7 +101,7 @@ type templateProc struct {
 	cmd    *exec.Cmd
 	conn   *net.UnixConn
 	log    *slog.Logger
-	output *outputTail
+	output *proc.Output
 	info   templateMsg   // the ready message
 	ready  chan struct{} // closed when info is set
 	exited chan struct{} // closed when the process has been reaped
@@ -216,7 +216,7 @@ func launchTemplate(ctx context.Context, spec *Spec, cfg TemplateConfig, log *sl
 		pending: map[uint64]chan forkResult{}, children: map[int]*forkedChild{},
 	}
 	p.log = log.With("template_pid", p.pid)
-	p.output = &outputTail{log: p.log}
+	p.output = &proc.Output{Log: p.log}
 	p.wg.Add(3)
 	go p.copyOutput(r)
 	go p.read()

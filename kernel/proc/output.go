@@ -1,4 +1,4 @@
-package kernel
+package proc
 
 import (
 	"bytes"
@@ -7,12 +7,13 @@ import (
 	"sync"
 )
 
-// outputTail is the io.Writer given to the kernel process as stdout and
-// stderr. It logs each complete line at debug level and keeps the last
-// tailSize bytes for error messages. Write never blocks on anything but its
-// own mutex, so the kernel can never wedge on a full pipe.
-type outputTail struct {
-	log *slog.Logger
+// Output is the io.Writer given to a kernel (or template) process as
+// stdout and stderr. It logs each complete line at debug level and keeps
+// the last tailSize bytes for error messages. Write never blocks on
+// anything but its own mutex, so the process can never wedge on a full
+// pipe.
+type Output struct {
+	Log *slog.Logger
 
 	mu   sync.Mutex
 	tail []byte // last tailSize bytes written
@@ -24,7 +25,7 @@ const (
 	maxLineSize = 8 << 10
 )
 
-func (o *outputTail) Write(p []byte) (int, error) {
+func (o *Output) Write(p []byte) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.tail = append(o.tail, p...)
@@ -48,14 +49,14 @@ func (o *outputTail) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (o *outputTail) logLine(b []byte) {
-	if o.log.Enabled(context.Background(), slog.LevelDebug) {
-		o.log.Debug("kernel output", "line", string(bytes.TrimRight(b, "\r")))
+func (o *Output) logLine(b []byte) {
+	if o.Log.Enabled(context.Background(), slog.LevelDebug) {
+		o.Log.Debug("kernel output", "line", string(bytes.TrimRight(b, "\r")))
 	}
 }
 
 // String returns the kept tail of the output.
-func (o *outputTail) String() string {
+func (o *Output) String() string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return string(bytes.TrimSpace(o.tail))
