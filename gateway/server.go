@@ -224,7 +224,7 @@ func New(cfg Config) (*Server, error) {
 	if snaps != nil {
 		rc.Snapshots = snaps
 	}
-	rc.NetworkNote = networkNote(rt.TenantIsolation(""))
+	rc.NetworkNote = rt.NetworkNote()
 	s.reg = stream.NewRegistry(rc)
 	s.core = call.New(s.reg, rt, call.Config{DefaultTimeout: cfg.DefaultTimeout, MaxTimeout: cfg.MaxTimeout,
 		KernelIdle: cfg.KernelIdle, NativeIdle: cfg.NativeIdle, KernelStartTimeout: cfg.KernelStartTimeout,
@@ -534,21 +534,4 @@ type fasthttpLogger struct{ l *slog.Logger }
 
 func (f fasthttpLogger) Printf(format string, args ...any) {
 	f.l.Debug("http", "detail", fmt.Sprintf(format, args...))
-}
-
-// networkNote is what a call that failed on a network error is told, by
-// the tenants' network: which setting keeps runtimes off the network and
-// which opens it. Without tenant isolation or with the host's network,
-// nothing.
-func networkNote(tr backend.TenantReport) string {
-	if tr.Mode != "tenant" {
-		return ""
-	}
-	switch tr.Network {
-	case "none":
-		return "the runtime has no network (--runtime-network none), so a name lookup or connection fails; --runtime-network allow with --egress-allow HOST:PORT lets chosen hosts through, --runtime-network host gives the host's network (docs/isolation.md)"
-	case "allow":
-		return "the runtime reaches only the hosts of --egress-allow, through its proxy (--runtime-network allow); add the host to --egress-allow (docs/isolation.md)"
-	}
-	return ""
 }

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/aiod/aiod/stream/execution"
@@ -38,7 +39,7 @@ func networkFailure(res *execution.Result) bool {
 	for _, o := range res.Outputs {
 		switch o.Type {
 		case "error":
-			if has(o.Evalue) || has(strings.Join(o.Traceback, "\n")) {
+			if has(o.Evalue) || slices.ContainsFunc(o.Traceback, has) {
 				return true
 			}
 		case "stream":

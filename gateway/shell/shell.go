@@ -261,7 +261,7 @@ type command struct {
 	changed    chan struct{}
 	lastChange time.Time
 	running    chan struct{} // closed when its runtime starts it (status busy)
-	runningSet bool          // guarded by mu
+	runningOne sync.Once     // closes running
 	done       chan struct{}
 	res        *execution.Result
 	fail       *call.Error
@@ -289,12 +289,7 @@ func (c *command) age() {
 // Deliver is the command's subscription to its execution's events.
 func (c *command) Deliver(ev execution.Event) {
 	if ev.State == jupyter.StateBusy {
-		c.mu.Lock()
-		if !c.runningSet {
-			c.runningSet = true
-			close(c.running)
-		}
-		c.mu.Unlock()
+		c.runningOne.Do(func() { close(c.running) })
 		return
 	}
 	if ev.Out == nil || ev.Out.Type != jupyter.MsgStream {

@@ -151,6 +151,23 @@ func hiddenWorkdir(mode, workdir string) string {
 	return fmt.Sprintf("--workdir %s holds files on the host that runtimes do not see: under tenant isolation each tenant's working folder is a folder of its own at that path, empty at first (its files are kept in the state directory); upload data through the file plane, or run with --isolation none", workdir)
 }
 
+// NetworkNote is what a call that failed on a network error is told: the
+// setting that keeps tenants' runtimes off the network and the one that
+// opens it. Without tenant isolation or with the host's network, "".
+func (r *Runtimes) NetworkNote() string {
+	ts := r.iso.Tenants()
+	if ts == nil {
+		return ""
+	}
+	switch ts.Network() {
+	case sandbox.NetworkNone:
+		return "the runtime has no network (--runtime-network none), so a name lookup or connection fails; --runtime-network allow with --egress-allow HOST:PORT lets chosen hosts through, --runtime-network host gives the host's network (docs/isolation.md)"
+	case sandbox.NetworkAllow:
+		return "the runtime reaches only the hosts of --egress-allow, through its proxy (--runtime-network allow); add the host to --egress-allow (docs/isolation.md)"
+	}
+	return ""
+}
+
 // Env is what discovery found.
 func (r *Runtimes) Env() *Environment { return r.env }
 

@@ -121,9 +121,6 @@ func (o *Output) streamChunks(emit func([]byte)) {
 	_ = unescapeChunks(o.textJSON, emit) // what was unescaped before a bad escape is kept
 }
 
-// textSize is about how many bytes a stream output's text holds.
-func (o *Output) textSize() int { return len(o.textJSON) + len(o.Text) }
-
 var emptyObject = json.RawMessage(`{}`)
 
 func (o *Output) metadata() json.RawMessage {

@@ -37,10 +37,7 @@ func (is *Isolator) setUpTenants() error {
 		if c.NoneBecause != "" {
 			is.why = c.NoneBecause
 		}
-		if len(c.Volumes) > 0 {
-			return fmt.Errorf("--volume needs tenant isolation (%s): without a view of their own, runtimes see the host's folders where they are, and nothing can be made read-only for them", is.why)
-		}
-		return nil
+		return volumesNeedTenants(c.Volumes, is.why)
 	}
 	why := is.tenantsImpossible()
 	if why == "" {
@@ -59,12 +56,22 @@ func (is *Isolator) setUpTenants() error {
 	if mode == ModeTenant {
 		return fmt.Errorf("--isolation tenant is not possible here: %s", why)
 	}
-	if len(c.Volumes) > 0 {
-		return fmt.Errorf("--volume needs tenant isolation, which is off here (%s): without a view of their own, runtimes see the host's folders where they are, and nothing can be made read-only for them", why)
+	if err := volumesNeedTenants(c.Volumes, why); err != nil {
+		return err
 	}
 	is.why = why
 	is.log.Warn("tenant isolation is off: runtimes share the host's file system, network and user", "why", why)
 	return nil
+}
+
+// volumesNeedTenants refuses volumes where tenant isolation is off (why):
+// runtimes then see the host's folders where they are, and nothing can be
+// made read-only for them.
+func volumesNeedTenants(vols []sandbox.Volume, why string) error {
+	if len(vols) == 0 {
+		return nil
+	}
+	return fmt.Errorf("--volume needs tenant isolation, which is off here (%s): without a view of their own, runtimes see the host's folders where they are, and nothing can be made read-only for them", why)
 }
 
 // tenantsImpossible says why this machine or these settings cannot have

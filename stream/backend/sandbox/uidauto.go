@@ -1,7 +1,6 @@
 package sandbox
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -137,9 +136,6 @@ func accountIn(first, last uint32) string {
 	return ""
 }
 
-// errNoFreeBlock is returned when every block is taken.
-var errNoFreeBlock = errors.New("no free block of tenant uids")
-
 // autoRange is the range state directory dir uses without --tenant-uids:
 // the one it records, the block its tenants' uids come from, or the first
 // free block. held says whether a live daemon holds a range overlapping
@@ -159,7 +155,7 @@ func autoRange(dir string, held func(first, last uint32) string) (first, last ui
 		}
 		return a, b, nil
 	}
-	return 0, 0, fmt.Errorf("%w from %d in %d blocks of %d: give --tenant-uids", errNoFreeBlock, AutoFirstUID, autoBlocks, AutoBlock)
+	return 0, 0, fmt.Errorf("no free block of tenant uids from %d in %d blocks of %d: give --tenant-uids", AutoFirstUID, autoBlocks, AutoBlock)
 }
 
 // AutoUIDs is the range state directory dir would use without

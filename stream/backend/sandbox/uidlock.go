@@ -115,8 +115,8 @@ func lockHeld(path string) (string, bool) {
 
 func parseRangeName(name string) (uint32, uint32, bool) {
 	r, ok := strings.CutSuffix(name, ".lock")
-	a, b, ok2 := strings.Cut(r, "-")
-	x, err1 := strconv.ParseUint(a, 10, 32)
-	y, err2 := strconv.ParseUint(b, 10, 32)
-	return uint32(x), uint32(y), ok && ok2 && err1 == nil && err2 == nil
+	if !ok {
+		return 0, 0, false
+	}
+	return parseRange(r)
 }

@@ -26,13 +26,12 @@ func (v Volume) String() string {
 }
 
 // ParseVolume reads HOST[:PATH][:ro|rw]: PATH defaults to HOST, the mode
-// to ro. HOST is made absolute and its links resolved; CheckVolume says
+// to ro. HOST is made absolute and its links resolved; CheckVolumes says
 // whether the view can show it.
 func ParseVolume(s string) (Volume, error) {
 	parts := strings.Split(s, ":")
 	var v Volume
-	switch last := parts[len(parts)-1]; {
-	case len(parts) > 1 && (last == "ro" || last == "rw"):
+	if last := parts[len(parts)-1]; len(parts) > 1 && (last == "ro" || last == "rw") {
 		v.ReadWrite = last == "rw"
 		parts = parts[:len(parts)-1]
 	}
