@@ -36,7 +36,9 @@ func rawHTTP(t testing.TB, ts *testServer, req string) (rawReply, error) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(20 * time.Second))
+	// A bound for a stuck server, not a speed: a 20 MiB upload under
+	// -race beside .ci/run and another go test took over 20 s.
+	_ = c.SetDeadline(time.Now().Add(90 * time.Second))
 	if _, err := io.WriteString(c, req); err != nil {
 		return rawReply{}, err
 	}

@@ -14,8 +14,10 @@ import (
 // a language is not installed on this host (answer 503 to it).
 var ErrNoInterpreter = errors.New("interpreter not found")
 
-// probeTimeout bounds each version probe (node --version, python3 --version).
-const probeTimeout = 5 * time.Second
+// probeTimeout bounds each version probe (node --version, python3 --version):
+// a bound for an interpreter that hangs, not a speed (npm --version, a
+// Node.js program, took over 5 s on a loaded machine and was killed).
+const probeTimeout = 20 * time.Second
 
 // systemPython is preferred over python3 on PATH: on Debian it is the one
 // whose packages (and ipykernel) the host manages.

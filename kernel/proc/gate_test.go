@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestStartHoldsTheProgramUntilAdmitted starts a program that writes a
@@ -30,8 +31,12 @@ echo "$$ $1 $(readlink /proc/self/fd/3) $g" > "$2"`, "prog", "first", mark)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	var held string
 	err = Start(cmd, nil, func(pid int) error {
-		args, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-		held = strings.ReplaceAll(string(args), "\x00", " ")
+		// exec closes the start pipe (and Start returns) before the kernel
+		// sets the new program's arguments: cmdline reads empty until then.
+		for deadline := time.Now().Add(10 * time.Second); held == "" && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			args, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+			held = strings.ReplaceAll(string(args), "\x00", " ")
+		}
 		if _, err := os.Stat(mark); err == nil {
 			t.Error("the program ran before it was admitted")
 		}
