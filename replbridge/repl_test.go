@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -475,5 +476,47 @@ func TestCloseWithEscapedHolder(t *testing.T) {
 	}
 	if !errors.Is(h.r.Err(), ErrClosed) {
 		t.Errorf("Err = %v", h.r.Err())
+	}
+}
+
+// TestSlowReaderKeepsTheMarkerLast: while aiod does not read a REPL's
+// stdout (its handler blocked, as on a machine loaded far past its cores),
+// a 5 MiB process.stdout.write fills the pipe and queues in Node; the
+// cell's end marker must still come after all of it. The driver once wrote
+// the marker on the descriptor after waiting a second, ahead of what the
+// stream held: the execution ended short and the rest came after it.
+func TestSlowReaderKeepsTheMarkerLast(t *testing.T) {
+	kerneltest.SkipShort(t, "a REPL")
+	rec := newRecorder()
+	release, first := make(chan struct{}), sync.Once{}
+	blocked := make(chan time.Time, 1)
+	handle := func(m *jupyter.Message) {
+		if m.Header.MsgType == "stream" && strings.Contains(string(m.Content), `"stdout"`) {
+			first.Do(func() { blocked <- time.Now(); <-release })
+		}
+		rec.Handle(m)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	r, err := Start(ctx, Options{Language: LangJavaScript, Handler: handle, StartTimeout: waitLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, r: r, rec: rec, lang: LangJavaScript}
+	t.Cleanup(func() { h.close() })
+	go func() {
+		// The driver's fallback waited one second for a stream that did not
+		// drain: hold the reader for twice that.
+		at := <-blocked
+		time.Sleep(time.Until(at.Add(2 * time.Second)))
+		close(release)
+	}()
+	const n = 5 << 20
+	res := h.ok("process.stdout.write('x'.repeat(5 << 20)); console.error('tail')")
+	if len(res.stdout) != n || strings.Trim(res.stdout, "x") != "" || res.stderr != "tail\n" {
+		t.Errorf("stdout %d bytes (want %d), stderr %q", len(res.stdout), n, res.stderr)
+	}
+	if got := h.ok("1").value; got != "1" {
+		t.Errorf("after the slow read: %q", got)
 	}
 }

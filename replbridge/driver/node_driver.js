@@ -153,8 +153,10 @@ async function ask(cmd) {
 }
 let cellNo = 0;
 let abortAsync = null; // rejects the awaited cell on SIGINT
+let interrupted = false; // a cell of this REPL has been interrupted
 
 process.on('SIGINT', () => {
+  interrupted = true;
   if (abortAsync) abortAsync(interruptedError());
 });
 process.on('unhandledRejection', (reason) => {
@@ -232,17 +234,31 @@ function errorFields(err) {
 }
 
 // writeMarker writes the end marker after everything the cell wrote to
-// stream: at once when the stream holds nothing back (a pipe's writes are
-// synchronous here), else once what it holds is written, or after a second
-// (a write an interrupt cut short can leave the stream stuck), then to the
-// descriptor itself.
+// stream: at once when the stream holds nothing back, else behind what it
+// holds (a pipe aiod reads slowly fills, and process.stdout then queues).
+// An interrupt's TerminateExecution can leave a stream stuck mid-write, so
+// once this REPL has been interrupted, a stream that writes nothing for a
+// second gets the marker on its descriptor instead. Never before: the
+// marker would pass the queued output, which would then arrive after the
+// cell's end (seen under load: a 5 MiB write ended 132 KiB short).
 function writeMarker(stream, marker) {
   if (stream.writableLength === 0) {
     fdWriter(stream.fd).write(marker);
     return Promise.resolve();
   }
   return new Promise((resolve) => {
-    const timer = setTimeout(() => { fdWriter(stream.fd).write(marker); resolve(); }, 1000);
+    let left = stream.writableLength;
+    let timer = null;
+    const check = () => {
+      if (!interrupted || stream.writableLength < left) {
+        left = stream.writableLength;
+        timer = setTimeout(check, 1000);
+        return;
+      }
+      fdWriter(stream.fd).write(marker);
+      resolve();
+    };
+    timer = setTimeout(check, 1000);
     stream.write(marker, () => { clearTimeout(timer); resolve(); });
   });
 }
@@ -259,6 +275,7 @@ async function run(cmd) {
   } catch (err) {
     reply.status = 'error';
     reply.error = errorFields(err);
+    if (err && err.code === 'ERR_SCRIPT_EXECUTION_INTERRUPTED') interrupted = true;
   }
   const marker = '\0aiod:end:' + cmd.token + '\0';
   await writeMarker(process.stdout, marker);
