@@ -350,7 +350,7 @@ func (r *Runtimes) coldKernelBackend(spec *kernel.Spec, env []string, t *sandbox
 			})
 			if err != nil {
 				p.failed()
-				return nil, workdirProblem(r.cfg.Workdir, err)
+				return nil, workdirProblem(r.cfg.Workdir, t, err)
 			}
 			return p.limit(k), nil
 		},
@@ -387,7 +387,7 @@ func (r *Runtimes) coldNativeBackend(lang, path string, env []string, t *sandbox
 			})
 			if err != nil {
 				p.failed()
-				return nil, workdirProblem(r.cfg.Workdir, err)
+				return nil, workdirProblem(r.cfg.Workdir, t, err)
 			}
 			return p.limit(rp), nil
 		},
@@ -448,8 +448,14 @@ func (r *Runtimes) PoolStats(tenant string) map[string]stream.PoolStats {
 
 // workdirProblem puts the working folder first when a runtime could not
 // start because of it: a folder removed after start-up makes exec fail with
-// ENOENT, which otherwise reads as if the interpreter were missing.
-func workdirProblem(dir string, err error) error {
+// ENOENT, which otherwise reads as if the interpreter were missing. A
+// tenant's runtime (t not nil) sees dir in its own view, where it is the
+// tenant's folder that aiod made, not the host's: the host's dir says
+// nothing about it.
+func workdirProblem(dir string, t *sandbox.Tenant, err error) error {
+	if t != nil {
+		return err
+	}
 	if dir == "" {
 		if _, werr := os.Getwd(); werr != nil {
 			return fmt.Errorf("the daemon's working folder is gone (%v), and runtimes start there: restart aiod in an existing folder or set --workdir: %w", werr, err)

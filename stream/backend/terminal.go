@@ -43,7 +43,7 @@ func (r *Runtimes) StartTerminal(w TerminalWant) (*Terminal, error) {
 		Wrap: wrapTerminal(tn), Admit: p.admit(), Rows: w.Rows, Cols: w.Cols})
 	if err != nil {
 		p.failed()
-		return nil, workdirProblem(cwd, err)
+		return nil, workdirProblem(cwd, tn, err)
 	}
 	return &Terminal{Term: tm, limits: p.l}, nil
 }
