@@ -215,31 +215,63 @@ func (k *Kernel) endErr() error {
 	return ErrClosed
 }
 
+// starvedTimeouts bounds the wait for a ping while a CPU is what the
+// kernel, or aiod, waits for (a minute at the defaults).
+const starvedTimeouts = 12
+
 // heartbeat pings the kernel on the hb socket every HeartbeatInterval
-// while it is in use (the reader notes each answer). When a ping stays
-// unanswered for HeartbeatTimeout, the kernel is declared dead and its
-// process group killed; supervise then tears it down. Once the kernel is
-// idle (see Options.IdleAfter) and its last ping answered, the heartbeat
-// sleeps until a message to or from the kernel wakes it (used).
+// while it is in use (the reader notes each answer). A ping unanswered for
+// HeartbeatTimeout declares the kernel dead and kills its group, unless
+// the kernel's threads (proc.Starvation) or this goroutine's ticks waited
+// for a CPU a quarter of that time: then up to starvedTimeouts timeouts.
+// Once the kernel is idle (Options.IdleAfter) and its last ping answered,
+// the heartbeat sleeps until a message to or from the kernel wakes it.
 func (k *Kernel) heartbeat() {
 	defer k.wg.Done()
 	t := time.NewTimer(k.opts.HeartbeatInterval)
 	defer t.Stop()
 	ping := [][]byte{{}, []byte("ping")}
 	var pinged int64 // unix nanoseconds of the oldest unanswered ping; 0: none
+	var starve proc.Starvation
+	waitedCPU := false // the unanswered ping's wait was extended for a CPU
+	// late sums how late this goroutine's ticks came while the ping waits:
+	// when aiod itself waits for a CPU (or its goroutines for a thread),
+	// the pong may sit unread, and that is no fault of the kernel's.
+	var late time.Duration
+	due := time.Now().Add(k.opts.HeartbeatInterval)
 	for {
 		select {
 		case <-k.stop:
 			return
 		case <-t.C:
 		}
+		if pinged != 0 {
+			late += max(time.Since(due), 0)
+		}
 		now := time.Now().UnixNano()
 		if pinged != 0 && k.lastPong.Load() >= pinged {
-			pinged = 0
+			pinged, waitedCPU, late = 0, false, 0
+			starve.Reset()
 		}
-		if silent := time.Duration(now - pinged); pinged != 0 && silent > k.opts.HeartbeatTimeout {
-			k.log.Debug("heartbeat lost", "silent", silent)
+		silent := time.Duration(now - pinged)
+		if pinged != 0 && silent >= k.opts.HeartbeatInterval && !starve.Marked() {
+			starve.Mark(k.pid, time.Now())
+		}
+		// A kernel whose threads stand in the run queue is slow, not dead:
+		// it gets up to starvedTimeouts timeouts before it is given up.
+		if pinged != 0 && silent > k.opts.HeartbeatTimeout {
+			starved := starve.Starved(k.pid, time.Now()) || 4*late >= silent-k.opts.HeartbeatInterval
+			if starved && silent <= starvedTimeouts*k.opts.HeartbeatTimeout {
+				waitedCPU = true
+				t.Reset(k.opts.HeartbeatInterval)
+				due = time.Now().Add(k.opts.HeartbeatInterval)
+				continue
+			}
+			k.log.Debug("heartbeat lost", "silent", silent, "starved", starved)
 			d := deadFromHeartbeat(k.opts.HeartbeatTimeout)
+			if waitedCPU {
+				d = deadFromHeartbeat(silent)
+			}
 			d.Output = k.output.String()
 			k.end.Set(d)
 			k.killGroup(syscall.SIGKILL)
@@ -261,6 +293,7 @@ func (k *Kernel) heartbeat() {
 			k.log.Debug("heartbeat send failed", "err", err)
 		}
 		t.Reset(k.opts.HeartbeatInterval)
+		due = time.Now().Add(k.opts.HeartbeatInterval)
 	}
 }
 

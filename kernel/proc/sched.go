@@ -1,0 +1,87 @@
+package proc
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// Starvation tells a process that waits for a CPU from one that is stopped,
+// stuck or gone, from what the scheduler counts for it: on a machine
+// loaded far past its cores (a burst of starts beside a fork loop), a
+// healthy kernel can leave a heartbeat unanswered for seconds only because
+// its threads stand in the run queue, and killing it for that loses the
+// caller's state. Mark takes a sample when a wait begins; Starved then
+// says whether the process's threads waited for a CPU for at least a
+// quarter of the time since, and it is not stopped (SIGSTOP, a tracer) or
+// a zombie. Not safe for concurrent use.
+type Starvation struct {
+	at     time.Time
+	waited time.Duration
+	marked bool
+}
+
+// Mark samples pid's run-queue wait now; a failed read leaves no sample,
+// and Starved then says false.
+func (s *Starvation) Mark(pid int, now time.Time) {
+	w, _, err := runDelay(pid)
+	s.at, s.waited, s.marked = now, w, err == nil
+}
+
+// Marked says whether a sample is held; Reset drops it.
+func (s *Starvation) Marked() bool { return s.marked }
+
+// Reset drops the sample.
+func (s *Starvation) Reset() { s.marked = false }
+
+// Starved says whether pid waited for a CPU for a quarter or more of the
+// time since Mark and is neither stopped nor a zombie.
+func (s *Starvation) Starved(pid int, now time.Time) bool {
+	if !s.marked {
+		return false
+	}
+	w, runnable, err := runDelay(pid)
+	if err != nil || !runnable {
+		return false
+	}
+	return 4*(w-s.waited) >= now.Sub(s.at)
+}
+
+// runDelay sums the time pid's threads waited in a run queue (the second
+// field of /proc/PID/task/TID/schedstat, in nanoseconds), and says whether
+// the process is in a state that can run: not stopped, traced, a zombie or
+// dead (/proc/PID/stat's state).
+func runDelay(pid int) (time.Duration, bool, error) {
+	dir := "/proc/" + strconv.Itoa(pid)
+	stat, err := os.ReadFile(dir + "/stat")
+	if err != nil {
+		return 0, false, err
+	}
+	// The state follows the command's closing parenthesis: "pid (comm) S ...".
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 || i+2 >= len(stat) {
+		return 0, false, os.ErrInvalid
+	}
+	runnable := bytes.IndexByte([]byte("TtZXx"), stat[i+2]) < 0
+	tasks, err := filepath.Glob(dir + "/task/*/schedstat")
+	if err != nil {
+		return 0, false, err
+	}
+	var sum time.Duration
+	for _, f := range tasks {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // a thread that ended
+		}
+		fs := bytes.Fields(b)
+		if len(fs) < 2 {
+			continue
+		}
+		if n, err := strconv.ParseInt(string(fs[1]), 10, 64); err == nil {
+			sum += time.Duration(n)
+		}
+	}
+	return sum, runnable, nil
+}
