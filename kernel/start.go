@@ -201,11 +201,11 @@ func copySmall(w io.Writer, r io.Reader) (int64, error) {
 }
 
 // connect dials the sockets and runs the readiness handshake, bounded by
-// StartTimeout and ctx. If the process exits or the time runs out, the
+// StartTimeout (up to three times it while the kernel waits for a CPU) and ctx. If the process exits or the time runs out, the
 // sockets are cancelled and the process group is killed so that no step
 // of connect can stay blocked.
 func (k *Kernel) connect(ctx context.Context) error {
-	ctx, cancel := context.WithTimeoutCause(ctx, k.opts.StartTimeout,
+	ctx, cancel := proc.WithStarvedTimeout(ctx, k.pid, k.opts.StartTimeout, starvedTimeouts*k.opts.StartTimeout/4,
 		fmt.Errorf("%w within %s", errNotReady, k.opts.StartTimeout))
 	defer cancel()
 	stopOnExit := context.AfterFunc(k.exitCtx, cancel)

@@ -2,9 +2,11 @@ package proc
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -84,4 +86,44 @@ func runDelay(pid int) (time.Duration, bool, error) {
 		}
 	}
 	return sum, runnable, nil
+}
+
+// WithStarvedTimeout is context.WithTimeoutCause for a wait on process pid
+// (a kernel's start) that the machine's load may stretch: once timeout has
+// passed, while pid's threads waited for a CPU for a quarter or more of
+// the time since the call, the wait goes on a quarter of timeout at a
+// time, up to limit in all; then ctx ends with cause.
+func WithStarvedTimeout(ctx context.Context, pid int, timeout, limit time.Duration, cause error) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	began := time.Now()
+	var s Starvation
+	s.Mark(pid, began)
+	var (
+		mu      sync.Mutex
+		stopped bool
+		t       *time.Timer
+	)
+	check := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
+		if now := time.Now(); now.Sub(began) < limit && s.Starved(pid, now) {
+			t.Reset(max(timeout/4, time.Millisecond))
+			return
+		}
+		stopped = true
+		cancel(cause)
+	}
+	mu.Lock()
+	t = time.AfterFunc(timeout, check)
+	mu.Unlock()
+	return ctx, func() {
+		mu.Lock()
+		stopped = true
+		t.Stop()
+		mu.Unlock()
+		cancel(context.Canceled)
+	}
 }

@@ -1,6 +1,8 @@
 package proc
 
 import (
+	"context"
+	"errors"
 	"os/exec"
 	"syscall"
 	"testing"
@@ -79,4 +81,37 @@ func waitState(t *testing.T, pid int, want byte) {
 			t.Fatalf("pid %d not in state %c after 30 s", pid, want)
 		}
 	}
+}
+
+// TestWithStarvedTimeout: a wait on a sleeping process ends at its timeout
+// with its cause; on a process that shares one CPU with three busy loops,
+// it goes on to its limit.
+func TestWithStarvedTimeout(t *testing.T) {
+	cause := errors.New("not ready within the timeout")
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() }()
+	ctx, cancel := WithStarvedTimeout(context.Background(), sleeper.Process.Pid, 50*time.Millisecond, time.Minute, cause)
+	<-ctx.Done()
+	cancel()
+	if !errors.Is(context.Cause(ctx), cause) {
+		t.Errorf("a sleeping process's wait ended with %v", context.Cause(ctx))
+	}
+
+	target := spin(t)
+	for range 3 {
+		spin(t)
+	}
+	const limit = 2 * time.Second
+	began := time.Now()
+	ctx, cancel = WithStarvedTimeout(context.Background(), target.Process.Pid, 200*time.Millisecond, limit, cause)
+	defer cancel()
+	<-ctx.Done()
+	if took := time.Since(began); took < limit || !errors.Is(context.Cause(ctx), cause) {
+		t.Errorf("a starved process's wait ended after %s (%v), want its limit %s", took, context.Cause(ctx), limit)
+	}
+	// cancel after the end, and twice, is harmless.
+	cancel()
 }
