@@ -48,6 +48,15 @@ function assert(cond, msg) {
   if (!cond) throw new Error(msg);
 }
 
+// within is how long a wait for something the page must show may take:
+// four times what a quiet machine needs, since the suite runs on two cores
+// beside other packages' daemons and kernels, where a wait of 5 or 10 s
+// for a cell's state ran out. A wait ends at its event; only a failure
+// takes the whole bound.
+function within(ms) {
+  return 4 * ms;
+}
+
 function sleep(ms) {
   return new Promise((r) => setTimeout(r, ms));
 }
@@ -107,7 +116,7 @@ async function openPage(ctx, q, baseURL) {
 }
 
 async function waitLight(page, s, timeout) {
-  await page.waitForSelector('#light[data-state="' + s + '"]', { timeout: timeout || 15000 });
+  await page.waitForSelector('#light[data-state="' + s + '"]', { timeout: within(timeout || 15000) });
 }
 
 function cell(page, i) {
@@ -148,7 +157,7 @@ async function runCell(page, i, opts) {
   const c = cell(page, i);
   await editor(page, i).press('Shift+Enter');
   if (opts.wait === false) return '';
-  await page.waitForFunction((el) => el.dataset.state !== 'running', await c.elementHandle(), { timeout: opts.timeout || 60000 });
+  await page.waitForFunction((el) => el.dataset.state !== 'running', await c.elementHandle(), { timeout: within(opts.timeout || 60000) });
   return c.locator('.outputs').innerText();
 }
 
@@ -164,7 +173,7 @@ async function cellState(page, i) {
 // completions is what CodeMirror's completion list offers, in order.
 async function completions(page) {
   const list = page.locator('.cm-tooltip-autocomplete');
-  await list.waitFor({ state: 'visible', timeout: 30000 });
+  await list.waitFor({ state: 'visible', timeout: within(30000) });
   return list.locator('li .cm-completionLabel').allInnerTexts();
 }
 
@@ -245,7 +254,7 @@ async function mode(page) {
 
 // validateIpynb runs nbformat's schema check on file and returns its summary.
 function validateIpynb(file) {
-  const r = childProcess.spawnSync(PYTHON, [path.join(__dirname, 'validate_ipynb.py'), file], { encoding: 'utf8', timeout: 60000 });
+  const r = childProcess.spawnSync(PYTHON, [path.join(__dirname, 'validate_ipynb.py'), file], { encoding: 'utf8', timeout: within(60000) });
   if (r.error) throw new Error('run ' + PYTHON + ' validate_ipynb.py: ' + r.error.message + ' (install Debian\'s python3-nbformat)');
   assert(r.status === 0, 'the downloaded .ipynb does not validate against nbformat\'s schema:\n' + r.stdout + r.stderr);
   return JSON.parse(r.stdout);
@@ -352,7 +361,7 @@ const scenarios = {
     await cell(page, 2).locator('button.delete').click();
     const all = page.locator('#cells > .cell:not(.watched)');
     assert(await all.count() === 3, 'cells after a delete: ' + await all.count());
-    const settled = () => page.waitForFunction(() => [...document.querySelectorAll('#cells > .cell')].every((c) => c.dataset.state !== 'running' && c.dataset.state !== 'idle'), null, { timeout: 60000 });
+    const settled = () => page.waitForFunction(() => [...document.querySelectorAll('#cells > .cell')].every((c) => c.dataset.state !== 'running' && c.dataset.state !== 'idle'), null, { timeout: within(60000) });
     await page.click('#run-all');
     await settled();
     const outs = [];
@@ -396,10 +405,10 @@ const scenarios = {
     await setCell(page, 0, 'import time\nfrom datetime import datetime\nfor i in range(3):\n    print(f"line {i} at {datetime.now():%H:%M:%S.%f}"[:-3], flush=True)\n    time.sleep(0.3)\nprint("done")');
     await observe(page, 0);
     await runCell(page, 0, { wait: false });
-    await page.waitForFunction(() => (window.__seen || []).some((s) => s.text.includes('line 1')), null, { timeout: 30000 });
+    await page.waitForFunction(() => (window.__seen || []).some((s) => s.text.includes('line 1')), null, { timeout: within(30000) });
     await waitLight(page, 'busy', 1000);
     await page.screenshot({ path: path.join(shotDir, 'streaming.png') });
-    await page.waitForFunction((el) => el.dataset.state !== 'running', await cell(page, 0).elementHandle(), { timeout: 30000 });
+    await page.waitForFunction((el) => el.dataset.state !== 'running', await cell(page, 0).elementHandle(), { timeout: within(30000) });
     const seen = await page.evaluate(() => window.__seen);
     const first = [0, 1, 2].map((i) => {
       const s = seen.find((x) => x.text.includes('line ' + i));
@@ -455,7 +464,7 @@ const scenarios = {
       language: 'python', session_id: sid,
       code: 'import time\nfor i in range(3):\n    print("agent step", i, flush=True)\n    time.sleep(0.4)\nprint("answer", x + 1)',
     }).then((res) => { restDone = true; return res; });
-    await page.waitForSelector('.cell.watched .outputs:has-text("agent step 0")', { timeout: 30000 });
+    await page.waitForSelector('.cell.watched .outputs:has-text("agent step 0")', { timeout: within(30000) });
     assert(!restDone, 'the watched output showed only after the REST call had answered');
     await waitLight(page, 'busy', 2000);
     r = await call;
@@ -480,11 +489,11 @@ const scenarios = {
     await setCell(page, 0, 'print("looping", flush=True)\nwhile True: pass');
     await runCell(page, 0, { wait: false });
     await waitLight(page, 'busy', 5000);
-    await cell(page, 0).locator('.outputs:has-text("looping")').waitFor({ timeout: 60000 });
+    await cell(page, 0).locator('.outputs:has-text("looping")').waitFor({ timeout: within(60000) });
     await sleep(300);
     const t0 = Date.now();
     await page.click('#interrupt');
-    await page.waitForFunction((el) => el.dataset.state !== 'running', await cell(page, 0).elementHandle(), { timeout: 10000 });
+    await page.waitForFunction((el) => el.dataset.state !== 'running', await cell(page, 0).elementHandle(), { timeout: within(10000) });
     const out = await cell(page, 0).locator('.outputs').innerText();
     assert(out.includes('KeyboardInterrupt'), 'interrupted cell: ' + out);
     await waitLight(page, 'idle', 5000);
@@ -545,19 +554,19 @@ const scenarios = {
     await waitLight(page, 'disconnected', 5000);
     await page.waitForSelector('#watch-badge', { state: 'hidden' });
     await waitLight(page, 'idle', 15000);
-    await page.waitForSelector('#watch-badge:not([hidden])', { timeout: 5000 });
+    await page.waitForSelector('#watch-badge:not([hidden])', { timeout: within(5000) });
     assert((await cell(page, 0).locator('.outputs').innerText()).includes('before the drop'), 'the page lost its outputs');
 
     // a cell running across a drop: the next socket resumes it from the
     // last output it saw; every line shows once, then the result
     await setCell(page, 1, 'import time\nfor i in range(6):\n    print(f"tick {i}", flush=True)\n    time.sleep(0.4)\ny * 7');
     await runCell(page, 1, { wait: false });
-    await cell(page, 1).locator('.outputs:has-text("tick 1")').waitFor({ timeout: 30000 });
+    await cell(page, 1).locator('.outputs:has-text("tick 1")').waitFor({ timeout: within(30000) });
     const d2 = await fetch(flags.drop, { method: 'POST' });
     assert(d2.ok, 'drop: HTTP ' + d2.status);
     await waitLight(page, 'disconnected', 5000);
     assert(await cellState(page, 1) === 'running', 'the cell stopped waiting when the socket dropped: ' + await cellState(page, 1));
-    await page.waitForFunction((el) => el.dataset.state !== 'running', await cell(page, 1).elementHandle(), { timeout: 30000 });
+    await page.waitForFunction((el) => el.dataset.state !== 'running', await cell(page, 1).elementHandle(), { timeout: within(30000) });
     const ticks = await outs(page, 1);
     const wantTicks = [['out stream stdout', [0, 1, 2, 3, 4, 5].map((i) => 'tick ' + i + '\n').join('')], ['out plain', '7']];
     assert(JSON.stringify(ticks) === JSON.stringify(wantTicks), 'the cell across the drop: ' + JSON.stringify(ticks));
@@ -565,7 +574,7 @@ const scenarios = {
 
     const r = await rest('POST', '/v2/code/execute', { language: 'python', session_id: sid, code: 'print("agent after the drop", y)' });
     assert(r.body.success, 'agent call: ' + JSON.stringify(r.body));
-    await page.waitForSelector('.cell.watched .outputs:has-text("agent after the drop 1")', { timeout: 10000 });
+    await page.waitForSelector('.cell.watched .outputs:has-text("agent after the drop 1")', { timeout: within(10000) });
     await setCell(page, 2, 'y + 1');
     const out = await runCell(page, 2);
     assert(out.trim() === '2', 'run after reconnect: ' + out);
@@ -622,18 +631,18 @@ const scenarios = {
     await setCell(page, 2, '6 * 7');
     const n = await page.locator('#cells > .cell').count();
     await editor(page, 2).press('Control+Enter');
-    await page.waitForFunction((el) => el.dataset.state === 'done', await cell(page, 2).elementHandle(), { timeout: 60000 });
+    await page.waitForFunction((el) => el.dataset.state === 'done', await cell(page, 2).elementHandle(), { timeout: within(60000) });
     assert((await cell(page, 2).locator('.outputs').innerText()).trim() === '42', 'Ctrl+Enter output');
     let m = await mode(page);
     assert(m.selected === 2 && m.focused === 'editor' && await page.locator('#cells > .cell').count() === n, 'Ctrl+Enter moved on: ' + JSON.stringify(m));
     await editor(page, 0).press('Alt+Enter');
     m = await mode(page);
     assert(m.cells.length === n + 1 && m.cells[1] === 'code:' && m.selected === 1 && m.focused === 'editor', 'Alt+Enter: ' + JSON.stringify(m));
-    await page.waitForFunction((el) => el.dataset.state === 'done', await cell(page, 0).elementHandle(), { timeout: 60000 });
+    await page.waitForFunction((el) => el.dataset.state === 'done', await cell(page, 0).elementHandle(), { timeout: within(60000) });
     await editor(page, 2).press('Shift+Enter'); // the JavaScript cell, now third
     m = await mode(page);
     assert(m.selected === 3 && m.focused === 'editor', 'Shift+Enter did not move to the next cell: ' + JSON.stringify(m));
-    await page.waitForFunction((el) => el.dataset.state === 'done', await cell(page, 2).elementHandle(), { timeout: 60000 });
+    await page.waitForFunction((el) => el.dataset.state === 'done', await cell(page, 2).elementHandle(), { timeout: within(60000) });
     await checkClean(page);
     await rest('DELETE', '/v2/code/sessions/' + sid);
     return 'keyword spans ' + kws.join(',');
@@ -687,7 +696,7 @@ const scenarios = {
     await setCell(page, 1, 'isinst');
     await editor(page, 1).press('End');
     await editor(page, 1).press('Tab');
-    await page.waitForFunction(() => window.aiod.state.cells.filter((x) => !x.watched)[1].source === 'isinstance', null, { timeout: 30000 });
+    await page.waitForFunction(() => window.aiod.state.cells.filter((x) => !x.watched)[1].source === 'isinstance', null, { timeout: within(30000) });
     assert(await page.locator('.cm-tooltip-autocomplete').count() === 0, 'one match opened the list');
 
     // blanks before the cursor: Tab indents, and never asks the kernel
@@ -705,10 +714,10 @@ const scenarios = {
     await setCell(page, 4, 'Mat', { language: 'javascript' });
     await editor(page, 4).press('End');
     await editor(page, 4).press('Tab');
-    await page.waitForFunction(() => window.aiod.state.cells.filter((x) => !x.watched)[4].source === 'Math', null, { timeout: 30000 });
+    await page.waitForFunction(() => window.aiod.state.cells.filter((x) => !x.watched)[4].source === 'Math', null, { timeout: within(30000) });
     await editor(page, 4).pressSequentially('.fl');
     await editor(page, 4).press('Tab');
-    await page.waitForFunction(() => window.aiod.state.cells.filter((x) => !x.watched)[4].source === 'Math.floor', null, { timeout: 30000 });
+    await page.waitForFunction(() => window.aiod.state.cells.filter((x) => !x.watched)[4].source === 'Math.floor', null, { timeout: within(30000) });
 
     // the session runs a cell: the completion waits for it, with a note
     await setCell(page, 5, 'import time\ntime.sleep(4)\n"slept"');
@@ -718,10 +727,10 @@ const scenarios = {
     await editor(page, 6).press('End');
     const t1 = Date.now();
     await editor(page, 6).press('Tab');
-    await page.locator('.aiod-hint.wait').waitFor({ timeout: 5000 });
+    await page.locator('.aiod-hint.wait').waitFor({ timeout: within(5000) });
     const note = await page.locator('.aiod-hint.wait').innerText();
     assert(/running a cell/.test(note), 'the waiting note: ' + note);
-    await page.waitForFunction(() => window.aiod.state.cells.filter((x) => !x.watched)[6].source === 'import collections\ncollections.OrderedDict', null, { timeout: 15000 });
+    await page.waitForFunction(() => window.aiod.state.cells.filter((x) => !x.watched)[6].source === 'import collections\ncollections.OrderedDict', null, { timeout: within(15000) });
     const waited = Date.now() - t1;
     assert(await cellState(page, 5) === 'done', 'the completion answered before the running cell ended: ' + await cellState(page, 5));
     assert(await page.locator('.aiod-hint').count() === 0, 'the waiting note stayed');
@@ -740,7 +749,7 @@ const scenarios = {
     await editor(page, 0).press('End');
     await editor(page, 0).press('Shift+Tab');
     const tip = page.locator('.aiod-hint pre.aiod-inspect');
-    await tip.waitFor({ timeout: 30000 });
+    await tip.waitFor({ timeout: within(30000) });
     const text = await tip.textContent();
     assert(text.includes('Return the number of items in a container.') && /Signature:\s+len\(obj, \/\)/.test(text), 'len: ' + JSON.stringify(text));
     assert(!text.includes('\x1b') && !text.includes('[0;31m'), 'escape codes in the tooltip: ' + JSON.stringify(text));
@@ -753,14 +762,14 @@ const scenarios = {
     assert(m.mode === 'edit' && m.focused === 'editor', 'Esc with the tooltip open left the editor: ' + JSON.stringify(m));
     // typing closes it too
     await editor(page, 0).press('Shift+Tab');
-    await tip.waitFor({ timeout: 30000 });
+    await tip.waitFor({ timeout: within(30000) });
     await editor(page, 0).pressSequentially('(');
     await tip.waitFor({ state: 'hidden' });
     // a name the kernel does not know
     await setCell(page, 1, 'no_such_name_here');
     await editor(page, 1).press('End');
     await editor(page, 1).press('Shift+Tab');
-    await page.locator('.aiod-hint.note:has-text("knows nothing")').waitFor({ timeout: 30000 });
+    await page.locator('.aiod-hint.note:has-text("knows nothing")').waitFor({ timeout: within(30000) });
     // blanks before the cursor: Shift+Tab dedents
     await setCell(page, 2, '        x = 1');
     await editor(page, 2).press('Home');
@@ -771,7 +780,7 @@ const scenarios = {
     await setCell(page, 3, 'Math.max', { language: 'javascript' });
     await editor(page, 3).press('End');
     await editor(page, 3).press('Shift+Tab');
-    await tip.waitFor({ timeout: 30000 });
+    await tip.waitFor({ timeout: within(30000) });
     const js = await tip.textContent();
     assert(js.includes('Math.max: function') && js.includes('max'), 'Math.max: ' + JSON.stringify(js));
     await checkClean(page);
@@ -790,15 +799,15 @@ const scenarios = {
     const lines = Array.from({ length: 10 }, (_, i) => 'line ' + i + '\n').join('');
     await setCell(page, 0, 'import time\nfor i in range(10):\n    print(f"line {i}", flush=True)\n    time.sleep(0.5)\n"all printed"');
     await runCell(page, 0, { wait: false });
-    await cell(page, 0).locator('.outputs:has-text("line 2")').waitFor({ timeout: 30000 });
+    await cell(page, 0).locator('.outputs:has-text("line 2")').waitFor({ timeout: within(30000) });
     const execId = await page.evaluate(() => window.aiod.state.cells[0].execId);
     assert(/^nb-[0-9a-f]{18}$/.test(execId), 'execution id ' + execId);
     await page.reload();
-    await page.waitForSelector('#watch-badge:not([hidden])', { timeout: 15000 });
+    await page.waitForSelector('#watch-badge:not([hidden])', { timeout: within(15000) });
     const mid = await page.evaluate(() => ({ state: document.querySelector('#cells > .cell').dataset.state, text: document.querySelector('#cells > .cell .outputs').textContent }));
     assert(mid.state === 'running' && !mid.text.includes('line 9'), 'the reload was not mid-run: ' + JSON.stringify(mid));
     await observe(page, 0);
-    await page.waitForFunction((el) => el.dataset.state !== 'running', await cell(page, 0).elementHandle(), { timeout: 30000 });
+    await page.waitForFunction((el) => el.dataset.state !== 'running', await cell(page, 0).elementHandle(), { timeout: within(30000) });
     const got = await outs(page, 0);
     const want = [['out stream stdout', lines], ['out plain', "'all printed'"]];
     assert(JSON.stringify(got) === JSON.stringify(want), 'after a reload mid-run: ' + JSON.stringify(got));
@@ -828,7 +837,7 @@ const scenarios = {
       localStorage.setItem(key, JSON.stringify(nb));
     }, 'aiod.nb.' + sid);
     await page.goto(pageURLFor(pageURL, { session: sid }));
-    await page.waitForFunction((els) => els.every((el) => el.dataset.state !== 'running'), [await cell(page, 1).elementHandle(), await cell(page, 2).elementHandle()], { timeout: 30000 });
+    await page.waitForFunction((els) => els.every((el) => el.dataset.state !== 'running'), [await cell(page, 1).elementHandle(), await cell(page, 2).elementHandle()], { timeout: within(30000) });
     const missed = await outs(page, 1);
     assert(JSON.stringify(missed) === JSON.stringify([['out stream stdout', 'short\n'], ['out plain', '42']]) && await count(page, 1) === '[2]',
       'the retained run: ' + JSON.stringify(missed) + ' ' + await count(page, 1));
@@ -853,10 +862,10 @@ const scenarios = {
     await setCell(page, 1, 'le');
     await editor(page, 1).press('End');
     await editor(page, 1).press('Tab');
-    await page.waitForFunction(() => window.aiod.state.cells.filter((x) => !x.watched)[1].source === 'len', null, { timeout: 30000 });
+    await page.waitForFunction(() => window.aiod.state.cells.filter((x) => !x.watched)[1].source === 'len', null, { timeout: within(30000) });
     await editor(page, 1).press('Shift+Tab');
     const tip = page.locator('.aiod-hint pre.aiod-inspect');
-    await tip.waitFor({ timeout: 30000 });
+    await tip.waitFor({ timeout: within(30000) });
     const text = await tip.textContent();
     assert(text.includes('Return the number of items in a container.'), 'len: ' + JSON.stringify(text));
     await setCell(page, 2, 'import sys\nsys.version_info.major');
@@ -950,7 +959,7 @@ const scenarios = {
     }
     assert(await cell(page, 1).getAttribute('data-type') === 'code', 'y did not make a code cell');
     await page.keyboard.press('Shift+Enter');
-    await page.waitForFunction((el) => el.dataset.state === 'done', await cell(page, 0).elementHandle(), { timeout: 60000 });
+    await page.waitForFunction((el) => el.dataset.state === 'done', await cell(page, 0).elementHandle(), { timeout: within(60000) });
     assert(await count(page, 0) === '[1]', 'Shift+Enter in command mode did not run the cell');
     m = await mode(page);
     assert(m.selected === 1 && m.focused === 'editor', 'Shift+Enter did not go to the next cell: ' + JSON.stringify(m));
@@ -1076,7 +1085,7 @@ const scenarios = {
     // a cell still running when the page reloads
     await setCell(page, 3, 'import time\nprint("started", flush=True)\ntime.sleep(2)\nprint("finished", flush=True)', { language: 'python' });
     await runCell(page, 3, { wait: false });
-    await cell(page, 3).locator('.outputs:has-text("started")').waitFor({ timeout: 30000 });
+    await cell(page, 3).locator('.outputs:has-text("started")').waitFor({ timeout: within(30000) });
     await page.reload();
     await waitLight(page, 'idle');
     const out3 = await outs(page, 3);
@@ -1086,7 +1095,7 @@ const scenarios = {
     // over the bound: the biggest outputs are dropped, and the page says so
     await setCell(page, 4, 'print("x" * 2_500_000)', { language: 'python' });
     await runCell(page, 4);
-    await page.waitForSelector('.toast:has-text("without the outputs of 1 cell")', { timeout: 10000 });
+    await page.waitForSelector('.toast:has-text("without the outputs of 1 cell")', { timeout: within(10000) });
     await page.reload();
     await waitLight(page, 'idle');
     const out4 = await cell(page, 4).locator('.outputs').innerText();
@@ -1210,7 +1219,7 @@ const scenarios = {
     const page = await openPage(ctx, {});
     await page.click('#terminal-toggle');
     await page.waitForSelector('#terminal:not([hidden]) .xterm-rows');
-    await page.waitForFunction(() => document.getElementById('term-status').textContent === 'connected', null, { timeout: 20000 });
+    await page.waitForFunction(() => document.getElementById('term-status').textContent === 'connected', null, { timeout: within(20000) });
     const screenText = () => page.evaluate(() => document.querySelector('#term-screen .xterm-rows').innerText);
     const waitScreen = async (re, what) => {
       const end = Date.now() + 15000;
@@ -1231,7 +1240,7 @@ const scenarios = {
     await waitScreen(new RegExp('^' + rows + ' ' + cols + '\\s*$', 'm'), 'stty size ' + rows + ' ' + cols);
     await page.screenshot({ path: path.join(shotDir, 'terminal.png') });
     await page.setViewportSize({ width: 1000, height: 560 });
-    await page.waitForFunction((c) => window.AiodTerminal.state.term.cols < c, cols, { timeout: 10000 });
+    await page.waitForFunction((c) => window.AiodTerminal.state.term.cols < c, cols, { timeout: within(10000) });
     const [rows2, cols2] = await size();
     await page.keyboard.type('clear; stty size\n');
     await waitScreen(new RegExp('^' + rows2 + ' ' + cols2 + '\\s*$', 'm'), 'stty size after the resize');
@@ -1243,7 +1252,7 @@ const scenarios = {
     const url = (await rest('GET', '/v1/shell/terminal-url')).body.data;
     const page2 = await openPage(ctx, {}, url);
     await page2.waitForSelector('#terminal:not([hidden]) .xterm-rows');
-    await page2.waitForFunction(() => document.getElementById('term-status').textContent === 'connected', null, { timeout: 20000 });
+    await page2.waitForFunction(() => document.getElementById('term-status').textContent === 'connected', null, { timeout: within(20000) });
     await checkClean(page2);
     const del = await fetch(origin + '/api/terminals/' + encodeURIComponent(name), { method: 'DELETE', headers: token ? { Authorization: 'Bearer ' + token } : {} });
     assert(del.status === 204 || del.status === 404, 'DELETE the terminal: ' + del.status);
@@ -1285,6 +1294,7 @@ async function main() {
       args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
         '--disable-background-networking', '--disable-component-update', '--disable-sync'],
     });
+    ctx.setDefaultTimeout(within(30000));
     for (const n of names) {
       const t0 = Date.now();
       try {
