@@ -45,6 +45,7 @@ type Config struct {
 	DefaultTimeout          time.Duration     // 30 s
 	MaxTimeout              time.Duration     // 900 s
 	KernelIdle              time.Duration     // 300 s: idle kernel sessions are reclaimed
+	TenantIdle              time.Duration     // 600 s: idle tenants that run nothing are let go; below 0 never
 	NativeIdle              time.Duration     // 1800 s: idle native REPL sessions are reclaimed
 	OutputBudget            int               // bytes of output kept per execution; 8 MiB
 	MaxBody                 int               // largest request body; 64 MiB
@@ -101,6 +102,9 @@ func (c *Config) defaults() {
 	}
 	if c.NativeIdle <= 0 {
 		c.NativeIdle = 1800 * time.Second
+	}
+	if c.TenantIdle == 0 {
+		c.TenantIdle = 600 * time.Second
 	}
 	if c.OutputBudget <= 0 {
 		c.OutputBudget = execution.DefaultBudget
@@ -175,7 +179,7 @@ func New(cfg Config) (*Server, error) {
 		JupyterProbeInterval: cfg.JupyterProbeInterval, KernelPrewarm: cfg.KernelPrewarm,
 		CodePrewarm: cfg.CodePrewarm, NoKernelWarmup: cfg.NoKernelWarmup, KernelStart: cfg.KernelStart,
 		KernelTransport: cfg.KernelTransport, Counter: counters, Logger: cfg.Logger,
-		Isolation: cfg.Isolation, StartGate: gate,
+		Isolation: cfg.Isolation, StartGate: gate, TenantIdle: max(cfg.TenantIdle, 0),
 	})
 	if err != nil {
 		return nil, err

@@ -35,6 +35,7 @@ type options struct {
 	defaultTimeout     time.Duration
 	maxTimeout         time.Duration
 	kernelIdle         time.Duration
+	tenantIdle         time.Duration
 	nativeIdle         time.Duration
 	kernelStartTimeout time.Duration
 	outputBudget       int
@@ -195,6 +196,7 @@ func (o *options) settings() []setting {
 		{"runtime-env-allow", "AIO_RUNTIME_ENV_ALLOW", defaultEnvAllow, "comma-separated variables of aiod's environment that runtimes get: names, or prefixes ending in * (AIO_* and JWT_PUBLIC_KEY never pass)", strSetter(&o.runtimeEnvAllow)},
 		{"isolation", "AIO_ISOLATION", "auto", "tenant: every caller's runtimes (and file plane) in a sandbox of their own (namespaces, a read-only host, the tenant's folders, its own uid, seccomp); none: one shared host, as aiod's user or --runtime-user; auto: tenant where the machine allows it (root, namespaces), else none with the reason logged", strSetter(&o.isolation)},
 		{"state-dir", "AIO_STATE_DIR", defaultStateDir(), "aiod's state directory, created 0700 and locked: tenants' folders and uids live there", strSetter(&o.stateDir)},
+		{"tenant-idle", "AIO_TENANT_IDLE", "600", "seconds after which a tenant nobody has called and that runs nothing (no session's runtime, terminal, pool or file helper) is let go under tenant isolation: its network namespace, egress proxy and helper close, its folders, uid and saved sessions stay, and its next call makes its sandbox anew; 0 keeps every tenant for aiod's life", idleSetter(&o.tenantIdle)},
 		{"tenant-uids", "AIO_TENANT_UIDS", "auto", "FIRST-LAST: the uids (and gids) tenants get under tenant isolation, one each, kept across restarts; nothing else on the machine may use them. auto: the state directory's own block of 1,000,000 from 2000000000 up, the first free one, recorded in STATE/tenant-uids and kept; a second daemon on its own --state-dir takes the next", uidRangeSetter(&o.tenantUIDs)},
 		{"runtime-ptys", "AIO_RUNTIME_PTYS", "512", "pseudo-terminals a runtime may open under --isolation tenant, in a devpts of its own (the host's keeps its own share for root and aiod's terminals); 0 leaves runtimes on the host's devpts", rangeSetter(&o.runtimePtys, 0, 65536)},
 		{"runtime-network", "AIO_RUNTIME_NETWORK", "none", "network of tenant runtimes under --isolation tenant: none (a network namespace per tenant with its own loopback only), allow (that, and an HTTP proxy in it letting through only --egress-allow) or host", strSetter(&o.runtimeNetwork)},
@@ -236,6 +238,21 @@ func secSetter(p *time.Duration) setter {
 			return fmt.Errorf("want a positive number of seconds, got %q", v)
 		}
 		*p = time.Duration(f * float64(time.Second))
+		return nil
+	}}
+}
+
+// idleSetter reads seconds where 0 means never (-1 in the Config).
+func idleSetter(p *time.Duration) setter {
+	return setter{"seconds", func(v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 {
+			return fmt.Errorf("want 0 (never) or a positive number of seconds, got %q", v)
+		}
+		*p = time.Duration(f * float64(time.Second))
+		if f == 0 {
+			*p = -1
+		}
 		return nil
 	}}
 }
@@ -714,7 +731,7 @@ func printUsage(out io.Writer, sets []setting) {
 func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 	c := gateway.Config{
 		DefaultTimeout: o.defaultTimeout, MaxTimeout: o.maxTimeout,
-		KernelIdle: o.kernelIdle, NativeIdle: o.nativeIdle,
+		KernelIdle: o.kernelIdle, NativeIdle: o.nativeIdle, TenantIdle: o.tenantIdle,
 		OutputBudget: o.outputBudget, MaxBody: o.maxBody, HeldCodeTenant: int64(o.heldTenant), HeldCodeTotal: int64(o.heldTotal),
 		CodeBackend: o.codeBackend, KernelName: o.kernelName,
 		KernelStartTimeout: o.kernelStartTimeout, Workdir: o.workdir, Logger: log,

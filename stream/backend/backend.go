@@ -48,6 +48,7 @@ type Config struct {
 	KernelTransport      string            // ipc or tcp for local kernels; "" is ipc for ipykernel specs, tcp for others
 	Counter              jupyter.Counter   // where runtimes count what they drop; nil counts nothing
 	StartGate            *stream.StartGate // the registry's start gate, which pool refills wait for; nil: none
+	TenantIdle           time.Duration     // --tenant-idle: a tenant unused and running nothing this long is let go; 0 never
 	// Isolation is the limits, user and environment of local runtimes; the
 	// zero value limits nothing but still scrubs the environment.
 	Isolation Isolation
@@ -128,6 +129,7 @@ func New(ctx context.Context, cfg Config) (*Runtimes, error) {
 		}
 		return nil, errors.Join(err, iso.Close())
 	}
+	r.releaseIdleTenants()
 	return r, nil
 }
 
@@ -341,6 +343,11 @@ func (r *Runtimes) coldKernelBackend(spec *kernel.Spec, env []string, t *sandbox
 	return stream.Backend{
 		Name: Kernel, Language: Python, Spec: spec.Name, Idle: r.cfg.KernelIdle,
 		Start: func(ctx context.Context, h jupyter.Handler) (jupyter.Runtime, error) {
+			t, held, err := r.current(t)
+			if err != nil {
+				return nil, err
+			}
+			defer held()
 			p := &placement{r: r, t: t}
 			k, err := kernel.Start(ctx, kernel.Options{
 				Spec: spec, Handler: h, Cwd: r.cfg.Workdir, Env: env,
@@ -380,6 +387,11 @@ func (r *Runtimes) coldNativeBackend(lang, path string, env []string, t *sandbox
 	return stream.Backend{
 		Name: Native, Language: lang, Idle: r.cfg.NativeIdle,
 		Start: func(ctx context.Context, h jupyter.Handler) (jupyter.Runtime, error) {
+			t, held, err := r.current(t)
+			if err != nil {
+				return nil, err
+			}
+			defer held()
 			p := &placement{r: r, t: t}
 			rp, err := replbridge.Start(ctx, replbridge.Options{
 				Language: lang, Interpreter: path, Handler: h, Cwd: r.cfg.Workdir, Env: env, Logger: r.log,

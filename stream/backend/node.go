@@ -26,10 +26,11 @@ func (r *Runtimes) RunNode(ctx context.Context, code, stdin, dir string, timeout
 	if r.env.Node.Error != "" {
 		return failed(res, r.env.Node.Error)
 	}
-	t, err := r.iso.Tenant(tenant)
+	t, held, err := r.tenantFor(tenant)
 	if err != nil {
 		return failed(res, err.Error())
 	}
+	defer held()
 	var l *isolate.Limits
 	out, err := replbridge.RunNode(ctx, replbridge.NodeRun{
 		Node: r.env.Node.Path, Code: code, Stdin: stdin, Dir: dir, Timeout: timeout, Limit: max(budget/2, 1024),

@@ -30,10 +30,11 @@ func (t *Terminal) Close(ctx context.Context) error {
 
 // StartTerminal starts a shell on a pseudo-terminal for w.
 func (r *Runtimes) StartTerminal(w TerminalWant) (*Terminal, error) {
-	tn, err := r.iso.Tenant(w.Tenant)
+	tn, held, err := r.tenantFor(w.Tenant)
 	if err != nil {
 		return nil, &ErrNoInterpreter{err.Error()}
 	}
+	defer held()
 	cwd := w.Cwd
 	if cwd == "" {
 		cwd = r.cfg.Workdir

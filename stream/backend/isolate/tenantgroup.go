@@ -105,3 +105,12 @@ func (is *Isolator) TenantGroups() int {
 	defer is.tg.mu.Unlock()
 	return len(is.tg.held)
 }
+
+// TenantRuns says whether t's group holds a runtime, or a start about to
+// put one there.
+func (is *Isolator) TenantRuns(t *sandbox.Tenant) bool {
+	is.tg.mu.Lock()
+	defer is.tg.mu.Unlock()
+	g := is.tg.held[tenantGroupName(t)]
+	return g != nil && g.n > 0
+}

@@ -260,6 +260,12 @@ func (ts *Tenants) Files(key string) (*Files, error) {
 	}
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
+	if t.Released() {
+		// Let go between Get and here: no helper for a tenant nobody holds.
+		ts.mu.Unlock()
+		defer ts.mu.Lock()
+		return ts.Files(key)
+	}
 	if t.files == nil {
 		v := t.View()
 		t.files = &Files{name: "tenant " + strconv.Quote(key), plan: v.FilesPlan(), dir: v.WorkPath, log: ts.log.With("tenant", key)}
@@ -737,4 +743,11 @@ func (t *tail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return string(t.b)
+}
+
+// running says whether the helper process runs (it stops after idling).
+func (f *Files) running() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.h != nil
 }

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -75,6 +77,8 @@ type Tenants struct {
 	closed  bool                   // guarded by mu
 	spare   *Tenant                // guarded by mu: the sandbox made ahead for the next new tenant (spare.go); nil: none
 	onAdopt func(spare, t *Tenant) // guarded by mu: OnAdopt's f
+
+	idleStop, idleDone chan struct{} // ReleaseIdle's janitor: closed by Close, closed when it is over
 }
 
 // Tenant is one tenant: a caller of aiod (a JWT subject, the API token,
@@ -87,6 +91,9 @@ type Tenant struct {
 	net      *os.File     // its network namespace; nil with the host's network
 	proxy    *egressProxy // its egress proxy (NetworkAllow)
 	files    *Files       // its file helper's client, made on first use; guarded by Tenants.mu
+	used     time.Time    // guarded by Tenants.mu: its last Get
+	holds    int          // guarded by Tenants.mu: starts under way in it (Use)
+	released atomic.Bool  // let go after idling (release.go): Get makes it anew
 }
 
 // NewTenants makes the state directory and reads the tenants it already
@@ -209,6 +216,7 @@ func (ts *Tenants) Get(key string) (*Tenant, error) {
 		return nil, errShuttingDown
 	}
 	if t := ts.byKey[key]; t != nil {
+		t.used = time.Now()
 		ts.mu.Unlock()
 		return t, nil
 	}
@@ -218,6 +226,7 @@ func (ts *Tenants) Get(key string) (*Tenant, error) {
 		return m.t, m.err
 	}
 	if t := ts.adoptSpare(key); t != nil {
+		t.used = time.Now()
 		ts.byKey[key] = t
 		ts.mu.Unlock()
 		return t, nil
@@ -236,6 +245,7 @@ func (ts *Tenants) Get(key string) (*Tenant, error) {
 		t.release()
 		t, err = nil, errShuttingDown
 	default:
+		t.used = time.Now()
 		ts.byKey[key] = t
 		ts.log.Info("tenant ready", "tenant", key, "uid", t.UID, "dir", t.Dir)
 	}
@@ -542,6 +552,7 @@ func (t *Tenant) Files() []*os.File {
 // Close releases every tenant's network namespace (runtimes still in it
 // keep it alive).
 func (ts *Tenants) Close() error {
+	ts.stopReleasing()
 	ts.mu.Lock()
 	defer ts.mu.Unlock()
 	ts.closed = true

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestIdleTenantIsReleased: with --tenant-idle 1, bob, whose one-shot has
+// ended, is let go (his sandbox closed, aiod_tenants one less), while
+// alice, idle as long but with a live session, is kept; bob's next call
+// makes his sandbox anew and finds the file he wrote, and alice's session
+// still has its state.
+func TestIdleTenantIsReleased(t *testing.T) {
+	t.Parallel()
+	priv, pub := tenantKey(t)
+	d := startDaemonEnv(t, []string{"AIO_JWT_PUBLIC_KEY=" + pub}, "--code-backend", "kernel",
+		"--tenant-idle", "1", "--kernel-prewarm", "0", "--code-prewarm", "0")
+	alice := &caller{t: t, d: d, name: "alice", token: tenantJWT(t, priv, "alice")}
+	bob := &caller{t: t, d: d, name: "bob", token: tenantJWT(t, priv, "bob")}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+
+	alice.run(ctx, "python", "kept", "x = 41")
+	bob.run(ctx, "python", "", "import os; open(os.path.expanduser('~/keep.txt'), 'w').write('bob-file')")
+	waitLog(t, d, "tenant released after idling", "tenant=jwt:bob", 2*time.Minute)
+	if strings.Contains(d.stderr.String(), "tenant=jwt:alice idle") {
+		t.Fatalf("alice was let go while her session's kernel ran:\n%s", grepLines(d.stderr.String(), "released"))
+	}
+	if n := tenantsGauge(ctx, t, alice); n != "1" {
+		t.Errorf("aiod_tenants %s once bob was let go, want 1 (alice)", n)
+	}
+	if got := bob.run(ctx, "python", "", "import os; print(open(os.path.expanduser('~/keep.txt')).read())"); got != "bob-file\n" {
+		t.Errorf("bob's file after his sandbox was made anew: %q", got)
+	}
+	if n := tenantsGauge(ctx, t, alice); n != "2" {
+		t.Errorf("aiod_tenants %s once bob called again, want 2", n)
+	}
+	if got := alice.run(ctx, "python", "kept", "print(x + 1)"); got != "42\n" {
+		t.Errorf("alice's session after bob's release: %q", got)
+	}
+}
+
+// waitLog waits until a line of d's log has every one of subs.
+func waitLog(t *testing.T, d *daemon, sub, also string, within time.Duration) {
+	t.Helper()
+	for deadline := time.Now().Add(within); ; time.Sleep(20 * time.Millisecond) {
+		for _, l := range strings.Split(d.stderr.String(), "\n") {
+			if strings.Contains(l, sub) && strings.Contains(l, also) {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no log line with %q and %q in %s:\n%s", sub, also, within, d.stderr.String())
+		}
+	}
+}
+
+// tenantsGauge reads aiod_tenants from /metrics as c.
+func tenantsGauge(ctx context.Context, t *testing.T, c *caller) string {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, c.d.url+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := c.d.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "aiod_tenants "); ok {
+			return v
+		}
+	}
+	t.Fatalf("no aiod_tenants in /metrics (%d):\n%s", resp.StatusCode, b)
+	return ""
+}

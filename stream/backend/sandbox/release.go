@@ -1,0 +1,111 @@
+package sandbox
+
+import (
+	"sync"
+	"time"
+)
+
+// A tenant aiod holds costs it a network namespace, an egress proxy (its
+// listener and goroutine) and, while the file plane is used, a helper
+// process; with many callers (JWT subjects) they add up. ReleaseIdle lets
+// go of tenants nobody has asked for in a while and that run nothing: the
+// tenant's folders and uid stay (its files, its saved sessions), and its
+// next call makes the sandbox anew, as after a restart.
+
+// ReleaseIdle starts letting go of the tenants whose last Get is idle or
+// more ago, whose file helper is not running, and that busy does not hold
+// (it reports runtimes, pools or terminals of the tenant; it is called
+// with the registry's lock held and must not call Tenants). Close stops
+// it. Zero idle, or a second call, does nothing.
+func (ts *Tenants) ReleaseIdle(idle time.Duration, busy func(*Tenant) bool) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if idle <= 0 || ts.idleStop != nil || ts.closed {
+		return
+	}
+	ts.idleStop, ts.idleDone = make(chan struct{}), make(chan struct{})
+	every := min(max(idle/4, 100*time.Millisecond), time.Minute)
+	go func(stop, done chan struct{}) {
+		defer close(done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-tick.C:
+				ts.releaseIdle(now, idle, busy)
+			}
+		}
+	}(ts.idleStop, ts.idleDone)
+}
+
+// stopReleasing ends ReleaseIdle's janitor and waits for it.
+func (ts *Tenants) stopReleasing() {
+	ts.mu.Lock()
+	stop, done := ts.idleStop, ts.idleDone
+	ts.idleStop = nil
+	ts.mu.Unlock()
+	if stop != nil {
+		close(stop)
+		<-done
+	}
+}
+
+// releaseIdle lets go of the tenants idle at now.
+func (ts *Tenants) releaseIdle(now time.Time, idle time.Duration, busy func(*Tenant) bool) {
+	type let struct {
+		t *Tenant
+		f *Files
+	}
+	ts.mu.Lock()
+	var gone []let
+	for key, t := range ts.byKey {
+		if t.holds > 0 || now.Sub(t.used) < idle || t.files != nil && t.files.running() || busy(t) {
+			continue
+		}
+		delete(ts.byKey, key)
+		t.released.Store(true)
+		gone = append(gone, let{t, t.files})
+	}
+	ts.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, g := range gone {
+		wg.Go(func() {
+			if g.f != nil {
+				g.f.Close()
+			}
+			g.t.release()
+			ts.log.Info("tenant released after idling", "tenant", g.t.Key, "uid", g.t.UID, "idle", idle)
+		})
+	}
+	wg.Wait()
+}
+
+// Released says whether t was let go after idling: a start must get the
+// tenant's sandbox anew (Get) instead of using t's closed namespace.
+func (t *Tenant) Released() bool { return t.released.Load() }
+
+// Use holds t for a start about to run in it: t is not let go until done
+// is called (the start's runtime then holds its cgroup, which the busy
+// check sees), and its idle time counts from then. When t was let go
+// already, the tenant's sandbox is made anew by Get and held instead.
+func (ts *Tenants) Use(t *Tenant) (held *Tenant, done func(), err error) {
+	for {
+		ts.mu.Lock()
+		if !t.Released() {
+			t.holds++
+			ts.mu.Unlock()
+			return t, func() {
+				ts.mu.Lock()
+				t.holds--
+				t.used = time.Now()
+				ts.mu.Unlock()
+			}, nil
+		}
+		ts.mu.Unlock()
+		if t, err = ts.Get(t.Key); err != nil {
+			return nil, nil, err
+		}
+	}
+}
