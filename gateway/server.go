@@ -216,7 +216,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.execs = execs
-	snaps, err := openSnapshots(cfg)
+	snaps, err := openSnapshots(cfg, rt)
 	if err != nil {
 		_ = execs.Close()
 		_ = rt.Close(context.Background())

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aiod/aiod/stream"
+	"github.com/aiod/aiod/stream/backend"
 	"github.com/aiod/aiod/stream/execution"
 	"github.com/aiod/aiod/stream/snapshot"
 )
@@ -55,13 +56,22 @@ const snapshotsDir = "snapshots"
 
 // openSnapshots opens the sessions' snapshots in the state directory; nil
 // when there is none (snapshots need one).
-func openSnapshots(cfg Config) (*snapshot.Manager, error) {
+// Payloads go through the runtimes' scratch folders (rt.Scratch).
+func openSnapshots(cfg Config, rt *backend.Runtimes) (*snapshot.Manager, error) {
 	dir := cfg.Isolation.StateDir
 	if dir == "" {
 		return nil, nil
 	}
+	scratch := func(s *stream.Session) *snapshot.Scratch {
+		d := rt.Scratch(s.Tenant, s.Backend.Name)
+		if d == nil {
+			return nil
+		}
+		return &snapshot.Scratch{View: d.View, Host: d.Host, UID: d.UID, GID: d.GID}
+	}
 	return snapshot.Open(snapshot.Config{Dir: filepath.Join(dir, snapshotsDir), MaxBytes: cfg.SnapshotMaxBytes,
-		TotalBytes: cfg.SnapshotTotalBytes, TenantBytes: cfg.SnapshotTenantBytes, Retention: cfg.SnapshotRetention, Logger: cfg.Logger})
+		TotalBytes: cfg.SnapshotTotalBytes, TenantBytes: cfg.SnapshotTenantBytes, Retention: cfg.SnapshotRetention,
+		Scratch: scratch, Logger: cfg.Logger})
 }
 
 // snapshotStats is what /v2/code/info says of the snapshots.

@@ -67,6 +67,7 @@ type Runtimes struct {
 	base   []string // the base environment of local runtimes
 
 	userFiles userFiles    // the file helper of --runtime-user
+	scratch   scratch      // the scratch folder of runtimes outside tenants' sandboxes (scratch.go)
 	tpools    *tenantPools // each tenant's prewarm pools, under tenant isolation; nil without pools
 }
 
@@ -193,6 +194,10 @@ func (r *Runtimes) Close(ctx context.Context) error {
 	r.userFiles.once.Do(func() {}) // a helper made from now on would leak: none is
 	if f := r.userFiles.f; f != nil {
 		f.Close()
+	}
+	r.scratch.once.Do(func() {})
+	if r.scratch.dir != "" {
+		err = errors.Join(err, os.RemoveAll(r.scratch.dir))
 	}
 	return errors.Join(err, r.iso.Close())
 }

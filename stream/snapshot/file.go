@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"bufio"
 	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
@@ -82,19 +83,17 @@ func mac(key []byte, parts ...[]byte) []byte {
 
 // writeFile writes a sealed snapshot atomically (a temporary file renamed).
 func writeFile(key []byte, path string, info *Info, payload []byte) error {
+	return writeFileFrom(key, path, info, bytes.NewReader(payload), int64(len(payload)))
+}
+
+// writeFileFrom writes a sealed snapshot whose payload is the n bytes src
+// gives, streamed (a payload of hundreds of megabytes never sits in aiod's
+// memory), atomically.
+func writeFileFrom(key []byte, path string, info *Info, src io.Reader, n int64) error {
 	head, err := json.Marshal(info)
 	if err != nil {
 		return err
 	}
-	var b bytes.Buffer
-	b.Grow(len(magic) + 4 + len(head) + macSize + 8 + len(payload) + macSize)
-	b.Write(magic)
-	b.Write(binary.BigEndian.AppendUint32(nil, uint32(len(head))))
-	b.Write(head)
-	b.Write(mac(key, b.Bytes()))
-	b.Write(binary.BigEndian.AppendUint64(nil, uint64(len(payload))))
-	b.Write(payload)
-	b.Write(mac(key, b.Bytes()))
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
@@ -103,11 +102,26 @@ func writeFile(key []byte, path string, info *Info, payload []byte) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(b.Bytes()); err != nil {
+	if err := tmp.Chmod(0o600); err != nil {
 		tmp.Close()
 		return err
 	}
-	if err := tmp.Chmod(0o600); err != nil {
+	whole := hmac.New(sha256.New, key)
+	w := bufio.NewWriterSize(io.MultiWriter(tmp, whole), 256<<10)
+	pre := append(append([]byte(nil), magic...), binary.BigEndian.AppendUint32(nil, uint32(len(head)))...)
+	w.Write(pre)
+	w.Write(head)
+	w.Write(mac(key, pre, head))
+	w.Write(binary.BigEndian.AppendUint64(nil, uint64(n)))
+	if got, err := io.CopyN(w, src, n); err != nil {
+		tmp.Close()
+		return fmt.Errorf("the payload ended at %d of %d bytes: %w", got, n, err)
+	}
+	if err := w.Flush(); err != nil {
+		tmp.Close()
+		return err
+	}
+	if _, err := tmp.Write(whole.Sum(nil)); err != nil {
 		tmp.Close()
 		return err
 	}
@@ -154,49 +168,74 @@ func readHeader(key []byte, path string) (*Info, int64, error) {
 // readFile reads and verifies a whole snapshot, no larger than limit
 // bytes of payload; it returns nothing of a file that does not verify.
 func readFile(key []byte, path string, limit int64) (*Info, []byte, error) {
-	f, err := os.Open(path)
+	var b bytes.Buffer
+	info, err := copyPayload(key, path, limit, &b)
 	if err != nil {
 		return nil, nil, err
+	}
+	return info, b.Bytes(), nil
+}
+
+// copyPayload verifies a snapshot of at most limit bytes of payload while
+// it copies the payload to dst, streamed. Only a nil error says the
+// payload verified: on any other, what dst got must be thrown away (a
+// restore removes the file it wrote before anything reads it).
+func copyPayload(key []byte, path string, limit int64, dst io.Writer) (*Info, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	if st.Size() > limit+maxHeader+int64(len(magic))+4+8+2*macSize {
-		return nil, nil, fmt.Errorf("the snapshot file is %d bytes, over the limit; it was not loaded", st.Size())
+	size := st.Size()
+	if size > limit+maxHeader+int64(len(magic))+4+8+2*macSize {
+		return nil, fmt.Errorf("the snapshot file is %d bytes, over the limit; it was not loaded", size)
 	}
-	b, err := io.ReadAll(io.LimitReader(f, st.Size()))
-	if err != nil {
-		return nil, nil, err
+	if size < int64(len(magic))+4+2*macSize+8 {
+		return nil, ErrTampered
 	}
-	if len(b) < len(magic)+4+2*macSize+8 || !bytes.Equal(b[:len(magic)], magic) {
-		return nil, nil, ErrTampered
+	whole := hmac.New(sha256.New, key)
+	br := bufio.NewReaderSize(io.LimitReader(f, size), 256<<10)
+	r := io.TeeReader(io.LimitReader(br, size-macSize), whole) // all the seal covers
+	pre := make([]byte, len(magic)+4)
+	if _, err := io.ReadFull(r, pre); err != nil || !bytes.Equal(pre[:len(magic)], magic) {
+		return nil, ErrTampered
 	}
-	body, seal := b[:len(b)-macSize], b[len(b)-macSize:]
-	if !hmac.Equal(seal, mac(key, body)) {
-		return nil, nil, ErrTampered
+	n := int64(binary.BigEndian.Uint32(pre[len(magic):]))
+	if n > maxHeader || int64(len(pre))+n+macSize+8+macSize > size {
+		return nil, ErrTampered
 	}
-	n := int(binary.BigEndian.Uint32(b[len(magic):]))
-	off := len(magic) + 4
-	if n > len(body)-off-macSize-8 {
-		return nil, nil, ErrTampered
+	rest := make([]byte, n+macSize+8)
+	if _, err := io.ReadFull(r, rest); err != nil {
+		return nil, ErrTampered
 	}
-	head := body[off : off+n]
-	off += n + macSize
-	pn := binary.BigEndian.Uint64(body[off:])
-	off += 8
-	if pn != uint64(len(body)-off) {
-		return nil, nil, ErrTampered
+	head := rest[:n]
+	if !hmac.Equal(rest[n:n+macSize], mac(key, pre, head)) {
+		return nil, ErrTampered
+	}
+	pn := binary.BigEndian.Uint64(rest[n+macSize:])
+	if pn != uint64(size-int64(len(pre))-int64(len(rest))-macSize) {
+		return nil, ErrTampered
 	}
 	if pn > uint64(limit) {
-		return nil, nil, fmt.Errorf("the snapshot holds %d bytes, over the limit %d (--snapshot-max-bytes); it was not loaded", pn, limit)
+		return nil, fmt.Errorf("the snapshot holds %d bytes, over the limit %d (--snapshot-max-bytes); it was not loaded", pn, limit)
+	}
+	if _, err := io.CopyN(dst, r, int64(pn)); err != nil {
+		return nil, fmt.Errorf("copy the snapshot's payload: %w", err)
+	}
+	sum := whole.Sum(nil)
+	seal := make([]byte, macSize)
+	if _, err := io.ReadFull(br, seal); err != nil || !hmac.Equal(seal, sum) {
+		return nil, ErrTampered
 	}
 	var info Info
 	if err := json.Unmarshal(head, &info); err != nil {
-		return nil, nil, ErrTampered
+		return nil, ErrTampered
 	}
-	return &info, body[off:], nil
+	return &info, nil
 }
 
 // dirName is a name's folder: a hash, so that any session id makes a

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -52,6 +53,18 @@ func TestSealedFiles(t *testing.T) {
 		if _, p, err := readFile(key, bad, 1<<20); !errors.Is(err, ErrTampered) || p != nil {
 			t.Errorf("byte %d changed: %v, payload %q", i, err, p)
 		}
+	}
+	for _, n := range []int{len(b) - 1, len(b) - 40, len(magic) + 3, 0} {
+		bad := filepath.Join(dir, "short")
+		if err := os.WriteFile(bad, b[:n], 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, p, err := readFile(key, bad, 1<<20); !errors.Is(err, ErrTampered) || p != nil {
+			t.Errorf("cut to %d bytes: %v, payload %q", n, err, p)
+		}
+	}
+	if err := writeFileFrom(key, filepath.Join(dir, "cut"+fileExtension), info, strings.NewReader("short"), 10); err == nil {
+		t.Error("a payload shorter than its length was sealed")
 	}
 	other := make([]byte, keySize)
 	if _, _, err := readFile(other, path, 1<<20); !errors.Is(err, ErrTampered) {

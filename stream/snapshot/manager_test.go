@@ -1,9 +1,11 @@
 package snapshot
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -25,7 +27,7 @@ func put(t *testing.T, m *Manager, k Key, created time.Time, pending bool) *Info
 	t.Helper()
 	info := &Info{SnapshotID: newID(created), Tenant: k.Tenant, Language: k.Language, SessionID: k.ID, Created: created,
 		Saved: []string{"x"}, Skipped: map[string]string{}}
-	if err := m.store(k, info, make([]byte, 1000), pending, m.epochOf(k)); err != nil {
+	if err := m.store(k, info, bytes.NewReader(make([]byte, 1000)), 1000, pending, m.epochOf(k)); err != nil {
 		t.Fatal(err)
 	}
 	return info
@@ -60,7 +62,7 @@ func TestManagerIndex(t *testing.T) {
 	done := m.beginSave(a)
 	m.Forget("t1", "python", "a")
 	info := &Info{SnapshotID: newID(now), Tenant: "t1", Language: "python", SessionID: "a", Created: now}
-	if err := m.store(a, info, []byte("p"), true, epoch); err == nil {
+	if err := m.store(a, info, strings.NewReader("p"), 1, true, epoch); err == nil {
 		t.Fatal("a save overtaken by a delete was kept")
 	}
 	done()

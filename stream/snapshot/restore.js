@@ -1,12 +1,22 @@
 // aiod's restore of a JavaScript session: run by aiod in a fresh Node.js
 // REPL of the session as its own silent cell, inside a function given
-// `args` ({"payload": base64 of a snapshot's state, verified by aiod}).
+// `args` ({"payload": base64 of a snapshot's state, verified by aiod}, or
+// {"path": a file aiod wrote the verified state to, removed once read}).
 // It writes one line to stdout, "\x1eaiod-snapshot " + JSON:
 // {"restored": [names], "skipped": {name: why}} or {"error": why}.
 const emit = (d) => process.stdout.write('\n\x1eaiod-snapshot ' + JSON.stringify(d) + '\n');
 try {
   const v8 = require('v8');
-  const state = JSON.parse(Buffer.from(args.payload, 'base64').toString());
+  let raw;
+  if (args.path) {
+    const fs = require('fs');
+    raw = fs.readFileSync(args.path);
+    try { fs.unlinkSync(args.path); } catch (e) { /* aiod removes it too */ }
+  } else {
+    raw = Buffer.from(args.payload, 'base64');
+  }
+  const state = JSON.parse(raw.toString());
+  raw = null;
   const restored = [], skipped = {};
   if (state.cwd) {
     try {

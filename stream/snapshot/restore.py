@@ -1,7 +1,8 @@
 # aiod's restore of a Python session: run by aiod in a fresh kernel of the
 # session as its own silent execution, with __aiod_user (the user
 # namespace) and __aiod_args (a JSON string: {"payload": base64 of a
-# snapshot's pickle, verified by aiod}). It prints one line,
+# snapshot's pickle, verified by aiod}, or {"path": a file aiod wrote the
+# verified pickle to, removed once read}). It prints one line,
 # "\x1eaiod-snapshot " + JSON: {"restored": [names], "skipped": {name: why}}
 # or {"error": why}.
 import base64
@@ -22,7 +23,17 @@ def _restore(ns, args):
     except Exception as e:
         return {"error": "dill is not importable in the session's Python (%s); install python3-dill" % e}
     try:
-        state = dill.loads(base64.b64decode(args["payload"]))
+        if args.get("path"):
+            with open(args["path"], "rb") as f:
+                raw = f.read()
+            try:
+                os.remove(args["path"])
+            except OSError:
+                pass
+        else:
+            raw = base64.b64decode(args["payload"])
+        state = dill.loads(raw)
+        del raw
     except Exception as e:
         return {"error": "the snapshot could not be loaded (%s: %s)" % (type(e).__name__, str(e)[:300])}
     restored, skipped = [], {}

@@ -1,8 +1,10 @@
 // aiod's snapshot of a JavaScript session: run by aiod in the session's
 // Node.js REPL as its own silent cell, inside a function given `args`
-// ({"max_bytes"}). It writes one line to stdout, "\x1eaiod-snapshot " +
+// ({"max_bytes", "out"}). It writes one line to stdout, "\x1eaiod-snapshot " +
 // JSON: {"payload": base64 of the state (JSON), "saved": [names],
-// "skipped": {name: why}, "reopened": {name: how}} or {"error": why}.
+// "skipped": {name: why}, "reopened": {name: how}} or {"error": why}. With
+// "out" (a new file's path in a folder aiod reads too), the state goes
+// there instead of "payload", and "bytes" says its size.
 // The state: the globals' plain data (v8.serialize), functions and classes
 // by source, the working folder and the environment.
 const emit = (d) => process.stdout.write('\n\x1eaiod-snapshot ' + JSON.stringify(d) + '\n');
@@ -70,7 +72,14 @@ try {
   if (payload.length > args.max_bytes) {
     emit({ error: 'the snapshot would be ' + payload.length + ' bytes, over its limit ' + args.max_bytes });
   } else {
-    emit({ payload: payload.toString('base64'), saved: Object.keys(values).concat(Object.keys(functions)).sort(), skipped, reopened });
+    const d = { saved: Object.keys(values).concat(Object.keys(functions)).sort(), skipped, reopened };
+    if (args.out) {
+      require('fs').writeFileSync(args.out, payload, { flag: 'wx', mode: 0o600 });
+      d.bytes = payload.length;
+    } else {
+      d.payload = payload.toString('base64');
+    }
+    emit(d);
   }
 } catch (e) {
   emit({ error: String(e && e.stack || e) });

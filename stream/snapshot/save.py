@@ -1,9 +1,12 @@
 # aiod's snapshot of a Python session: run by aiod in the session's kernel
 # as its own silent execution, with __aiod_user (the user namespace) and
-# __aiod_args (a JSON string: {"max_bytes"}). It prints one line,
+# __aiod_args (a JSON string: {"max_bytes", "out"}). It prints one line,
 # "\x1eaiod-snapshot " + JSON: {"payload": base64 of dill's pickle,
 # "saved": [names], "skipped": {name: why}, "reopened": {name: how}} or
-# {"error": why}. Nothing is added to the user namespace.
+# {"error": why}. With "out" (a new file's path in a folder aiod reads
+# too), the pickle goes there instead of "payload", and "bytes" says its
+# size: a payload of hundreds of megabytes then never passes through
+# stdout. Nothing is added to the user namespace.
 import base64
 import inspect
 import io
@@ -79,7 +82,7 @@ def _snapshot(ns, args):
     except Exception:
         payload = None
     if payload is not None and len(payload) <= max_bytes:
-        return _answer(payload, values, modules, files, skipped, reopened)
+        return _answer(payload, values, modules, files, skipped, reopened, args.get("out"))
     # Something does not serialize, or the whole is too large: value by
     # value, to name what is skipped and why.
     for name, v in list(values.items()):
@@ -107,13 +110,20 @@ def _snapshot(ns, args):
         del values[big]
     if len(payload) > max_bytes:
         return {"error": "the snapshot would be %d bytes, over its limit %d" % (len(payload), max_bytes)}
-    return _answer(payload, values, modules, files, skipped, reopened)
+    return _answer(payload, values, modules, files, skipped, reopened, args.get("out"))
 
 
-def _answer(payload, values, modules, files, skipped, reopened):
+def _answer(payload, values, modules, files, skipped, reopened, out):
     saved = sorted(list(values) + list(modules) + list(files))
-    return {"payload": base64.b64encode(payload).decode("ascii"), "saved": saved,
-            "skipped": skipped, "reopened": reopened}
+    d = {"saved": saved, "skipped": skipped, "reopened": reopened}
+    if not out:
+        d["payload"] = base64.b64encode(payload).decode("ascii")
+        return d
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(payload)
+    d["bytes"] = len(payload)
+    return d
 
 
 try:

@@ -13,12 +13,14 @@
 package snapshot
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -83,7 +85,12 @@ type Config struct {
 	TenantBytes int64         // one tenant's snapshots; past it, that tenant's oldest go first; DefaultTenantBytes
 	Retention   time.Duration // a snapshot is deleted this long after it was taken; DefaultRetention
 	SaveTimeout time.Duration // bound on one save or restore; DefaultSaveTimeout
-	Logger      *slog.Logger
+	// Scratch is the folder session s's runtime shares with aiod, through
+	// which Python and JavaScript payloads go (scratch.go); nil (or a nil
+	// func) passes them as base64 on the runtime's stdout (a remote
+	// kernel's, bash's).
+	Scratch func(s *stream.Session) *Scratch
+	Logger  *slog.Logger
 }
 
 // Info is one snapshot: the header of its file, and the answer of a save.
@@ -242,8 +249,15 @@ func (m *Manager) save(ctx context.Context, s *stream.Session, why string, reser
 		defer done()
 	}
 	epoch := m.epochOf(k)
-	args, _ := json.Marshal(map[string]any{"max_bytes": m.cfg.MaxBytes})
+	a := map[string]any{"max_bytes": m.cfg.MaxBytes}
 	budget := int(m.cfg.MaxBytes/3*4) + 1<<20
+	sc, name := m.scratch(s), ""
+	if sc != nil {
+		name = scratchName("snapshot")
+		a["out"], budget = sc.viewPath(name), 1<<20
+		defer sc.remove(name)
+	}
+	args, _ := json.Marshal(a)
 	res, err := s.Internal(ctx, program(s.Language, prog.save, args), m.cfg.SaveTimeout, budget)
 	if err != nil {
 		return nil, err
@@ -251,6 +265,7 @@ func (m *Manager) save(ctx context.Context, s *stream.Session, why string, reser
 	var out struct {
 		Error    string            `json:"error"`
 		Payload  string            `json:"payload"`
+		Bytes    *int64            `json:"bytes"`
 		Saved    []string          `json:"saved"`
 		Skipped  map[string]string `json:"skipped"`
 		Reopened map[string]string `json:"reopened"`
@@ -264,17 +279,41 @@ func (m *Manager) save(ctx context.Context, s *stream.Session, why string, reser
 	if (why == WhyIdle || why == WhyShutdown) && len(out.Saved) == 0 && !namesAny(out.Skipped) {
 		return nil, errEmpty // nothing to restore: the next call starts fresh, as it would
 	}
-	payload, err := base64.StdEncoding.DecodeString(out.Payload)
-	if err != nil {
-		return nil, fmt.Errorf("the kernel's snapshot was not valid base64: %w", err)
+	var src io.Reader
+	var n int64
+	if sc != nil && out.Bytes != nil {
+		f, size, err := sc.open(name, m.cfg.MaxBytes)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if size != *out.Bytes {
+			return nil, fmt.Errorf("the runtime's snapshot file holds %d bytes, not the %d it wrote", size, *out.Bytes)
+		}
+		src, n = f, size
+	} else {
+		payload, err := base64.StdEncoding.DecodeString(out.Payload)
+		if err != nil {
+			return nil, fmt.Errorf("the kernel's snapshot was not valid base64: %w", err)
+		}
+		src, n = bytes.NewReader(payload), int64(len(payload))
 	}
 	now := time.Now()
 	info := &Info{SnapshotID: newID(now), Tenant: s.Tenant, Language: s.Language, SessionID: s.ID, Created: now.UTC(),
-		Why: why, Bytes: int64(len(payload)), Saved: nonNil(out.Saved), Skipped: nonNilMap(out.Skipped), Reopened: out.Reopened}
-	if err := m.store(k, info, payload, why == WhyIdle || why == WhyShutdown, epoch); err != nil {
+		Why: why, Bytes: n, Saved: nonNil(out.Saved), Skipped: nonNilMap(out.Skipped), Reopened: out.Reopened}
+	if err := m.store(k, info, src, n, why == WhyIdle || why == WhyShutdown, epoch); err != nil {
 		return nil, err
 	}
 	return info, nil
+}
+
+// scratch is the folder s's runtime shares with aiod for payloads, when
+// its language's programs use one; nil: payloads go inline.
+func (m *Manager) scratch(s *stream.Session) *Scratch {
+	if m.cfg.Scratch == nil || (s.Language != "python" && s.Language != "javascript") {
+		return nil
+	}
+	return m.cfg.Scratch(s)
 }
 
 // epochOf is k's count of Forget calls.
@@ -287,11 +326,11 @@ func (m *Manager) epochOf(k Key) int {
 	return 0
 }
 
-// store writes a snapshot of k and indexes it, unless k was forgotten
+// store writes a snapshot of k, its payload the n bytes of payload, and indexes it, unless k was forgotten
 // since epoch (a session deleted while it was being saved).
-func (m *Manager) store(k Key, info *Info, payload []byte, pending bool, epoch int) error {
+func (m *Manager) store(k Key, info *Info, payload io.Reader, n int64, pending bool, epoch int) error {
 	info.path = filepath.Join(m.sessionDir(k), info.SnapshotID+fileExtension)
-	if err := writeFile(m.key, info.path, info, payload); err != nil {
+	if err := writeFileFrom(m.key, info.path, info, payload, n); err != nil {
 		return fmt.Errorf("write the snapshot: %w", err)
 	}
 	if st, err := os.Stat(info.path); err == nil {
@@ -461,7 +500,7 @@ func (m *Manager) Restore(ctx context.Context, s *stream.Session, run stream.Int
 	e.pending = false
 	info := e.snaps[len(e.snaps)-1]
 	m.mu.Unlock()
-	skipped, err := m.load(ctx, k, info, run, s.Backend.Name != "native")
+	skipped, err := m.load(ctx, k, info, run, s.Backend.Name != "native", m.scratch(s))
 	if err != nil {
 		m.log.Warn("session not restored", "session", s.ID, "language", s.Language, "snapshot", info.SnapshotID, "err", err)
 		return true, false, nil, fmt.Sprintf("its saved state (snapshot %s) could not be restored: %v", info.SnapshotID, err)
@@ -472,16 +511,40 @@ func (m *Manager) Restore(ctx context.Context, s *stream.Session, run stream.Int
 
 // load verifies the snapshot's file and loads it with run; skipped is
 // what the snapshot did not hold and what could not be restored.
-func (m *Manager) load(ctx context.Context, k Key, info *Info, run stream.InternalRun, kernel bool) (map[string]string, error) {
-	full, payload, err := readFile(m.key, info.path, m.cfg.MaxBytes)
-	if err != nil {
-		return nil, err
+func (m *Manager) load(ctx context.Context, k Key, info *Info, run stream.InternalRun, kernel bool, sc *Scratch) (map[string]string, error) {
+	var full *Info
+	var a map[string]any
+	if sc != nil {
+		// Verified while it is copied; removed before anything reads it
+		// when it does not verify, and after the restore in any case.
+		name := scratchName("restore")
+		f, err := sc.create(name)
+		if err != nil {
+			return nil, err
+		}
+		defer sc.remove(name)
+		full, err = copyPayload(m.key, info.path, m.cfg.MaxBytes, f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return nil, err
+		}
+		a = map[string]any{"path": sc.viewPath(name)}
+	} else {
+		var payload []byte
+		var err error
+		if full, payload, err = readFile(m.key, info.path, m.cfg.MaxBytes); err != nil {
+			return nil, err
+		}
+		a = map[string]any{"payload": base64.StdEncoding.EncodeToString(payload)}
 	}
 	if full.Tenant != k.Tenant || full.Language != k.Language || full.SessionID != k.ID {
 		return nil, ErrTampered // a sealed file of another session, moved
 	}
-	args, _ := json.Marshal(map[string]any{"payload": base64.StdEncoding.EncodeToString(payload)})
-	payload = nil
+	args, _ := json.Marshal(a)
+	a = nil
+	var err error
 	prog := program(k.Language, programs[k.Language].restore, args)
 	var res *execution.Result
 	if kernel && k.Language == "python" {
@@ -590,7 +653,9 @@ func (m *Manager) Fork(from *Info, to Key) (*Info, error) {
 	now := time.Now()
 	info := *full
 	info.SnapshotID, info.Language, info.SessionID, info.Created, info.Why = newID(now), to.Language, to.ID, now.UTC(), WhyFork
-	if err := m.store(to, &info, payload, true, m.epochOf(to)); err != nil {
+	// The payload is held once here (a fork is rare); saves and restores
+	// stream theirs.
+	if err := m.store(to, &info, bytes.NewReader(payload), int64(len(payload)), true, m.epochOf(to)); err != nil {
 		return nil, err
 	}
 	return &info, nil
