@@ -29,6 +29,7 @@ import (
 	"github.com/aiod/aiod/gateway/shell"
 	"github.com/aiod/aiod/gateway/terminals"
 	v1 "github.com/aiod/aiod/gateway/v1"
+	v2 "github.com/aiod/aiod/gateway/v2"
 	"github.com/aiod/aiod/gateway/wsock"
 	"github.com/aiod/aiod/stream"
 	"github.com/aiod/aiod/stream/backend"
@@ -333,18 +334,9 @@ func (s *Server) routes() *router.Router {
 		api.Fail(ctx, fasthttp.StatusInternalServerError, fmt.Sprintf("internal error: %v", v))
 	}
 
-	r.POST("/v2/code/execute", s.v2Execute)
-	r.GET("/v2/code/sessions", s.v2ListSessions)
-	r.DELETE("/v2/code/sessions/{id}", s.v2DeleteSession)
-	r.POST("/v2/code/sessions/{id}/interrupt", s.v2InterruptSession)
-	r.POST("/v2/code/sessions/{id}/restart", s.v2RestartSession)
-	r.POST("/v2/code/sessions/{id}/snapshot", s.v2SnapshotSession)
-	r.POST("/v2/code/sessions/{id}/fork", s.v2ForkSession)
-	r.POST("/v2/code/complete", s.v2Complete)
-	r.POST("/v2/code/inspect", s.v2Inspect)
-	r.GET("/v2/code/executions/{id}", s.v2GetExecution)
-	r.GET("/v2/code/executions/{id}/events", s.v2ExecutionEvents)
-	r.POST("/v2/code/executions/{id}/interrupt", s.v2InterruptExecution)
+	// execute, sessions, executions, snapshots, completion: aiod's own code routes
+	v2.New(s.core, v2.Config{Registry: s.reg, Snapshots: s.snaps, MaxTimeout: s.cfg.MaxTimeout,
+		KernelStartTimeout: s.cfg.KernelStartTimeout, StreamQueue: s.streamQueue}).Register(r)
 	r.GET("/v2/code/info", s.v2CodeInfo)
 	r.GET("/v2/sandbox", s.v2Sandbox)
 	r.GET("/v1/capabilities", s.v1Capabilities)

@@ -1,4 +1,4 @@
-package gateway
+package v2
 
 import (
 	"context"
@@ -48,7 +48,7 @@ type execDone struct {
 }
 
 // record answers the caller's execution the path names, or 404 / 410.
-func (s *Server) record(ctx *fasthttp.RequestCtx) *execution.Record {
+func (s *Surface) record(ctx *fasthttp.RequestCtx) *execution.Record {
 	id, fe := api.PathParam(ctx, "id")
 	if fe != nil {
 		api.Invalid(ctx, fe)
@@ -65,7 +65,7 @@ func (s *Server) record(ctx *fasthttp.RequestCtx) *execution.Record {
 	return rec
 }
 
-func (s *Server) v2GetExecution(ctx *fasthttp.RequestCtx) {
+func (s *Surface) v2GetExecution(ctx *fasthttp.RequestCtx) {
 	rec := s.record(ctx)
 	if rec == nil {
 		return
@@ -86,7 +86,7 @@ func (s *Server) v2GetExecution(ctx *fasthttp.RequestCtx) {
 
 // answerExecution answers an execution's state, or, once it is done, the
 // answer its execute route gave.
-func (s *Server) answerExecution(ctx *fasthttp.RequestCtx, v execution.View) {
+func (s *Surface) answerExecution(ctx *fasthttp.RequestCtx, v execution.View) {
 	switch {
 	case v.Err != nil:
 		call.ErrorOf(v.Err).Write(ctx)
@@ -109,7 +109,7 @@ func (s *Server) answerExecution(ctx *fasthttp.RequestCtx, v execution.View) {
 	}
 }
 
-func (s *Server) v2ExecutionEvents(ctx *fasthttp.RequestCtx) {
+func (s *Surface) v2ExecutionEvents(ctx *fasthttp.RequestCtx) {
 	rec := s.record(ctx)
 	if rec == nil {
 		return
@@ -139,7 +139,7 @@ func resumePoint(ctx *fasthttp.RequestCtx) (int, *api.FieldError) {
 	return n, nil
 }
 
-func (s *Server) v2InterruptExecution(ctx *fasthttp.RequestCtx) {
+func (s *Surface) v2InterruptExecution(ctx *fasthttp.RequestCtx) {
 	rec := s.record(ctx)
 	if rec == nil {
 		return
@@ -179,7 +179,7 @@ func (s *Server) v2InterruptExecution(ctx *fasthttp.RequestCtx) {
 // sessionsOf answers the caller's sessions of the path's id, of the
 // language the body or query names, or all languages; 404 when there are
 // none.
-func (s *Server) sessionsOf(ctx *fasthttp.RequestCtx) ([]*stream.Session, string, bool) {
+func (s *Surface) sessionsOf(ctx *fasthttp.RequestCtx) ([]*stream.Session, string, bool) {
 	id, fe := api.PathParam(ctx, "id")
 	if fe != nil {
 		api.Invalid(ctx, fe)
@@ -212,7 +212,7 @@ func (s *Server) sessionsOf(ctx *fasthttp.RequestCtx) ([]*stream.Session, string
 	return out, id, true
 }
 
-func (s *Server) v2InterruptSession(ctx *fasthttp.RequestCtx) {
+func (s *Surface) v2InterruptSession(ctx *fasthttp.RequestCtx) {
 	ss, id, ok := s.sessionsOf(ctx)
 	if !ok {
 		return
@@ -240,7 +240,7 @@ func (s *Server) v2InterruptSession(ctx *fasthttp.RequestCtx) {
 		Data: map[string]any{"session_id": id, "interrupted": append([]string{}, interrupted...)}})
 }
 
-func (s *Server) v2RestartSession(ctx *fasthttp.RequestCtx) {
+func (s *Surface) v2RestartSession(ctx *fasthttp.RequestCtx) {
 	ss, id, ok := s.sessionsOf(ctx)
 	if !ok {
 		return

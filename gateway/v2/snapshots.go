@@ -1,4 +1,4 @@
-package gateway
+package v2
 
 import (
 	"errors"
@@ -43,7 +43,7 @@ func viewOf(i *snapshot.Info) snapshotView {
 
 // snapshotArgs reads the path's id and the body's fields of the snapshot
 // routes: language (python, the default) and, for a fork, session_id.
-func (s *Server) snapshotArgs(ctx *fasthttp.RequestCtx, fork bool) (id, lang, to string, ok bool) {
+func (s *Surface) snapshotArgs(ctx *fasthttp.RequestCtx, fork bool) (id, lang, to string, ok bool) {
 	id, fe := api.PathParam(ctx, "id")
 	if fe == nil {
 		fe = call.ValidSessionID("id", id)
@@ -111,7 +111,7 @@ func saveError(ctx *fasthttp.RequestCtx, id string, err error) {
 	}
 }
 
-func (s *Server) v2SnapshotSession(ctx *fasthttp.RequestCtx) {
+func (s *Surface) v2SnapshotSession(ctx *fasthttp.RequestCtx) {
 	id, lang, _, ok := s.snapshotArgs(ctx, false)
 	if !ok {
 		return
@@ -146,7 +146,7 @@ type forkData struct {
 	Skipped      map[string]string `json:"skipped"`
 }
 
-func (s *Server) v2ForkSession(ctx *fasthttp.RequestCtx) {
+func (s *Surface) v2ForkSession(ctx *fasthttp.RequestCtx) {
 	from, lang, to, ok := s.snapshotArgs(ctx, true)
 	if !ok {
 		return
@@ -206,7 +206,7 @@ func (s *Server) v2ForkSession(ctx *fasthttp.RequestCtx) {
 
 // savedViews lists tenant's saved sessions (state "saved": a snapshot
 // waits to be restored on their next use) that no live session shadows.
-func (s *Server) savedViews(tenant string) []call.SessionView {
+func (s *Surface) savedViews(tenant string) []call.SessionView {
 	if s.snaps == nil {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package gateway
+package v2
 
 import (
 	"github.com/valyala/fasthttp"
@@ -14,10 +14,10 @@ import (
 //	POST /v2/code/inspect  {language, session_id, code, cursor_pos, detail_level?}
 //	  -> {found, data, metadata}
 
-func (s *Server) v2Complete(ctx *fasthttp.RequestCtx) { s.v2Ask(ctx, false) }
-func (s *Server) v2Inspect(ctx *fasthttp.RequestCtx)  { s.v2Ask(ctx, true) }
+func (s *Surface) v2Complete(ctx *fasthttp.RequestCtx) { s.v2Ask(ctx, false) }
+func (s *Surface) v2Inspect(ctx *fasthttp.RequestCtx)  { s.v2Ask(ctx, true) }
 
-func (s *Server) v2Ask(ctx *fasthttp.RequestCtx, inspect bool) {
+func (s *Surface) v2Ask(ctx *fasthttp.RequestCtx, inspect bool) {
 	a, fe := call.ParseAsk(ctx.PostBody(), inspect)
 	if fe != nil {
 		api.Invalid(ctx, fe)

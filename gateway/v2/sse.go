@@ -1,4 +1,4 @@
-package gateway
+package v2
 
 import (
 	"bufio"
@@ -151,7 +151,7 @@ func (q *entryQueue) take() ([]execution.Entry, bool) {
 // in format f, live until the result. The stream does not own the
 // execution: a client that goes away stops only its stream. An `after`
 // whose outputs were dropped answers 410 before any byte is streamed.
-func (s *Server) streamExecution(ctx *fasthttp.RequestCtx, rec *execution.Record, after int, f streamFormat) {
+func (s *Surface) streamExecution(ctx *fasthttp.RequestCtx, rec *execution.Record, after int, f streamFormat) {
 	q := newEntryQueue(s.streamQueue)
 	detach, err := rec.Follow(after, q.push)
 	var gone *execution.GoneError

@@ -1,4 +1,4 @@
-package gateway
+package v2
 
 import (
 	"github.com/valyala/fasthttp"
@@ -11,7 +11,7 @@ import (
 // call is parsed and run on the core; a client that asks for a stream
 // (Accept: text/event-stream or application/x-ndjson) gets the execution's
 // entries as they come (sse.go).
-func (s *Server) v2Execute(ctx *fasthttp.RequestCtx) {
+func (s *Surface) v2Execute(ctx *fasthttp.RequestCtx) {
 	c, fe := s.core.ParseExecute(ctx.PostBody())
 	if fe != nil {
 		api.Invalid(ctx, fe)
@@ -34,7 +34,7 @@ func (s *Server) v2Execute(ctx *fasthttp.RequestCtx) {
 // text/event-stream or application/x-ndjson). The execution runs on its
 // own, on the core: a client that goes away stops only its stream, and
 // GET /v2/code/executions/{id}/events resumes it.
-func (s *Server) v2ExecuteStream(ctx *fasthttp.RequestCtx, c call.Call, f streamFormat) {
+func (s *Surface) v2ExecuteStream(ctx *fasthttp.RequestCtx, c call.Call, f streamFormat) {
 	if _, err := s.core.Backend(c); err != nil {
 		call.MapError(err, c).Write(ctx)
 		return

@@ -1,4 +1,4 @@
-package gateway
+package v2
 
 import (
 	"fmt"
@@ -9,12 +9,12 @@ import (
 	"github.com/aiod/aiod/gateway/call"
 )
 
-func (s *Server) v2ListSessions(ctx *fasthttp.RequestCtx) {
+func (s *Surface) v2ListSessions(ctx *fasthttp.RequestCtx) {
 	tenant := call.Tenant(ctx)
 	api.OK(ctx, map[string]any{"sessions": append(s.core.SessionViews(tenant), s.savedViews(tenant)...)})
 }
 
-func (s *Server) v2DeleteSession(ctx *fasthttp.RequestCtx) {
+func (s *Surface) v2DeleteSession(ctx *fasthttp.RequestCtx) {
 	id, fe := api.PathParam(ctx, "id")
 	if fe != nil {
 		api.Invalid(ctx, fe)
