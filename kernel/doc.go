@@ -5,12 +5,10 @@
 //
 // # Finding kernels
 //
-// A kernelspec is a folder holding a kernel.json: the command line that
-// starts the kernel, its language, its interrupt mode and extra
-// environment. FindSpecs reads the folders of SpecDirs (JUPYTER_PATH, the
-// user's data folder, /usr/local/share/jupyter, /usr/share/jupyter), the
-// first folder winning for each name. Kernels are always found this way,
-// never through PATH: the python3 on PATH may lack ipykernel.
+// A kernelspec is a folder holding a kernel.json (command line, language,
+// interrupt mode, environment). FindSpecs reads SpecDirs (JUPYTER_PATH, the
+// user's, /usr/local/share/jupyter, /usr/share/jupyter), the first winning
+// for each name; never PATH, whose python3 may lack ipykernel.
 //
 // # Starting a kernel
 //
@@ -22,49 +20,28 @@
 // its own, so that signals reach the kernel and anything it spawned:
 //
 //   - spawn: the spec's argv with {connection_file} substituted;
-//   - fork (Options.Templates, for a spec whose argv is the standard
-//     ipykernel launcher): the spec's template process, a warm Python that
-//     has imported ipykernel and the preload list, forks a child that runs
-//     the same kernel app (see template.go and driver/template.py). A start
-//     the template cannot serve is spawned.
+//   - fork (Options.Templates, standard ipykernel launcher specs): the
+//     spec's warm template process forks a child that runs the same kernel
+//     app (template.go, driver/template.py); what it cannot serve is spawned.
 //
-// The kernel binds the five sockets; aiod dials them:
+// Both get aiod's ipykernel patches (driver/patches.py). The kernel binds
+// the five sockets; aiod dials them:
 //
 //   - shell (DEALER): requests such as execute_request and their replies;
-//   - control (DEALER): shutdown_request and interrupt_request, served even
-//     while shell is busy;
-//   - stdin (DEALER): input_request from the kernel; it shares shell's
-//     routing identity because the kernel addresses input requests to the
-//     client that sent the execute_request;
+//   - control (DEALER): shutdown_request and interrupt_request;
+//   - stdin (DEALER): input_request, on shell's routing identity;
 //   - iopub (SUB, subscribed to everything): everything the kernel
 //     publishes: status busy/idle, execute_input, stream output,
 //     display_data, execute_result, error;
 //   - heartbeat (DEALER): the kernel echoes whatever it receives.
 //
-// A PUB socket drops what it publishes before a subscriber's subscription
-// has reached it (the "slow joiner"). Start therefore repeats
-// kernel_info_request on shell every 200 ms until it has both the
-// kernel_info_reply and some message on iopub; only then is the kernel
-// returned and the Handler starts receiving messages.
+// Against PUB's "slow joiner", Start repeats kernel_info_request every
+// 200 ms until it has the reply and some message on iopub.
 //
-// # Messages on the wire
-//
-// Each message is a list of ZeroMQ frames: routing identities (on iopub,
-// one topic frame), the delimiter "<IDS|MSG>", the signature, then four
-// JSON parts (header, parent_header, metadata, content) and optional
-// binary buffers. The signature is the lowercase hex HMAC-SHA256 of the
-// four JSON parts with the connection file's key. Messages whose signature
-// does not match are dropped and counted (Stats), never delivered.
-//
-// # One execution
-//
-// Execute sends execute_request on shell with the caller's msg_id. The
-// kernel then publishes on iopub, each with that msg_id as parent:
-// status busy, execute_input, any output (stream, display_data,
-// execute_result, error, ...), status idle; and it answers execute_reply
-// on shell. The execution is complete when both the execute_reply and the
-// idle status have arrived; they come on different sockets, in either
-// order.
+// Messages are frames of routing identities, "<IDS|MSG>", the HMAC-SHA256
+// signature and four JSON parts (wire.go); a bad signature is dropped and
+// counted. An execution is complete once its execute_reply (shell) and its
+// idle status (iopub) have both arrived, in either order.
 //
 // # Goroutines and sockets
 //

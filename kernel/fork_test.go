@@ -762,33 +762,61 @@ func TestForkCancelledAtOnceEnds(t *testing.T) {
 	}
 }
 
-// TestForkedKernelFloodComesInBoundedMessages prints 24 MiB at full speed
-// in a forked kernel: every byte arrives, in stream messages of about
-// 1 MiB (the template makes a write that leaves more buffered send it),
+// TestFloodComesInBoundedMessages prints 24 MiB at full speed in a forked
+// and in a spawned kernel: every byte arrives, in stream messages of about
+// 1 MiB (aiod's patches make a write that leaves more buffered send it),
 // not in the tens of MB ipykernel buffers between its flushes, ten of
 // which aiod's socket reads ahead.
-func TestForkedKernelFloodComesInBoundedMessages(t *testing.T) {
-	ts := sharedTemplates(t)
-	k, rec := startForkedKernel(t, ts)
-	ms := run(t, k, rec, "import sys\nline = 'z' * 1023 + '\\n'\nfor i in range(24 * 1024):\n    sys.stdout.write(line)")
-	var total, biggest, n int
-	for _, m := range ms {
-		if m.Header.MsgType != jupyter.MsgStream {
-			continue
-		}
-		var c jupyter.StreamContent
-		if err := json.Unmarshal(m.Content, &c); err != nil {
-			t.Fatal(err)
-		}
-		total += len(c.Text)
-		biggest = max(biggest, len(c.Text))
-		n++
+func TestFloodComesInBoundedMessages(t *testing.T) {
+	for _, mode := range []string{StartFork, StartSpawn} {
+		t.Run(mode, func(t *testing.T) {
+			var k *Kernel
+			var rec *recorder
+			if mode == StartFork {
+				k, rec = startForkedKernel(t, sharedTemplates(t))
+			} else {
+				k, rec = startKernel(t, nil)
+			}
+			if k.StartMode() != mode {
+				t.Fatalf("started by %s, want %s", k.StartMode(), mode)
+			}
+			ms := run(t, k, rec, "import sys\nline = 'z' * 1023 + '\\n'\nfor i in range(24 * 1024):\n    sys.stdout.write(line)")
+			var total, biggest, n int
+			for _, m := range ms {
+				if m.Header.MsgType != jupyter.MsgStream {
+					continue
+				}
+				var c jupyter.StreamContent
+				if err := json.Unmarshal(m.Content, &c); err != nil {
+					t.Fatal(err)
+				}
+				total += len(c.Text)
+				biggest = max(biggest, len(c.Text))
+				n++
+			}
+			if total != 24<<20 {
+				t.Fatalf("%d bytes in %d stream messages, want %d", total, n, 24<<20)
+			}
+			if biggest > 1<<20+1024 {
+				t.Errorf("the biggest stream message holds %d bytes (of %d in %d messages), want at most 1 MiB and a line", biggest, total, n)
+			}
+		})
 	}
-	if total != 24<<20 {
-		t.Fatalf("%d bytes in %d stream messages, want %d", total, n, 24<<20)
+}
+
+// TestSpawnedKernelHasThePatches: a spawned ipykernel runs aiod's patches
+// before its app, as a forked one has them: a failing shell escape fails
+// the cell, and neither the patches' names nor their environment variable
+// reach the user.
+func TestSpawnedKernelHasThePatches(t *testing.T) {
+	k, rec := startKernel(t, nil)
+	ms := run(t, k, rec, "!exit 3")
+	if e := kerneltest.Find(ms, "iopub", "error"); e == nil || !strings.Contains(string(e.Content), "CalledProcessError") {
+		t.Errorf("a failing shell escape in a spawned kernel: %s", kerneltest.Summary(ms))
 	}
-	if biggest > 1<<20+1024 {
-		t.Errorf("the biggest stream message holds %d bytes (of %d in %d messages), want at most 1 MiB and a line", biggest, total, n)
+	ms = run(t, k, rec, "import os, sys\nprint(sorted(n for n in ('apply', 'bound_stream_messages', 'STREAM_CHUNK') if n in globals()), 'AIOD_KERNEL_PATCHES' in os.environ, sys.path[0] == os.getcwd())")
+	if out := stdout(ms); out != "[] False True\n" {
+		t.Errorf("what the patches left to the user: %q", out)
 	}
 }
 

@@ -202,14 +202,28 @@ func ReadSpec(dir string) (*Spec, error) {
 	}, nil
 }
 
+// spawnBoot runs aiod's patches (AIOD_KERNEL_PATCHES, dropped from the
+// environment first), then the launcher module named in sys.argv[1] as -m
+// would (sys.path[0] the working folder).
+const spawnBoot = "import os, runpy, sys\nexec(os.environ.pop('AIOD_KERNEL_PATCHES'))\n" +
+	"sys.path[0] = os.getcwd()\nrunpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)\n"
+
+// spawned is command's argv as a spawn runs it, and the environment entry
+// it adds: INTERPRETER -m ipykernel_launcher (or ipykernel) runs aiod's
+// patches first, as a forked kernel has them from its template.
+func (s *Spec) spawned(argv []string) ([]string, string) {
+	a := s.Argv
+	if len(a) < 3 || a[1] != "-m" || (a[2] != "ipykernel_launcher" && a[2] != "ipykernel") {
+		return argv, ""
+	}
+	// The module name is sys.argv[1].
+	return slices.Concat(argv[:1], []string{"-c", spawnBoot}, argv[2:]), "AIOD_KERNEL_PATCHES=" + kernelPatches + "\napply({})\n"
+}
+
 // command returns the spec's argv with {connection_file} and
-// {resource_dir} substituted.
-//
-// An ipykernel also gets an in-memory IPython history: otherwise every
-// kernel of the host writes each cell to the one
-// ~/.ipython/profile_default/history.sqlite, with a commit per cell, and
-// with dozens of kernels IPython prints "database is locked" into the
-// users' output.
+// {resource_dir} substituted. An ipykernel gets an in-memory history (else
+// every kernel commits each cell to one history.sqlite, and dozens of them
+// print "database is locked" into users' output).
 func (s *Spec) command(connFile string) []string {
 	r := strings.NewReplacer("{connection_file}", connFile, "{resource_dir}", s.Dir)
 	argv := make([]string, len(s.Argv), len(s.Argv)+1)

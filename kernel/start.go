@@ -113,10 +113,13 @@ func (k *Kernel) makeChannels() {
 // launch starts the kernel process in its own process group, and the
 // goroutines that wait for it and supervise the kernel's end.
 func (k *Kernel) launch() error {
-	argv := k.spec.command(k.viewDir + "/kernel.json")
+	argv, patches := k.spec.spawned(k.spec.command(k.viewDir + "/kernel.json"))
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = k.opts.Cwd
 	cmd.Env = k.environ()
+	if patches != "" {
+		cmd.Env = append(cmd.Env, patches)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: k.opts.Credential}
 	var wrap func(*exec.Cmd) // a confined kernel's wrapper, in front of its gate
 	if k.conf != nil {

@@ -37,6 +37,12 @@ const templateSourceTimeout = 30 * time.Second
 //go:embed driver/template.py
 var templateDriver string
 
+// kernelPatches is aiod's changes to ipykernel (driver/patches.py), which
+// forked and spawned kernels of ipykernel specs both get.
+//
+//go:embed driver/patches.py
+var kernelPatches string
+
 const (
 	// templateStopGrace is how long a template may take to kill its
 	// children and exit once its socket is closed, before SIGKILL.
@@ -160,7 +166,7 @@ func launchTemplate(ctx context.Context, spec *Spec, cfg TemplateConfig, log *sl
 	}
 	conn := fc.(*net.UnixConn)
 	cfgArg := map[string]any{"parent": os.Getpid(), "preload": preload, "module": spec.Argv[2],
-		"args": templateArgs(spec)}
+		"args": templateArgs(spec), "patches": kernelPatches}
 	if cfg.Confine != "" {
 		cfgArg["confine"], cfgArg["setup"] = cfg.Confine, cfg.Setup
 	}
