@@ -57,6 +57,24 @@ func TestDurableResultFetchedAfterClientTimeout(t *testing.T) {
 	if d, _ := env["data"].(map[string]any); st != 200 || d["state"] != "running" {
 		t.Fatalf("state while running: %d %v", st, env)
 	}
+	// outputs is a list while it runs (issue 42): the lines so far.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		_, env = ts.call(t, "GET", "/v2/code/executions/long-1", nil)
+		d, _ := env["data"].(map[string]any)
+		outs, ok := d["outputs"].([]any)
+		if !ok {
+			t.Fatalf("outputs while running is not a list: %v", env)
+		}
+		if len(outs) > 0 && d["state"] == "running" {
+			if o, _ := outs[0].(map[string]any); o["output_type"] != "stream" || !strings.Contains(fmt.Sprint(o["text"]), "line") {
+				t.Fatalf("the first output while running: %v", outs[0])
+			}
+			break
+		}
+		if time.Now().After(deadline) || d["state"] != "running" {
+			t.Fatalf("no output listed while running: %v", env)
+		}
+	}
 	// A call queued behind it.
 	next := make(chan map[string]any, 1)
 	go func() {

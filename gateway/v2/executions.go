@@ -36,6 +36,10 @@ type execState struct {
 	StartedAt   *time.Time `json:"started_at"`
 	QueuedMs    int64      `json:"queued_ms"`
 	LastSeq     int        `json:"last_seq"` // the seq of the last output so far: resume with after=this
+	// Outputs are the outputs so far (the execution log's: the last
+	// --output-budget bytes of them), a list in every state, as the done
+	// answer's: a client that iterates it never meets null.
+	Outputs []any `json:"outputs"`
 }
 
 // execDone is data of GET /v2/code/executions/{id} once done: exactly the
@@ -81,12 +85,13 @@ func (s *Surface) v2GetExecution(ctx *fasthttp.RequestCtx) {
 		_, _, _ = rec.Wait(wctx)
 		cancel()
 	}
-	s.answerExecution(ctx, rec.View())
+	s.answerExecution(ctx, rec)
 }
 
 // answerExecution answers an execution's state, or, once it is done, the
 // answer its execute route gave.
-func (s *Surface) answerExecution(ctx *fasthttp.RequestCtx, v execution.View) {
+func (s *Surface) answerExecution(ctx *fasthttp.RequestCtx, rec *execution.Record) {
+	v := rec.View()
 	switch {
 	case v.Err != nil:
 		call.ErrorOf(v.Err).Write(ctx)
@@ -95,7 +100,10 @@ func (s *Surface) answerExecution(ctx *fasthttp.RequestCtx, v execution.View) {
 		api.WriteJSON(ctx, fasthttp.StatusOK, api.Envelope{Success: v.Result.Success(), Message: v.Result.Message(), Data: d})
 	default:
 		st := execState{ExecutionID: v.ID, State: v.State, Language: v.Language, CreatedAt: v.Created.UTC(),
-			QueuedMs: v.Queued.Milliseconds(), LastSeq: v.LastSeq}
+			QueuedMs: v.Queued.Milliseconds(), LastSeq: v.LastSeq, Outputs: []any{}}
+		for _, o := range rec.Outputs() {
+			st.Outputs = append(st.Outputs, o.Compact())
+		}
 		if v.SessionID != "" {
 			st.SessionID = &v.SessionID
 		}
@@ -159,7 +167,7 @@ func (s *Surface) v2InterruptExecution(ctx *fasthttp.RequestCtx) {
 	}
 	sess := rec.Runner()
 	if sess == nil {
-		s.answerExecution(ctx, rec.View()) // it finished meanwhile
+		s.answerExecution(ctx, rec) // it finished meanwhile
 		return
 	}
 	ictx, cancel := context.WithTimeout(s.core.Ctx(), 10*time.Second)
@@ -170,7 +178,7 @@ func (s *Surface) v2InterruptExecution(ctx *fasthttp.RequestCtx) {
 		api.Fail(ctx, fasthttp.StatusServiceUnavailable, "interrupt: "+err.Error())
 		return
 	case !ran:
-		s.answerExecution(ctx, rec.View()) // it finished meanwhile
+		s.answerExecution(ctx, rec) // it finished meanwhile
 		return
 	}
 	api.OK(ctx, map[string]any{"execution_id": v.ID, "interrupted": true, "state": execution.StateRunning})

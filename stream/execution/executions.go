@@ -420,6 +420,20 @@ func (r *Record) View() View {
 		Result: r.result, Err: r.runErr}
 }
 
+// Outputs is the outputs the record holds, in order: all of them, or
+// the last LogBytes of them when earlier ones were dropped.
+func (r *Record) Outputs() []*Output {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	outs := make([]*Output, 0, len(r.entries))
+	for _, e := range r.entries {
+		if e.Event.Out != nil {
+			outs = append(outs, e.Event.Out)
+		}
+	}
+	return outs
+}
+
 // Wait blocks until the execution is done or ctx ends; it returns the
 // result, or why the execution could not run (what Fail was given), or
 // ctx's error.
