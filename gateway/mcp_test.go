@@ -33,6 +33,12 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // mcpClient connects the Go SDK's own client to ts over real HTTP.
 func mcpClient(t *testing.T, ts *testServer, token string, onProgress func(*mcp.ProgressNotificationParams)) *mcp.ClientSession {
 	t.Helper()
+	return mcpClientAt(t, ts, mcpsrv.Path, token, onProgress)
+}
+
+// mcpClientAt is mcpClient on the endpoint at path.
+func mcpClientAt(t *testing.T, ts *testServer, path, token string, onProgress func(*mcp.ProgressNotificationParams)) *mcp.ClientSession {
+	t.Helper()
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
 	c := mcp.NewClient(&mcp.Implementation{Name: "aiod-go-test", Version: "1"}, &mcp.ClientOptions{
@@ -45,10 +51,10 @@ func mcpClient(t *testing.T, ts *testServer, token string, onProgress func(*mcp.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	cs, err := c.Connect(ctx, &mcp.StreamableClientTransport{
-		Endpoint: ts.URL + mcpsrv.Path, HTTPClient: &http.Client{Transport: bearer{token, tr}},
+		Endpoint: ts.URL + path, HTTPClient: &http.Client{Transport: bearer{token, tr}},
 	}, nil)
 	if err != nil {
-		t.Fatalf("connect to /mcp: %v", err)
+		t.Fatalf("connect to %s: %v", path, err)
 	}
 	t.Cleanup(func() { _ = cs.Close() })
 	return cs

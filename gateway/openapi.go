@@ -17,16 +17,21 @@ const docsCSP = "default-src 'none'; script-src 'self'; style-src 'self'; connec
 	"base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 // openAPIPaths are the document and its page: open without credentials,
-// like /healthz (they describe the API, they do not use it).
-var openAPIPaths = []string{"/openapi.json", "/docs", "/docs/docs.js", "/docs/docs.css"}
+// like /healthz (they describe the API, they do not use it). /v1/openapi.json
+// and /v1/docs are the agent_sandbox reference's names for them, the same
+// answers.
+var openAPIPaths = []string{"/openapi.json", "/docs", "/docs/docs.js", "/docs/docs.css", "/v1/openapi.json", "/v1/docs"}
 
-// registerOpenAPI serves GET /openapi.json and the page at /docs.
+// registerOpenAPI serves GET /openapi.json and the page at /docs, and
+// their /v1 aliases.
 func registerOpenAPI(r *router.Router) {
 	doc := asset(openapi.Document(Version), "application/json")
-	r.GET("/openapi.json", func(ctx *fasthttp.RequestCtx) {
+	serveDoc := func(ctx *fasthttp.RequestCtx) {
 		webHeaders(ctx, doc.ctype)
 		serveWebAsset(ctx, doc)
-	})
+	}
+	r.GET("/openapi.json", serveDoc)
+	r.GET("/v1/openapi.json", serveDoc)
 	pages := openapi.Docs()
 	for _, name := range []string{"index.html", "docs.js", "docs.css"} {
 		b, err := fs.ReadFile(pages, name)
@@ -38,12 +43,16 @@ func registerOpenAPI(r *router.Router) {
 		if name == "index.html" {
 			p = "/docs"
 		}
-		r.GET(p, func(ctx *fasthttp.RequestCtx) {
+		page := func(ctx *fasthttp.RequestCtx) {
 			webHeaders(ctx, a.ctype)
 			ctx.Response.Header.Set("Content-Security-Policy", docsCSP)
 			ctx.Response.Header.Set("X-Frame-Options", "DENY")
 			serveWebAsset(ctx, a)
-		})
+		}
+		r.GET(p, page)
+		if p == "/docs" {
+			r.GET("/v1/docs", page) // its script and style sheet are named absolutely
+		}
 	}
 }
 

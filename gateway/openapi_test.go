@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"sort"
@@ -169,5 +170,34 @@ func TestOpenAPIRejectsWrongAnswers(t *testing.T) {
 	}
 	if err := d.CheckBody("GET", "/healthz", 201, []byte(`{"success":true,"message":"ok","data":{"status":"ok"}}`)); err == nil {
 		t.Errorf("an undocumented status of /healthz (which has no default) is accepted")
+	}
+}
+
+// TestV1Aliases: /v1/openapi.json, /v1/docs and /v1/mcp, the agent_sandbox
+// reference's names, answer as /openapi.json, /docs and /mcp do (issue 42).
+func TestV1Aliases(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, Config{Token: "s3cret"})
+	for alias, orig := range map[string]string{"/v1/openapi.json": "/openapi.json", "/v1/docs": "/docs"} {
+		var bodies [2][]byte
+		var types [2]string
+		for i, p := range []string{orig, alias} {
+			resp, err := ts.client.Get(ts.URL + p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bodies[i], types[i] = readAllClose(t, resp), resp.Header.Get("Content-Type")
+			if resp.StatusCode != 200 {
+				t.Fatalf("GET %s: %d", p, resp.StatusCode)
+			}
+		}
+		if !bytes.Equal(bodies[0], bodies[1]) || types[0] != types[1] || len(bodies[0]) == 0 {
+			t.Errorf("GET %s (%s, %d bytes) differs from GET %s (%s, %d bytes)", alias, types[1], len(bodies[1]), orig, types[0], len(bodies[0]))
+		}
+	}
+	cs := mcpClientAt(t, ts, "/v1/mcp", "s3cret", nil)
+	res := callTool(t, cs, "execute_code", map[string]any{"language": "python", "code": "print(6 * 7)"}, nil)
+	if !strings.Contains(texts(res), "42") {
+		t.Errorf("execute_code through /v1/mcp: %s", texts(res))
 	}
 }

@@ -37,8 +37,12 @@ var Families = map[string]stream.Family{
 	ProgressDrops: {Help: "Outputs left out of an MCP call's progress notifications (its result still has them), by reason.", Labels: []string{"reason"}},
 }
 
-// Path is the Model Context Protocol endpoint (streamable HTTP).
-const Path = "/mcp"
+// Path is the Model Context Protocol endpoint (streamable HTTP); AliasPath
+// is the agent_sandbox reference's name for it, the same endpoint.
+const (
+	Path      = "/mcp"
+	AliasPath = "/v1/mcp"
+)
 
 // sessionIdle is how long an MCP session lives without a request; a
 // client that comes back later initializes again.
@@ -195,9 +199,11 @@ func (m *Server) Register(r *router.Router) {
 			m.owners.add(made, tenant, time.Now())
 		}
 	}
-	r.POST(Path, stamped)
-	r.GET(Path, stamped)
-	r.DELETE(Path, stamped)
+	for _, p := range []string{Path, AliasPath} {
+		r.POST(p, stamped)
+		r.GET(p, stamped)
+		r.DELETE(p, stamped)
+	}
 }
 
 // BeginShutdown ends the GET streams, so that fasthttp's drain does not
