@@ -253,3 +253,110 @@ func TestTerminalsCreatedAndListedAtOnce(t *testing.T) {
 	}
 	t.Logf("shutdown after the burst took %s", time.Since(began))
 }
+
+// TestShellWebSocket drives /v1/shell/ws as the agent_sandbox reference's
+// terminal example does (issue 42): session_id and ready first, a command
+// typed as input comes back as output, resize and pong are taken, a bad
+// message answers an error and the socket goes on; ?session_id= attaches
+// to the same terminal (its recent screen replayed), and it is bob's own
+// terminal under that name for bob; exit ends it.
+func TestShellWebSocket(t *testing.T) {
+	t.Parallel()
+	key := testRSAKey()
+	ts := startServer(t, Config{JWTPublicKey: pemOf(t, &key.PublicKey)})
+	exp := time.Now().Add(time.Hour).Unix()
+	alice := signJWT(t, jwt.SigningMethodRS256, key, jwt.MapClaims{"sub": "alice", "exp": exp})
+	bob := signJWT(t, jwt.SigningMethodRS256, key, jwt.MapClaims{"sub": "bob", "exp": exp})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	wsURL := "ws" + strings.TrimPrefix(ts.URL, "http") + "/v1/shell/ws"
+	dial := func(token, query string) *websocket.Conn {
+		t.Helper()
+		c, resp, err := websocket.Dial(ctx, wsURL+query, &websocket.DialOptions{HTTPHeader: http.Header{"Authorization": {"Bearer " + token}}})
+		if err != nil {
+			t.Fatalf("dial %s: %v %v", query, err, resp)
+		}
+		t.Cleanup(func() { c.CloseNow() })
+		return c
+	}
+	type msg struct {
+		Type string `json:"type"`
+		Data any    `json:"data"`
+	}
+	read := func(c *websocket.Conn) msg {
+		t.Helper()
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			t.Fatalf("read: %v", err)
+		}
+		var m msg
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("not a message: %q", b)
+		}
+		return m
+	}
+	// until reads output until it holds want and returns it.
+	until := func(c *websocket.Conn, want string) string {
+		t.Helper()
+		var screen strings.Builder
+		for !strings.Contains(screen.String(), want) {
+			_, b, err := c.Read(ctx)
+			if err != nil {
+				t.Fatalf("read, waiting for %q: %v; screen %q", want, err, screen.String())
+			}
+			var m msg
+			_ = json.Unmarshal(b, &m)
+			if m.Type == "output" {
+				screen.WriteString(m.Data.(string))
+			}
+		}
+		return screen.String()
+	}
+	send := func(c *websocket.Conn, v any) {
+		t.Helper()
+		b, _ := json.Marshal(v)
+		if err := c.Write(ctx, websocket.MessageText, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	c := dial(alice, "")
+	first, second := read(c), read(c)
+	name, _ := first.Data.(string)
+	if first.Type != "session_id" || name == "" || second.Type != "ready" {
+		t.Fatalf("first messages %v %v, want session_id and ready", first, second)
+	}
+	send(c, map[string]any{"type": "resize", "data": map[string]int{"cols": 120, "rows": 40}})
+	send(c, map[string]any{"type": "pong", "data": map[string]int64{"timestamp": 1}})
+	send(c, map[string]any{"type": "input", "data": "stty size; echo shell-$((6*7))\n"})
+	until(c, "shell-42")
+	send(c, map[string]any{"type": "nonsense"})
+	for m := read(c); m.Type != "error"; m = read(c) {
+	}
+	send(c, map[string]any{"type": "input", "data": "echo still-$((1+1))\n"})
+	until(c, "still-2")
+
+	again := dial(alice, "?session_id="+name)
+	if m := read(again); m.Type != "session_id" || m.Data != name {
+		t.Fatalf("reattached to %v, want %q", m, name)
+	}
+	until(again, "40 120") // the replayed screen: stty size after the resize
+	mine := dial(bob, "?session_id="+name)
+	read(mine)
+	read(mine)
+	send(mine, map[string]any{"type": "input", "data": "echo bob-$((3+4))\n"})
+	if screen := until(mine, "bob-7"); strings.Contains(screen, "shell-42") {
+		t.Fatalf("bob's terminal %q shows alice's screen: %q", name, screen)
+	}
+
+	req, _ := http.NewRequestWithContext(ctx, "GET", ts.URL+"/v1/shell/ws?session_id=a%20b", nil)
+	req.Header.Set("Authorization", "Bearer "+alice)
+	if resp, err := ts.client.Do(req); err != nil || resp.StatusCode != 422 {
+		t.Errorf("a bad session_id: %v %v, want 422", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	send(c, map[string]any{"type": "input", "data": "exit\n"})
+	for m := read(c); m.Type != "exit"; m = read(c) {
+	}
+}

@@ -54,6 +54,7 @@ type key struct{ tenant, name string }
 type terminal struct {
 	name, tenant string
 	t            *backend.Terminal
+	idle         time.Duration // closed after this long without a socket; 0: Config.Idle
 }
 
 // Model is a terminal as the Jupyter API shows it.
@@ -84,6 +85,7 @@ func (s *Surface) Register(r *router.Router) {
 	r.GET("/api/terminals/{name}", s.get)
 	r.DELETE("/api/terminals/{name}", s.remove)
 	r.GET(SocketRoute, s.socket)
+	r.GET(ShellSocketRoute, s.shellSocket) // shellws.go
 }
 
 // startReaper starts, once, the goroutine that closes ended and idle
@@ -91,7 +93,7 @@ func (s *Surface) Register(r *router.Router) {
 func (s *Surface) startReaper() {
 	s.reaper.Do(func() {
 		s.core.Go(func() {
-			tick := time.NewTicker(min(s.cfg.Idle/4, 30*time.Second))
+			tick := time.NewTicker(min(s.cfg.Idle/4, shellIdle/4, 30*time.Second))
 			defer tick.Stop()
 			for {
 				select {
@@ -120,7 +122,11 @@ func (s *Surface) reap(now time.Time) {
 			ended = true
 		default:
 		}
-		if ended || tm.t.Attached() == 0 && now.Sub(tm.t.LastActivity()) > s.cfg.Idle {
+		idle := s.cfg.Idle
+		if tm.idle > 0 {
+			idle = tm.idle
+		}
+		if ended || tm.t.Attached() == 0 && now.Sub(tm.t.LastActivity()) > idle {
 			delete(s.terms, k)
 			gone = append(gone, tm)
 		}
@@ -212,13 +218,23 @@ func (s *Surface) create(ctx *fasthttp.RequestCtx) {
 		jfail(ctx, fasthttp.StatusUnprocessableEntity, fe.Error())
 		return
 	}
-	tenant := call.Tenant(ctx)
+	tm, status, msg := s.open(call.Tenant(ctx), name, cwd, 0)
+	if tm == nil {
+		jfail(ctx, status, msg)
+		return
+	}
+	jwrite(ctx, fasthttp.StatusOK, tm.model()) // Jupyter answers an existing one too
+}
+
+// open returns tenant's terminal name, started now in cwd (idle: its idle
+// limit, 0 the configured one), or the running one of that name; "" names
+// a new one. On failure it returns the status and message to answer.
+func (s *Surface) open(tenant, name, cwd string, idle time.Duration) (*terminal, int, string) {
 	s.reap(time.Now())
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		jfail(ctx, fasthttp.StatusServiceUnavailable, "aiod is shutting down")
-		return
+		return nil, fasthttp.StatusServiceUnavailable, "aiod is shutting down"
 	}
 	n := 0
 	for k := range s.terms {
@@ -228,21 +244,16 @@ func (s *Surface) create(ctx *fasthttp.RequestCtx) {
 	}
 	if name != "" {
 		if tm := s.terms[key{tenant, name}]; tm != nil {
-			if tm.t == nil {
-				s.mu.Unlock()
-				jfail(ctx, fasthttp.StatusConflict, "terminal "+strconv.Quote(name)+" is starting: ask again in a moment")
-				return
-			}
-			m := tm.model()
 			s.mu.Unlock()
-			jwrite(ctx, fasthttp.StatusOK, m) // Jupyter answers the existing one
-			return
+			if tm.t == nil {
+				return nil, fasthttp.StatusConflict, "terminal " + strconv.Quote(name) + " is starting: ask again in a moment"
+			}
+			return tm, 0, ""
 		}
 	}
 	if n >= s.cfg.Max {
 		s.mu.Unlock()
-		jfail(ctx, fasthttp.StatusTooManyRequests, "at most "+strconv.Itoa(s.cfg.Max)+" terminals at once: close one (DELETE /api/terminals/{name})")
-		return
+		return nil, fasthttp.StatusTooManyRequests, "at most " + strconv.Itoa(s.cfg.Max) + " terminals at once: close one (DELETE /api/terminals/{name})"
 	}
 	if name == "" {
 		for {
@@ -253,7 +264,7 @@ func (s *Surface) create(ctx *fasthttp.RequestCtx) {
 			}
 		}
 	}
-	placeholder := &terminal{name: name, tenant: tenant}
+	placeholder := &terminal{name: name, tenant: tenant, idle: idle}
 	s.terms[key{tenant, name}] = placeholder // reserves the name while the shell starts
 	s.mu.Unlock()
 	t, err := s.core.RT.StartTerminal(backend.TerminalWant{Tenant: tenant, Cwd: cwd})
@@ -263,17 +274,14 @@ func (s *Surface) create(ctx *fasthttp.RequestCtx) {
 		s.mu.Unlock()
 		if err == nil {
 			s.closeTerm(&terminal{name: name, t: t})
-			jfail(ctx, fasthttp.StatusServiceUnavailable, "aiod is shutting down")
-			return
+			return nil, fasthttp.StatusServiceUnavailable, "aiod is shutting down"
 		}
-		jfail(ctx, fasthttp.StatusServiceUnavailable, "start terminal: "+err.Error())
-		return
+		return nil, fasthttp.StatusServiceUnavailable, "start terminal: " + err.Error()
 	}
 	placeholder.t = t
-	m := placeholder.model()
 	s.mu.Unlock()
 	s.startReaper()
-	jwrite(ctx, fasthttp.StatusOK, m)
+	return placeholder, 0, ""
 }
 
 // folder checks that dir exists in the caller's view.
