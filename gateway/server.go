@@ -141,6 +141,7 @@ type Server struct {
 	http    *fasthttp.Server
 	metrics *metrics // metrics.go: the Prometheus registry behind /metrics
 	mcp     *mcp.Server
+	v1      *v1.Surface   // its shutdown hooks run as Shutdown begins
 	access  *accessWriter // the access log's writer (accesslog.go); nil with NoAccessLog
 	peers   sync.Map      // runtimes' open connections: remote address -> uid (peers.go)
 
@@ -237,6 +238,7 @@ func New(cfg Config) (*Server, error) {
 		HeldTenant: cfg.HeldCodeTenant, HeldTotal: cfg.HeldCodeTotal})
 	s.metrics = newMetrics(s, counters)
 	s.mcp = mcp.New(s.core, mcp.Config{MaxBody: cfg.MaxBody, Version: Version})
+	s.v1 = v1.New(s.core, v1.Config{Version: Version, StateDir: cfg.Isolation.StateDir, Logger: cfg.Logger})
 	handler := s.countRequests(g.Wrap(s.refuseRuntimePeers(s.routes().Handler)))
 	if !cfg.NoAccessLog {
 		acc := cfg.AccessLogger
@@ -343,7 +345,7 @@ func (s *Server) routes() *router.Router {
 	r.GET("/healthz", func(ctx *fasthttp.RequestCtx) { api.OK(ctx, map[string]any{"status": "ok"}) })
 	r.POST(guard.TicketsPath, s.guard.ServeTickets)
 	fsplane.Register(r, fsplane.Config{MaxBody: int64(s.cfg.MaxBody), Logger: s.log, Workspace: s.core.Workspace(), View: s.core.ViewOf})
-	v1.New(s.core, Version).Register(r)                // the agent_sandbox SDK's code, jupyter, nodejs and sandbox routes
+	s.v1.Register(r)                                   // the agent_sandbox SDK's code, jupyter, nodejs and sandbox routes
 	live.New(s.core, s.hub).Register(r)                // /v2/code/ws: aiod's streaming protocol
 	jupyterapi.New(s.core, s.hub, Version).Register(r) // the Jupyter kernels API and its channels
 	s.mcp.Register(r)                                  // the MCP endpoint at /mcp
@@ -488,6 +490,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-drain.C:
 	case <-ctx.Done():
 	}
+	// The tenants' shutdown hooks, while their runtimes still run and
+	// before their sessions are saved (v1/hooks.go).
+	s.v1.RunShutdownHooks(ctx)
 	s.core.Cancel()
 	rerr := s.reg.Close(ctx)
 	s.mcp.Close()

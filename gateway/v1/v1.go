@@ -10,6 +10,7 @@ package v1
 
 import (
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"sync"
 	"time"
@@ -23,10 +24,19 @@ import (
 	"github.com/aiod/aiod/stream/execution"
 )
 
+// Config is what the surface needs besides the core.
+type Config struct {
+	Version  string // aiod's, as /v1/sandbox reports it
+	StateDir string // where hooks are kept; "" keeps them in memory
+	Logger   *slog.Logger
+}
+
 // Surface is the v1 routes.
 type Surface struct {
 	core    *call.Core
 	version string // aiod's, as /v1/sandbox reports it
+	log     *slog.Logger
+	hooks   *hooks // hooks.go
 
 	mu   sync.Mutex                       // guards meta
 	meta map[*stream.Session]*sessionMeta // what v1 knows of sessions it touched; see run.go
@@ -37,9 +47,12 @@ type Surface struct {
 }
 
 // New makes the surface.
-func New(core *call.Core, version string) *Surface {
-	return &Surface{core: core, version: version, meta: map[*stream.Session]*sessionMeta{},
-		pkgCache: map[string]*shared[[]pkgInfo]{}, tools: map[string]*shared[string]{}}
+func New(core *call.Core, cfg Config) *Surface {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Surface{core: core, version: cfg.Version, log: cfg.Logger, hooks: loadHooks(cfg.StateDir),
+		meta: map[*stream.Session]*sessionMeta{}, pkgCache: map[string]*shared[[]pkgInfo]{}, tools: map[string]*shared[string]{}}
 }
 
 // Register adds the v1 routes the agent_sandbox SDK calls.
@@ -65,6 +78,9 @@ func (v *Surface) Register(r *router.Router) {
 	r.GET("/v1/sandbox", v.sandbox)
 	r.GET("/v1/sandbox/packages/python", v.pythonPackages)
 	r.GET("/v1/sandbox/packages/nodejs", v.nodePackages)
+	r.POST("/v1/sandbox/hooks", v.registerHook)
+	r.GET("/v1/sandbox/hooks", v.listHooks)
+	r.DELETE("/v1/sandbox/hooks/{name}", v.removeHook)
 }
 
 // decode parses a v1 JSON body; on failure it has answered the 422.
