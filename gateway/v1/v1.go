@@ -36,7 +36,8 @@ type Surface struct {
 	core    *call.Core
 	version string // aiod's, as /v1/sandbox reports it
 	log     *slog.Logger
-	hooks   *hooks // hooks.go
+	hooks   *hooks  // hooks.go
+	skills  *skills // skills.go
 
 	mu   sync.Mutex                       // guards meta
 	meta map[*stream.Session]*sessionMeta // what v1 knows of sessions it touched; see run.go
@@ -51,7 +52,7 @@ func New(core *call.Core, cfg Config) *Surface {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Surface{core: core, version: cfg.Version, log: cfg.Logger, hooks: loadHooks(cfg.StateDir),
+	return &Surface{core: core, version: cfg.Version, log: cfg.Logger, hooks: loadHooks(cfg.StateDir), skills: loadSkills(cfg.StateDir),
 		meta: map[*stream.Session]*sessionMeta{}, pkgCache: map[string]*shared[[]pkgInfo]{}, tools: map[string]*shared[string]{}}
 }
 
@@ -81,6 +82,12 @@ func (v *Surface) Register(r *router.Router) {
 	r.POST("/v1/sandbox/hooks", v.registerHook)
 	r.GET("/v1/sandbox/hooks", v.listHooks)
 	r.DELETE("/v1/sandbox/hooks/{name}", v.removeHook)
+
+	r.POST("/v1/skills/register", v.registerSkills)
+	r.GET("/v1/skills/metadatas", v.listSkills)
+	r.DELETE("/v1/skills", v.clearSkills)
+	r.DELETE("/v1/skills/{name}", v.deleteSkill)
+	r.GET("/v1/skills/{name}/content", v.skillContent)
 }
 
 // decode parses a v1 JSON body; on failure it has answered the 422.
