@@ -50,6 +50,7 @@ func (s *Surface) Register(r *router.Router) {
 	r.POST("/v2/code/sessions/{id}/restart", s.v2RestartSession)
 	r.POST("/v2/code/sessions/{id}/snapshot", s.v2SnapshotSession)
 	r.POST("/v2/code/sessions/{id}/fork", s.v2ForkSession)
+	r.GET("/v2/code/sessions/{id}/stats", s.v2SessionStats) // stats.go
 	r.POST("/v2/code/complete", s.v2Complete)
 	r.POST("/v2/code/inspect", s.v2Inspect)
 	r.GET("/v2/code/executions/{id}", s.v2GetExecution)
