@@ -22,6 +22,7 @@ import (
 	"github.com/aiod/aiod/gateway/api"
 	"github.com/aiod/aiod/gateway/call"
 	"github.com/aiod/aiod/gateway/fsplane"
+	"github.com/aiod/aiod/gateway/fswatch"
 	"github.com/aiod/aiod/gateway/guard"
 	"github.com/aiod/aiod/gateway/jupyterapi"
 	"github.com/aiod/aiod/gateway/live"
@@ -346,6 +347,7 @@ func (s *Server) routes() *router.Router {
 	r.POST(guard.TicketsPath, s.guard.ServeTickets)
 	fsplane.Register(r, fsplane.Config{MaxBody: int64(s.cfg.MaxBody), Logger: s.log, Workspace: s.core.Workspace(), View: s.core.ViewOf})
 	s.v1.Register(r)                                   // the agent_sandbox SDK's code, jupyter, nodejs and sandbox routes
+	fswatch.New(s.core).Register(r)                    // /v1/file/watch: file watches in the caller's view
 	live.New(s.core, s.hub).Register(r)                // /v2/code/ws: aiod's streaming protocol
 	jupyterapi.New(s.core, s.hub, Version).Register(r) // the Jupyter kernels API and its channels
 	s.mcp.Register(r)                                  // the MCP endpoint at /mcp

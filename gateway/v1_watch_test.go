@@ -1,0 +1,146 @@
+package gateway
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// TestV1FileWatch drives the SDK's watch_create, watch_poll, watch_wait,
+// watch_events, watch_list and watch_stop as it sends them (issue 42): a
+// watcher sees a file written by code and one written through the plane;
+// a poll from the returned cursor returns nothing old; wait returns its
+// file's event; the SSE stream starts with watch_started and carries
+// file_change; another tenant's watcher is 404 to it; a stopped one is 404.
+func TestV1FileWatch(t *testing.T) {
+	t.Parallel()
+	key := testRSAKey()
+	ts := startServer(t, Config{JWTPublicKey: pemOf(t, &key.PublicKey)})
+	exp := time.Now().Add(time.Hour).Unix()
+	alice, bob := *ts, *ts
+	alice.token = signJWT(t, jwt.SigningMethodRS256, key, jwt.MapClaims{"sub": "alice", "exp": exp})
+	bob.token = signJWT(t, jwt.SigningMethodRS256, key, jwt.MapClaims{"sub": "bob", "exp": exp})
+	run := func(code string) {
+		t.Helper()
+		if st, env, _ := alice.exec(t, map[string]any{"language": "python", "code": code}); st != 200 || env["success"] != true {
+			t.Fatalf("%q: %d %v", code, st, env)
+		}
+	}
+	run("import os; os.makedirs('/tmp/w/sub', exist_ok=True)")
+
+	c := alice.sdkOK(t, "POST", "v1/file/watch", map[string]any{"path": "/tmp/w", "recursive": true, "debounce": 50})
+	id, _ := c.data()["watcher_id"].(string)
+	if id == "" || c.Body["watcher_id"] != id {
+		t.Fatalf("create: %s (want watcher_id at the top and under data)", c.Raw)
+	}
+	// poll long-polls until the events of what code writes.
+	run("open('/tmp/w/sub/out.json', 'w').write('{}')")
+	type pollAnswer struct {
+		Events []struct {
+			Seq          int64  `json:"seq"`
+			Type         string `json:"type"`
+			Path         string `json:"path"`
+			RelativePath string `json:"relative_path"`
+		} `json:"events"`
+		Cursor   int64 `json:"cursor"`
+		Overflow bool  `json:"overflow"`
+	}
+	poll := func(cursor int64, timeout int) pollAnswer {
+		t.Helper()
+		r := alice.sdkOK(t, "POST", "v1/file/watch/"+id+"/poll", map[string]any{"cursor": cursor, "limit": 100, "timeout": timeout})
+		var a pollAnswer
+		if err := json.Unmarshal(r.Raw, &a); err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	var cursor int64
+	var seen []string
+	for deadline := time.Now().Add(time.Minute); !strings.Contains(strings.Join(seen, ","), "sub/out.json"); {
+		a := poll(cursor, 10)
+		for _, e := range a.Events {
+			seen = append(seen, e.Type+" "+e.RelativePath)
+		}
+		cursor = a.Cursor
+		if time.Now().After(deadline) {
+			t.Fatalf("no event of sub/out.json in a minute: %v", seen)
+		}
+	}
+	if !strings.Contains(strings.Join(seen, ","), "create sub/out.json") {
+		t.Errorf("events %v, want a create of sub/out.json", seen)
+	}
+	// Nothing old from the cursor.
+	if a := poll(cursor, 0); len(a.Events) != 0 || a.Cursor != cursor {
+		t.Errorf("poll from cursor %d: %+v", cursor, a)
+	}
+	// A file written through the plane.
+	alice.sdkOK(t, "POST", "v1/file/write", map[string]any{"file": "/tmp/w/plane.txt", "content": "x"})
+	if a := poll(cursor, 30); len(a.Events) == 0 || a.Events[0].Path != "/tmp/w/plane.txt" {
+		t.Errorf("after a plane write: %+v", a)
+	}
+
+	// wait: the event of its file.
+	// Written while the wait starts: before it looks (a create at once) or
+	// after (the watcher's event), the answer is the file's.
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		if st, env, _ := alice.exec(t, map[string]any{"language": "python", "code": "open('/tmp/w/late.txt', 'w').write('late')"}); st != 200 || env["success"] != true {
+			t.Errorf("write late.txt: %d %v", st, env)
+		}
+	}()
+	defer func() { <-wrote }()
+	wr := alice.sdkOK(t, "POST", "v1/file/watch/wait", map[string]any{"path": "/tmp/w/late.txt", "timeout": 60, "event_types": []string{"create", "write"}})
+	if ev, _ := wr.Body["event"].(map[string]any); ev["path"] != "/tmp/w/late.txt" {
+		t.Errorf("wait: %s", wr.Raw)
+	}
+
+	// SSE: watch_started, then file_change.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", ts.URL+"/v1/file/watch/"+id+"/events", nil)
+	req.Header.Set("Authorization", "Bearer "+alice.token)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := ts.client.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("events: %v %v", resp, err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	var events []string
+	for sc.Scan() {
+		line := sc.Text()
+		if ev, ok := strings.CutPrefix(line, "event: "); ok {
+			events = append(events, ev)
+			if ev == "watch_started" {
+				run("open('/tmp/w/sse.txt', 'w').write('s')")
+			}
+			if ev == "file_change" {
+				break
+			}
+		}
+	}
+	if len(events) < 2 || events[0] != "watch_started" || events[len(events)-1] != "file_change" {
+		t.Errorf("SSE events %v", events)
+	}
+	cancel()
+
+	bob.sdkStatus(t, "POST", "v1/file/watch/"+id+"/poll", map[string]any{}, http.StatusNotFound)
+	if l := bob.sdkOK(t, "GET", "v1/file/watch", nil); l.Body["count"] != 0.0 {
+		t.Errorf("bob lists alice's watchers: %s", l.Raw)
+	}
+	if l := alice.sdkOK(t, "GET", "v1/file/watch", nil); l.Body["count"] != 1.0 {
+		t.Errorf("alice's watchers: %s", l.Raw)
+	}
+	bob.sdkStatus(t, "DELETE", "v1/file/watch/"+id, nil, http.StatusNotFound)
+	alice.sdkOK(t, "DELETE", "v1/file/watch/"+id, nil)
+	alice.sdkStatus(t, "POST", "v1/file/watch/"+id+"/poll", map[string]any{}, http.StatusNotFound)
+	alice.sdk422(t, "POST", "v1/file/watch", map[string]any{"path": "/tmp/w", "debounce": 10}, "body", "debounce")
+	alice.sdkStatus(t, "POST", "v1/file/watch", map[string]any{"path": "/tmp/nowhere"}, http.StatusNotFound)
+}
