@@ -144,3 +144,30 @@ func TestV1FileWatch(t *testing.T) {
 	alice.sdk422(t, "POST", "v1/file/watch", map[string]any{"path": "/tmp/w", "debounce": 10}, "body", "debounce")
 	alice.sdkStatus(t, "POST", "v1/file/watch", map[string]any{"path": "/tmp/nowhere"}, http.StatusNotFound)
 }
+
+// TestV2FileWatch: the same watches at /v2/fs/watch, with v2's 422.
+func TestV2FileWatch(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, Config{})
+	if st, env, _ := ts.exec(t, map[string]any{"language": "python", "code": "import os; os.makedirs('/tmp/w2', exist_ok=True)"}); st != 200 || env["success"] != true {
+		t.Fatalf("mkdir: %d %v", st, env)
+	}
+	st, env := ts.call(t, "POST", "/v2/fs/watch", map[string]any{"path": "/tmp/w2", "debounce": 50})
+	data, _ := env["data"].(map[string]any)
+	id, _ := data["watcher_id"].(string)
+	if st != 200 || id == "" {
+		t.Fatalf("create: %d %v", st, env)
+	}
+	ts.exec(t, map[string]any{"language": "python", "code": "open('/tmp/w2/a.txt', 'w').write('a')"})
+	st, env = ts.call(t, "POST", "/v2/fs/watch/"+id+"/poll", map[string]any{"cursor": 0, "timeout": 30})
+	evs, _ := env["data"].(map[string]any)["events"].([]any)
+	if st != 200 || len(evs) == 0 || evs[0].(map[string]any)["relative_path"] != "a.txt" {
+		t.Fatalf("poll: %d %v", st, env)
+	}
+	if st, env := ts.call(t, "POST", "/v2/fs/watch", map[string]any{"path": "/tmp/w2", "debounce": 1}); st != 422 || !strings.Contains(env["message"].(string), "debounce") {
+		t.Errorf("a bad debounce: %d %v", st, env)
+	}
+	if st, _ := ts.call(t, "DELETE", "/v2/fs/watch/"+id, nil); st != 200 {
+		t.Errorf("delete: %d", st)
+	}
+}

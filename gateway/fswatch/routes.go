@@ -26,22 +26,40 @@ import (
 type Surface struct {
 	core   *call.Core
 	ws     *watchers
-	reaper sync.Once
+	reaper *sync.Once
+	v2     bool // answers a bad field in v2's 422 shape (the /v2/fs/watch routes)
 }
 
 // New makes the surface; its watchers stop when the core closes.
 func New(core *call.Core) *Surface {
-	return &Surface{core: core, ws: &watchers{byID: map[string]*watcher{}}}
+	return &Surface{core: core, ws: &watchers{byID: map[string]*watcher{}}, reaper: &sync.Once{}}
 }
 
-// Register adds the routes.
+// Register adds the routes: /v1/file/watch, and the same watches at
+// /v2/fs/watch (v2's 422 shape; the answers are envelopes already).
 func (s *Surface) Register(r *router.Router) {
-	r.POST("/v1/file/watch", s.create)
-	r.GET("/v1/file/watch", s.list)
-	r.POST("/v1/file/watch/wait", s.wait)
-	r.POST("/v1/file/watch/{watcher_id}/poll", s.poll)
-	r.GET("/v1/file/watch/{watcher_id}/events", s.events)
-	r.DELETE("/v1/file/watch/{watcher_id}", s.remove)
+	v2 := *s
+	v2.v2 = true
+	for _, x := range []struct {
+		s    *Surface
+		base string
+	}{{s, "/v1/file/watch"}, {&v2, "/v2/fs/watch"}} {
+		r.POST(x.base, x.s.create)
+		r.GET(x.base, x.s.list)
+		r.POST(x.base+"/wait", x.s.wait)
+		r.POST(x.base+"/{watcher_id}/poll", x.s.poll)
+		r.GET(x.base+"/{watcher_id}/events", x.s.events)
+		r.DELETE(x.base+"/{watcher_id}", x.s.remove)
+	}
+}
+
+// invalid answers a bad request field in the surface's 422 shape.
+func (s *Surface) invalid(ctx *fasthttp.RequestCtx, fe *api.FieldError) {
+	if s.v2 {
+		api.Invalid(ctx, fe)
+		return
+	}
+	api.InvalidV1(ctx, fe)
 }
 
 // startReaper starts, once, what stops idle watchers and, when the core
@@ -90,7 +108,7 @@ func (w *watcher) model() map[string]any {
 func (s *Surface) create(ctx *fasthttp.RequestCtx) {
 	f, fe := api.Decode(ctx.PostBody())
 	if fe != nil {
-		api.InvalidV1(ctx, fe)
+		s.invalid(ctx, fe)
 		return
 	}
 	spec := Spec{Path: f.Str("path", true), Recursive: f.Bool("recursive", true), Exclude: defaultExclude,
@@ -105,11 +123,11 @@ func (s *Surface) create(ctx *fasthttp.RequestCtx) {
 		spec.Debounce = int(n)
 	}
 	if fe := f.Err(); fe != nil {
-		api.InvalidV1(ctx, fe)
+		s.invalid(ctx, fe)
 		return
 	}
 	if spec.Debounce < minDebounceMS || spec.Debounce > maxDebounceMS {
-		api.InvalidV1(ctx, &api.FieldError{In: "body", Field: "debounce", Type: "less_than_equal",
+		s.invalid(ctx, &api.FieldError{In: "body", Field: "debounce", Type: "less_than_equal",
 			Msg: fmt.Sprintf("must be %d to %d milliseconds, got %d", minDebounceMS, maxDebounceMS, spec.Debounce)})
 		return
 	}
@@ -167,7 +185,7 @@ func (s *Surface) list(ctx *fasthttp.RequestCtx) {
 func (s *Surface) lookup(ctx *fasthttp.RequestCtx) *watcher {
 	id, fe := api.PathParam(ctx, "watcher_id")
 	if fe != nil {
-		api.InvalidV1(ctx, fe)
+		s.invalid(ctx, fe)
 		return nil
 	}
 	w := s.ws.get(call.Tenant(ctx), id)
@@ -193,7 +211,7 @@ func (s *Surface) poll(ctx *fasthttp.RequestCtx) {
 	}
 	f, fe := api.Decode(ctx.PostBody())
 	if fe != nil {
-		api.InvalidV1(ctx, fe)
+		s.invalid(ctx, fe)
 		return
 	}
 	cursor, limit, timeout := int64(0), int64(100), int64(0)
@@ -207,12 +225,12 @@ func (s *Surface) poll(ctx *fasthttp.RequestCtx) {
 		timeout = n
 	}
 	if fe := f.Err(); fe != nil {
-		api.InvalidV1(ctx, fe)
+		s.invalid(ctx, fe)
 		return
 	}
 	for field, bad := range map[string]bool{"cursor": cursor < 0, "limit": limit < 1 || limit > 1000, "timeout": timeout < 0 || timeout > 60} {
 		if bad {
-			api.InvalidV1(ctx, &api.FieldError{In: "body", Field: field, Type: "value_error",
+			s.invalid(ctx, &api.FieldError{In: "body", Field: field, Type: "value_error",
 				Msg: "cursor is 0 or more, limit 1 to 1000, timeout 0 to 60 seconds"})
 			return
 		}
@@ -331,7 +349,7 @@ func (s *Surface) events(ctx *fasthttp.RequestCtx) {
 func (s *Surface) wait(ctx *fasthttp.RequestCtx) {
 	f, fe := api.Decode(ctx.PostBody())
 	if fe != nil {
-		api.InvalidV1(ctx, fe)
+		s.invalid(ctx, fe)
 		return
 	}
 	p := f.Str("path", true)
@@ -344,11 +362,11 @@ func (s *Surface) wait(ctx *fasthttp.RequestCtx) {
 		types = f.StrList("event_types")
 	}
 	if fe := f.Err(); fe != nil {
-		api.InvalidV1(ctx, fe)
+		s.invalid(ctx, fe)
 		return
 	}
 	if timeout < 1 || timeout > 300 {
-		api.InvalidV1(ctx, &api.FieldError{In: "body", Field: "timeout", Type: "less_than_equal", Msg: fmt.Sprintf("must be 1 to 300 seconds, got %d", timeout)})
+		s.invalid(ctx, &api.FieldError{In: "body", Field: "timeout", Type: "less_than_equal", Msg: fmt.Sprintf("must be 1 to 300 seconds, got %d", timeout)})
 		return
 	}
 	want := map[string]bool{}
@@ -357,7 +375,7 @@ func (s *Surface) wait(ctx *fasthttp.RequestCtx) {
 		case "create", "write", "remove", "rename", "chmod":
 			want[t] = true
 		default:
-			api.InvalidV1(ctx, &api.FieldError{In: "body", Field: "event_types", Type: "enum", Msg: "each is create, write, remove, rename or chmod, got " + strconv.Quote(t)})
+			s.invalid(ctx, &api.FieldError{In: "body", Field: "event_types", Type: "enum", Msg: "each is create, write, remove, rename or chmod, got " + strconv.Quote(t)})
 			return
 		}
 	}
