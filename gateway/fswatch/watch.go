@@ -373,6 +373,16 @@ func (ws *watchers) start(tenant string, view fsview.FS, spec Spec) (*watcher, e
 		ws.mu.Unlock()
 		return nil, errors.New("aiod is shutting down")
 	}
+	n = 0 // again: others may have started meanwhile
+	for _, o := range ws.byID {
+		if o.tenant == tenant {
+			n++
+		}
+	}
+	if n >= maxWatchers {
+		ws.mu.Unlock()
+		return nil, errTooMany
+	}
 	ws.byID[w.ID] = w
 	ws.mu.Unlock()
 	go w.run() // stopOne stops it and waits
