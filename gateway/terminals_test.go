@@ -119,12 +119,7 @@ func (ts *testServer) callAny(t testing.TB, method, path string, body any) (int,
 // wants credentials (a ticket works) and refuses another site's Origin.
 func TestShellsAndTerminalsPerTenant(t *testing.T) {
 	t.Parallel()
-	key := testRSAKey()
-	ts := startServer(t, Config{JWTPublicKey: pemOf(t, &key.PublicKey)})
-	exp := time.Now().Add(time.Hour).Unix()
-	alice, bob := *ts, *ts
-	alice.token = signJWT(t, jwt.SigningMethodRS256, key, jwt.MapClaims{"sub": "alice", "exp": exp})
-	bob.token = signJWT(t, jwt.SigningMethodRS256, key, jwt.MapClaims{"sub": "bob", "exp": exp})
+	ts, alice, bob := twoTenants(t)
 
 	alice.sdkOK(t, "POST", "v1/shell/exec", map[string]any{"id": "mine", "command": "X=alice"})
 	alice.sdkOK(t, "POST", "v1/bash/exec", map[string]any{"session_id": "mine", "command": "true"})

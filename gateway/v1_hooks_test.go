@@ -15,12 +15,7 @@ import (
 // removed, it is 404.
 func TestV1SandboxHooks(t *testing.T) {
 	t.Parallel()
-	key := testRSAKey()
-	ts := startServer(t, Config{JWTPublicKey: pemOf(t, &key.PublicKey)})
-	exp := time.Now().Add(time.Hour).Unix()
-	alice, bob := *ts, *ts
-	alice.token = signJWT(t, jwt.SigningMethodRS256, key, jwt.MapClaims{"sub": "alice", "exp": exp})
-	bob.token = signJWT(t, jwt.SigningMethodRS256, key, jwt.MapClaims{"sub": "bob", "exp": exp})
+	_, alice, bob := twoTenants(t)
 
 	r := alice.sdkOK(t, "POST", "v1/sandbox/hooks", map[string]any{"name": "flush", "command": "sync"})
 	if d := r.data(); d["name"] != "flush" || d["event"] != "shutdown" || d["timeout"] != 10.0 || d["priority"] != 100.0 || d["source"] != "api" {
@@ -52,4 +47,17 @@ func TestV1SandboxHooks(t *testing.T) {
 	if l := alice.sdkOK(t, "GET", "v1/sandbox/hooks", nil); len(l.Body["data"].([]any)) != 1 {
 		t.Fatalf("after the remove: %s", l.Raw)
 	}
+}
+
+// twoTenants starts a gateway that tells callers apart by JWT, and
+// returns it with the callers alice and bob.
+func twoTenants(t *testing.T) (ts, alice, bob *testServer) {
+	t.Helper()
+	key := testRSAKey()
+	ts = startServer(t, Config{JWTPublicKey: pemOf(t, &key.PublicKey)})
+	exp := time.Now().Add(time.Hour).Unix()
+	a, b := *ts, *ts
+	a.token = signJWT(t, jwt.SigningMethodRS256, key, jwt.MapClaims{"sub": "alice", "exp": exp})
+	b.token = signJWT(t, jwt.SigningMethodRS256, key, jwt.MapClaims{"sub": "bob", "exp": exp})
+	return ts, &a, &b
 }

@@ -10,9 +10,6 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/golang-jwt/jwt/v5"
 )
 
 // registerSkill posts the SDK's multipart register_skills as ts's caller.
@@ -78,12 +75,7 @@ func zipOf(t *testing.T, files map[string]string) []byte {
 // clear unregister.
 func TestV1Skills(t *testing.T) {
 	t.Parallel()
-	key := testRSAKey()
-	ts := startServer(t, Config{JWTPublicKey: pemOf(t, &key.PublicKey)})
-	exp := time.Now().Add(time.Hour).Unix()
-	alice, bob := *ts, *ts
-	alice.token = signJWT(t, jwt.SigningMethodRS256, key, jwt.MapClaims{"sub": "alice", "exp": exp})
-	bob.token = signJWT(t, jwt.SigningMethodRS256, key, jwt.MapClaims{"sub": "bob", "exp": exp})
+	_, alice, bob := twoTenants(t)
 
 	md := "---\nname: report-writer\ndescription: Create structured reports.\ntags: [docs, writing]\n---\n# Report Writer\n\nUse it for reports.\n"
 	if st, env, _ := alice.exec(t, map[string]any{"language": "python", "code": "import os\nos.makedirs('/tmp/skills/rw', exist_ok=True)\nopen('/tmp/skills/rw/SKILL.md', 'w').write(" + jsonString(md) + ")"}); st != 200 || env["success"] != true {

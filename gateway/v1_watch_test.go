@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/golang-jwt/jwt/v5"
 )
 
 // TestV1FileWatch drives the SDK's watch_create, watch_poll, watch_wait,
@@ -20,12 +18,7 @@ import (
 // file_change; another tenant's watcher is 404 to it; a stopped one is 404.
 func TestV1FileWatch(t *testing.T) {
 	t.Parallel()
-	key := testRSAKey()
-	ts := startServer(t, Config{JWTPublicKey: pemOf(t, &key.PublicKey)})
-	exp := time.Now().Add(time.Hour).Unix()
-	alice, bob := *ts, *ts
-	alice.token = signJWT(t, jwt.SigningMethodRS256, key, jwt.MapClaims{"sub": "alice", "exp": exp})
-	bob.token = signJWT(t, jwt.SigningMethodRS256, key, jwt.MapClaims{"sub": "bob", "exp": exp})
+	ts, alice, bob := twoTenants(t)
 	run := func(code string) {
 		t.Helper()
 		if st, env, _ := alice.exec(t, map[string]any{"language": "python", "code": code}); st != 200 || env["success"] != true {

@@ -63,23 +63,9 @@ func (s *Surface) shellSocket(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	s.hub.Upgrade(ctx, ShellSocketRoute, nil, func(wc *wsock.Conn) {
-		var dec utf8Carry
-		var mu sync.Mutex // orders the replay before live output
-		mu.Lock()
-		replay, detach := tm.t.Attach(func(b []byte) {
-			mu.Lock()
-			defer mu.Unlock()
-			if text := dec.decode(b); text != "" {
-				wc.Push(wsock.Item{Raw: shellFrame("output", text)})
-			}
-		})
+		detach := attach(wc, tm, func(text string) []byte { return shellFrame("output", text) },
+			shellFrame("session_id", tm.name), shellFrame("ready", "Terminal ready"))
 		defer detach()
-		wc.Push(wsock.Item{Raw: shellFrame("session_id", tm.name)})
-		wc.Push(wsock.Item{Raw: shellFrame("ready", "Terminal ready")})
-		if text := dec.decode(replay); text != "" {
-			wc.Push(wsock.Item{Raw: shellFrame("output", text)})
-		}
-		mu.Unlock()
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		wg.Add(1)

@@ -354,22 +354,8 @@ func (s *Surface) socket(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	s.hub.Upgrade(ctx, SocketRoute, nil, func(wc *wsock.Conn) {
-		var dec utf8Carry
-		var mu sync.Mutex // orders the replay before live output
-		mu.Lock()
-		replay, detach := tm.t.Attach(func(b []byte) {
-			mu.Lock()
-			defer mu.Unlock()
-			if text := dec.decode(b); text != "" {
-				wc.Push(wsock.Item{Raw: frame("stdout", text)})
-			}
-		})
+		detach := attach(wc, tm, func(text string) []byte { return frame("stdout", text) }, []byte(`["setup",{}]`))
 		defer detach()
-		wc.Push(wsock.Item{Raw: []byte(`["setup",{}]`)})
-		if text := dec.decode(replay); text != "" {
-			wc.Push(wsock.Item{Raw: frame("stdout", text)})
-		}
-		mu.Unlock()
 		stop := make(chan struct{})
 		var wg sync.WaitGroup
 		wg.Add(1)
@@ -430,6 +416,29 @@ func (s *Surface) socket(ctx *fasthttp.RequestCtx) {
 			}
 		})
 	})
+}
+
+// attach pushes hello to wc, then tm's recent screen and every later
+// output, each framed by out; detach ends the live part.
+func attach(wc *wsock.Conn, tm *terminal, out func(text string) []byte, hello ...[]byte) (detach func()) {
+	var dec utf8Carry
+	var mu sync.Mutex // orders the replay before live output
+	mu.Lock()
+	defer mu.Unlock()
+	replay, detach := tm.t.Attach(func(b []byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		if text := dec.decode(b); text != "" {
+			wc.Push(wsock.Item{Raw: out(text)})
+		}
+	})
+	for _, h := range hello {
+		wc.Push(wsock.Item{Raw: h})
+	}
+	if text := dec.decode(replay); text != "" {
+		wc.Push(wsock.Item{Raw: out(text)})
+	}
+	return detach
 }
 
 func frame(typ, text string) []byte {
