@@ -1,12 +1,10 @@
 package terminals
 
 import (
-	"context"
 	"strconv"
 	"sync"
 	"time"
 
-	"github.com/coder/websocket"
 	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
 
@@ -93,18 +91,10 @@ func (s *Surface) shellSocket(ctx *fasthttp.RequestCtx) {
 		}()
 		defer wg.Wait()
 		defer close(stop)
-		wc.Run(func(it *wsock.Item) (websocket.MessageType, []byte, bool) {
-			return websocket.MessageText, it.Raw, true
-		}, func(context.Context) error {
-			for {
-				_, b, err := wc.Read()
-				if err != nil {
-					return err
-				}
-				if why := s.shellInput(tm, b); why != "" {
-					wc.Drop("bad_client_message", 1)
-					wc.Push(wsock.Item{Raw: shellFrame("error", why)})
-				}
+		serve(wc, func(b []byte) {
+			if why := s.shellInput(tm, b); why != "" {
+				wc.Drop("bad_client_message", 1)
+				wc.Push(wsock.Item{Raw: shellFrame("error", why)})
 			}
 		})
 	})

@@ -377,44 +377,55 @@ func (s *Surface) socket(ctx *fasthttp.RequestCtx) {
 		}()
 		defer wg.Wait()
 		defer close(stop)
-		wc.Run(func(it *wsock.Item) (websocket.MessageType, []byte, bool) {
-			return websocket.MessageText, it.Raw, true
-		}, func(context.Context) error {
-			for {
-				_, b, err := wc.Read()
-				if err != nil {
-					return err
-				}
-				var msg []json.RawMessage
-				if json.Unmarshal(b, &msg) != nil || len(msg) == 0 {
-					wc.Drop("bad_client_message", 1)
-					continue
-				}
-				var typ string
-				_ = json.Unmarshal(msg[0], &typ)
-				switch typ {
-				case "stdin":
-					var text string
-					if len(msg) < 2 || json.Unmarshal(msg[1], &text) != nil {
-						wc.Drop("bad_client_message", 1)
-						continue
-					}
-					if err := tm.t.Write([]byte(text)); err != nil {
-						wc.Drop("terminal_write_failed", 1)
-					}
-				case "set_size":
-					var rows, cols int
-					if len(msg) < 3 || json.Unmarshal(msg[1], &rows) != nil || json.Unmarshal(msg[2], &cols) != nil ||
-						rows <= 0 || cols <= 0 || rows > 1000 || cols > 1000 {
-						wc.Drop("bad_client_message", 1)
-						continue
-					}
-					_ = tm.t.Resize(uint16(rows), uint16(cols))
-				default:
-					wc.Drop("bad_client_message", 1)
-				}
+		serve(wc, func(b []byte) { terminadoInput(wc, tm, b) })
+	})
+}
+
+// terminadoInput takes one client message of terminado's protocol.
+func terminadoInput(wc *wsock.Conn, tm *terminal, b []byte) {
+	var msg []json.RawMessage
+	if json.Unmarshal(b, &msg) != nil || len(msg) == 0 {
+		wc.Drop("bad_client_message", 1)
+		return
+	}
+	var typ string
+	_ = json.Unmarshal(msg[0], &typ)
+	switch typ {
+	case "stdin":
+		var text string
+		if len(msg) < 2 || json.Unmarshal(msg[1], &text) != nil {
+			wc.Drop("bad_client_message", 1)
+			return
+		}
+		if err := tm.t.Write([]byte(text)); err != nil {
+			wc.Drop("terminal_write_failed", 1)
+		}
+	case "set_size":
+		var rows, cols int
+		if len(msg) < 3 || json.Unmarshal(msg[1], &rows) != nil || json.Unmarshal(msg[2], &cols) != nil ||
+			rows <= 0 || cols <= 0 || rows > 1000 || cols > 1000 {
+			wc.Drop("bad_client_message", 1)
+			return
+		}
+		_ = tm.t.Resize(uint16(rows), uint16(cols))
+	default:
+		wc.Drop("bad_client_message", 1)
+	}
+}
+
+// serve writes wc's items as text messages and hands each client message
+// to take, until the socket ends.
+func serve(wc *wsock.Conn, take func(b []byte)) {
+	wc.Run(func(it *wsock.Item) (websocket.MessageType, []byte, bool) {
+		return websocket.MessageText, it.Raw, true
+	}, func(context.Context) error {
+		for {
+			_, b, err := wc.Read()
+			if err != nil {
+				return err
 			}
-		})
+			take(b)
+		}
 	})
 }
 
