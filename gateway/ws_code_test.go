@@ -160,7 +160,9 @@ func TestWSSlowConsumerIsCutWithPolicyClose(t *testing.T) {
 	sendJSON(t, c, map[string]any{"type": "execute", "id": "flood", "language": "python", "code": flood, "session_id": "flood", "timeout": 300})
 	waitRunning(t, ts, acceptedID(t, c, "flood")) // the flood first: the REST call queues behind it
 	start := time.Now()
-	_, env, data := ts.exec(t, map[string]any{"language": "python", "code": "print('after')", "session_id": "flood"})
+	// Its timeout counts its wait behind the 40 MiB flood, which took over
+	// 30 s (the default) on a loaded machine.
+	_, env, data := ts.exec(t, map[string]any{"language": "python", "code": "print('after')", "session_id": "flood", "timeout": 280})
 	if env["success"] != true || data["stdout"] != "after\n" {
 		t.Fatalf("REST call behind the flood: %v", env)
 	}
