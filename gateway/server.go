@@ -22,6 +22,7 @@ import (
 	"github.com/aiod/aiod/gateway/api"
 	"github.com/aiod/aiod/gateway/call"
 	"github.com/aiod/aiod/gateway/fsplane"
+	"github.com/aiod/aiod/gateway/fsplane/watch"
 	"github.com/aiod/aiod/gateway/fswatch"
 	"github.com/aiod/aiod/gateway/guard"
 	"github.com/aiod/aiod/gateway/jupyterapi"
@@ -142,9 +143,10 @@ type Server struct {
 	http    *fasthttp.Server
 	metrics *metrics // metrics.go: the Prometheus registry behind /metrics
 	mcp     *mcp.Server
-	v1      *v1.Surface   // its shutdown hooks run as Shutdown begins
-	access  *accessWriter // the access log's writer (accesslog.go); nil with NoAccessLog
-	peers   sync.Map      // runtimes' open connections: remote address -> uid (peers.go)
+	v1      *v1.Surface     // its shutdown hooks run as Shutdown begins
+	watches *watch.Watchers // the file watchers of /v1/file/watch, /v2/fs/watch and the WebSocket
+	access  *accessWriter   // the access log's writer (accesslog.go); nil with NoAccessLog
+	peers   sync.Map        // runtimes' open connections: remote address -> uid (peers.go)
 
 	// streamQueue is the bytes an SSE or NDJSON stream may leave unread
 	// (--ws-queue-limit, as a WebSocket's queue).
@@ -239,6 +241,7 @@ func New(cfg Config) (*Server, error) {
 		HeldTenant: cfg.HeldCodeTenant, HeldTotal: cfg.HeldCodeTotal})
 	s.metrics = newMetrics(s, counters)
 	s.mcp = mcp.New(s.core, mcp.Config{MaxBody: cfg.MaxBody, Version: Version})
+	s.watches = watch.NewWatchers()
 	s.v1 = v1.New(s.core, v1.Config{Version: Version, StateDir: cfg.Isolation.StateDir, Logger: cfg.Logger})
 	handler := s.countRequests(g.Wrap(s.refuseRuntimePeers(s.routes().Handler)))
 	if !cfg.NoAccessLog {
@@ -347,8 +350,8 @@ func (s *Server) routes() *router.Router {
 	r.POST(guard.TicketsPath, s.guard.ServeTickets)
 	fsplane.Register(r, fsplane.Config{MaxBody: int64(s.cfg.MaxBody), Logger: s.log, Workspace: s.core.Workspace(), View: s.core.ViewOf})
 	s.v1.Register(r)                                   // the agent_sandbox SDK's code, jupyter, nodejs and sandbox routes
-	fswatch.New(s.core).Register(r)                    // /v1/file/watch: file watches in the caller's view
-	live.New(s.core, s.hub).Register(r)                // /v2/code/ws: aiod's streaming protocol
+	fswatch.New(s.core, s.watches).Register(r)         // /v1/file/watch: file watches in the caller's view
+	live.New(s.core, s.hub, s.watches).Register(r)     // /v2/code/ws: aiod's streaming protocol
 	jupyterapi.New(s.core, s.hub, Version).Register(r) // the Jupyter kernels API and its channels
 	s.mcp.Register(r)                                  // the MCP endpoint at /mcp
 	s.registerWeb(r)                                   // web.go: the browser notebook page at /

@@ -164,3 +164,43 @@ func TestV2FileWatch(t *testing.T) {
 		t.Errorf("delete: %d", st)
 	}
 }
+
+// TestWSWatchFiles: the WebSocket's watch_files streams file_change
+// messages of what code writes, shares the tenant's watcher cap with the
+// routes (it is listed there), and unwatch_files stops it.
+func TestWSWatchFiles(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, Config{})
+	if st, env, _ := ts.exec(t, map[string]any{"language": "python", "code": "import os; os.makedirs('/tmp/wsw', exist_ok=True)"}); st != 200 || env["success"] != true {
+		t.Fatalf("mkdir: %d %v", st, env)
+	}
+	c := dialWS(t, ts, nil)
+	sendJSON(t, c, map[string]any{"type": "watch_files", "id": "f1", "path": "/tmp/nowhere"})
+	if m := readJSON(t, c, 30*time.Second); m.typ() != "error" || m.m["status"] != 404.0 {
+		t.Fatalf("a missing folder: %v", m.m)
+	}
+	sendJSON(t, c, map[string]any{"type": "watch_files", "id": "f1", "path": "/tmp/wsw", "debounce": 50})
+	if m := readJSON(t, c, 30*time.Second); m.typ() != "watch_started" || m.id() != "f1" {
+		t.Fatalf("watch_files answered %v", m.m)
+	}
+	if st, env := ts.call(t, "GET", "/v1/file/watch", nil); st != 200 || env["count"] != 1.0 {
+		t.Errorf("the socket's watcher is not listed: %d %v", st, env)
+	}
+	ts.exec(t, map[string]any{"language": "python", "code": "open('/tmp/wsw/x.txt', 'w').write('x')"})
+	for {
+		m := readJSON(t, c, time.Minute)
+		if m.typ() != "file_change" {
+			continue
+		}
+		if ev, _ := m.m["event"].(map[string]any); m.id() != "f1" || ev["relative_path"] != "x.txt" || ev["type"] != "create" {
+			t.Fatalf("file_change %v", m.m)
+		}
+		break
+	}
+	sendJSON(t, c, map[string]any{"type": "unwatch_files", "id": "f1"})
+	for m := readJSON(t, c, 30*time.Second); m.typ() != "ok"; m = readJSON(t, c, 30*time.Second) {
+	}
+	if st, env := ts.call(t, "GET", "/v1/file/watch", nil); st != 200 || env["count"] != 0.0 {
+		t.Errorf("after unwatch_files: %d %v", st, env)
+	}
+}

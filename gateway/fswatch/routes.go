@@ -1,3 +1,8 @@
+// Package fswatch serves file watches, the agent_sandbox reference's
+// /v1/file/watch routes and the same at /v2/fs/watch: watchers (package
+// fsplane/watch) over a folder of the caller's view, polled from a cursor
+// (long-polling), followed as Server-Sent Events, or waited on for one
+// file's event.
 package fswatch
 
 import (
@@ -14,6 +19,7 @@ import (
 
 	"github.com/aiod/aiod/gateway/api"
 	"github.com/aiod/aiod/gateway/call"
+	"github.com/aiod/aiod/gateway/fsplane/watch"
 )
 
 // Answers are resource-style JSON, as the reference's prose says, and
@@ -25,14 +31,15 @@ import (
 // Surface is the /v1/file/watch routes.
 type Surface struct {
 	core   *call.Core
-	ws     *watchers
+	ws     *watch.Watchers
 	reaper *sync.Once
 	v2     bool // answers a bad field in v2's 422 shape (the /v2/fs/watch routes)
 }
 
-// New makes the surface; its watchers stop when the core closes.
-func New(core *call.Core) *Surface {
-	return &Surface{core: core, ws: &watchers{byID: map[string]*watcher{}}, reaper: &sync.Once{}}
+// New makes the surface on ws, the daemon's watchers; they stop when the
+// core closes.
+func New(core *call.Core, ws *watch.Watchers) *Surface {
+	return &Surface{core: core, ws: ws, reaper: &sync.Once{}}
 }
 
 // Register adds the routes: /v1/file/watch, and the same watches at
@@ -76,10 +83,10 @@ func (s *Surface) reap() {
 	for {
 		select {
 		case <-s.core.Ctx().Done():
-			s.ws.closeAll()
+			s.ws.CloseAll()
 			return
 		case now := <-tick.C:
-			s.ws.reap(now)
+			s.ws.Reap(now)
 		}
 	}
 }
@@ -93,17 +100,6 @@ func answer(ctx *fasthttp.RequestCtx, msg string, v map[string]any) {
 	api.WriteJSON(ctx, fasthttp.StatusOK, out)
 }
 
-func (w *watcher) model() map[string]any {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	v := map[string]any{"watcher_id": w.ID, "path": w.Path, "recursive": w.Recursive, "exclude": w.Exclude,
-		"include_patterns": w.Include, "debounce": w.Debounce, "created_at": w.Created, "last_seq": w.seq}
-	if w.scanErr != "" {
-		v["error"] = w.scanErr
-	}
-	return v
-}
-
 // POST /v1/file/watch {path, recursive?, exclude?, debounce?, include_patterns?}
 func (s *Surface) create(ctx *fasthttp.RequestCtx) {
 	f, fe := api.Decode(ctx.PostBody())
@@ -111,8 +107,8 @@ func (s *Surface) create(ctx *fasthttp.RequestCtx) {
 		s.invalid(ctx, fe)
 		return
 	}
-	spec := Spec{Path: f.Str("path", true), Recursive: f.Bool("recursive", true), Exclude: defaultExclude,
-		Include: []string{}, Debounce: defaultDebounc}
+	spec := watch.Spec{Path: f.Str("path", true), Recursive: f.Bool("recursive", true), Exclude: watch.DefaultExclude,
+		Include: []string{}, Debounce: watch.DefaultDebounceMS}
 	if f.Has("exclude") {
 		spec.Exclude = f.StrList("exclude")
 	}
@@ -126,9 +122,9 @@ func (s *Surface) create(ctx *fasthttp.RequestCtx) {
 		s.invalid(ctx, fe)
 		return
 	}
-	if spec.Debounce < minDebounceMS || spec.Debounce > maxDebounceMS {
+	if spec.Debounce < watch.MinDebounceMS || spec.Debounce > watch.MaxDebounceMS {
 		s.invalid(ctx, &api.FieldError{In: "body", Field: "debounce", Type: "less_than_equal",
-			Msg: fmt.Sprintf("must be %d to %d milliseconds, got %d", minDebounceMS, maxDebounceMS, spec.Debounce)})
+			Msg: fmt.Sprintf("must be %d to %d milliseconds, got %d", watch.MinDebounceMS, watch.MaxDebounceMS, spec.Debounce)})
 		return
 	}
 	if spec.Exclude == nil {
@@ -137,7 +133,7 @@ func (s *Surface) create(ctx *fasthttp.RequestCtx) {
 	if spec.Include == nil {
 		spec.Include = []string{}
 	}
-	spec.Path = cleanPath(spec.Path, s.core.Workspace())
+	spec.Path = watch.CleanPath(spec.Path, s.core.Workspace())
 	view, err := s.core.ViewOf(ctx)
 	if err != nil {
 		api.Fail(ctx, fasthttp.StatusServiceUnavailable, "the caller's files: "+err.Error())
@@ -152,43 +148,35 @@ func (s *Surface) create(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	s.startReaper()
-	w, err := s.ws.start(call.Tenant(ctx), view, spec)
+	w, err := s.ws.Start(call.Tenant(ctx), view, spec)
 	switch {
-	case errors.Is(err, errTooMany):
+	case errors.Is(err, watch.ErrTooMany):
 		api.Fail(ctx, fasthttp.StatusConflict, err.Error())
 	case err != nil:
 		api.Fail(ctx, fasthttp.StatusServiceUnavailable, "watch "+spec.Path+": "+err.Error())
 	default:
-		answer(ctx, "watching "+spec.Path, w.model())
+		answer(ctx, "watching "+spec.Path, w.Model())
 	}
 }
 
 // GET /v1/file/watch
 func (s *Surface) list(ctx *fasthttp.RequestCtx) {
-	tenant := call.Tenant(ctx)
-	s.ws.mu.Lock()
-	var mine []*watcher
-	for _, w := range s.ws.byID {
-		if w.tenant == tenant {
-			mine = append(mine, w)
-		}
-	}
-	s.ws.mu.Unlock()
+	mine := s.ws.Mine(call.Tenant(ctx))
 	list := []map[string]any{}
 	for _, w := range mine {
-		list = append(list, w.model())
+		list = append(list, w.Model())
 	}
 	answer(ctx, strconv.Itoa(len(list))+" watchers", map[string]any{"watchers": list, "count": len(list)})
 }
 
 // lookup is the caller's watcher the path names, or it answers 404.
-func (s *Surface) lookup(ctx *fasthttp.RequestCtx) *watcher {
+func (s *Surface) lookup(ctx *fasthttp.RequestCtx) *watch.Watcher {
 	id, fe := api.PathParam(ctx, "watcher_id")
 	if fe != nil {
 		s.invalid(ctx, fe)
 		return nil
 	}
-	w := s.ws.get(call.Tenant(ctx), id)
+	w := s.ws.Get(call.Tenant(ctx), id)
 	if w == nil {
 		api.Fail(ctx, fasthttp.StatusNotFound, fmt.Sprintf("watcher %q not found", id))
 	}
@@ -198,7 +186,7 @@ func (s *Surface) lookup(ctx *fasthttp.RequestCtx) *watcher {
 // DELETE /v1/file/watch/{watcher_id}
 func (s *Surface) remove(ctx *fasthttp.RequestCtx) {
 	if w := s.lookup(ctx); w != nil {
-		s.ws.stopOne(w)
+		s.ws.Stop(w)
 		answer(ctx, "stopped", map[string]any{"watcher_id": w.ID, "stopped": true})
 	}
 }
@@ -235,18 +223,11 @@ func (s *Surface) poll(ctx *fasthttp.RequestCtx) {
 			return
 		}
 	}
-	w.mu.Lock()
-	w.attached++
-	w.mu.Unlock()
-	defer func() {
-		w.mu.Lock()
-		w.attached--
-		w.mu.Unlock()
-	}()
+	defer w.Attach()()
 	deadline := time.NewTimer(time.Duration(timeout) * time.Second)
 	defer deadline.Stop()
 	for {
-		evs, next, overflow, changed := w.since(cursor, int(limit))
+		evs, next, overflow, changed := w.Since(cursor, int(limit))
 		if len(evs) > 0 || overflow || timeout == 0 {
 			answer(ctx, strconv.Itoa(len(evs))+" events", map[string]any{"watcher_id": w.ID, "events": evs,
 				"cursor": next, "overflow": overflow, "has_more": len(evs) == int(limit)})
@@ -256,7 +237,7 @@ func (s *Surface) poll(ctx *fasthttp.RequestCtx) {
 		case <-changed:
 		case <-deadline.C:
 			timeout = 0
-		case <-w.stop:
+		case <-w.Stopped():
 			api.Fail(ctx, fasthttp.StatusNotFound, fmt.Sprintf("watcher %q was stopped", w.ID))
 			return
 		case <-s.core.Ctx().Done():
@@ -275,9 +256,7 @@ func (s *Surface) events(ctx *fasthttp.RequestCtx) {
 	if w == nil {
 		return
 	}
-	w.mu.Lock()
-	cursor := w.seq // from now
-	w.mu.Unlock()
+	cursor := w.Last() // from now
 	if last := string(ctx.Request.Header.Peek("Last-Event-ID")); last != "" {
 		if i := len(w.ID) + 1; len(last) > i && last[:i] == w.ID+":" {
 			if n, err := strconv.ParseInt(last[i:], 10, 64); err == nil && n >= 0 {
@@ -289,16 +268,9 @@ func (s *Surface) events(ctx *fasthttp.RequestCtx) {
 	ctx.Response.Header.Set("Cache-Control", "no-cache")
 	ctx.Response.Header.Set("X-Accel-Buffering", "no")
 	base, conn, wt := s.core.Ctx(), ctx.Conn(), s.core.Cfg.StreamWrite
-	w.mu.Lock()
-	w.attached++
-	w.mu.Unlock()
+	detach := w.Attach()
 	ctx.SetBodyStreamWriter(func(bw *bufio.Writer) {
-		defer func() {
-			w.mu.Lock()
-			w.attached--
-			w.lastUse = time.Now()
-			w.mu.Unlock()
-		}()
+		defer detach()
 		send := func(id, event string, v any) bool {
 			b, _ := api.Marshal(v)
 			if id != "" {
@@ -316,7 +288,7 @@ func (s *Surface) events(ctx *fasthttp.RequestCtx) {
 		tick := time.NewTicker(15 * time.Second)
 		defer tick.Stop()
 		for {
-			evs, next, overflow, changed := w.since(cursor, 1000)
+			evs, next, overflow, changed := w.Since(cursor, 1000)
 			api.Arm(conn, wt)
 			if overflow && !send("", "overflow", map[string]any{"watcher_id": w.ID, "cursor": next}) {
 				return
@@ -334,7 +306,7 @@ func (s *Surface) events(ctx *fasthttp.RequestCtx) {
 				if api.Flush(conn, bw, wt) != nil {
 					return
 				}
-			case <-w.stop:
+			case <-w.Stopped():
 				return
 			case <-base.Done():
 				return
@@ -379,7 +351,7 @@ func (s *Surface) wait(ctx *fasthttp.RequestCtx) {
 			return
 		}
 	}
-	p = cleanPath(p, s.core.Workspace())
+	p = watch.CleanPath(p, s.core.Workspace())
 	view, err := s.core.ViewOf(ctx)
 	if err != nil {
 		api.Fail(ctx, fasthttp.StatusServiceUnavailable, "the caller's files: "+err.Error())
@@ -391,32 +363,27 @@ func (s *Surface) wait(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if want["create"] {
-		if fi, err := view.Lstat(p); err == nil {
-			e := entryOf(fi)
-			ev := (&watcher{Spec: Spec{Path: dir}}).event("create", name, nil, e, time.Now())
+		if ev, ok := watch.Exists(view, dir, name); ok {
 			answer(ctx, "it exists", map[string]any{"event": ev, "path": p})
 			return
 		}
 	}
 	s.startReaper()
-	w, err := s.ws.start(call.Tenant(ctx), view, Spec{Path: dir, Exclude: []string{}, Include: []string{name}, Debounce: 100})
+	w, err := s.ws.Start(call.Tenant(ctx), view, watch.Spec{Path: dir, Exclude: []string{}, Include: []string{name}, Debounce: 100})
 	if err != nil {
 		status := fasthttp.StatusServiceUnavailable
-		if errors.Is(err, errTooMany) {
+		if errors.Is(err, watch.ErrTooMany) {
 			status = fasthttp.StatusConflict
 		}
 		api.Fail(ctx, status, "wait for "+p+": "+err.Error())
 		return
 	}
-	defer s.ws.stopOne(w)
+	defer s.ws.Stop(w)
 	if want["create"] {
 		// Made between the look above and the watcher's first scan: that
 		// scan holds it, so no event would come.
-		w.mu.Lock()
-		e, ok := w.seen[name]
-		w.mu.Unlock()
-		if ok {
-			answer(ctx, "it exists", map[string]any{"event": w.event("create", name, nil, e, time.Now()), "path": p})
+		if ev, ok := w.Seen(name); ok {
+			answer(ctx, "it exists", map[string]any{"event": ev, "path": p})
 			return
 		}
 	}
@@ -424,7 +391,7 @@ func (s *Surface) wait(ctx *fasthttp.RequestCtx) {
 	defer deadline.Stop()
 	var cursor int64
 	for {
-		evs, next, _, changed := w.since(cursor, 1000)
+		evs, next, _, changed := w.Since(cursor, 1000)
 		for _, ev := range evs {
 			if ev.RelativePath == name && want[ev.Type] {
 				answer(ctx, ev.Type, map[string]any{"event": ev, "path": p})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/aiod/aiod/gateway/api"
 	"github.com/aiod/aiod/gateway/call"
+	"github.com/aiod/aiod/gateway/fsplane/watch"
 	"github.com/aiod/aiod/gateway/wsock"
 	"github.com/aiod/aiod/stream"
 	"github.com/aiod/aiod/stream/execution"
@@ -40,18 +41,23 @@ import (
 //	       watched: output, status ({"state":"busy"|"idle"|…}) and result messages
 //	       with "id" = the execution's msg_id and "session_id"
 //	       {"type":"error","id":REF,"status":422|404|409|503,"message":…}
+//	client {"type":"watch_files",…} / {"type":"unwatch_files","id":REF}: file watches (files.go)
 
 // Route is the socket's path.
 const Route = "/v2/code/ws"
 
 // Surface is the /v2/code/ws route.
 type Surface struct {
-	core *call.Core
-	hub  *wsock.Hub
+	core    *call.Core
+	hub     *wsock.Hub
+	watches *watch.Watchers // the daemon's file watchers (files.go)
 }
 
-// New makes the surface; its sockets are hub's, its executions core's.
-func New(core *call.Core, hub *wsock.Hub) *Surface { return &Surface{core: core, hub: hub} }
+// New makes the surface; its sockets are hub's, its executions core's,
+// its file watches in watches.
+func New(core *call.Core, hub *wsock.Hub, watches *watch.Watchers) *Surface {
+	return &Surface{core: core, hub: hub, watches: watches}
+}
 
 // Register adds the route.
 func (s *Surface) Register(r *router.Router) { r.GET(Route, s.serve) }
@@ -60,10 +66,12 @@ func (s *Surface) Register(r *router.Router) { r.GET(Route, s.serve) }
 func (s *Surface) serve(ctx *fasthttp.RequestCtx) {
 	owner, tenant := call.Owner(ctx), call.Tenant(ctx)
 	s.hub.Upgrade(ctx, Route, nil, func(wc *wsock.Conn) {
-		cs := &codeSocket{core: s.core, wc: wc, watches: map[*stream.Session]*watchSub{}, follows: map[*wsFollow]struct{}{}, owner: owner, tenant: tenant}
+		cs := &codeSocket{core: s.core, wc: wc, watches: s.watches, sessWatches: map[*stream.Session]*watchSub{}, follows: map[*wsFollow]struct{}{},
+			owner: owner, tenant: tenant, files: fileWatches{by: map[string]*fileWatch{}}}
 		wc.Run(cs.render, cs.read)
 		cs.stopFollowing()
-		for sess, w := range cs.watches {
+		cs.stopFileWatches()
+		for sess, w := range cs.sessWatches {
 			sess.Mux().Unwatch(w)
 		}
 	})
@@ -71,12 +79,14 @@ func (s *Surface) serve(ctx *fasthttp.RequestCtx) {
 
 // codeSocket is the protocol state of one /v2/code/ws socket.
 type codeSocket struct {
-	core    *call.Core
-	wc      *wsock.Conn
-	owner   string                        // the caller key sessions it creates count against
-	tenant  string                        // whose sessions and executions it can name (call.Tenant)
-	watches map[*stream.Session]*watchSub // reader goroutine only
-	seq     map[string]int                // writer goroutine only: outputs sent per watched execution without a seq
+	core        *call.Core
+	wc          *wsock.Conn
+	owner       string                        // the caller key sessions it creates count against
+	tenant      string                        // whose sessions and executions it can name (call.Tenant)
+	sessWatches map[*stream.Session]*watchSub // reader goroutine only
+	watches     *watch.Watchers               // the daemon's file watchers
+	files       fileWatches                   // this socket's watch_files (files.go)
+	seq         map[string]int                // writer goroutine only: outputs sent per watched execution without a seq
 
 	fmu     sync.Mutex
 	follows map[*wsFollow]struct{} // executions followed (own and resumed), until their result
@@ -132,10 +142,14 @@ func (cs *codeSocket) handle(b []byte) {
 		cs.watch(ref, head)
 	case "unwatch":
 		cs.unwatch(ref, head)
+	case "watch_files":
+		cs.watchFiles(ref, b)
+	case "unwatch_files":
+		cs.unwatchFiles(ref)
 	case "":
-		cs.fail(ref, fasthttp.StatusUnprocessableEntity, "field 'type': is required (execute, resume, complete, inspect, interrupt, watch or unwatch)")
+		cs.fail(ref, fasthttp.StatusUnprocessableEntity, "field 'type': is required (execute, resume, complete, inspect, interrupt, watch, unwatch, watch_files or unwatch_files)")
 	default:
-		cs.fail(ref, fasthttp.StatusUnprocessableEntity, fmt.Sprintf("field 'type': unknown message type %q (use execute, resume, complete, inspect, interrupt, watch or unwatch)", head.Type))
+		cs.fail(ref, fasthttp.StatusUnprocessableEntity, fmt.Sprintf("field 'type': unknown message type %q (use execute, resume, complete, inspect, interrupt, watch, unwatch, watch_files or unwatch_files)", head.Type))
 	}
 }
 
@@ -355,9 +369,9 @@ func (cs *codeSocket) watch(ref json.RawMessage, head codeHead) {
 		return
 	}
 	for _, s := range ss {
-		if cs.watches[s] == nil {
+		if cs.sessWatches[s] == nil {
 			w := &watchSub{cs: cs, sid: s.ID}
-			cs.watches[s] = w
+			cs.sessWatches[s] = w
 			s.Mux().Watch(w)
 		}
 	}
@@ -370,10 +384,10 @@ func (cs *codeSocket) unwatch(ref json.RawMessage, head codeHead) {
 		return
 	}
 	n := 0
-	for s, w := range cs.watches {
+	for s, w := range cs.sessWatches {
 		if s.ID == *head.SessionID && (head.Language == nil || s.Language == *head.Language) {
 			s.Mux().Unwatch(w)
-			delete(cs.watches, s)
+			delete(cs.sessWatches, s)
 			n++
 		}
 	}

@@ -1,20 +1,17 @@
-// Package fswatch serves file watches, the agent_sandbox reference's
-// /v1/file/watch routes: a watcher follows a folder (or a file) of the
+// Package watch is the file watchers the /v1/file/watch and /v2/fs/watch
+// routes (package fswatch) and the WebSocket's watch_files message
+// (package live) share: a watcher follows a folder (or a file) of the
 // caller's view and records create, write, remove, rename and chmod
-// events, which a client polls from a cursor (long-polling), follows as
-// Server-Sent Events, or waits for one of (wait).
+// events, read from a cursor.
 //
 // A watcher scans its tree through the caller's view (the file plane's:
 // under tenant isolation the tenant's file helper, as the tenant, in its
 // namespaces), every debounce interval, and compares it with the last
 // scan: what the caller's code can see is exactly what it watches, and
 // nothing outside the view can be watched through a link. A scan reads
-// each folder and stats each entry; it is bounded (maxEntries), so a
-// watcher costs the tenant's helper about one readdir per folder per
-// interval. Events carry seq, type, path, relative_path, old_path (a
-// rename: the same inode gone from one path and new at another in one
-// scan), is_dir, timestamp, mtime, size and inode.
-package fswatch
+// each folder and stats each entry, at most MaxEntries. A rename is the
+// same inode gone from one path and new at another in one scan.
+package watch
 
 import (
 	"crypto/rand"
@@ -34,17 +31,17 @@ import (
 )
 
 const (
-	maxWatchers    = 16    // a tenant's
-	maxEntries     = 20000 // what one scan follows
-	maxEvents      = 10000 // events a watcher keeps; older ones go (overflow)
-	watcherIdle    = 10 * time.Minute
-	minDebounceMS  = 50
-	maxDebounceMS  = 5000
-	defaultDebounc = 300
+	MaxWatchers       = 16    // a tenant's
+	MaxEntries        = 20000 // what one scan follows
+	MaxEvents         = 10000 // events a watcher keeps; older ones go (overflow)
+	WatcherIdle       = 10 * time.Minute
+	MinDebounceMS     = 50
+	MaxDebounceMS     = 5000
+	DefaultDebounceMS = 300
 )
 
-// defaultExclude is the reference's default exclude list.
-var defaultExclude = []string{".git", "node_modules", "__pycache__", ".venv", "*.pyc", "*.pyo", ".DS_Store", "*.swp", "*.swo"}
+// DefaultExclude is the reference's default exclude list.
+var DefaultExclude = []string{".git", "node_modules", "__pycache__", ".venv", "*.pyc", "*.pyo", ".DS_Store", "*.swp", "*.swo"}
 
 // Event is one file event.
 type Event struct {
@@ -79,7 +76,7 @@ type Spec struct {
 }
 
 // watcher is one watch of a tenant's.
-type watcher struct {
+type Watcher struct {
 	ID      string  `json:"watcher_id"`
 	Spec            // its request
 	Created float64 `json:"created_at"`
@@ -102,7 +99,7 @@ type watcher struct {
 
 // matches says whether rel (slash-separated, relative to the root) is
 // excluded, and whether it is included.
-func (w *watcher) excluded(rel string) bool {
+func (w *Watcher) excluded(rel string) bool {
 	for _, part := range strings.Split(rel, "/") {
 		for _, p := range w.Exclude {
 			if ok, _ := path.Match(p, part); ok || p == part {
@@ -113,7 +110,7 @@ func (w *watcher) excluded(rel string) bool {
 	return false
 }
 
-func (w *watcher) included(rel string, isDir bool) bool {
+func (w *Watcher) included(rel string, isDir bool) bool {
 	if len(w.Include) == 0 || isDir {
 		return len(w.Include) == 0
 	}
@@ -130,7 +127,7 @@ func (w *watcher) included(rel string, isDir bool) bool {
 }
 
 // scan reads the watched tree through the view.
-func (w *watcher) scan() (map[string]entry, error) {
+func (w *Watcher) scan() (map[string]entry, error) {
 	out := map[string]entry{}
 	root := w.Path
 	fi, err := w.view.Lstat(root)
@@ -165,8 +162,8 @@ func (w *watcher) scan() (map[string]entry, error) {
 			if err != nil {
 				continue
 			}
-			if len(out) >= maxEntries {
-				return fmt.Errorf("more than %d entries under %s: watch a smaller folder or exclude some", maxEntries, w.Path)
+			if len(out) >= MaxEntries {
+				return fmt.Errorf("more than %d entries under %s: watch a smaller folder or exclude some", MaxEntries, w.Path)
 			}
 			out[r] = entryOf(info)
 			if info.IsDir() && w.Recursive && depth < 64 {
@@ -189,7 +186,7 @@ func entryOf(fi fs.FileInfo) entry {
 }
 
 // diff turns two scans into events, in path order.
-func (w *watcher) diff(old, now map[string]entry, at time.Time) []Event {
+func (w *Watcher) diff(old, now map[string]entry, at time.Time) []Event {
 	var evs []Event
 	gone := map[uint64]string{} // inode -> removed path, for renames
 	var removed []string
@@ -244,7 +241,7 @@ func (w *watcher) diff(old, now map[string]entry, at time.Time) []Event {
 }
 
 // event makes an event of rel (seq set when recorded).
-func (w *watcher) event(typ, rel string, from *string, e entry, at time.Time) Event {
+func (w *Watcher) event(typ, rel string, from *string, e entry, at time.Time) Event {
 	ev := Event{Type: typ, Path: w.abs(rel), RelativePath: rel, IsDir: e.isDir, Timestamp: float64(at.UnixMilli()) / 1000}
 	if rel == "" {
 		ev.RelativePath = path.Base(w.Path)
@@ -260,16 +257,16 @@ func (w *watcher) event(typ, rel string, from *string, e entry, at time.Time) Ev
 	return ev
 }
 
-func (w *watcher) abs(rel string) string {
+func (w *Watcher) abs(rel string) string {
 	if rel == "" {
 		return w.Path
 	}
 	return path.Join(w.Path, rel)
 }
 
-// record appends evs, dropping the oldest past maxEvents, and wakes the
+// record appends evs, dropping the oldest past MaxEvents, and wakes the
 // waiters.
-func (w *watcher) record(evs []Event) {
+func (w *Watcher) record(evs []Event) {
 	if len(evs) == 0 {
 		return
 	}
@@ -280,7 +277,7 @@ func (w *watcher) record(evs []Event) {
 		ev.Seq = w.seq
 		w.events = append(w.events, ev)
 	}
-	if n := len(w.events) - maxEvents; n > 0 {
+	if n := len(w.events) - MaxEvents; n > 0 {
 		w.dropped = w.events[n-1].Seq
 		w.events = append([]Event(nil), w.events[n:]...)
 	}
@@ -289,7 +286,7 @@ func (w *watcher) record(evs []Event) {
 }
 
 // run scans every debounce until stop.
-func (w *watcher) run() {
+func (w *Watcher) run() {
 	defer close(w.done)
 	tick := time.NewTicker(time.Duration(w.Debounce) * time.Millisecond)
 	defer tick.Stop()
@@ -316,7 +313,7 @@ func (w *watcher) run() {
 
 // since returns up to limit events after cursor, the cursor to poll from
 // next, and whether events after cursor were dropped.
-func (w *watcher) since(cursor int64, limit int) ([]Event, int64, bool, <-chan struct{}) {
+func (w *Watcher) Since(cursor int64, limit int) ([]Event, int64, bool, <-chan struct{}) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.lastUse = time.Now()
@@ -336,15 +333,15 @@ func (w *watcher) since(cursor int64, limit int) ([]Event, int64, bool, <-chan s
 }
 
 // watchers is every tenant's watchers.
-type watchers struct {
+type Watchers struct {
 	mu     sync.Mutex
-	byID   map[string]*watcher // guarded by mu
+	byID   map[string]*Watcher // guarded by mu
 	closed bool                // guarded by mu
 }
 
 // start makes and starts a watcher of spec for tenant in view; its first
 // scan is taken now, so that only later changes are events.
-func (ws *watchers) start(tenant string, view fsview.FS, spec Spec) (*watcher, error) {
+func (ws *Watchers) Start(tenant string, view fsview.FS, spec Spec) (*Watcher, error) {
 	ws.mu.Lock()
 	n := 0
 	for _, w := range ws.byID {
@@ -357,10 +354,10 @@ func (ws *watchers) start(tenant string, view fsview.FS, spec Spec) (*watcher, e
 	if closed {
 		return nil, errors.New("aiod is shutting down")
 	}
-	if n >= maxWatchers {
-		return nil, errTooMany
+	if n >= MaxWatchers {
+		return nil, ErrTooMany
 	}
-	w := &watcher{ID: newWatcherID(), Spec: spec, Created: float64(time.Now().UnixMilli()) / 1000,
+	w := &Watcher{ID: newWatcherID(), Spec: spec, Created: float64(time.Now().UnixMilli()) / 1000,
 		tenant: tenant, view: view, stop: make(chan struct{}), done: make(chan struct{}),
 		changed: make(chan struct{}), lastUse: time.Now()}
 	scan, err := w.scan()
@@ -379,9 +376,9 @@ func (ws *watchers) start(tenant string, view fsview.FS, spec Spec) (*watcher, e
 			n++
 		}
 	}
-	if n >= maxWatchers {
+	if n >= MaxWatchers {
 		ws.mu.Unlock()
-		return nil, errTooMany
+		return nil, ErrTooMany
 	}
 	ws.byID[w.ID] = w
 	ws.mu.Unlock()
@@ -396,10 +393,10 @@ func newWatcherID() string {
 	return "w-" + hex.EncodeToString(b)
 }
 
-var errTooMany = fmt.Errorf("at most %d watchers a tenant: stop one (DELETE /v1/file/watch/{watcher_id})", maxWatchers)
+var ErrTooMany = fmt.Errorf("at most %d watchers a tenant: stop one (DELETE /v1/file/watch/{watcher_id})", MaxWatchers)
 
 // get is tenant's watcher id, or nil.
-func (ws *watchers) get(tenant, id string) *watcher {
+func (ws *Watchers) Get(tenant, id string) *Watcher {
 	ws.mu.Lock()
 	defer ws.mu.Unlock()
 	if w := ws.byID[id]; w != nil && w.tenant == tenant {
@@ -409,7 +406,7 @@ func (ws *watchers) get(tenant, id string) *watcher {
 }
 
 // stopOne stops w and waits for its scanner.
-func (ws *watchers) stopOne(w *watcher) {
+func (ws *Watchers) Stop(w *Watcher) {
 	ws.mu.Lock()
 	_, ok := ws.byID[w.ID]
 	delete(ws.byID, w.ID)
@@ -420,41 +417,115 @@ func (ws *watchers) stopOne(w *watcher) {
 	}
 }
 
-// reap stops watchers nobody has polled or followed for watcherIdle.
-func (ws *watchers) reap(now time.Time) {
+// reap stops watchers nobody has polled or followed for WatcherIdle.
+func (ws *Watchers) Reap(now time.Time) {
 	ws.mu.Lock()
-	var idle []*watcher
+	var idle []*Watcher
 	for _, w := range ws.byID {
 		w.mu.Lock()
-		if w.attached == 0 && now.Sub(w.lastUse) > watcherIdle {
+		if w.attached == 0 && now.Sub(w.lastUse) > WatcherIdle {
 			idle = append(idle, w)
 		}
 		w.mu.Unlock()
 	}
 	ws.mu.Unlock()
 	for _, w := range idle {
-		ws.stopOne(w)
+		ws.Stop(w)
 	}
 }
 
 // closeAll stops every watcher; no new one starts.
-func (ws *watchers) closeAll() {
+func (ws *Watchers) CloseAll() {
 	ws.mu.Lock()
 	ws.closed = true
-	all := make([]*watcher, 0, len(ws.byID))
+	all := make([]*Watcher, 0, len(ws.byID))
 	for _, w := range ws.byID {
 		all = append(all, w)
 	}
 	ws.mu.Unlock()
 	for _, w := range all {
-		ws.stopOne(w)
+		ws.Stop(w)
 	}
 }
 
 // cleanPath makes p absolute (from base) and clean.
-func cleanPath(p, base string) string {
+func CleanPath(p, base string) string {
 	if !filepath.IsAbs(p) {
 		p = filepath.Join(base, p)
 	}
 	return filepath.Clean(p)
+}
+
+// NewWatchers makes an empty registry.
+func NewWatchers() *Watchers { return &Watchers{byID: map[string]*Watcher{}} }
+
+// Mine is tenant's watchers.
+func (ws *Watchers) Mine(tenant string) []*Watcher {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	var out []*Watcher
+	for _, w := range ws.byID {
+		if w.tenant == tenant {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// Last is the seq of the last event so far.
+func (w *Watcher) Last() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.seq
+}
+
+// Stopped is closed once the watcher is stopped.
+func (w *Watcher) Stopped() <-chan struct{} { return w.stop }
+
+// Attach counts a reader waiting on the watcher (a poll, a stream), which
+// keeps it from being stopped as idle; the function returned undoes it.
+func (w *Watcher) Attach() (detach func()) {
+	w.mu.Lock()
+	w.attached++
+	w.mu.Unlock()
+	return func() {
+		w.mu.Lock()
+		w.attached--
+		w.lastUse = time.Now()
+		w.mu.Unlock()
+	}
+}
+
+// Model is the watcher as the routes answer it.
+func (w *Watcher) Model() map[string]any {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	v := map[string]any{"watcher_id": w.ID, "path": w.Path, "recursive": w.Recursive, "exclude": w.Exclude,
+		"include_patterns": w.Include, "debounce": w.Debounce, "created_at": w.Created, "last_seq": w.seq}
+	if w.scanErr != "" {
+		v["error"] = w.scanErr
+	}
+	return v
+}
+
+// Seen reports what the watcher's last scan holds at rel (relative to its
+// path), as a create event: a file that was there before any event.
+func (w *Watcher) Seen(rel string) (Event, bool) {
+	w.mu.Lock()
+	e, ok := w.seen[rel]
+	w.mu.Unlock()
+	if !ok {
+		return Event{}, false
+	}
+	return w.event("create", rel, nil, e, time.Now()), true
+}
+
+// Exists is a create event of path p as it is now in view, for a wait
+// that asks for create of a file already there.
+func Exists(view fsview.FS, dir, name string) (Event, bool) {
+	fi, err := view.Lstat(dir + "/" + name)
+	if err != nil {
+		return Event{}, false
+	}
+	return (&Watcher{Spec: Spec{Path: dir}}).event("create", name, nil, entryOf(fi), time.Now()), true
 }
