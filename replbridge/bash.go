@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aiod/aiod/kernel/proc"
 	"golang.org/x/sys/unix"
 )
 
@@ -161,12 +162,10 @@ func groupOf(pgid int) []int {
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		f, err := proc.StatFields(pid) // state ppid pgrp ...
 		if err != nil {
 			continue
 		}
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // state ppid pgrp ...
 		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" {
 			out = append(out, pid)
 		}

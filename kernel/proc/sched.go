@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -56,17 +57,15 @@ func (s *Starvation) Starved(pid int, now time.Time) bool {
 // the process is in a state that can run: not stopped, traced, a zombie or
 // dead (/proc/PID/stat's state).
 func runDelay(pid int) (time.Duration, bool, error) {
-	dir := "/proc/" + strconv.Itoa(pid)
-	stat, err := os.ReadFile(dir + "/stat")
+	f, err := StatFields(pid)
 	if err != nil {
 		return 0, false, err
 	}
-	// The state follows the command's closing parenthesis: "pid (comm) S ...".
-	i := bytes.LastIndexByte(stat, ')')
-	if i < 0 || i+2 >= len(stat) {
+	if len(f) == 0 || f[0] == "" {
 		return 0, false, os.ErrInvalid
 	}
-	runnable := bytes.IndexByte([]byte("TtZXx"), stat[i+2]) < 0
+	runnable := !strings.ContainsAny(f[0][:1], "TtZXx")
+	dir := "/proc/" + strconv.Itoa(pid)
 	tasks, err := filepath.Glob(dir + "/task/*/schedstat")
 	if err != nil {
 		return 0, false, err

@@ -303,12 +303,10 @@ func killSession(sid int, born string) {
 // procStat is field i of /proc/pid/stat counted from the state (0) after
 // the command's name: 3 is the session, 19 the start time.
 func procStat(pid, i int) (string, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	f, err := proc.StatFields(pid)
 	if err != nil {
 		return "", err
 	}
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
 	if len(f) <= i {
 		return "", fmt.Errorf("short /proc/%d/stat", pid)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/kernel/proc"
 	"github.com/aiod/aiod/stream/backend/isolate"
 )
 
@@ -45,7 +46,7 @@ func UsageOf(rt jupyter.Runtime) (RuntimeUsage, bool) {
 	if err != nil {
 		return RuntimeUsage{}, false
 	}
-	u := RuntimeUsage{Source: "proc", PID: pid, CPUSeconds: isolate.ProcCPUSeconds(pid), Pids: 1}
+	u := RuntimeUsage{Source: "proc", PID: pid, CPUSeconds: proc.CPUSeconds(pid), Pids: 1}
 	for _, line := range strings.Split(string(b), "\n") {
 		k, v, _ := strings.Cut(line, ":")
 		n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)

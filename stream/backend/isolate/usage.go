@@ -1,10 +1,7 @@
 package isolate
 
 import (
-	"bytes"
-	"os"
-	"strconv"
-
+	"github.com/aiod/aiod/kernel/proc"
 	"github.com/opencontainers/cgroups"
 )
 
@@ -39,34 +36,9 @@ func (l *Limits) Usage() (Usage, bool) {
 	if l.dir != "" {
 		if pids, err := cgroups.GetAllPids(l.dir); err == nil {
 			for _, p := range pids {
-				u.CPUSeconds += ProcCPUSeconds(p)
+				u.CPUSeconds += proc.CPUSeconds(p)
 			}
 		}
 	}
 	return u, true
-}
-
-// clockTicks is USER_HZ, the unit of /proc/PID/stat's times: 100 on every
-// Linux aiod runs on.
-const clockTicks = 100
-
-// ProcCPUSeconds is process pid's user and system CPU time so far (0 when
-// it cannot be read).
-func ProcCPUSeconds(pid int) float64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0
-	}
-	// After "pid (comm) ": state is field 3; utime and stime are 14 and 15.
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 13 {
-		return 0
-	}
-	ut, _ := strconv.ParseUint(string(f[11]), 10, 64)
-	stime, _ := strconv.ParseUint(string(f[12]), 10, 64)
-	return float64(ut+stime) / clockTicks
 }
