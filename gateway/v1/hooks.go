@@ -3,15 +3,12 @@ package v1
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
 
 	"github.com/aiod/aiod/gateway/api"
@@ -49,40 +46,13 @@ type sandboxHook struct {
 	Source   string  `json:"source"`
 }
 
-// hooks is every tenant's hooks, kept in file ("" keeps them in memory).
-type hooks struct {
-	mu       sync.Mutex
-	file     string
-	byTenant map[string]map[string]sandboxHook // guarded by mu
-}
+// hooks is every tenant's hooks, kept in hooksFile.
+type hooks struct{ tenantStore[sandboxHook] }
 
 func loadHooks(stateDir string) *hooks {
-	h := &hooks{byTenant: map[string]map[string]sandboxHook{}}
-	if stateDir == "" {
-		return h
-	}
-	h.file = filepath.Join(stateDir, hooksFile)
-	if b, err := os.ReadFile(h.file); err == nil {
-		_ = json.Unmarshal(b, &h.byTenant)
-	}
+	h := &hooks{}
+	h.load(stateDir, hooksFile)
 	return h
-}
-
-// saveLocked writes the hooks to the state directory, replacing the file
-// at once (a temporary file renamed).
-func (h *hooks) saveLocked() error {
-	if h.file == "" {
-		return nil
-	}
-	b, err := json.Marshal(h.byTenant)
-	if err != nil {
-		return err
-	}
-	tmp := h.file + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, h.file)
 }
 
 // POST /v1/sandbox/hooks

@@ -12,10 +12,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"syscall"
 
-	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
 	"go.yaml.in/yaml/v3"
 
@@ -51,38 +49,13 @@ type skillMeta struct {
 	Dependencies []any          `json:"dependency_commands"`
 }
 
-// skills is every tenant's skills (file "" keeps them in memory).
-type skills struct {
-	mu       sync.Mutex
-	file     string
-	byTenant map[string]map[string]skillMeta // guarded by mu
-}
+// skills is every tenant's skills, kept in skillsFile.
+type skills struct{ tenantStore[skillMeta] }
 
 func loadSkills(stateDir string) *skills {
-	k := &skills{byTenant: map[string]map[string]skillMeta{}}
-	if stateDir == "" {
-		return k
-	}
-	k.file = filepath.Join(stateDir, skillsFile)
-	if b, err := os.ReadFile(k.file); err == nil {
-		_ = json.Unmarshal(b, &k.byTenant)
-	}
+	k := &skills{}
+	k.load(stateDir, skillsFile)
 	return k
-}
-
-func (k *skills) saveLocked() error {
-	if k.file == "" {
-		return nil
-	}
-	b, err := json.Marshal(k.byTenant)
-	if err != nil {
-		return err
-	}
-	tmp := k.file + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, k.file)
 }
 
 // of is tenant's skills by name, those named in names only when it is not
