@@ -254,23 +254,26 @@ type waiter struct {
 
 // Files returns the tenant's file helper client, made on first use.
 func (ts *Tenants) Files(key string) (*Files, error) {
-	t, err := ts.Get(key)
-	if err != nil {
-		return nil, err
-	}
-	ts.mu.Lock()
-	defer ts.mu.Unlock()
-	if t.Released() {
-		// Let go between Get and here: no helper for a tenant nobody holds.
+	for {
+		t, err := ts.Get(key)
+		if err != nil {
+			return nil, err
+		}
+		ts.mu.Lock()
+		if t.Released() {
+			// Let go between Get and here: no helper for a tenant nobody
+			// holds; Get makes it anew.
+			ts.mu.Unlock()
+			continue
+		}
+		if t.files == nil {
+			v := t.View()
+			t.files = &Files{name: "tenant " + strconv.Quote(key), plan: v.FilesPlan(), dir: v.WorkPath, log: ts.log.With("tenant", key)}
+		}
+		f := t.files
 		ts.mu.Unlock()
-		defer ts.mu.Lock()
-		return ts.Files(key)
+		return f, nil
 	}
-	if t.files == nil {
-		v := t.View()
-		t.files = &Files{name: "tenant " + strconv.Quote(key), plan: v.FilesPlan(), dir: v.WorkPath, log: ts.log.With("tenant", key)}
-	}
-	return t.files, nil
 }
 
 // FilesAs is a file helper on the host's own view, running as uid:gid (the
