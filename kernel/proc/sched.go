@@ -49,7 +49,8 @@ func (s *Starvation) Starved(pid int, now time.Time) bool {
 	if err != nil || !runnable {
 		return false
 	}
-	return 4*(w-s.waited) >= now.Sub(s.at)
+	span := now.Sub(s.at)
+	return span > 0 && 4*(w-s.waited) >= span
 }
 
 // runDelay sums the time pid's threads waited in a run queue (the second

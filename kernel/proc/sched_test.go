@@ -3,7 +3,10 @@ package proc
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -55,18 +58,37 @@ func TestStarvation(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() }()
-	waitState(t, sleeper.Process.Pid, 'S')
+	waitSleeping(t, sleeper.Process.Pid, "sleep")
 	var q Starvation
 	q.Mark(sleeper.Process.Pid, time.Now())
 	if !q.Marked() {
 		t.Fatal("no sample of a sleeping process")
 	}
+	// Its wait is judged over a real span: the ping it left unanswered.
+	time.Sleep(50 * time.Millisecond)
 	if q.Starved(sleeper.Process.Pid, time.Now()) {
 		t.Error("a sleeping process was found starved")
 	}
 	q.Reset()
 	if q.Marked() || q.Starved(sleeper.Process.Pid, time.Now()) {
 		t.Error("Reset kept the sample")
+	}
+}
+
+// waitSleeping waits until pid runs command comm (its exec is done) and
+// sleeps (state S): a process just started may still stand in the run
+// queue on a loaded machine, and that wait is a real one.
+func waitSleeping(t *testing.T, pid int, comm string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+		f, err := StatFields(pid)
+		if err == nil && len(f) > 0 && f[0] == "S" && strings.TrimSpace(string(b)) == comm {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("pid %d not sleeping in %s after 30 s", pid, comm)
+		}
 	}
 }
 
