@@ -104,11 +104,10 @@ type Isolator struct {
 	home      string            // the runtime user's HOME, made by New
 	parents   map[string]string // cgroup v1: controller -> this daemon's folder
 	parent2   string            // cgroup v2: this daemon's folder
-	next      atomic.Uint64
-	total     cgroups.Manager  // this daemon's folder, when all runtimes together are limited
-	mode      string           // ModeTenant or ModeNone
-	why       string           // why mode is ModeNone
-	tenants   *sandbox.Tenants // nil unless mode is ModeTenant
+	total     cgroups.Manager   // this daemon's folder, when all runtimes together are limited
+	mode      string            // ModeTenant or ModeNone
+	why       string            // why mode is ModeNone
+	tenants   *sandbox.Tenants  // nil unless mode is ModeTenant
 	// cpuWeighed: this Isolator moved aiod into its weighted cpu group
 	// (weighCPU); noWeight says why RuntimesCPUWeight is not in force.
 	cpuWeighed bool
@@ -279,9 +278,11 @@ func (is *Isolator) Close() error {
 	}
 	var errs []error
 	for _, p := range is.parents {
-		errs = append(errs, removeTree(p))
+		if parentsInUse.drop(p) {
+			errs = append(errs, removeTree(p))
+		}
 	}
-	if is.parent2 != "" {
+	if is.parent2 != "" && parentsInUse.drop(is.parent2) {
 		errs = append(errs, removeTree(is.parent2))
 	}
 	if is.cpuWeighed {
@@ -300,6 +301,38 @@ func (is *Isolator) Close() error {
 // v1Controllers are the cgroup v1 controllers a runtime's group joins; the
 // freezer (when mounted) stops a fork loop while its processes are killed.
 var v1Controllers = []string{"memory", "pids", "cpu", "freezer"}
+
+// groupSeq names runtimes' groups: one sequence for the process, since
+// every Isolator of a process (a test's several gateways) makes them
+// under the same daemon folder.
+var groupSeq atomic.Uint64
+
+// parentsInUse counts the Isolators of this process that use each
+// parent folder: the last one to close removes it (and kills what is
+// left in it), not the first.
+var parentsInUse = parentRefs{n: map[string]int{}}
+
+type parentRefs struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (r *parentRefs) hold(dir string) {
+	r.mu.Lock()
+	r.n[dir]++
+	r.mu.Unlock()
+}
+
+// drop counts one user less of dir and says whether it was the last.
+func (r *parentRefs) drop(dir string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.n[dir]--; r.n[dir] > 0 {
+		return false
+	}
+	delete(r.n, dir)
+	return true
+}
 
 // daemonDir is the name of this daemon's folder under its own cgroup.
 func daemonDir(pid int) string { return "aiod-" + strconv.Itoa(pid) }
@@ -332,6 +365,7 @@ func (is *Isolator) setUpCgroups() error {
 			return fmt.Errorf("cgroup v2: cannot make runtime groups under %s (memory, pids and cpu must be delegated to aiod): %w", own, err)
 		}
 		is.mechanism, is.parent2 = CgroupV2, dir
+		parentsInUse.hold(dir)
 		if is.cfg.RuntimesCPUWeight > 0 {
 			is.noWeight = "not made on cgroup v2: aiod and its runtimes' parent keep the default weight"
 		}
@@ -357,6 +391,7 @@ func (is *Isolator) setUpCgroups() error {
 			return fmt.Errorf("cgroup v1: make %s: %w", dir, err)
 		}
 		is.parents[c] = dir
+		parentsInUse.hold(dir)
 		if c == "cpu" && is.cfg.RuntimesCPUWeight > 0 {
 			rt, err := weighCPU(own, dir, is.cfg.RuntimesCPUWeight)
 			if err != nil {
@@ -365,6 +400,8 @@ func (is *Isolator) setUpCgroups() error {
 				is.log.Warn("runtimes' CPU weight not set; aiod keeps the default layout", "why", err)
 				continue
 			}
+			parentsInUse.drop(dir)
+			parentsInUse.hold(rt)
 			is.parents[c], is.cpuWeighed = rt, true
 		}
 	}
@@ -410,6 +447,10 @@ func (is *Isolator) memPids(mem, pids int64) *cgroups.Resources {
 // makeGroup makes the group name (a path under this daemon's folder, in
 // every controller it uses) with res in force, and returns its manager.
 func (is *Isolator) makeGroup(name string, res *cgroups.Resources) (cgroups.Manager, error) {
+	// The cgroup v1 manager's Set detects the blkio files into package
+	// state without a lock: two groups made at once race on it.
+	makeMu.Lock()
+	defer makeMu.Unlock()
 	cg := &cgroups.Cgroup{Resources: res}
 	var (
 		m   cgroups.Manager
@@ -438,6 +479,9 @@ func (is *Isolator) makeGroup(name string, res *cgroups.Resources) (cgroups.Mana
 	}
 	return m, nil
 }
+
+// makeMu makes one group at a time (makeGroup).
+var makeMu sync.Mutex
 
 // TotalLimited reports whether all runtimes together have a memory limit.
 func (is *Isolator) TotalLimited() bool {
@@ -573,7 +617,7 @@ func (is *Isolator) applyCgroup(l *Limits, pid int) (*Limits, error) {
 	}
 	var err error
 	// Limits in place before the process joins.
-	l.mgr, err = is.makeGroup(filepath.Join(l.tenant, strconv.FormatUint(is.next.Add(1), 10)), res)
+	l.mgr, err = is.makeGroup(filepath.Join(l.tenant, strconv.FormatUint(groupSeq.Add(1), 10)), res)
 	if err == nil {
 		// The v1 manager lists processes from the devices controller,
 		// which aiod does not use; any of the group's folders lists them.
