@@ -28,6 +28,7 @@ import (
 	"github.com/aiod/aiod/gateway/jupyterapi"
 	"github.com/aiod/aiod/gateway/live"
 	"github.com/aiod/aiod/gateway/mcp"
+	"github.com/aiod/aiod/gateway/observe"
 	"github.com/aiod/aiod/gateway/shell"
 	"github.com/aiod/aiod/gateway/terminals"
 	v1 "github.com/aiod/aiod/gateway/v1"
@@ -143,7 +144,8 @@ type Server struct {
 	http    *fasthttp.Server
 	metrics *metrics // metrics.go: the Prometheus registry behind /metrics
 	mcp     *mcp.Server
-	v1      *v1.Surface     // its shutdown hooks run as Shutdown begins
+	v1      *v1.Surface // its shutdown hooks run as Shutdown begins
+	observe *observe.Surface
 	watches *watch.Watchers // the file watchers of /v1/file/watch, /v2/fs/watch and the WebSocket
 	access  *accessWriter   // the access log's writer (accesslog.go); nil with NoAccessLog
 	peers   sync.Map        // runtimes' open connections: remote address -> uid (peers.go)
@@ -243,6 +245,14 @@ func New(cfg Config) (*Server, error) {
 	s.mcp = mcp.New(s.core, mcp.Config{MaxBody: cfg.MaxBody, Version: Version})
 	s.watches = watch.NewWatchers()
 	s.v1 = v1.New(s.core, v1.Config{Version: Version, StateDir: cfg.Isolation.StateDir, Logger: cfg.Logger})
+	if s.observe, err = observe.New(s.core, observe.Config{StateDir: cfg.Isolation.StateDir, Logger: cfg.Logger}); err != nil {
+		if snaps != nil {
+			snaps.Close()
+		}
+		_ = execs.Close()
+		_ = rt.Close(context.Background())
+		return nil, err
+	}
 	handler := s.countRequests(g.Wrap(s.refuseRuntimePeers(s.routes().Handler)))
 	if !cfg.NoAccessLog {
 		acc := cfg.AccessLogger
@@ -351,6 +361,7 @@ func (s *Server) routes() *router.Router {
 	fsplane.Register(r, fsplane.Config{MaxBody: int64(s.cfg.MaxBody), Logger: s.log, Workspace: s.core.Workspace(), View: s.core.ViewOf})
 	s.v1.Register(r)                                   // the agent_sandbox SDK's code, jupyter, nodejs and sandbox routes
 	fswatch.New(s.core, s.watches).Register(r)         // /v1/file/watch: file watches in the caller's view
+	s.observe.Register(r)                              // /v1/sandbox/observe: readings of the caller's sandbox
 	live.New(s.core, s.hub, s.watches).Register(r)     // /v2/code/ws: aiod's streaming protocol
 	jupyterapi.New(s.core, s.hub, Version).Register(r) // the Jupyter kernels API and its channels
 	s.mcp.Register(r)                                  // the MCP endpoint at /mcp
@@ -498,6 +509,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	// The tenants' shutdown hooks, while their runtimes still run and
 	// before their sessions are saved (v1/hooks.go).
 	s.v1.RunShutdownHooks(ctx)
+	s.observe.Close(ctx) // each running observation writes its report
 	s.core.Cancel()
 	rerr := s.reg.Close(ctx)
 	s.mcp.Close()

@@ -27,7 +27,7 @@ func goList(t *testing.T, args ...string) []string {
 
 // surfaces are the gateway's surface packages: each serves one protocol
 // on the call core, and none imports another.
-var surfaces = []string{"gateway/v1", "gateway/v2", "gateway/fswatch", "gateway/live", "gateway/jupyterapi", "gateway/mcp", "gateway/shell", "gateway/terminals"}
+var surfaces = []string{"gateway/v1", "gateway/v2", "gateway/fswatch", "gateway/observe", "gateway/live", "gateway/jupyterapi", "gateway/mcp", "gateway/shell", "gateway/terminals"}
 
 // TestImportRules checks the package layering docs/architecture.md describes:
 //

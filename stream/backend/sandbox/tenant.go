@@ -262,6 +262,18 @@ func (ts *Tenants) Count() int {
 	return len(ts.byKey)
 }
 
+// Peek is the tenant of key that aiod holds now, without making it or
+// counting a use (an observer must not keep a tenant from idling): nil
+// when it has none, or let it go.
+func (ts *Tenants) Peek(key string) *Tenant {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if t := ts.byKey[key]; t != nil && !t.Released() {
+		return t
+	}
+	return nil
+}
+
 // making is a tenant one Get is making; others wait for done.
 type making struct {
 	done chan struct{}

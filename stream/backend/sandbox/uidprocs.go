@@ -75,3 +75,8 @@ func (ts *Tenants) killLeftovers() int {
 	}
 	return n
 }
+
+// Processes is the live processes that run as t's uid, wherever they are.
+func (t *Tenant) Processes() []int {
+	return processesOf(func(uid uint32) bool { return uid == t.UID })[t.UID]
+}

@@ -1,0 +1,79 @@
+package isolate
+
+import (
+	"github.com/opencontainers/cgroups"
+
+	"github.com/aiod/aiod/stream/backend/sandbox"
+)
+
+// GroupUsage is what a tenant's group holds now: every runtime, terminal
+// and process of the tenant, with its quotas. Breakdown fields are nil
+// where this cgroup version does not count them. Limits of 0 are none.
+type GroupUsage struct {
+	MemoryBytes, MemoryPeakBytes, MemoryLimitBytes int64
+	Anon, File, Shmem, Slab                        *int64
+	OOMKills                                       *int64
+	Pids, PidsLimit                                int64
+	NrPeriods, NrThrottled, ThrottledUsec          *int64
+	CPUUsec                                        *int64 // the group's CPU time, where its cgroup counts it (v2)
+	PIDs                                           []int  // the processes in it, its runtimes' groups included
+}
+
+// TenantUsage reads t's group; false when it has none now (no runtime
+// runs for it, or limits are not cgroups).
+func (is *Isolator) TenantUsage(t *sandbox.Tenant) (GroupUsage, bool) {
+	if is == nil || t == nil {
+		return GroupUsage{}, false
+	}
+	is.tg.mu.Lock()
+	g := is.tg.held[tenantGroupName(t)]
+	is.tg.mu.Unlock()
+	if g == nil {
+		return GroupUsage{}, false
+	}
+	st, err := g.mgr.GetStats()
+	if err != nil {
+		return GroupUsage{}, false
+	}
+	ms := st.MemoryStats
+	u := GroupUsage{MemoryBytes: int64(ms.Usage.Usage), MemoryPeakBytes: int64(ms.Usage.MaxUsage),
+		Pids: int64(st.PidsStats.Current), PidsLimit: int64(st.PidsStats.Limit)}
+	if lim := ms.Usage.Limit; lim > 0 && lim < 1<<62 {
+		u.MemoryLimitBytes = int64(lim)
+	}
+	if u.PidsLimit >= 1<<62 {
+		u.PidsLimit = 0
+	}
+	stat := func(keys ...string) *int64 {
+		for _, k := range keys {
+			if v, ok := ms.Stats[k]; ok {
+				n := int64(v)
+				return &n
+			}
+		}
+		return nil
+	}
+	// v1 counts a hierarchy under total_*, v2 under plain names.
+	u.Anon, u.File, u.Shmem, u.Slab = stat("total_rss", "anon"), stat("total_cache", "file"), stat("total_shmem", "shmem"), stat("slab")
+	if n, err := g.mgr.OOMKillCount(); err == nil {
+		k := int64(n)
+		u.OOMKills = &k
+	}
+	if td := st.CpuStats.ThrottlingData; td.Periods > 0 {
+		p, t, us := int64(td.Periods), int64(td.ThrottledPeriods), int64(td.ThrottledTime/1000)
+		u.NrPeriods, u.NrThrottled, u.ThrottledUsec = &p, &t, &us
+	}
+	if ns := st.CpuStats.CpuUsage.TotalUsage; ns > 0 {
+		us := int64(ns / 1000)
+		u.CPUUsec = &us
+	}
+	for _, c := range []string{"", "pids", "memory", "cpu"} {
+		if p := g.mgr.Path(c); p != "" {
+			if pids, err := cgroups.GetAllPids(p); err == nil {
+				u.PIDs = pids
+				break
+			}
+		}
+	}
+	return u, true
+}
