@@ -245,6 +245,7 @@ func New(cfg Config) (*Server, error) {
 	s.mcp = mcp.New(s.core, mcp.Config{MaxBody: cfg.MaxBody, Version: Version})
 	s.watches = watch.NewWatchers()
 	s.v1 = v1.New(s.core, v1.Config{Version: Version, StateDir: cfg.Isolation.StateDir, Logger: cfg.Logger})
+	rt.BeforeTenantRelease(func(tenant string) { s.v1.RunTenantHooks(s.core.Ctx(), tenant) })
 	if s.observe, err = observe.New(s.core, observe.Config{StateDir: cfg.Isolation.StateDir, Logger: cfg.Logger}); err != nil {
 		if snaps != nil {
 			snaps.Close()

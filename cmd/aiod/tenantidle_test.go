@@ -10,10 +10,11 @@ import (
 )
 
 // TestIdleTenantIsReleased: with --tenant-idle 1, bob, whose one-shot has
-// ended, is let go (his sandbox closed, aiod_tenants one less), while
-// alice, idle as long but with a live session, is kept; bob's next call
-// makes his sandbox anew and finds the file he wrote, and alice's session
-// still has its state.
+// ended, is let go (his sandbox closed, aiod_tenants one less) after his
+// shutdown hook ran once, as him; alice, idle as long but with a live
+// session, is kept and her hook does not run; bob's next call makes his
+// sandbox anew and finds the file he wrote and the hook's marker, and
+// alice's session still has its state.
 func TestIdleTenantIsReleased(t *testing.T) {
 	t.Parallel()
 	priv, pub := tenantKey(t)
@@ -25,8 +26,19 @@ func TestIdleTenantIsReleased(t *testing.T) {
 	defer cancel()
 
 	alice.run(ctx, "python", "kept", "x = 41")
+	for _, c := range []*caller{alice, bob} {
+		if st, env := c.call(ctx, http.MethodPost, "/v1/sandbox/hooks", map[string]any{"name": "flush", "command": "echo released-$(id -u) >> ~/release-marker"}); st != 200 {
+			t.Fatalf("%s's hook: %d %v", c.name, st, env)
+		}
+	}
 	bob.run(ctx, "python", "", "import os; open(os.path.expanduser('~/keep.txt'), 'w').write('bob-file')")
 	waitLog(t, d, "tenant released after idling", "tenant=jwt:bob", 2*time.Minute)
+	if n := strings.Count(d.stderr.String(), `msg="hook ran" tenant=jwt:bob hook=flush`); n != 1 {
+		t.Errorf("bob's hook ran %d times before his release, want once:\n%s", n, grepLines(d.stderr.String(), "hook"))
+	}
+	if strings.Contains(d.stderr.String(), "tenant=jwt:alice hook=") {
+		t.Errorf("alice's hook ran while her session ran:\n%s", grepLines(d.stderr.String(), "hook"))
+	}
 	if strings.Contains(d.stderr.String(), "tenant=jwt:alice idle") {
 		t.Fatalf("alice was let go while her session's kernel ran:\n%s", grepLines(d.stderr.String(), "released"))
 	}
@@ -35,6 +47,10 @@ func TestIdleTenantIsReleased(t *testing.T) {
 	}
 	if got := bob.run(ctx, "python", "", "import os; print(open(os.path.expanduser('~/keep.txt')).read())"); got != "bob-file\n" {
 		t.Errorf("bob's file after his sandbox was made anew: %q", got)
+	}
+	uid := strings.TrimSpace(bob.run(ctx, "python", "", "import os; print(os.getuid())"))
+	if got := bob.run(ctx, "python", "", "import os; print(open(os.path.expanduser('~/release-marker')).read(), end='')"); got != "released-"+uid+"\n" {
+		t.Errorf("the marker bob's hook wrote before his release: %q, want one line as uid %s", got, uid)
 	}
 	if n := tenantsGauge(ctx, t, alice); n != "2" {
 		t.Errorf("aiod_tenants %s once bob called again, want 2", n)

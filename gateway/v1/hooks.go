@@ -18,7 +18,8 @@ import (
 // Lifecycle hooks (the reference's /v1/sandbox/hooks): shell commands a
 // tenant registers to run when the sandbox stops, to flush state or write
 // a marker. aiod runs them at its shutdown, before the sessions are saved
-// and while every runtime still runs: as bash one-shots of their tenant
+// and while every runtime still runs, and before it lets go of a tenant's
+// sandbox after idling (--tenant-idle): as bash one-shots of their tenant
 // (its user, sandbox and limits), by priority (lower first; the same
 // priority at once), each bounded by its timeout. One that fails or times
 // out is logged and the stop goes on. They are kept in the state
@@ -185,21 +186,26 @@ func (v *Surface) RunShutdownHooks(ctx context.Context) {
 	v.hooks.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, tenant := range tenants {
-		wg.Go(func() {
-			list := v.hooks.of(tenant)
-			for i := 0; i < len(list); {
-				j := i
-				var group sync.WaitGroup
-				for ; j < len(list) && list[j].Priority == list[i].Priority; j++ {
-					hk := list[j]
-					group.Go(func() { v.runHook(ctx, tenant, hk) })
-				}
-				group.Wait()
-				i = j
-			}
-		})
+		wg.Go(func() { v.RunTenantHooks(ctx, tenant) })
 	}
 	wg.Wait()
+}
+
+// RunTenantHooks runs tenant's hooks by priority (the same priority at
+// once), each bounded by its timeout and all by ctx: at aiod's stop, and
+// when the tenant's sandbox is let go after idling (--tenant-idle).
+func (v *Surface) RunTenantHooks(ctx context.Context, tenant string) {
+	list := v.hooks.of(tenant)
+	for i := 0; i < len(list); {
+		j := i
+		var group sync.WaitGroup
+		for ; j < len(list) && list[j].Priority == list[i].Priority; j++ {
+			hk := list[j]
+			group.Go(func() { v.runHook(ctx, tenant, hk) })
+		}
+		group.Wait()
+		i = j
+	}
 }
 
 // runHook runs one hook as a bash one-shot of tenant and logs how it went.

@@ -59,3 +59,12 @@ func (r *Runtimes) tenantFor(key string) (*sandbox.Tenant, func(), error) {
 	}
 	return r.current(t)
 }
+
+// BeforeTenantRelease sets f, run with a tenant's key before its sandbox
+// is let go after idling (its shutdown hooks); it may run code as the
+// tenant. Without tenant isolation it is never called.
+func (r *Runtimes) BeforeTenantRelease(f func(tenant string)) {
+	if ts := r.iso.Tenants(); ts != nil {
+		ts.BeforeRelease(f)
+	}
+}

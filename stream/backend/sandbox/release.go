@@ -52,19 +52,69 @@ func (ts *Tenants) stopReleasing() {
 	}
 }
 
+// BeforeRelease sets f, called with the key of each tenant about to be
+// let go after idling, before it is (the tenant's shutdown hooks run
+// there; they may use the tenant's sandbox). A tenant still idle after f
+// returned is let go: nothing held or running in it, no file helper, no
+// use since f returned. nil calls nothing.
+func (ts *Tenants) BeforeRelease(f func(key string)) {
+	ts.mu.Lock()
+	ts.beforeRelease = f
+	ts.mu.Unlock()
+}
+
 // releaseIdle lets go of the tenants idle at now.
 func (ts *Tenants) releaseIdle(now time.Time, idle time.Duration, busy func(*Tenant) bool) {
+	ts.mu.Lock()
+	var idleOnes, call []*Tenant
+	for _, t := range ts.byKey {
+		if t.holds > 0 || t.files != nil && t.files.running() || busy(t) {
+			continue
+		}
+		// Called for already and not used since: what that call started
+		// (pools of the tenant) may have kept it, but it is not called
+		// for again.
+		called := !t.hooked.IsZero() && !t.used.After(t.hooked)
+		if !called && now.Sub(t.used) < idle {
+			continue
+		}
+		idleOnes = append(idleOnes, t)
+		if !called {
+			call = append(call, t)
+		}
+	}
+	before := ts.beforeRelease
+	ts.mu.Unlock()
+	if len(idleOnes) == 0 {
+		return
+	}
+	// Uses of a tenant while before runs are its own (a hook's one-shot):
+	// only a use after it keeps the tenant.
+	if before != nil && len(call) > 0 {
+		var wg sync.WaitGroup
+		for _, t := range call {
+			wg.Go(func() { before(t.Key) })
+		}
+		wg.Wait()
+		settled := time.Now()
+		ts.mu.Lock()
+		for _, t := range call {
+			t.hooked = settled
+		}
+		ts.mu.Unlock()
+	}
 	type let struct {
 		t *Tenant
 		f *Files
 	}
-	ts.mu.Lock()
 	var gone []let
-	for key, t := range ts.byKey {
-		if t.holds > 0 || now.Sub(t.used) < idle || t.files != nil && t.files.running() || busy(t) {
+	ts.mu.Lock()
+	for _, t := range idleOnes {
+		quiet := !t.used.After(t.hooked) || before == nil && now.Sub(t.used) >= idle
+		if ts.byKey[t.Key] != t || t.holds > 0 || !quiet || t.files != nil && t.files.running() || busy(t) {
 			continue
 		}
-		delete(ts.byKey, key)
+		delete(ts.byKey, t.Key)
 		t.released.Store(true)
 		gone = append(gone, let{t, t.files})
 	}

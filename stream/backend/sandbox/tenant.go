@@ -78,7 +78,8 @@ type Tenants struct {
 	spare   *Tenant                // guarded by mu: the sandbox made ahead for the next new tenant (spare.go); nil: none
 	onAdopt func(spare, t *Tenant) // guarded by mu: OnAdopt's f
 
-	idleStop, idleDone chan struct{} // ReleaseIdle's janitor: closed by Close, closed when it is over
+	idleStop, idleDone chan struct{}    // ReleaseIdle's janitor: closed by Close, closed when it is over
+	beforeRelease      func(key string) // BeforeRelease's
 }
 
 // Tenant is one tenant: a caller of aiod (a JWT subject, the API token,
@@ -93,7 +94,11 @@ type Tenant struct {
 	files    *Files       // its file helper's client, made on first use; guarded by Tenants.mu
 	used     time.Time    // guarded by Tenants.mu: its last Get
 	holds    int          // guarded by Tenants.mu: starts under way in it (Use)
-	released atomic.Bool  // let go after idling (release.go): Get makes it anew
+	// hooked is when BeforeRelease's call for it last returned: a tenant
+	// not used since is not called for again (what the call started may
+	// keep it a while: its pools). Guarded by Tenants.mu.
+	hooked   time.Time
+	released atomic.Bool // let go after idling (release.go): Get makes it anew
 }
 
 // NewTenants makes the state directory and reads the tenants it already
