@@ -289,7 +289,8 @@ const SALES = 'month,revenue,cost\n2026-01,120,80\n2026-02,135,82\n2026-03,150,9
 const scenarios = {
   // The page's analysis walkthrough, typed into cells: the CSV uploaded
   // through the file panel, describe(), df.head(3) as a table in a sandboxed
-  // frame, a chart inline, the saved plot.png shown from the file panel.
+  // frame, a chart inline, the saved plot.png appearing in the file panel
+  // by itself and shown from it.
   async walkthrough(ctx) {
     await rest('DELETE', '/v2/code/sessions/analysis');
     const page = await openPage(ctx, { session: 'analysis' });
@@ -333,7 +334,9 @@ const scenarios = {
     out = await runCell(page, 3);
     assert(out.includes('6 months, 2,4,6'), 'JavaScript cell: ' + out);
 
-    await page.click('#fs-form button');
+    // No click: the panel follows its folder (watch_files) and lists the
+    // plot the cell saved by itself.
+    assert(await page.getAttribute('#files', 'data-live') === 'true', 'the file panel does not follow its folder live');
     await page.waitForSelector('#fs-list li[data-name="plot.png"]');
     await page.click('#fs-list li[data-name="plot.png"] button.view');
     const prev = page.locator('#fs-preview-img');

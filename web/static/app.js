@@ -165,6 +165,7 @@
         updateLight();
         resumeDetached();
         if (state.session) sendWatch(state.session, true);
+        if (fsLive.path) watchFolder(fsLive.path);
       };
       ws.onmessage = (e) => {
         let m;
@@ -178,6 +179,7 @@
         this.open = false;
         state.watching = '';
         state.watchedBusy.clear();
+        fsLive.ref = ''; // the socket's watchers end with it
         showWatch();
         detachPending();
         if (was && e.code !== 1000) toast('Connection lost (' + (e.reason || 'code ' + e.code) + '); reconnecting.', true);
@@ -252,6 +254,7 @@
   }
 
   function onMessage(m) {
+    if (m.id != null && m.id === fsLive.ref) return onFolderEvent(m);
     const cell = m.id != null ? state.pending.get(m.id) : undefined;
     if (m.session_id != null && !cell) return onWatched(m);
     switch (m.type) {
@@ -1099,7 +1102,37 @@
     s.style.color = bad ? 'var(--bad)' : '';
   }
 
-  async function listDir(path) {
+  // The panel follows the folder it shows: a watch_files on the page's
+  // socket (one at a time; the last one is dropped), and a change in it
+  // lists it again, a moment after the last of a burst.
+  const fsLive = { path: '', ref: '', timer: null };
+
+  function watchFolder(path) {
+    if (fsLive.ref) sock.send({ type: 'unwatch_files', id: fsLive.ref });
+    fsLive.path = path;
+    fsLive.ref = '';
+    if (!sock.open) return; // the socket's open watches it again
+    fsLive.ref = nextRef();
+    sock.send({ type: 'watch_files', id: fsLive.ref, path, recursive: false, debounce: 200 });
+  }
+
+  function onFolderEvent(m) {
+    switch (m.type) {
+      case 'watch_started':
+        $('files').dataset.live = 'true';
+        return;
+      case 'file_change':
+        clearTimeout(fsLive.timer);
+        fsLive.timer = setTimeout(() => listDir(fsLive.path, true), 150);
+        return;
+      case 'error':
+        fsLive.ref = '';
+        $('files').dataset.live = 'false';
+        fileStatus('Not refreshed live: ' + (m.message || 'the watch failed'), true);
+    }
+  }
+
+  async function listDir(path, live) {
     path = (path || '/').trim() || '/';
     $('fs-path').value = path;
     const ul = $('fs-list');
@@ -1139,6 +1172,7 @@
       }
       ul.replaceChildren(...items);
       fileStatus((d.files || []).length + ' entries in ' + path);
+      if (!live && (path !== fsLive.path || !fsLive.ref)) watchFolder(path);
     } catch (e) {
       ul.replaceChildren();
       fileStatus(e.message, true);
