@@ -176,9 +176,19 @@ func TestMCPGoSDK(t *testing.T) {
 	code := "import time\nfor i in range(3):\n    print('line', i, flush=True)\n    time.sleep(0.4)"
 	r := callTool(t, cs, "execute_code", map[string]any{"language": "python", "code": code}, "tok-1")
 	done := time.Now()
-	mu.Lock()
-	got, at := append([]string(nil), progress...), append([]time.Time(nil), progressAt...)
-	mu.Unlock()
+	// The server sends every notification before the result, but the
+	// SDK's client hands them to the handler on goroutines of its own: the
+	// last may reach it just after the call returned.
+	var got []string
+	var at []time.Time
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		mu.Lock()
+		got, at = append([]string(nil), progress...), append([]time.Time(nil), progressAt...)
+		mu.Unlock()
+		if len(got) >= 3 || time.Now().After(deadline) {
+			break
+		}
+	}
 	if r.IsError || texts(r) != "line 0\nline 1\nline 2\n" {
 		t.Fatalf("progress run: isError=%v %q", r.IsError, texts(r))
 	}
