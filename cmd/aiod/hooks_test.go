@@ -14,7 +14,7 @@ import (
 // run when aiod stops, as the tenant, in its sandbox (a marker written in
 // its HOME is there after a restart), by priority; a failing one and one
 // past its timeout are logged and the stop goes on; the hooks themselves
-// are kept across the restart (issue 42).
+// are kept across the restart, where one is removed (issue 42).
 func TestShutdownHooksRunAtStop(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
@@ -52,5 +52,11 @@ func TestShutdownHooksRunAtStop(t *testing.T) {
 	again.do(ctx, http.MethodGet, "/v1/sandbox/hooks", nil, &list)
 	if len(list.Data) != 4 {
 		t.Errorf("hooks after the restart: %v", list.Data)
+	}
+	var gone envelope[any]
+	again.do(ctx, http.MethodDelete, "/v1/sandbox/hooks/slow", nil, &gone)
+	again.do(ctx, http.MethodGet, "/v1/sandbox/hooks", nil, &list)
+	if len(list.Data) != 3 || !gone.Success {
+		t.Errorf("hooks after removing one: %v", list.Data)
 	}
 }
