@@ -38,18 +38,21 @@ import (
 
 // Bounds of what observation takes.
 const (
-	maxRunning      = 64       // observations running at once, all tenants
-	maxReports      = 32       // a tenant's; the oldest goes when a new one comes
-	maxRunBytes     = 32 << 20 // of one observation's run file
-	minInterval     = 250 * time.Millisecond
-	maxInterval     = time.Hour
-	defaultInterval = time.Second
-	maxDuration     = 24 * time.Hour // an observation without a duration stops then too
-	recentEvents    = 50             // kept per tenant for the live answer
-	guardSamples    = 60             // a guardrail's samples in memory, for its reports
-	autoReportGap   = time.Minute    // between a guardrail's own reports
-	maxTopRows      = 1000
-	stopWait        = 10 * time.Second // a stop waits for its report that long
+	maxRunning = 64 // observations running at once, all tenants
+	// samplesPerSecond bounds the samples of all observations together
+	// (one costs aiod about 5 ms of CPU for a tenant of 20 sessions).
+	samplesPerSecond = 16
+	maxReports       = 32       // a tenant's; the oldest goes when a new one comes
+	maxRunBytes      = 32 << 20 // of one observation's run file
+	minInterval      = 250 * time.Millisecond
+	maxInterval      = time.Hour
+	defaultInterval  = time.Second
+	maxDuration      = 24 * time.Hour // an observation without a duration stops then too
+	recentEvents     = 50             // kept per tenant for the live answer
+	guardSamples     = 60             // a guardrail's samples in memory, for its reports
+	autoReportGap    = time.Minute    // between a guardrail's own reports
+	maxTopRows       = 1000
+	stopWait         = 10 * time.Second // a stop waits for its report that long
 )
 
 // Config is what the surface needs.
@@ -157,15 +160,17 @@ func (s *Surface) tenantDir(tenant string) string {
 }
 
 // readNow takes one reading of tenant's sandbox now, with CPU figures
-// over the time since its last reading (by any caller or sampler).
-func (s *Surface) readNow(tenant string, topRows int, withProcs, withDisk bool) liveSnapshot {
+// over the time since its last reading (by any caller or sampler); a
+// sampler's (perRuntime) reads each runtime's own usage too, for the
+// guardrails.
+func (s *Surface) readNow(tenant string, topRows int, withProcs, withDisk, perRuntime bool) liveSnapshot {
 	var rts []jupyter.Runtime
 	for _, ss := range s.core.Reg.List(tenant) {
 		if rt := ss.Runtime(); rt != nil {
 			rts = append(rts, rt)
 		}
 	}
-	rd := s.core.RT.ReadSandbox(tenant, rts)
+	rd := s.core.RT.ReadSandbox(tenant, rts, perRuntime)
 	s.mu.Lock()
 	prev := s.tenantLocked(tenant).mark
 	s.mu.Unlock()

@@ -49,7 +49,7 @@ type header struct {
 func (s *Surface) writeReport(tenant string, o *observation, reason string) (reportInfo, error) {
 	var now []liveSnapshot
 	if o == nil {
-		now = []liveSnapshot{s.readNow(tenant, 20, true, true)}
+		now = []liveSnapshot{s.readNow(tenant, 20, true, true, false)}
 	}
 	return s.writeReportIn(s.tenantDir(tenant), o, reason, now)
 }

@@ -90,7 +90,7 @@ func (s *Surface) live(ctx *fasthttp.RequestCtx) {
 		}
 		rows = n
 	}
-	api.OK(ctx, s.readNow(call.Tenant(ctx), rows, true, true))
+	api.OK(ctx, s.readNow(call.Tenant(ctx), rows, true, true, false))
 }
 
 // POST /v1/sandbox/observe/start

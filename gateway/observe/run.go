@@ -72,7 +72,7 @@ func (o *observation) appendLocked(kind string, v any) {
 func (s *Surface) sample(o *observation) {
 	defer s.wg.Done()
 	defer close(o.done)
-	tick := time.NewTicker(time.Duration(o.Interval * float64(time.Second)))
+	tick := time.NewTimer(s.spacing(o))
 	defer tick.Stop()
 	end := o.Ends
 	if end.IsZero() {
@@ -87,6 +87,7 @@ loop:
 		select {
 		case <-tick.C:
 			s.takeSample(o)
+			tick.Reset(s.spacing(o))
 		case <-limit.C:
 			reason = "duration"
 			break loop
@@ -123,10 +124,20 @@ loop:
 	s.running--
 }
 
+// spacing is the time to o's next sample: its interval, or longer while
+// so many observations run that all of them together would take more
+// than samplesPerSecond.
+func (s *Surface) spacing(o *observation) time.Duration {
+	s.mu.Lock()
+	n := s.running
+	s.mu.Unlock()
+	return max(time.Duration(o.Interval*float64(time.Second)), time.Duration(n)*time.Second/samplesPerSecond)
+}
+
 // takeSample reads o's sandbox once and records the sample (capture) and
 // the events it trips.
 func (s *Surface) takeSample(o *observation) {
-	snap := s.readNow(o.Tenant, 20, o.Procs, o.Disk)
+	snap := s.readNow(o.Tenant, 20, o.Procs, o.Disk, true)
 	snap.RecentEvents = nil
 	s.mu.Lock()
 	defer s.mu.Unlock()

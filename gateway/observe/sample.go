@@ -121,8 +121,7 @@ func read(rd backend.SandboxReading, prev cpuMark, now time.Time, topRows int, w
 
 	mark := cpuMark{at: now, procs: map[procKey]float64{}}
 	uptime := proc.Uptime()
-	var rows []processSnap
-	var rss []int64
+	var all []proc.Process
 	for i, pid := range u.PIDs {
 		if i == maxProcs {
 			break
@@ -131,32 +130,18 @@ func read(rd backend.SandboxReading, prev cpuMark, now time.Time, topRows int, w
 		if err != nil || p.State == "Z" {
 			continue
 		}
-		k := procKey{p.PID, p.Started}
-		mark.procs[k] = p.CPUSeconds
+		mark.procs[procKey{p.PID, p.Started}] = p.CPUSeconds
 		mark.total += p.CPUSeconds
-		if !withProcs {
-			continue
+		all = append(all, p)
+	}
+	var rows []processSnap
+	if withProcs {
+		// The largest by RSS, with their details read for them only.
+		sort.SliceStable(all, func(i, j int) bool { return all[i].RSSBytes > all[j].RSSBytes })
+		for _, p := range all[:min(len(all), topRows)] {
+			p.ReadDetails()
+			rows = append(rows, processRow(p, rd.Names, uptime, prev, now))
 		}
-		row := processSnap{PID: p.PID, User: userName(p.UID, rd.Names), Comm: p.Comm, RSSBytes: p.RSSBytes,
-			RSSMiB: round2(float64(p.RSSBytes) / (1 << 20))}
-		threads, ppid, state := p.Threads, p.PPID, p.State
-		row.Threads, row.PPID, row.State = &threads, &ppid, &state
-		if p.FDs >= 0 {
-			fds := p.FDs
-			row.FDs = &fds
-		}
-		if uptime > 0 {
-			up := round2(max(uptime-p.Started, 0))
-			row.UptimeSec = &up
-		}
-		if was, ok := prev.procs[k]; ok {
-			if dt := now.Sub(prev.at).Seconds(); dt > 0 {
-				pct := round2(100 * max(p.CPUSeconds-was, 0) / dt)
-				row.CPUPct = &pct
-			}
-		}
-		rows = append(rows, row)
-		rss = append(rss, p.RSSBytes)
 	}
 	if u.CPUUsec != nil {
 		mark.total = float64(*u.CPUUsec) / 1e6
@@ -181,10 +166,6 @@ func read(rd backend.SandboxReading, prev cpuMark, now time.Time, topRows int, w
 			c.CPUUsagePct = &pct
 		}
 	}
-	sort.SliceStable(rows, func(i, j int) bool { return rows[i].RSSBytes > rows[j].RSSBytes })
-	if len(rows) > topRows {
-		rows = rows[:topRows]
-	}
 	if rows != nil {
 		snap.TopProcesses = rows
 	}
@@ -196,6 +177,29 @@ func read(rd backend.SandboxReading, prev cpuMark, now time.Time, topRows int, w
 		}
 	}
 	return snap, mark
+}
+
+// processRow is p's row; prev gives its CPU percentage.
+func processRow(p proc.Process, names map[uint32]string, uptime float64, prev cpuMark, now time.Time) processSnap {
+	row := processSnap{PID: p.PID, User: userName(p.UID, names), Comm: p.Comm, RSSBytes: p.RSSBytes,
+		RSSMiB: round2(float64(p.RSSBytes) / (1 << 20))}
+	threads, ppid, state := p.Threads, p.PPID, p.State
+	row.Threads, row.PPID, row.State = &threads, &ppid, &state
+	if p.FDs >= 0 {
+		fds := p.FDs
+		row.FDs = &fds
+	}
+	if uptime > 0 {
+		up := round2(max(uptime-p.Started, 0))
+		row.UptimeSec = &up
+	}
+	if was, ok := prev.procs[procKey{p.PID, p.Started}]; ok {
+		if dt := now.Sub(prev.at).Seconds(); dt > 0 {
+			pct := round2(100 * max(p.CPUSeconds-was, 0) / dt)
+			row.CPUPct = &pct
+		}
+	}
+	return row
 }
 
 // statDisk reads the file system that holds d.

@@ -10,17 +10,18 @@ import (
 // Process is one row of a process table, read from /proc.
 type Process struct {
 	PID, PPID  int
-	UID        uint32 // real uid
+	UID        uint32 // real uid (ReadDetails)
 	Comm       string
 	State      string // one letter: R, S, D, T, Z, …
 	RSSBytes   int64
 	Threads    int
-	FDs        int     // -1 when /proc/PID/fd cannot be read
+	FDs        int     // -1 when /proc/PID/fd cannot be read, or before ReadDetails
 	CPUSeconds float64 // user and system time so far
 	Started    float64 // seconds after boot
 }
 
-// ReadProcess reads pid's row; an error when it is gone.
+// ReadProcess reads pid's row from /proc/PID/stat, the one file; an error
+// when it is gone.
 func ReadProcess(pid int) (Process, error) {
 	dir := "/proc/" + strconv.Itoa(pid)
 	b, err := os.ReadFile(dir + "/stat")
@@ -45,6 +46,13 @@ func ReadProcess(pid int) (Process, error) {
 	p.Started = float64(start) / clockTicks
 	pages, _ := strconv.ParseInt(f[21], 10, 64)
 	p.RSSBytes = pages * int64(os.Getpagesize())
+	return p, nil
+}
+
+// ReadDetails adds the uid and open descriptors to a row ReadProcess
+// read: two more reads, for the rows that are shown.
+func (p *Process) ReadDetails() {
+	dir := "/proc/" + strconv.Itoa(p.PID)
 	if s, err := os.ReadFile(dir + "/status"); err == nil {
 		if _, rest, ok := strings.Cut(string(s), "\nUid:"); ok {
 			if fs := strings.Fields(rest); len(fs) > 0 {
@@ -57,7 +65,6 @@ func ReadProcess(pid int) (Process, error) {
 	if fds, err := os.ReadDir(dir + "/fd"); err == nil {
 		p.FDs = len(fds)
 	}
-	return p, nil
 }
 
 // Uptime is the seconds since boot (/proc/uptime), 0 when unread.

@@ -15,6 +15,7 @@ func TestReadProcessAndDescendants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	me.ReadDetails()
 	if me.UID != uint32(os.Getuid()) || me.PPID != os.Getppid() || me.RSSBytes <= 0 || me.Threads < 1 || me.FDs < 3 || me.Started <= 0 || me.State == "" {
 		t.Errorf("own row: %+v", me)
 	}

@@ -34,27 +34,31 @@ type SandboxReading struct {
 // Host where it is on the host.
 type Disk struct{ Path, Host string }
 
-// ReadSandbox reads tenant's sandbox; runtimes are the caller's sessions'
-// (used without tenant isolation). It neither makes a tenant nor counts
-// a use of one: an observer does not keep a tenant from idling.
-func (r *Runtimes) ReadSandbox(tenant string, runtimes []jupyter.Runtime) SandboxReading {
+// ReadSandbox reads tenant's sandbox; runtimes are the caller's sessions'.
+// Their own usage (Runtimes) is read with perRuntime, and always without
+// tenant isolation, where the sums come from it. It neither makes a
+// tenant nor counts a use of one: an observer does not keep a tenant
+// from idling.
+func (r *Runtimes) ReadSandbox(tenant string, runtimes []jupyter.Runtime, perRuntime bool) SandboxReading {
 	var rd SandboxReading
 	var roots []int
 	var oom int64
 	counted := false
+	ts := r.iso.Tenants()
 	for _, rt := range runtimes {
-		u, ok := UsageOf(rt)
-		if !ok {
-			continue
-		}
-		rd.Runtimes = append(rd.Runtimes, u)
-		roots = append(roots, u.PID)
-		if w, ok := rt.(interface{ limits() *isolate.Limits }); ok && u.Source == "cgroup" {
+		if w, ok := rt.(interface{ limits() *isolate.Limits }); ok && w.limits().Grouped() {
 			oom += int64(w.limits().OOMKillsSoFar())
 			counted = true
 		}
+		if !perRuntime && ts != nil {
+			continue
+		}
+		if u, ok := memPidsOf(rt); ok {
+			rd.Runtimes = append(rd.Runtimes, u)
+			roots = append(roots, u.PID)
+		}
 	}
-	if ts := r.iso.Tenants(); ts != nil {
+	if ts != nil {
 		rd.Scope = "tenant"
 		t := ts.Peek(tenantKey(tenant))
 		if t == nil {
@@ -84,7 +88,6 @@ func (r *Runtimes) ReadSandbox(tenant string, runtimes []jupyter.Runtime) Sandbo
 	memLimited, pidsLimited := len(rd.Runtimes) > 0, len(rd.Runtimes) > 0
 	for _, u := range rd.Runtimes {
 		rd.Usage.MemoryBytes += u.MemoryBytes
-		rd.Usage.MemoryPeakBytes += u.MemoryPeakBytes
 		rd.Usage.MemoryLimitBytes += u.MemoryLimitBytes
 		rd.Usage.PidsLimit += u.PidsLimit
 		memLimited = memLimited && u.MemoryLimitBytes > 0
@@ -110,4 +113,16 @@ func (r *Runtimes) ReadSandbox(tenant string, runtimes []jupyter.Runtime) Sandbo
 	}
 	rd.Disks = []Disk{{Path: work, Host: work}, {Path: "/tmp", Host: "/tmp"}}
 	return rd
+}
+
+// memPidsOf is rt's memory and processes with their limits, from four
+// files of its group (no CPU time: a sampler reads it per process), or
+// UsageOf's reading of its process without one.
+func memPidsOf(rt jupyter.Runtime) (RuntimeUsage, bool) {
+	if w, ok := rt.(interface{ limits() *isolate.Limits }); ok {
+		if mem, memLim, pids, pidsLim, ok := w.limits().MemPids(); ok {
+			return RuntimeUsage{Source: "cgroup", PID: rt.Info().PID, MemoryBytes: mem, MemoryLimitBytes: memLim, Pids: pids, PidsLimit: pidsLim}, true
+		}
+	}
+	return UsageOf(rt)
 }

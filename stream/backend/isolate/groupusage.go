@@ -1,6 +1,11 @@
 package isolate
 
 import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
 	"github.com/opencontainers/cgroups"
 
 	"github.com/aiod/aiod/stream/backend/sandbox"
@@ -17,6 +22,34 @@ type GroupUsage struct {
 	NrPeriods, NrThrottled, ThrottledUsec          *int64
 	CPUUsec                                        *int64 // the group's CPU time, where its cgroup counts it (v2)
 	PIDs                                           []int  // the processes in it, its runtimes' groups included
+}
+
+// Grouped says whether the runtime has a cgroup of its own (not rlimits).
+func (l *Limits) Grouped() bool { return l != nil && l.mgr != nil }
+
+// MemPids reads the runtime's memory and processes now and their limits
+// (0: none) from four files of its group, a fraction of Usage's reads:
+// what a sampler compares at each tick. ok is false without a group.
+func (l *Limits) MemPids() (mem, memLimit, pids, pidsLimit int64, ok bool) {
+	if !l.Grouped() {
+		return 0, 0, 0, 0, false
+	}
+	num := func(dir, file string) int64 {
+		b, err := os.ReadFile(filepath.Join(dir, file))
+		if err != nil {
+			return 0
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil || n >= 1<<62 {
+			return 0 // "max", or v1's unlimited
+		}
+		return n
+	}
+	if l.is.mechanism == CgroupV2 {
+		return num(l.dir, "memory.current"), num(l.dir, "memory.max"), num(l.dir, "pids.current"), num(l.dir, "pids.max"), true
+	}
+	m, p := l.mgr.Path("memory"), l.mgr.Path("pids")
+	return num(m, "memory.usage_in_bytes"), num(m, "memory.limit_in_bytes"), num(p, "pids.current"), num(p, "pids.max"), true
 }
 
 // TenantUsage reads t's group; false when it has none now (no runtime
