@@ -306,6 +306,9 @@ func TestMCPTypeScriptSDK(t *testing.T) {
 		JS struct {
 			Text    []string
 			Session string
+			First   any // the first call's isError, message and data
+			Message *string
+			Fresh   any
 		}
 		Error, Bad struct {
 			IsError bool
@@ -335,7 +338,11 @@ func TestMCPTypeScriptSDK(t *testing.T) {
 		t.Fatalf("chart progress: %q", got.Chart.Progress)
 	}
 	if strings.Join(got.JS.Text, "") != "42\n" || got.JS.Session != "ts-sess" {
-		t.Fatalf("js session: %+v", got.JS)
+		msg := ""
+		if got.JS.Message != nil {
+			msg = *got.JS.Message
+		}
+		t.Fatalf("js session: %q (message %q, fresh_runtime %v); the first call: %+v", got.JS.Text, msg, got.JS.Fresh, got.JS.First)
 	}
 	if !got.Error.IsError || !strings.Contains(got.Error.Text, "ZeroDivisionError") {
 		t.Fatalf("error: %+v", got.Error)

@@ -349,6 +349,47 @@ func TestIgnoredClientInterruptRestarts(t *testing.T) {
 	waitFor(t, func() bool { return fs.all()[0].closeCount() > 0 }) // closed in the background
 }
 
+// TestLateBusyIsNoSignOfAnInterrupt: the busy status of the execution's
+// start, arriving only after a client asked to interrupt it (a loaded
+// machine), is not the runtime reacting: an interrupt it otherwise
+// ignores still restarts it.
+func TestLateBusyIsNoSignOfAnInterrupt(t *testing.T) {
+	fs := &fakes{script: func(*fakeRuntime, jupyter.ExecuteRequest) {}, interrupt: func(f *fakeRuntime) error {
+		f.mu.Lock()
+		req := f.running
+		f.mu.Unlock()
+		// The start's message, late: delivered a moment after the ask,
+		// within the interrupt's grace (300 ms here). Later than that,
+		// the test proves less but cannot fail for it.
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			time.Sleep(100 * time.Millisecond)
+			f.status(req, jupyter.StateBusy)
+		}()
+		return nil
+	}}
+	reg := fakeRegistry(t, fs)
+	sess, _, _ := reg.Open("", "javascript", "late", fs.backend())
+	done := make(chan *execution.Result, 1)
+	go func() {
+		r, _ := sess.Execute(context.Background(), ExecRequest{Code: "while (true) {}", Timeout: time.Minute})
+		done <- r
+	}()
+	waitFor(t, func() bool { return sess.Busy() && executing(sess.Runtime()) })
+	if err := sess.Interrupt(context.Background(), "a client (test)"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case res := <-done:
+		if res.ErrorKind != execution.KindInterrupted || !strings.Contains(res.Message(), "restarted") {
+			t.Fatalf("kind %q, message %q", res.ErrorKind, res.Message())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a late busy status was taken for the runtime heeding the interrupt: the call ran on")
+	}
+}
+
 // TestPoolRefillsUnderTheGate: a pool's refill waits for a start slot as
 // a session start does, and starts once the slot is free.
 func TestPoolRefillsUnderTheGate(t *testing.T) {

@@ -223,7 +223,11 @@ type Execution struct {
 	activity chan struct{} // poked (never blocking) on every message
 	asked    chan struct{} // poked when a client's interrupt reached the runtime (Session.Interrupt)
 	folding  atomic.Int32  // messages being folded right now
-	internal bool          // aiod's own (Session.Internal): watchers do not see it
+	// signs counts the messages that can answer an interrupt (an output,
+	// the reply, idle): a busy status or the echo of the code that arrives
+	// after the interrupt was asked is the execution's start, late.
+	signs    atomic.Uint64
+	internal bool // aiod's own (Session.Internal): watchers do not see it
 
 	mu          sync.Mutex // guards everything below
 	col         *execution.Collector
@@ -291,6 +295,9 @@ func (ex *Execution) add(ev execution.Event) (complete func()) {
 		if ev.Out.Type == "execute_result" && !ex.result {
 			ex.result, ex.resultCount = true, ev.Out.ExecutionCount
 		}
+	}
+	if ev.Reply != nil || ev.State == jupyter.StateIdle || ev.Out != nil {
+		ex.signs.Add(1)
 	}
 	subs := ex.subs
 	ex.mu.Unlock()

@@ -608,6 +608,7 @@ func (s *Session) wait(ctx context.Context, ex *Execution, rt jupyter.Runtime, g
 	// synchronous loop was seen, on a loaded machine, to ignore a SIGINT.
 	var ignored *time.Timer
 	var ignoredC <-chan time.Time
+	var signsAtAsk uint64
 	defer func() {
 		if grace != nil {
 			grace.Stop()
@@ -633,7 +634,7 @@ func (s *Session) wait(ctx context.Context, ex *Execution, rt jupyter.Runtime, g
 			if grace != nil {
 				grace.Reset(s.reg.cfg.CompletionGrace)
 			}
-			if ignored != nil {
+			if ignored != nil && ex.signs.Load() != signsAtAsk {
 				ignored.Stop() // the runtime reacts: the interrupt is in its hands
 				ignored, ignoredC = nil, nil
 			}
@@ -641,6 +642,7 @@ func (s *Session) wait(ctx context.Context, ex *Execution, rt jupyter.Runtime, g
 		case <-ex.asked:
 			if ignored == nil {
 				drainPoke(ex.activity) // a poke from before the ask is no sign of it
+				signsAtAsk = ex.signs.Load()
 				ignored = time.NewTimer(s.reg.cfg.InterruptGrace)
 				ignoredC = ignored.C
 			}

@@ -37,9 +37,14 @@ try {
     progress,
   };
 
-  await client.callTool({ name: 'execute_code', arguments: { language: 'javascript', code: 'globalThis.n = 41', session_id: 'ts-sess' } });
+  const first = await client.callTool({ name: 'execute_code', arguments: { language: 'javascript', code: 'globalThis.n = 41', session_id: 'ts-sess' } });
   const js = await client.callTool({ name: 'execute_code', arguments: { language: 'javascript', code: 'console.log(n + 1)', session_id: 'ts-sess' } });
-  out.js = { text: js.content.map((c) => c.text), session: js.structuredContent?.data?.session_id ?? null };
+  out.js = {
+    text: js.content.map((c) => c.text), session: js.structuredContent?.data?.session_id ?? null,
+    // What the two calls said of themselves, for a failure to show.
+    first: { isError: first.isError ?? false, message: first.structuredContent?.message ?? null, data: first.structuredContent?.data ?? null },
+    message: js.structuredContent?.message ?? null, fresh: js.structuredContent?.data?.fresh_runtime ?? null,
+  };
 
   const err = await client.callTool({ name: 'execute_code', arguments: { language: 'python', code: '1/0' } });
   out.error = { isError: err.isError ?? false, text: err.content.map((c) => c.text).join('\n') };
