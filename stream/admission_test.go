@@ -318,18 +318,7 @@ func TestErrorKinds(t *testing.T) {
 // restarted, and the answer says so instead of waiting for the timeout.
 func TestIgnoredClientInterruptRestarts(t *testing.T) {
 	fs := &fakes{script: hangs, interrupt: func(*fakeRuntime) error { return nil }}
-	reg := fakeRegistry(t, fs)
-	sess, _, _ := reg.Open("", "javascript", "deaf", fs.backend())
-	done := make(chan *execution.Result, 1)
-	go func() {
-		r, _ := sess.Execute(context.Background(), ExecRequest{Code: "while (true) {}", Timeout: time.Minute})
-		done <- r
-	}()
-	waitFor(t, func() bool { return sess.Busy() && executing(sess.Runtime()) })
-	began := time.Now()
-	if err := sess.Interrupt(context.Background(), "a client (test)"); err != nil {
-		t.Fatal(err)
-	}
+	done, began := interruptLoop(t, fs, "deaf")
 	var res *execution.Result
 	select {
 	case res = <-done:
@@ -369,17 +358,7 @@ func TestLateBusyIsNoSignOfAnInterrupt(t *testing.T) {
 		}()
 		return nil
 	}}
-	reg := fakeRegistry(t, fs)
-	sess, _, _ := reg.Open("", "javascript", "late", fs.backend())
-	done := make(chan *execution.Result, 1)
-	go func() {
-		r, _ := sess.Execute(context.Background(), ExecRequest{Code: "while (true) {}", Timeout: time.Minute})
-		done <- r
-	}()
-	waitFor(t, func() bool { return sess.Busy() && executing(sess.Runtime()) })
-	if err := sess.Interrupt(context.Background(), "a client (test)"); err != nil {
-		t.Fatal(err)
-	}
+	done, _ := interruptLoop(t, fs, "late")
 	select {
 	case res := <-done:
 		if res.ErrorKind != execution.KindInterrupted || !strings.Contains(res.Message(), "restarted") {
@@ -388,6 +367,26 @@ func TestLateBusyIsNoSignOfAnInterrupt(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("a late busy status was taken for the runtime heeding the interrupt: the call ran on")
 	}
+}
+
+// interruptLoop runs a loop of a minute in a new session id of fs's
+// runtimes and has a client interrupt it once it runs; the call's result
+// comes on done.
+func interruptLoop(t *testing.T, fs *fakes, id string) (done chan *execution.Result, asked time.Time) {
+	t.Helper()
+	reg := fakeRegistry(t, fs)
+	sess, _, _ := reg.Open("", "javascript", id, fs.backend())
+	done = make(chan *execution.Result, 1)
+	go func() {
+		r, _ := sess.Execute(context.Background(), ExecRequest{Code: "while (true) {}", Timeout: time.Minute})
+		done <- r
+	}()
+	waitFor(t, func() bool { return sess.Busy() && executing(sess.Runtime()) })
+	asked = time.Now()
+	if err := sess.Interrupt(context.Background(), "a client (test)"); err != nil {
+		t.Fatal(err)
+	}
+	return done, asked
 }
 
 // TestPoolRefillsUnderTheGate: a pool's refill waits for a start slot as
