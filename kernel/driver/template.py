@@ -76,6 +76,7 @@ CONFIG_ENV = ("IPYTHONDIR", "HOME", "XDG_CONFIG_HOME", "JUPYTER_CONFIG_DIR", "JU
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 CONFINE = None  # confine(plan, fds) from aiod's sandbox applier, when one was given
+SHELL = None  # the kernels' IPython shell, made here (premake_shell)
 
 # The modules IPKernelApp.initialize imports on its own: importing them here
 # moves their cost out of every kernel start.
@@ -166,6 +167,61 @@ def warm_up_shell(failed):
         delattr(builtins, name)
 
 
+def premake_shell(failed):
+    """Make the kernels' IPython shell here, once, as IPythonKernel would
+    (the kernel app's shell class and arguments, the template's
+    configuration): building it (its magics, hooks, history and
+    namespace) was about half of a forked child's start. A child whose
+    kernel app is the template's takes it (kernel_app) and gives it its
+    kernel; any other child makes its own."""
+    global SHELL
+    if APP is None:
+        return
+    main = sys.modules.get("__main__")
+    try:
+        from ipykernel.compiler import XCachingCompiler
+        from ipykernel.ipkernel import IPythonKernel
+        from ipykernel.zmqshell import ZMQInteractiveShell
+
+        if IPythonKernel.shell_class.default_value is not ZMQInteractiveShell or APP.user_ns is not None:
+            raise ValueError("the kernel's shell is not ipykernel's own")
+        SHELL = ZMQInteractiveShell.instance(parent=APP, profile_dir=APP.profile_dir, user_module=None,
+                                             user_ns=None, kernel=None, compiler_class=XCachingCompiler)
+    except Exception as e:  # the children make their own, as before
+        SHELL = None
+        try:
+            from ipykernel.zmqshell import ZMQInteractiveShell
+
+            ZMQInteractiveShell.clear_instance()
+        except Exception:
+            pass
+        failed["(kernel shell)"] = "%s: %s" % (type(e).__name__, e)
+    # The shell made the template's __main__ its namespace's module: the
+    # template's own code keeps its globals, and each child gets it back.
+    if main is not None and SHELL is None:
+        sys.modules["__main__"] = main
+
+
+def take_shell():
+    """In a child: the template's shell, for the kernel IPythonKernel makes
+    (its shell_class.instance call), once it is given that kernel."""
+    from ipykernel.zmqshell import ZMQInteractiveShell
+
+    made = ZMQInteractiveShell.instance
+
+    def instance(cls, *args, **kwargs):
+        if SHELL is not None and cls is ZMQInteractiveShell and not args and kwargs.get("kernel") is not None \
+                and kwargs.get("profile_dir") is APP.profile_dir and kwargs.get("user_ns") is None and kwargs.get("user_module") is None:
+            SHELL.parent = kwargs["parent"]
+            SHELL.kernel = kwargs["kernel"]
+            SHELL.init_environment()  # PAGER and the like, in the child's environment
+            return SHELL
+        cls.clear_instance()
+        return made.__func__(cls, *args, **kwargs)
+
+    ZMQInteractiveShell.instance = classmethod(instance)
+
+
 def kernel_app(args, env):
     """The child's kernel app, initialized with args (-f included)."""
     from ipykernel.kernelapp import IPKernelApp
@@ -183,8 +239,13 @@ def kernel_app(args, env):
         APP.connection_file = conn
         # Done by the template; in this process only.
         BaseIPythonApplication.initialize = lambda self, argv=None: None
+        take_shell()
         APP.initialize(args)
         return APP
+    if SHELL is not None:  # made for the template's configuration
+        from ipykernel.zmqshell import ZMQInteractiveShell
+
+        ZMQInteractiveShell.clear_instance()
     IPKernelApp.clear_instance()
     app = IPKernelApp.instance()
     app.initialize(args)
@@ -246,6 +307,7 @@ def main():
     TEMPLATE_ENV = dict(os.environ)
     preconfigure(CONFIG.get("args") or [], failed)
     warm_up_shell(failed)
+    premake_shell(failed)
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
