@@ -69,14 +69,8 @@ func (is *Isolator) TenantUsage(t *sandbox.Tenant) (GroupUsage, bool) {
 		return GroupUsage{}, false
 	}
 	ms := st.MemoryStats
-	u := GroupUsage{MemoryBytes: int64(ms.Usage.Usage), MemoryPeakBytes: int64(ms.Usage.MaxUsage),
-		Pids: int64(st.PidsStats.Current), PidsLimit: int64(st.PidsStats.Limit)}
-	if lim := ms.Usage.Limit; lim > 0 && lim < 1<<62 {
-		u.MemoryLimitBytes = int64(lim)
-	}
-	if u.PidsLimit >= 1<<62 {
-		u.PidsLimit = 0
-	}
+	var u GroupUsage
+	u.MemoryBytes, u.MemoryPeakBytes, u.MemoryLimitBytes, u.Pids, u.PidsLimit = memPidsOf(st)
 	stat := func(keys ...string) *int64 {
 		for _, k := range keys {
 			if v, ok := ms.Stats[k]; ok {

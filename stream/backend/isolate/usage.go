@@ -25,14 +25,8 @@ func (l *Limits) Usage() (Usage, bool) {
 	if err != nil {
 		return Usage{}, false
 	}
-	u := Usage{MemoryBytes: int64(st.MemoryStats.Usage.Usage), MemoryPeakBytes: int64(st.MemoryStats.Usage.MaxUsage),
-		Pids: int64(st.PidsStats.Current), PidsLimit: int64(st.PidsStats.Limit)}
-	if lim := st.MemoryStats.Usage.Limit; lim > 0 && lim < 1<<62 {
-		u.MemoryLimitBytes = int64(lim)
-	}
-	if u.PidsLimit >= 1<<62 {
-		u.PidsLimit = 0
-	}
+	var u Usage
+	u.MemoryBytes, u.MemoryPeakBytes, u.MemoryLimitBytes, u.Pids, u.PidsLimit = memPidsOf(st)
 	if l.dir != "" {
 		if pids, err := cgroups.GetAllPids(l.dir); err == nil {
 			for _, p := range pids {
@@ -41,4 +35,18 @@ func (l *Limits) Usage() (Usage, bool) {
 		}
 	}
 	return u, true
+}
+
+// memPidsOf is a group's memory now, at its peak and its limit, and its
+// processes and threads and their limit, from its stats; a limit the
+// group does not have (the kernel's "unlimited", a huge number) is 0.
+func memPidsOf(st *cgroups.Stats) (mem, peak, limit, pids, pidsLimit int64) {
+	mem, peak, pids = int64(st.MemoryStats.Usage.Usage), int64(st.MemoryStats.Usage.MaxUsage), int64(st.PidsStats.Current)
+	if lim := st.MemoryStats.Usage.Limit; lim > 0 && lim < 1<<62 {
+		limit = int64(lim)
+	}
+	if lim := st.PidsStats.Limit; lim < 1<<62 {
+		pidsLimit = int64(lim)
+	}
+	return mem, peak, limit, pids, pidsLimit
 }
