@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -222,7 +223,14 @@ func TestV1ObserveCapture(t *testing.T) {
 	if st["running"] != true || st["session_id"] != id || st["mode"] != "capture" {
 		t.Fatalf("status: %v", st)
 	}
-	alice.exec(t, map[string]any{"language": "python", "session_id": "cap", "code": "import time\nt0 = time.time()\nwhile time.time() - t0 < 1: pass"})
+	// A second of CPU, however loaded the machine; then a sample taken
+	// after it, so that the report holds all of it.
+	alice.exec(t, map[string]any{"language": "python", "session_id": "cap", "code": "import time\nt0 = time.process_time()\nwhile time.process_time() - t0 < 1: pass"})
+	ran := time.Now().UTC()
+	waitStatus(t, alice, "a sample after the busy loop", func(d map[string]any) bool {
+		at, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(d["last_sample_at"]))
+		return at.After(ran)
+	})
 	ex := alice.sdkOK(t, "POST", "v1/sandbox/observe/export", map[string]any{"reason": "check", "idempotency_key": "e1"}).data()
 	rid, _ := ex["report_id"].(string)
 	if rid == "" || ex["session_id"] != id || ex["reason"] != "check" || ex["size_bytes"].(float64) <= 0 {
@@ -238,15 +246,12 @@ func TestV1ObserveCapture(t *testing.T) {
 	if len(lines["sample"]) < 2 {
 		t.Fatalf("report %s holds %d samples, want the ones taken so far", rid, len(lines["sample"]))
 	}
-	busy := false
-	for _, smp := range lines["sample"] {
-		cg := smp["cgroup"].(map[string]any)
-		if p, ok := cg["cpu_usage_pct"].(float64); ok && p > 20 {
-			busy = true
-		}
-	}
-	if !busy {
-		t.Errorf("no sample saw the second of busy loop: %v", lines["sample"])
+	// The samples' CPU time, first to last, holds the loop's second (the
+	// clock ticks are 10 ms).
+	first := lines["sample"][0]["cgroup"].(map[string]any)["cpu_usage_usec"].(float64)
+	last := lines["sample"][len(lines["sample"])-1]["cgroup"].(map[string]any)["cpu_usage_usec"].(float64)
+	if last-first < 900000 {
+		t.Errorf("the samples' CPU time rose by %.0f µs, want the busy loop's second: %v", last-first, lines["sample"])
 	}
 
 	// Bob cannot list, read or remove alice's reports.
