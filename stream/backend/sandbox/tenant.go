@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -567,7 +568,8 @@ func (t *Tenant) Files() []*os.File {
 }
 
 // Close releases every tenant's network namespace (runtimes still in it
-// keep it alive).
+// keep it alive) and kills every process still running as a tenant's uid,
+// before the uid range is given back: call it once the runtimes are closed.
 func (ts *Tenants) Close() error {
 	ts.stopReleasing()
 	ts.mu.Lock()
@@ -596,6 +598,7 @@ func (ts *Tenants) Close() error {
 			proxies = append(proxies, t.proxy)
 		}
 	}
+	used := maps.Clone(ts.used)
 	ts.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, f := range all {
@@ -605,6 +608,9 @@ func (ts *Tenants) Close() error {
 		wg.Go(p.close)
 	}
 	wg.Wait()
+	// The runtimes are closed by now (their groups killed what ran in
+	// them); what still runs as a tenant escaped them, or had none.
+	ts.killTenantProcesses(used, "killing processes of a tenant uid still running at aiod's stop")
 	ts.mu.Lock()
 	if ts.release != nil {
 		ts.release()

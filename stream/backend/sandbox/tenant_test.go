@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,9 +77,15 @@ func TestLeftoversOfATenantAreKilledAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid, gone := startAs(t, alice.UID)
-	if err := ts.Close(); err != nil {
-		t.Fatal(err)
-	}
+	// The daemon dies (a crash: no Close kills what it left); its uid
+	// range's lock goes with it.
+	ts.stopReleasing()
+	ts.mu.Lock()
+	giveBack := ts.release
+	ts.release = nil
+	ts.mu.Unlock()
+	giveBack()
+	t.Cleanup(func() { _ = ts.Close() })
 	first, last := ts.UIDRange()
 	ts2, err := NewTenants(Config{StateDir: ts.cfg.StateDir, FirstUID: first, LastUID: last, Workdir: work})
 	if err != nil {
@@ -89,6 +96,49 @@ func TestLeftoversOfATenantAreKilledAtStart(t *testing.T) {
 	case <-gone:
 	case <-time.After(10 * time.Second):
 		t.Fatalf("alice's leftover process %d still runs after a daemon started on her state directory", pid)
+	}
+}
+
+// Nothing that runs as a tenant outlives aiod's stop: a process in a
+// session of its own and a crowd of children started in a loop, none of
+// them in a runtime's cgroup (as under the rlimit fallback), are gone
+// when Close returns.
+func TestNothingOfATenantOutlivesClose(t *testing.T) {
+	ts, _ := newTenants(t, NetworkNone)
+	alice, err := ts.Get("jwt:alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, err := ts.Get("jwt:bob")
+	if err != nil {
+		t.Fatal(err)
+	}
+	loner, _ := startAs(t, alice.UID)
+	crowd := exec.Command("sh", "-c", "i=0; while [ $i -lt 200 ]; do setsid sleep 600 & i=$((i+1)); done; echo started; wait")
+	crowd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Credential: &syscall.Credential{Uid: bob.UID, Gid: bob.UID}}
+	out, err := crowd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := crowd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan struct{})
+	go func() { _ = crowd.Wait(); close(waited) }()
+	t.Cleanup(func() { _ = crowd.Process.Kill(); <-waited })
+	line := make([]byte, 8)
+	if _, err := io.ReadFull(out, line); err != nil || string(line) != "started\n" {
+		t.Fatalf("the crowd did not start: %q %v", line, err)
+	}
+	before := processesOf(func(uid uint32) bool { return uid == alice.UID || uid == bob.UID })
+	if len(before[alice.UID]) != 1 || before[alice.UID][0] != loner || len(before[bob.UID]) < 201 {
+		t.Fatalf("before the stop: alice runs %v (want [%d]), bob %d processes (want 201)", before[alice.UID], loner, len(before[bob.UID]))
+	}
+	if err := ts.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if left := processesOf(func(uid uint32) bool { return uid == alice.UID || uid == bob.UID }); len(left) != 0 {
+		t.Fatalf("after Close, processes of the tenants' uids still run: %v", left)
 	}
 }
 

@@ -1,12 +1,15 @@
 package sandbox
 
 import (
+	"bytes"
+	"context"
+	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // processesOf lists the live processes (not zombies) that any of uids runs
@@ -59,21 +62,59 @@ func processesOf(uids func(uint32) bool) map[uint32][]int {
 // nobody's now. It waits up to 5 s for them to go and returns how many it
 // found.
 func (ts *Tenants) killLeftovers() int {
-	procs := processesOf(func(uid uint32) bool { _, ok := ts.used[uid]; return ok })
+	return ts.killTenantProcesses(ts.used, "killing processes of a tenant uid left by a daemon that did not stop")
+}
+
+// killTenantProcesses kills every process that runs as a uid of used (the
+// uids this state directory gave tenants, with their folders), wherever it is: outside every cgroup, in
+// a session of its own, reparented to init. At aiod's stop (Close) that is
+// what its runtimes' groups did not end (the rlimit fallback has no group),
+// so nothing of a tenant outlives aiod. It logs each uid found with why,
+// waits up to 5 s for them to go and returns how many it found.
+func (ts *Tenants) killTenantProcesses(used map[uint32]string, why string) int {
+	procs := processesOf(func(uid uint32) bool { _, ok := used[uid]; return ok })
 	n := 0
 	for uid, pids := range procs {
 		n += len(pids)
-		ts.log.Warn("killing processes of a tenant uid left by a daemon that did not stop", "uid", uid, "tenant_dir", ts.used[uid], "pids", pids)
-		for _, p := range pids {
-			_ = unix.Kill(p, unix.SIGKILL)
-		}
+		ts.log.Warn(why, "uid", uid, "tenant_dir", used[uid], "pids", pids)
 	}
-	for deadline := time.Now().Add(5 * time.Second); n > 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if len(processesOf(func(uid uint32) bool { _, ok := procs[uid]; return ok })) == 0 {
+	for deadline := time.Now().Add(5 * time.Second); len(procs) > 0; time.Sleep(10 * time.Millisecond) {
+		for uid := range procs {
+			if err := killAllAs(uid); err != nil {
+				ts.log.Warn("kill the processes of a tenant uid", "uid", uid, "err", err)
+			}
+		}
+		procs = processesOf(func(uid uint32) bool { _, ok := procs[uid]; return ok })
+		if time.Now().After(deadline) {
+			for uid, pids := range procs {
+				ts.log.Error("processes of a tenant uid still run after 5 s of kills", "uid", uid, "pids", pids)
+			}
 			break
 		}
 	}
 	return n
+}
+
+// killAllAs sends SIGKILL to every process that runs as uid: kill(-1)
+// sent by a shell with uid's credentials, which the kernel delivers to all
+// of them in one pass of its process list. A fork loop cannot outrun it as
+// it outruns a listing of /proc followed by kills pid by pid, and a pid
+// reused by another user's process in between is never hit. It is a child
+// process, not a thread of aiod's with uid's credentials: the credentials
+// of a process's main thread are what the kernel checks when another
+// process signals or traces it, and no thread of aiod may ever have them.
+func killAllAs(uid uint32) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	// dash's kill: a pid of -1 is every process the shell may signal but
+	// itself; "No such process" when none is left.
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", "kill -9 -1 2>/dev/null; exit 0")
+	cmd.Dir, cmd.Env = "/", []string{}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("kill the processes of uid %d: %w %s", uid, err, bytes.TrimSpace(out))
+	}
+	return nil
 }
 
 // Processes is the live processes that run as t's uid, wherever they are.
