@@ -14,6 +14,7 @@ import (
 	"github.com/aiod/aiod/gateway/call"
 	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/stream/backend"
+	"github.com/aiod/aiod/stream/execution"
 )
 
 // Bash command statuses (CommandStatus).
@@ -182,7 +183,7 @@ func (s *Surface) startBash(ctx *fasthttp.RequestCtx, ss *session, command, dir,
 	code.WriteString(command)
 	code.WriteString("\n)")
 	cid := jupyter.NewID()
-	c := newCommand(cid, command, "pipe."+cid, ss.tenant, false)
+	c := newCommand(cid, command, "pipe."+cid, ss.tenant)
 	after := func() {
 		cctx, cancel := context.WithTimeout(s.core.Ctx(), 10*time.Second)
 		defer cancel()
@@ -199,10 +200,8 @@ func (s *Surface) startBash(ctx *fasthttp.RequestCtx, ss *session, command, dir,
 // execResult renders c; trunc cuts each stream to maxOut characters
 // (head and tail kept) when maxOut > 0.
 func (c *command) execResult(sid string, maxOut int, trunc bool) bashExecResult {
-	c.mu.Lock()
-	out, off := c.out.from(0)
-	errs, eoff := c.errb.from(0)
-	c.mu.Unlock()
+	out, off := c.read(execution.Stdout, 0)
+	errs, eoff := c.read(execution.Stderr, 0)
 	if trunc && maxOut > 0 {
 		out, _ = truncateMiddle(out, maxOut)
 		errs, _ = truncateMiddle(errs, maxOut)
@@ -294,9 +293,9 @@ func (s *Surface) bashOutput(ctx *fasthttp.RequestCtx) {
 	loop:
 		for {
 			ch := c.waitChange()
-			c.mu.Lock()
-			fresh := c.out.end() > int(off) || c.errb.end() > int(eoff)
-			c.mu.Unlock()
+			_, end := c.read(execution.Stdout, int(off))
+			_, eend := c.read(execution.Stderr, int(eoff))
+			fresh := end > int(off) || eend > int(eoff)
 			if fresh || c.finished() {
 				break
 			}
@@ -308,10 +307,8 @@ func (s *Surface) bashOutput(ctx *fasthttp.RequestCtx) {
 			}
 		}
 	}
-	c.mu.Lock()
-	res.Stdout, res.Offset = c.out.from(int(off))
-	res.Stderr, res.StderrOffset = c.errb.from(int(eoff))
-	c.mu.Unlock()
+	res.Stdout, res.Offset = c.read(execution.Stdout, int(off))
+	res.Stderr, res.StderrOffset = c.read(execution.Stderr, int(eoff))
 	res.Command = &bashCommandInfo{CommandID: c.id, Command: c.text, Status: bashStatus(c), ExitCode: c.exitCode()}
 	api.OK(ctx, res)
 }

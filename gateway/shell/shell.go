@@ -246,18 +246,19 @@ func (s *Surface) list(tenant, kind string) []*session {
 	return out
 }
 
-// command is one command run in a session: its outputs as they come (it
-// subscribes to its execution) and its end.
+// command is one command run in a session: its execution, whose record in
+// the execution store holds its outputs (read by offset), followed for its
+// changes, and its end.
 type command struct {
 	id, text string
 	regID    string // the registry session it runs in
 	tenant   string
 	started  time.Time
-	combined bool // all holds the output; else out and errb
+	store    *execution.Store
+	recID    string // its execution's id in store
 
 	mu         sync.Mutex
-	out, errb  buffer
-	all        buffer // stdout and stderr in arrival order (the shell's output)
+	rec        *execution.Record // its execution while it is its session's latest command; then nil (store has it)
 	changed    chan struct{}
 	lastChange time.Time
 	running    chan struct{} // closed when its runtime starts it (status busy)
@@ -268,47 +269,72 @@ type command struct {
 	killed     bool
 }
 
-// newCommand makes a command; combined keeps one output of both streams
-// (a shell's), else stdout and stderr apart (a bash command's).
-func newCommand(id, text, regID, tenant string, combined bool) *command {
+// newCommand makes a command; attach gives it its execution.
+func newCommand(id, text, regID, tenant string) *command {
 	now := time.Now()
-	return &command{id: id, text: text, regID: regID, tenant: tenant, started: now, lastChange: now, combined: combined,
+	return &command{id: id, text: text, regID: regID, tenant: tenant, started: now, lastChange: now,
 		changed: make(chan struct{}), running: make(chan struct{}), done: make(chan struct{})}
 }
 
-// age keeps the last keepOldBytes of each of c's outputs: a later command
-// has started in its session.
+// age lets go of c's execution: a later command has started in its
+// session. Its outputs are then the store's to keep or evict, within the
+// store's bounds (--execution-retention, --execution-retention-bytes),
+// and read back from it.
 func (c *command) age() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.out.shrink(keepOldBytes)
-	c.errb.shrink(keepOldBytes)
-	c.all.shrink(keepOldBytes)
+	c.rec = nil
 }
 
-// Deliver is the command's subscription to its execution's events.
-func (c *command) Deliver(ev execution.Event) {
-	if ev.State == jupyter.StateBusy {
+// attach makes rec c's execution and follows it: its busy status starts
+// c, each output it records is a change of c.
+func (c *command) attach(store *execution.Store, rec *execution.Record) {
+	c.mu.Lock()
+	c.store, c.recID, c.rec = store, rec.ID, rec
+	c.mu.Unlock()
+	// A new record replays nothing; Follow ends with the result.
+	_, _ = rec.Follow(0, c.follow)
+}
+
+// follow hears each entry of c's execution once the record holds it (so
+// that a reader woken by it finds the text); it runs under the record's
+// lock and must not block or call the record.
+func (c *command) follow(e execution.Entry) {
+	if e.Event.State == jupyter.StateBusy {
 		c.runningOne.Do(func() { close(c.running) })
 		return
 	}
-	if ev.Out == nil || ev.Out.Type != jupyter.MsgStream {
+	if e.Event.Out == nil || e.Event.Out.Type != jupyter.MsgStream {
 		return
 	}
-	text := ev.Out.StreamText()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch {
-	case c.combined:
-		c.all.write(text)
-	case ev.Out.Name == "stderr":
-		c.errb.write(text)
-	default:
-		c.out.write(text)
-	}
 	c.lastChange = time.Now()
 	close(c.changed)
 	c.changed = make(chan struct{})
+}
+
+// read is c's output of stream name (execution.Stdout, execution.Stderr,
+// or execution.AllStreams) from byte offset off, and its end offset; an
+// execution the store no longer holds reads as nothing more.
+func (c *command) read(name string, off int) (string, int) {
+	c.mu.Lock()
+	rec, store := c.rec, c.store
+	c.mu.Unlock()
+	if rec == nil && store != nil {
+		rec, _ = store.Get(c.tenant, c.recID)
+	}
+	if rec == nil {
+		return "", off
+	}
+	text, end, _ := rec.StreamFrom(name, off)
+	return text, end
+}
+
+// output is c's whole output as a shell shows it (both streams).
+func (c *command) output() string {
+	text, _ := c.read(execution.AllStreams, 0)
+	return text
 }
 
 // end records how the command ended.
@@ -383,70 +409,16 @@ func (c *command) quietFor() time.Duration {
 	return time.Since(c.lastChange)
 }
 
-// buffer is one output stream, of which the last `keep` bytes are held;
-// offsets count from the stream's start.
-type buffer struct {
-	base int // offset of b[0]
-	b    []byte
-}
-
-// What a command's output buffers hold: the last keepBytes of each
-// stream while it is its session's latest command, the last keepOldBytes
-// once a later one has started (a session remembers maxCommands, and an
-// agent reads a command's output while it is the latest). A buffer grows
-// to half as much again before it is cut back, so that a flood is not
-// copied at every write.
-const (
-	keepBytes    = 2 << 20
-	keepOldBytes = 64 << 10
-)
-
-func (b *buffer) write(s string) {
-	b.b = append(b.b, s...)
-	if len(b.b) > keepBytes+keepBytes/2 {
-		b.keep(keepBytes)
-	}
-}
-
-// keep drops all but the last n bytes, in place.
-func (b *buffer) keep(n int) {
-	if over := len(b.b) - n; over > 0 {
-		b.b = b.b[:copy(b.b, b.b[over:])]
-		b.base += over
-	}
-}
-
-// shrink keeps the last n bytes in a buffer of their size.
-func (b *buffer) shrink(n int) {
-	b.keep(n)
-	if cap(b.b) > 2*len(b.b)+4096 {
-		b.b = append([]byte(nil), b.b...)
-	}
-}
-
-func (b *buffer) end() int { return b.base + len(b.b) }
-
-// from returns the bytes from offset off (from the oldest held when off
-// was dropped) and the end offset.
-func (b *buffer) from(off int) (string, int) {
-	if off < b.base {
-		off = b.base
-	}
-	if off > b.end() {
-		off = b.end()
-	}
-	return string(b.b[off-b.base:]), b.end()
-}
-
 // run starts code as command c in registry session c.regID (created in
 // dir when new), in the background; the command ends by itself.
 func (s *Surface) run(ctx *fasthttp.RequestCtx, c *command, code, dir string, timeout time.Duration, env []string, after func()) *call.Error {
 	cl := call.Call{Language: "bash", Code: code, SessionID: c.regID, Timeout: timeout, Cwd: dir, Env: env,
-		Owner: call.Owner(ctx), Tenant: call.Tenant(ctx), Subs: []execution.Subscriber{c}}
+		Owner: call.Owner(ctx), Tenant: call.Tenant(ctx)}
 	rec, _, e := s.core.Claim(cl)
 	if e != nil {
 		return e
 	}
+	c.attach(s.core.Reg.Executions(), rec)
 	ok := s.core.Go(func() {
 		res, e := s.core.RunClaimed(s.core.Ctx(), cl, rec)
 		c.end(res, e)

@@ -4,35 +4,58 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/stream/execution"
 )
 
-// A bash session's commands hold the last 2 MiB of each output while they
-// are its latest and the last 64 KiB once a later one has started: ten
-// commands of 4 MB each hold about 2.6 MiB, not 40.
-func TestCommandOutputsAreBounded(t *testing.T) {
+// A bash session's commands keep no output of their own: the execution
+// store holds it, within its bounds. Ten commands of 4 MB each: only the
+// latest holds its execution, the older ones read theirs back from the
+// store, which evicts past its bytes, and the offsets go on counting.
+func TestCommandOutputsAreTheStores(t *testing.T) {
+	store := execution.NewStore(execution.Config{RetentionBytes: 10 << 20, LogBytes: 8 << 20})
 	ss := &session{}
 	chunk := strings.Repeat("x", 64<<10)
 	for i := range 10 {
-		c := newCommand(fmt.Sprint(i), "flood", "r", "t", false)
-		ss.add(c)
-		for range 64 { // 4 MiB
-			c.out.write(chunk)
-			c.errb.write(chunk)
+		c := newCommand(fmt.Sprint(i), "flood", "r", "t")
+		rec, _, err := store.Claim("t", "", execution.Key{Language: "bash", Code: "flood"})
+		if err != nil {
+			t.Fatal(err)
 		}
+		c.attach(store, rec)
+		ss.add(c)
+		rec.Started(0)
+		for seq := 1; seq <= 64; seq++ { // 4 MiB
+			m := &jupyter.Message{Channel: jupyter.IOPub, Header: jupyter.Header{MsgType: jupyter.MsgStream},
+				Content: []byte(`{"name":"stdout","text":"` + chunk + `"}`)}
+			ev := execution.Event{Msg: m, Seq: seq}
+			ev.Parse()
+			rec.Deliver(ev)
+		}
+		rec.Deliver(execution.Event{Result: &execution.Result{Status: execution.StatusOK}})
 	}
-	held := 0
+	if held := store.Stats().Bytes; held > 10<<20 {
+		t.Fatalf("the store holds %d bytes past its bound", held)
+	}
 	for i, id := range ss.order {
 		c := ss.byID[id]
-		n := cap(c.out.b) + cap(c.errb.b) + cap(c.all.b)
-		held += n
-		if i < len(ss.order)-1 && n > 4*keepOldBytes+8192 {
-			t.Errorf("command %s, no longer the latest, holds %d bytes", id, n)
+		c.mu.Lock()
+		pinned := c.rec != nil
+		c.mu.Unlock()
+		latest := i == len(ss.order)-1
+		if pinned != latest {
+			t.Errorf("command %s (latest %v) holds its execution: %v", id, latest, pinned)
 		}
-		if text, end := c.out.from(0); end != 4<<20 || len(text) > keepBytes+keepBytes/2 || (i < len(ss.order)-1 && len(text) != keepOldBytes) {
-			t.Errorf("command %s: %d bytes from offset 0, end %d", id, len(text), end)
+		text, end := c.read(execution.Stdout, 0)
+		switch {
+		case latest && (len(text) != 4<<20 || end != 4<<20):
+			t.Errorf("the latest command reads %d bytes, end %d; want all 4 MiB", len(text), end)
+		case !latest && text != "" && len(text) != 4<<20:
+			t.Errorf("command %s reads %d bytes: all of it or, evicted, nothing", id, len(text))
 		}
-	}
-	if held > 8<<20 {
-		t.Fatalf("ten commands of 4 MB hold %d bytes", held)
+		if tail, end := c.read(execution.Stdout, 4<<20-3); latest && (tail != "xxx" || end != 4<<20) {
+			t.Errorf("the latest command from its last 3 bytes: %q, end %d", tail, end)
+		}
 	}
 }

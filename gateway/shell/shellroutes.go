@@ -67,10 +67,7 @@ func (ss *session) result(c *command, status string, truncate bool) shellResult 
 	if status == "" {
 		status = ss.shellStatus(c)
 	}
-	c.mu.Lock()
-	out, _ := c.all.from(0)
-	c.mu.Unlock()
-	out = execution.StripANSI(out)
+	out := execution.StripANSI(c.output())
 	if truncate {
 		out, _ = truncateMiddle(out, shellTruncate)
 	}
@@ -157,7 +154,7 @@ func (s *Surface) shellExec(ctx *fasthttp.RequestCtx) {
 		id = jupyter.NewID()
 	}
 	ss, created := s.open(tenant, kindShell, id, s.core.Workspace())
-	c := newCommand(jupyter.NewID(), command, id, tenant, true)
+	c := newCommand(jupyter.NewID(), command, id, tenant)
 	prev, busy := ss.claim(c)
 	if busy != nil {
 		api.Fail(ctx, fasthttp.StatusConflict, "a command is running in shell session "+quote(id)+" ("+quote(busy.text)+"): wait for it, write to it or kill it first")
@@ -233,9 +230,7 @@ func (s *Surface) streamShell(ctx *fasthttp.RequestCtx, ss *session, c *command,
 		sent := 0
 		for {
 			ch := c.waitChange()
-			c.mu.Lock()
-			text, end := c.all.from(sent)
-			c.mu.Unlock()
+			text, end := c.read(execution.AllStreams, sent)
 			if text != "" {
 				sent = end
 				if !event("output", map[string]string{"session_id": ss.id, "command": c.text, "status": stRunning,
@@ -469,7 +464,7 @@ func (s *Surface) shellCreate(ctx *fasthttp.RequestCtx) {
 	}
 	if created {
 		// Start the shell now, in its folder.
-		c := newCommand(jupyter.NewID(), ":", id, ss.tenant, true)
+		c := newCommand(jupyter.NewID(), ":", id, ss.tenant)
 		if e := s.run(ctx, c, ":", dir, s.core.Cfg.MaxTimeout, nil, nil); e != nil {
 			s.forget(ss)
 			e.Write(ctx)

@@ -212,6 +212,7 @@ func (x *Store) decodeRec(v []byte) (*Record, error) {
 		done: make(chan struct{}), cancel: make(chan struct{}), sinks: map[*follower]struct{}{}, firstSeq: 1,
 		started: d.Started, ended: d.Ended, queued: time.Duration(d.Queued), lastSeq: d.LastSeq}
 	close(r.done)
+	r.loaded = true
 	r.persisted.Store(true)
 	if d.Result != nil {
 		r.result = d.Result.result()

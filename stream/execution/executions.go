@@ -370,6 +370,8 @@ type Record struct {
 	persisted atomic.Bool // written to the store's file (finished)
 	evicted   atomic.Bool // forgotten: a write still queued skips it
 	claimed   atomic.Bool // its claim was written to the store's run bucket
+	loaded    bool        // read back from the store's file: its result, no log
+	dropped   [2]int      // bytes of stdout and stderr text dropped from the log (StreamFrom)
 }
 
 // Runner is what runs an execution: the session it entered (package
@@ -539,12 +541,17 @@ func (r *Record) emitLocked(e Entry) {
 		if n := e.Event.Size() + entryOverhead; n > r.x.cfg.LogBytes {
 			// One output over the whole bound (a flood printed at once) is
 			// not kept: the log starts after it. Followers still get it.
+			for _, old := range r.entries {
+				r.noteDroppedLocked(old.Event.Out)
+			}
+			r.noteDroppedLocked(e.Event.Out)
 			r.entries, r.logBytes, r.firstSeq = nil, 0, e.Seq+1
 		} else {
 			r.entries = append(r.entries, e)
 			r.logBytes += n
 			for r.logBytes > r.x.cfg.LogBytes {
 				old := r.entries[0]
+				r.noteDroppedLocked(old.Event.Out)
 				r.entries[0] = Entry{}
 				r.entries = r.entries[1:]
 				r.logBytes -= old.Event.Size() + entryOverhead
