@@ -502,6 +502,17 @@ func (s *Session) start(ctx context.Context) (jupyter.Runtime, uint64, error) {
 	defer cancel()
 	stop := context.AfterFunc(ctx, cancel)
 	defer stop()
+	// A session closed while its runtime starts (DELETE, reclaim) ends
+	// the start too: a tenant's slow startup code must not keep running
+	// for --kernel-start-timeout after the session, and its admission
+	// slot, are gone.
+	go func() {
+		select {
+		case <-s.closed:
+			cancel()
+		case <-sctx.Done():
+		}
+	}()
 	release, err := s.reg.gate.acquire(sctx, s.Tenant)
 	if err != nil {
 		if le, ok := err.(*LimitError); ok {
@@ -527,6 +538,11 @@ func (s *Session) start(ctx context.Context) (jupyter.Runtime, uint64, error) {
 		s.mu.Lock()
 		s.dead = s.rt == nil
 		s.mu.Unlock()
+		select {
+		case <-s.closed:
+			return nil, 0, ErrSessionClosed
+		default:
+		}
 		return nil, 0, &StartError{Err: err}
 	}
 	s.mu.Lock()
