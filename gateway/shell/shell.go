@@ -14,6 +14,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fasthttp/router"
 	"github.com/valyala/fasthttp"
@@ -258,13 +259,15 @@ type command struct {
 	recID    string // its execution's id in store
 
 	mu         sync.Mutex
-	rec        *execution.Record // its execution while it is its session's latest command; then nil (store has it)
+	rec        *execution.Record // its execution while it runs; then nil (the store has it)
 	changed    chan struct{}
 	lastChange time.Time
 	running    chan struct{} // closed when its runtime starts it (status busy)
 	runningOne sync.Once     // closes running
 	done       chan struct{}
-	res        *execution.Result
+	ended      bool // it ran to an end (its result came): exit and timeout say how
+	exit       int
+	timeout    bool // its hard timeout ended it
 	fail       *call.Error
 	killed     bool
 }
@@ -277,9 +280,9 @@ func newCommand(id, text, regID, tenant string) *command {
 }
 
 // age lets go of c's execution: a later command has started in its
-// session. Its outputs are then the store's to keep or evict, within the
-// store's bounds (--execution-retention, --execution-retention-bytes),
-// and read back from it.
+// session (end does too). Its outputs are then the store's to keep or
+// evict, within the store's bounds (--execution-retention,
+// --execution-retention-bytes), and read back from it.
 func (c *command) age() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -340,7 +343,16 @@ func (c *command) output() string {
 // end records how the command ended.
 func (c *command) end(res *execution.Result, fail *call.Error) {
 	c.mu.Lock()
-	c.res, c.fail = res, fail
+	// Only how it ended is kept: its outputs are the execution store's,
+	// and a result holds them too (up to --output-budget).
+	if res != nil {
+		c.ended, c.exit, c.timeout = true, res.ExitCode(), res.Status == execution.StatusTimeout
+		if res.ExitStatus != nil {
+			c.exit = *res.ExitStatus
+		}
+	}
+	c.fail = fail
+	c.rec = nil // finished: the store has it (in its cache, or on disk)
 	close(c.changed)
 	c.changed = make(chan struct{})
 	c.mu.Unlock()
@@ -365,10 +377,8 @@ func (c *command) exitCode() *int {
 	defer c.mu.Unlock()
 	n := 1
 	switch {
-	case c.res != nil && c.res.ExitStatus != nil:
-		n = *c.res.ExitStatus
-	case c.res != nil:
-		n = c.res.ExitCode()
+	case c.ended:
+		n = c.exit
 	}
 	return &n
 }
@@ -377,7 +387,7 @@ func (c *command) exitCode() *int {
 func (c *command) timedOut() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.res != nil && c.res.Status == execution.StatusTimeout
+	return c.timeout
 }
 
 func (c *command) wasKilled() bool {
@@ -621,17 +631,29 @@ func notFound(ctx *fasthttp.RequestCtx, kind, id string) {
 	api.Fail(ctx, fasthttp.StatusNotFound, "no "+kind+" session "+quote(id))
 }
 
-// truncateMiddle keeps the head and the tail of s within max characters.
+// truncateMiddle keeps the head and the tail of s within max characters
+// (runes), without a copy of s as runes: s may be megabytes.
 func truncateMiddle(s string, max int) (string, bool) {
-	r := []rune(s)
-	if max <= 0 || len(r) <= max {
+	n := utf8.RuneCountInString(s)
+	if max <= 0 || n <= max {
 		return s, false
 	}
-	marker := "\n... [output truncated] ...\n"
-	keep := max - len([]rune(marker))
+	const marker = "\n... [output truncated] ...\n"
+	keep := max - utf8.RuneCountInString(marker)
 	if keep < 2 {
-		return string(r[len(r)-max:]), true
+		return s[runeOffset(s, n-max):], true
 	}
 	head := keep / 2
-	return string(r[:head]) + marker + string(r[len(r)-(keep-head):]), true
+	return s[:runeOffset(s, head)] + marker + s[runeOffset(s, n-(keep-head)):], true
+}
+
+// runeOffset is the byte offset of s's i-th rune.
+func runeOffset(s string, i int) int {
+	for off := range s {
+		if i == 0 {
+			return off
+		}
+		i--
+	}
+	return len(s)
 }

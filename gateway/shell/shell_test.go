@@ -4,15 +4,17 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/stream/execution"
 )
 
 // A bash session's commands keep no output of their own: the execution
-// store holds it, within its bounds. Ten commands of 4 MB each: only the
-// latest holds its execution, the older ones read theirs back from the
-// store, which evicts past its bytes, and the offsets go on counting.
+// store holds it, within its bounds. Ten commands of 4 MB each: a command
+// holds its execution only while it runs, each reads its output back
+// from the store (which evicts past its bytes), and the offsets go on
+// counting.
 func TestCommandOutputsAreTheStores(t *testing.T) {
 	store := execution.NewStore(execution.Config{RetentionBytes: 10 << 20, LogBytes: 8 << 20})
 	ss := &session{}
@@ -33,7 +35,15 @@ func TestCommandOutputsAreTheStores(t *testing.T) {
 			ev.Parse()
 			rec.Deliver(ev)
 		}
-		rec.Deliver(execution.Event{Result: &execution.Result{Status: execution.StatusOK}})
+		c.mu.Lock()
+		running := c.rec == rec
+		c.mu.Unlock()
+		if !running {
+			t.Fatalf("command %d does not hold its running execution", i)
+		}
+		res := &execution.Result{Status: execution.StatusOK}
+		rec.Deliver(execution.Event{Result: res})
+		c.end(res, nil)
 	}
 	if held := store.Stats().Bytes; held > 10<<20 {
 		t.Fatalf("the store holds %d bytes past its bound", held)
@@ -44,8 +54,8 @@ func TestCommandOutputsAreTheStores(t *testing.T) {
 		pinned := c.rec != nil
 		c.mu.Unlock()
 		latest := i == len(ss.order)-1
-		if pinned != latest {
-			t.Errorf("command %s (latest %v) holds its execution: %v", id, latest, pinned)
+		if pinned {
+			t.Errorf("command %s holds its finished execution", id)
 		}
 		text, end := c.read(execution.Stdout, 0)
 		switch {
@@ -57,5 +67,22 @@ func TestCommandOutputsAreTheStores(t *testing.T) {
 		if tail, end := c.read(execution.Stdout, 4<<20-3); latest && (tail != "xxx" || end != 4<<20) {
 			t.Errorf("the latest command from its last 3 bytes: %q, end %d", tail, end)
 		}
+	}
+}
+
+// truncateMiddle counts characters, not bytes, and keeps the head and the
+// tail whole.
+func TestTruncateMiddle(t *testing.T) {
+	s := strings.Repeat("é", 100) + strings.Repeat("x", 100) + strings.Repeat("ü", 100)
+	got, cut := truncateMiddle(s, 80)
+	if !cut || utf8.RuneCountInString(got) != 80 || !strings.HasPrefix(got, "éé") || !strings.HasSuffix(got, "üü") ||
+		!strings.Contains(got, "[output truncated]") || !utf8.ValidString(got) {
+		t.Fatalf("cut to 80: %q (%d runes)", got, utf8.RuneCountInString(got))
+	}
+	if got, cut := truncateMiddle(s, 300); cut || got != s {
+		t.Fatal("a string within the limit was cut")
+	}
+	if got, cut := truncateMiddle(s, 10); !cut || got != strings.Repeat("ü", 10) {
+		t.Fatalf("too small for the marker: %q", got)
 	}
 }
