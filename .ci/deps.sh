@@ -11,7 +11,8 @@
 #                       of gateway/testdata/jlab (ws, @jupyterlab/services), gateway/testdata/mcp
 #                       (@modelcontextprotocol/sdk), web/e2e
 #                       (playwright-core) and web/vendor (the page's bundled libraries
-#                       and esbuild, for the bundle check) from their lock files, and Chromium
+#                       and esbuild, for the bundle check) from their lock files, Chromium,
+#                       and nats-server (the replicas' tests run a JetStream cluster)
 # Debian packages are installed only as root (or with passwordless sudo) and unless
 # AIO_NO_INSTALL=1; otherwise the apt-get line is printed and, for "test", it fails.
 set -euo pipefail
@@ -25,6 +26,7 @@ if [ "$mode" = test ]; then
   command -v node >/dev/null 2>&1 || pkgs+=(nodejs)
   command -v npm >/dev/null 2>&1 || pkgs+=(npm)
   pkgs+=(chromium) # the browser tests drive Debian's Chromium with playwright-core
+  pkgs+=(nats-server) # the cluster tests run three JetStream servers
 fi
 if [ "$list" = 1 ]; then printf '%s\n' "${pkgs[@]}"; exit 0; fi
 missing=()

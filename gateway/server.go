@@ -21,6 +21,7 @@ import (
 
 	"github.com/aiod/aiod/gateway/api"
 	"github.com/aiod/aiod/gateway/call"
+	"github.com/aiod/aiod/gateway/cluster"
 	"github.com/aiod/aiod/gateway/fsplane"
 	"github.com/aiod/aiod/gateway/fsplane/watch"
 	"github.com/aiod/aiod/gateway/fswatch"
@@ -91,6 +92,7 @@ type Config struct {
 	MaxConnsPerIP           int               // connections at once from one client address; 0 for no limit (the daemon's default is 256)
 	Clock                   func() time.Time  // the credentials' clock (JWT times, ticket lifetimes), for tests; nil is time.Now
 	Isolation               backend.Isolation // per-runtime limits, runtime user and environment allow list of local runtimes
+	Cluster                 ClusterConfig     // replicas over NATS JetStream (clusterroute.go); zero: a single daemon
 	Logger                  *slog.Logger
 }
 
@@ -146,9 +148,10 @@ type Server struct {
 	mcp     *mcp.Server
 	v1      *v1.Surface // its shutdown hooks run as Shutdown begins
 	observe *observe.Surface
-	watches *watch.Watchers // the file watchers of /v1/file/watch, /v2/fs/watch and the WebSocket
-	access  *accessWriter   // the access log's writer (accesslog.go); nil with NoAccessLog
-	peers   sync.Map        // runtimes' open connections: remote address -> uid (peers.go)
+	watches *watch.Watchers  // the file watchers of /v1/file/watch, /v2/fs/watch and the WebSocket
+	access  *accessWriter    // the access log's writer (accesslog.go); nil with NoAccessLog
+	peers   sync.Map         // runtimes' open connections: remote address -> uid (peers.go)
+	cluster *cluster.Cluster // this replica's part of a cluster (clusterroute.go); nil for a single daemon
 
 	// streamQueue is the bytes an SSE or NDJSON stream may leave unread
 	// (--ws-queue-limit, as a WebSocket's queue).
@@ -254,7 +257,16 @@ func New(cfg Config) (*Server, error) {
 		_ = rt.Close(context.Background())
 		return nil, err
 	}
-	handler := s.countRequests(g.Wrap(s.refuseRuntimePeers(s.routes().Handler)))
+	if err := s.joinCluster(cfg.Cluster); err != nil {
+		s.observe.Close(context.Background())
+		if snaps != nil {
+			snaps.Close()
+		}
+		_ = execs.Close()
+		_ = rt.Close(context.Background())
+		return nil, err
+	}
+	handler := s.nameReplica(s.countRequests(g.Wrap(s.toHome(s.refuseRuntimePeers(s.routes().Handler)))))
 	if !cfg.NoAccessLog {
 		acc := cfg.AccessLogger
 		if acc == nil {
@@ -356,6 +368,7 @@ func (s *Server) routes() *router.Router {
 		KernelStartTimeout: s.cfg.KernelStartTimeout, StreamQueue: s.streamQueue}).Register(r)
 	r.GET("/v2/code/info", s.v2CodeInfo)
 	r.GET("/v2/sandbox", s.v2Sandbox)
+	r.GET(ClusterPath, s.v2Cluster)
 	r.GET("/v1/capabilities", s.v1Capabilities)
 	r.GET("/healthz", func(ctx *fasthttp.RequestCtx) { api.OK(ctx, map[string]any{"status": "ok"}) })
 	r.POST(guard.TicketsPath, s.guard.ServeTickets)
@@ -512,6 +525,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.v1.RunShutdownHooks(ctx)
 	s.observe.Close(ctx) // each running observation writes its report
 	s.core.Cancel()
+	var cerr error
+	if s.cluster != nil {
+		cerr = s.cluster.Close(ctx) // its tenants are placed again at their next call
+	}
 	rerr := s.reg.Close(ctx)
 	s.mcp.Close()
 	lerr := errors.Join(s.hub.Close(ctx), s.core.Close(ctx))
@@ -531,7 +548,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.access != nil {
 		aerr = s.access.stop(ctx)
 	}
-	return errors.Join(herr, rerr, lerr, perr, xerr, aerr)
+	return errors.Join(herr, cerr, rerr, lerr, perr, xerr, aerr)
 }
 
 // onceCloser is a listener that closes once: Shutdown and fasthttp may

@@ -86,6 +86,13 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- string) error {
 	}
 	gcfg := o.gatewayConfig(log)
 	gcfg.AccessLogger = newLogger(accessOut, o.logLevel, o.logFormat)
+	if gcfg.Cluster.NATS != "" && gcfg.Cluster.Advertise == "" {
+		gcfg.Cluster.Advertise = ln.Addr().String()
+		if err := checkAdvertise(gcfg.Cluster.Advertise, "the listening address"); err != nil {
+			ln.Close()
+			return startRefused(err)
+		}
+	}
 	srv, err := gateway.New(gcfg)
 	if err != nil {
 		ln.Close()

@@ -99,6 +99,11 @@ type options struct {
 	snapTotalBytes     int
 	snapTenantBytes    int
 	snapRetention      time.Duration
+	clusterNATS        string // "": a single daemon
+	clusterAdvertise   string // "": --addr
+	clusterSecretFile  string
+	clusterSecret      []byte // read from clusterSecretFile
+	clusterLease       time.Duration
 }
 
 // setting is one flag with its variable, for parsing and for --help.
@@ -121,7 +126,7 @@ var kinds = map[string]string{
 	"token-file": "file", "jupyter-token-file": "file", "jwt-public-key-file": "file",
 	"log-format": "text|json", "runtime-user": "name|uid[:gid]", "runtime-env-allow": "list",
 	"isolation": "auto|tenant|none", "state-dir": "folder", "runtime-network": "none|allow|host", "egress-allow": "list",
-	"volume": "host[:path][:ro|rw]",
+	"volume": "host[:path][:ro|rw]", "cluster-nats": "urls", "cluster-advertise": "host:port", "cluster-secret-file": "file",
 }
 
 // defaultEnvAllow is --runtime-env-allow's default (isolate.DefaultEnvAllow).
@@ -203,6 +208,10 @@ func (o *options) settings() []setting {
 		{"volume", "AIO_VOLUMES", "", "HOST[:PATH][:ro|rw]: a host folder every tenant's runtimes (and the file plane) see at PATH (default: HOST), read-only unless rw; repeat the flag, or give several comma-separated. PATH is an existing host folder or a new one under /home. Needs tenant isolation", listAppender(&o.volumes)},
 		{"egress-allow", "AIO_EGRESS_ALLOW", "", "with --runtime-network allow: comma-separated HOST:PORT destinations runtimes may reach through aiod's proxy (a name, *.name for its subdomains, or an address), e.g. pypi.org:443,files.pythonhosted.org:443", strSetter(&o.egressAllow)},
 		{"pprof-addr", "AIO_PPROF_ADDR", "", "serve Go's profiles (net/http/pprof: CPU, heap, goroutines) on this loopback HOST:PORT, a listener of its own with no credentials; off when empty", loopbackSetter(&o.pprofAddr)},
+		{"cluster-nats", "AIO_CLUSTER_NATS", "", "nats://HOST:PORT URLs, comma-separated, of a NATS JetStream system (nats-server -js, 2.9 or newer) that makes this daemon a replica of a cluster: each tenant has a home replica, and any replica answers any call by forwarding it there (docs/scale-out.md); empty: a single daemon", strSetter(&o.clusterNATS)},
+		{"cluster-advertise", "AIO_CLUSTER_ADVERTISE", "", "HOST:PORT at which the other replicas reach this one (its id in the cluster); default: the address aiod listens on, which must then name a host (not 0.0.0.0)", strSetter(&o.clusterAdvertise)},
+		{"cluster-secret-file", "AIO_CLUSTER_SECRET_FILE", "", "file holding the secret (16 bytes or more) that every replica shares: it signs the callers one replica forwards to another; required with --cluster-nats", strSetter(&o.clusterSecretFile)},
+		{"cluster-lease", "AIO_CLUSTER_LEASE", "15", "seconds without a heartbeat after which a replica is taken for gone and its tenants are placed on others at their next call", secSetter(&o.clusterLease)},
 		{"access-log", "AIO_ACCESS_LOG", "true", "log one line per request at info: method, route pattern, status, duration, bytes (never bodies, queries or credentials)", boolSetter(&o.accessLog)},
 	}
 }
@@ -689,6 +698,9 @@ func (o *options) check(name func(flag string) string) error {
 	if o.maxStarts == 0 {
 		return &usageError{fmt.Sprintf("%s 0: no runtime could ever start; set it to auto or 1 or more", name("max-concurrent-starts"))}
 	}
+	if err := o.checkCluster(name); err != nil {
+		return err
+	}
 	if o.workdir != "" {
 		fi, err := os.Stat(o.workdir)
 		switch {
@@ -728,6 +740,46 @@ func printUsage(out io.Writer, sets []setting) {
 		"  AIO_SYSMON_AWAKE    0: do not restart with GODEBUG=schedtrace=MAX to keep Go's monitor thread from parking (default on; docs/performance.md)\n")
 }
 
+// checkCluster reads the cluster's secret and refuses cluster settings
+// that cannot work.
+func (o *options) checkCluster(name func(flag string) string) error {
+	if o.clusterNATS == "" {
+		for _, f := range []struct{ flag, v string }{{"cluster-advertise", o.clusterAdvertise}, {"cluster-secret-file", o.clusterSecretFile}} {
+			if f.v != "" {
+				return &usageError{fmt.Sprintf("%s is set without %s: give the NATS system's URLs too, or drop it", name(f.flag), name("cluster-nats"))}
+			}
+		}
+		return nil
+	}
+	if o.clusterSecretFile == "" {
+		return &usageError{fmt.Sprintf("%s needs %s: a file holding a secret all replicas share (e.g. head -c 32 /dev/urandom | base64 > FILE)", name("cluster-nats"), name("cluster-secret-file"))}
+	}
+	b, err := os.ReadFile(o.clusterSecretFile)
+	if err != nil {
+		return &usageError{fmt.Sprintf("%s %q: %v; give a file aiod can read", name("cluster-secret-file"), o.clusterSecretFile, unwrapPath(err))}
+	}
+	if o.clusterSecret = []byte(strings.TrimRight(string(b), "\r\n")); len(o.clusterSecret) < 16 {
+		return &usageError{fmt.Sprintf("%s %q: the secret has %d bytes, fewer than 16; write a longer one (e.g. head -c 32 /dev/urandom | base64)", name("cluster-secret-file"), o.clusterSecretFile, len(o.clusterSecret))}
+	}
+	if o.clusterAdvertise != "" {
+		return checkAdvertise(o.clusterAdvertise, name("cluster-advertise"))
+	}
+	return nil
+}
+
+// checkAdvertise refuses an address other replicas could not reach this
+// one at; how names the setting it came from.
+func checkAdvertise(addr, how string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "0" || port == "" {
+		return &usageError{fmt.Sprintf("%s %q: want the HOST:PORT the other replicas reach this one at", how, addr)}
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		return &usageError{fmt.Sprintf("%s %q is an address to listen on, not one to be reached at: set --cluster-advertise to this machine's address as the other replicas see it", how, addr)}
+	}
+	return nil
+}
+
 func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 	c := gateway.Config{
 		DefaultTimeout: o.defaultTimeout, MaxTimeout: o.maxTimeout,
@@ -746,6 +798,7 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 		ExecutionRetention: o.execRetention, ExecutionRetentionBytes: o.execRetentionBytes,
 		SnapshotMaxBytes: int64(o.snapMaxBytes), SnapshotTotalBytes: int64(o.snapTotalBytes), SnapshotTenantBytes: int64(o.snapTenantBytes), SnapshotRetention: o.snapRetention,
 		Admission: o.admission(),
+		Cluster:   gateway.ClusterConfig{NATS: o.clusterNATS, Advertise: o.clusterAdvertise, Secret: o.clusterSecret, Lease: o.clusterLease},
 	}
 	c.Isolation.MemoryBytes, c.Isolation.Pids, c.Isolation.CPU = o.runtimeMemory, o.runtimePids, o.runtimeCPU
 	c.Isolation.TotalMemoryBytes, c.Isolation.RuntimesCPUWeight = o.runtimesMemory, o.runtimesCPUWeight

@@ -26,6 +26,10 @@
 //     single-use ticket from POST /tickets as ?ticket=. Open paths are
 //     judged on the raw path, the one fasthttp/router dispatches on, so an
 //     encoded "%2F.." cannot make a route look like /healthz.
+//  6. A request one replica of a cluster forwards to another carries the
+//     caller the first verified, signed with the cluster's secret
+//     (ForwardedHeader, forward.go); it takes the place of 5, and one
+//     without a valid signature is refused whatever else it carries.
 //
 // Every answer that passes through the guard carries
 // "X-Content-Type-Options: nosniff" and "Cross-Origin-Resource-Policy:
@@ -82,12 +86,20 @@ type Guard struct {
 	log         *slog.Logger
 
 	own atomic.Pointer[[]Host] // addresses and names added by Listening
+
+	clusterSecret []byte           // signs forwarded callers (forward.go); nil outside a cluster
+	clock         func() time.Time // Config.Now, or time.Now
 }
+
+func (g *Guard) now() time.Time { return g.clock() }
 
 // New checks the configuration: a bad --allowed-hosts or --allowed-origins
 // entry, or a public key that cannot be read, is an error naming the flag.
 func New(cfg Config) (*Guard, error) {
-	g := &Guard{token: []byte(cfg.Token), log: cfg.Logger, open: map[string]bool{}}
+	g := &Guard{token: []byte(cfg.Token), log: cfg.Logger, open: map[string]bool{}, clock: cfg.Now}
+	if g.clock == nil {
+		g.clock = time.Now
+	}
 	if g.log == nil {
 		g.log = slog.New(slog.DiscardHandler)
 	}
@@ -400,6 +412,9 @@ func (g *Guard) preflight(ctx *fasthttp.RequestCtx, host Host, origin string) {
 // Open paths are looked up by the raw path (RoutePath), the one the router
 // dispatches on.
 func (g *Guard) authorize(ctx *fasthttp.RequestCtx) bool {
+	if present, ok := g.authorizeForwarded(ctx); present {
+		return ok
+	}
 	path := RoutePath(ctx)
 	if !g.AuthRequired() || g.open[string(path)] {
 		ctx.SetUserValue(callerKey{}, Caller{Method: "none"})
@@ -447,6 +462,10 @@ func RoutePath(ctx *fasthttp.RequestCtx) []byte { return ctx.Request.URI().PathO
 // at, not used up). The server gives a request that fails it a small body
 // limit, so that nothing large is read before authentication.
 func (g *Guard) HeaderAuthorized(h *fasthttp.RequestHeader) bool {
+	if v := h.Peek(ForwardedHeader); len(v) > 0 {
+		_, _, why := g.verifyForwarded(v, h.Method(), h.RequestURI())
+		return why == ""
+	}
 	if !g.AuthRequired() {
 		return true
 	}

@@ -57,6 +57,8 @@ func (h *Hub) Upgrade(ctx *fasthttp.RequestCtx, route string, protocols []string
 	done := ctx.Done()
 	h.watchShutdown(done)
 	lim := h.limits
+	// The replica that serves the socket, in a cluster (cluster.ReplicaHeader).
+	replica := string(ctx.Response.Header.Peek("AIO-Replica"))
 	ctx.HijackSetNoResponse(true)
 	ctx.Hijack(func(c net.Conn) {
 		raw := c
@@ -67,6 +69,9 @@ func (h *Hub) Upgrade(ctx *fasthttp.RequestCtx, route string, protocols []string
 		// The answer is written here, not by fasthttp: it carries the
 		// headers every answer does (guard.SecureHeaders) on its own.
 		hdr := http.Header{"X-Content-Type-Options": {"nosniff"}, "Cross-Origin-Resource-Policy": {"same-origin"}}
+		if replica != "" {
+			hdr.Set("AIO-Replica", replica)
+		}
 		w := &upgradeWriter{c: c, raw: raw, fw: fw, h: hdr, timeout: lim.WriteTimeout}
 		ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 			InsecureSkipVerify: true, // the origin was checked above, against our own rules

@@ -1,0 +1,434 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/aiod/aiod/kernel/kerneltest"
+)
+
+// natsCluster is three Debian nats-server processes with JetStream, routed
+// to each other on loopback, as the cluster's tests run them.
+type natsCluster struct {
+	urls  []string // nats:// of each server
+	procs []*exec.Cmd
+}
+
+// startNATS starts three JetStream servers and waits until they have
+// elected a meta leader; they are killed when the test ends.
+func startNATS(t *testing.T) *natsCluster {
+	t.Helper()
+	bin, err := exec.LookPath("nats-server")
+	if err != nil {
+		bin = "/usr/sbin/nats-server" // Debian's, not on a user's PATH
+	}
+	dir := t.TempDir()
+	nc := &natsCluster{}
+	var client, route, monitor [3]int
+	for i := range 3 {
+		client[i], route[i], monitor[i] = freePort(t), freePort(t), freePort(t)
+	}
+	var routes []string
+	for i := range 3 {
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", route[i]))
+	}
+	for i := range 3 {
+		cmd := exec.Command(bin, "-js", "-sd", filepath.Join(dir, fmt.Sprint(i)), "-n", fmt.Sprintf("n%d", i),
+			"-a", "127.0.0.1", "-p", fmt.Sprint(client[i]), "-m", fmt.Sprint(monitor[i]),
+			"--cluster_name", "aiodtest", "--cluster", routes[i], "--routes", strings.Join(routes, ","))
+		log := &syncBuffer{}
+		cmd.Stdout, cmd.Stderr = log, log
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("start nats-server (apt-get install nats-server): %v", err)
+		}
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		t.Cleanup(func() {
+			_ = cmd.Process.Kill()
+			<-done
+			if t.Failed() {
+				t.Logf("nats-server n%d:\n%s", i, log)
+			}
+		})
+		nc.urls = append(nc.urls, fmt.Sprintf("nats://127.0.0.1:%d", client[i]))
+		nc.procs = append(nc.procs, cmd)
+	}
+	probe := &http.Client{Timeout: 2 * time.Second}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		resp, err := probe.Get(fmt.Sprintf("http://127.0.0.1:%d/jsz", monitor[0]))
+		if err == nil {
+			var jsz struct {
+				Meta struct {
+					Leader string `json:"leader"`
+				} `json:"meta_cluster"`
+			}
+			_ = json.NewDecoder(resp.Body).Decode(&jsz)
+			resp.Body.Close()
+			if jsz.Meta.Leader != "" {
+				return nc
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the NATS servers elected no JetStream leader within 60 s")
+		}
+	}
+}
+
+// startReplicas starts n aiod replicas of one cluster over nc, verifying
+// JWTs with pub; probe is a JWT to ask them with.
+func startReplicas(t *testing.T, nc *natsCluster, pub, probe string, n int, extra ...string) []*daemon {
+	t.Helper()
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("a shared secret of the test cluster\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"AIO_JWT_PUBLIC_KEY=" + pub, "AIO_CLUSTER_NATS=" + strings.Join(nc.urls, ","),
+		"AIO_CLUSTER_SECRET_FILE=" + secret, "AIO_KERNEL_PREWARM=0"}
+	var ds []*daemon
+	for range n {
+		ds = append(ds, startDaemonEnv(t, env, extra...))
+	}
+	// Each replica has heard the others' heartbeats.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		all := true
+		for _, d := range ds {
+			_, env, _ := replicaCall(t, d, probe, http.MethodGet, "/v2/cluster", nil)
+			data, _ := env["data"].(map[string]any)
+			members, _ := data["members"].([]any)
+			alive := 0
+			for _, m := range members {
+				if m.(map[string]any)["alive"] == true {
+					alive++
+				}
+			}
+			all = all && alive == n
+		}
+		if all {
+			return ds
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the replicas did not all see each other within 30 s")
+		}
+	}
+}
+
+// replicaCall sends a request to d with token (if any) and returns the
+// status, the decoded envelope and the replica that answered
+// (AIO-Replica).
+func replicaCall(t *testing.T, d *daemon, token, method, path string, body any) (int, map[string]any, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, method, d.url+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := d.client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s on %s: %v", method, path, d.url, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var env map[string]any
+	_ = json.Unmarshal(raw, &env)
+	if env == nil {
+		env = map[string]any{"raw": string(raw)}
+	}
+	return resp.StatusCode, env, resp.Header.Get("AIO-Replica")
+}
+
+// Three replicas over a three-node JetStream cluster, each caller's
+// requests spread over them round robin: a tenant's session keeps its
+// variables whichever replica is called, every answer names the tenant's
+// one home, an execution is fetched by id through any replica, a
+// WebSocket execute through a replica that is not the home streams its
+// outputs live, and another tenant's session of the same id, executions
+// and files are its own through every replica.
+func TestClusterAnyReplicaAnswers(t *testing.T) {
+	kerneltest.SkipShort(t, "a cluster of daemons")
+	nc := startNATS(t)
+	priv, pub := tenantKey(t)
+	alice, bob := tenantJWT(t, priv, "alice"), tenantJWT(t, priv, "bob")
+	ds := startReplicas(t, nc, pub, alice, 3)
+	execute := func(d *daemon, token, sid, code string) (map[string]any, string) {
+		t.Helper()
+		st, env, replica := replicaCall(t, d, token, http.MethodPost, "/v2/code/execute",
+			map[string]any{"language": "python", "session_id": sid, "code": code, "timeout": 60})
+		data, _ := env["data"].(map[string]any)
+		if st != 200 || data == nil {
+			t.Fatalf("execute on %s: %d %v", d.url, st, env)
+		}
+		return data, replica
+	}
+	count := "try:\n    n += 1\nexcept NameError:\n    n = 1\nprint(n)"
+	homes := map[string]map[string]bool{"alice": {}, "bob": {}}
+	var aliceExec string
+	for i := range 6 {
+		d := ds[i%3]
+		data, replica := execute(d, alice, "s", count)
+		if got := strings.TrimSpace(fmt.Sprint(data["stdout"])); got != fmt.Sprint(i+1) {
+			t.Fatalf("alice's call %d through %s printed %q, want %d (the session's variables on every replica)", i+1, d.url, got, i+1)
+		}
+		homes["alice"][replica] = true
+		aliceExec, _ = data["execution_id"].(string)
+		// bob's session of the same id is his own.
+		data, replica = execute(ds[(i+1)%3], bob, "s", count)
+		if got := strings.TrimSpace(fmt.Sprint(data["stdout"])); got != fmt.Sprint(i+1) {
+			t.Fatalf("bob's call %d printed %q, want %d", i+1, got, i+1)
+		}
+		homes["bob"][replica] = true
+	}
+	for who, hs := range homes {
+		if len(hs) != 1 || hs[""] {
+			t.Fatalf("%s's answers named replicas %v: want the one home", who, hs)
+		}
+	}
+	// The execution by id through every replica; bob gets 404 for it.
+	for _, d := range ds {
+		if st, env, _ := replicaCall(t, d, alice, http.MethodGet, "/v2/code/executions/"+aliceExec, nil); st != 200 {
+			t.Fatalf("alice's execution through %s: %d %v", d.url, st, env)
+		}
+		if st, _, _ := replicaCall(t, d, bob, http.MethodGet, "/v2/code/executions/"+aliceExec, nil); st != 404 {
+			t.Fatalf("bob fetched alice's execution through %s: %d, want 404", d.url, st)
+		}
+		st, env, _ := replicaCall(t, d, alice, http.MethodGet, "/v2/cluster", nil)
+		data, _ := env["data"].(map[string]any)
+		if st != 200 || data["home"] == nil || !homes["alice"][fmt.Sprint(data["home"])] {
+			t.Fatalf("GET /v2/cluster for alice through %s: %v (her home: %v)", d.url, env, homes["alice"])
+		}
+	}
+	// Files: a file of alice's is hers through every replica, not bob's.
+	execute(ds[0], alice, "s", "open('/tmp/only-alice', 'w').write('hers')")
+	for _, d := range ds {
+		if data, _ := execute(d, bob, "s", "import os\nprint(os.path.exists('/tmp/only-alice'))"); strings.TrimSpace(fmt.Sprint(data["stdout"])) != "False" {
+			t.Fatalf("bob sees alice's file through %s", d.url)
+		}
+	}
+
+	// A WebSocket execute through a replica that is not alice's home: its
+	// first output arrives while the code still waits for a file that is
+	// written only after that output was seen.
+	var other *daemon
+	for _, d := range ds {
+		if !homes["alice"][strings.TrimPrefix(d.url, "http://")] {
+			other = d
+			break
+		}
+	}
+	if other == nil {
+		t.Fatalf("no replica is not alice's home %v", homes["alice"])
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	h := http.Header{"Authorization": {"Bearer " + alice}}
+	ws, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(other.url, "http")+"/v2/code/ws", &websocket.DialOptions{HTTPHeader: h})
+	if err != nil {
+		t.Fatalf("WebSocket through %s: %v", other.url, err)
+	}
+	defer ws.CloseNow()
+	if r := resp.Header.Get("AIO-Replica"); !homes["alice"][r] {
+		t.Fatalf("the WebSocket's answer names replica %q, want alice's home %v", r, homes["alice"])
+	}
+	code := "import os, time\nprint('waiting', flush=True)\nwhile not os.path.exists('/tmp/go-on'):\n    time.sleep(0.05)\nprint('done')"
+	msg, _ := json.Marshal(map[string]any{"type": "execute", "id": "w", "language": "python", "session_id": "ws", "code": code})
+	if err := ws.Write(ctx, websocket.MessageText, msg); err != nil {
+		t.Fatal(err)
+	}
+	sawWaiting := false
+	for {
+		_, b, err := ws.Read(ctx)
+		if err != nil {
+			t.Fatalf("WebSocket read (waiting seen: %v): %v", sawWaiting, err)
+		}
+		var m map[string]any
+		_ = json.Unmarshal(b, &m)
+		switch m["type"] {
+		case "output":
+			if strings.Contains(string(b), "waiting") && !sawWaiting {
+				sawWaiting = true
+				execute(ds[2], alice, "s", "open('/tmp/go-on', 'w').close()")
+			}
+		case "result":
+			if !sawWaiting || m["success"] != true || !strings.Contains(string(b), "done") {
+				t.Fatalf("result before the live output, or not ok: waiting seen %v, %s", sawWaiting, b)
+			}
+			return
+		case "error":
+			t.Fatalf("WebSocket error: %s", b)
+		}
+	}
+}
+
+// A request that says another replica forwarded it is refused by every
+// replica unless the cluster's secret signed it, whatever credentials it
+// also carries; a single daemon refuses it too.
+func TestClusterRefusesForgedForwards(t *testing.T) {
+	kerneltest.SkipShort(t, "a cluster of daemons")
+	nc := startNATS(t)
+	priv, pub := tenantKey(t)
+	alice := tenantJWT(t, priv, "alice")
+	ds := startReplicas(t, nc, pub, alice, 2)
+	single := startDaemon(t)
+	forged := []string{
+		"e30.AAAA", // {} with a made-up signature
+		"eyJtIjoiand0IiwicyI6ImFsaWNlIn0.c2lnbmVk",
+		"not a claim",
+	}
+	for _, d := range append(ds, single) {
+		for _, f := range forged {
+			for _, token := range []string{"", alice} {
+				req, _ := http.NewRequest(http.MethodGet, d.url+"/v2/code/sessions", nil)
+				req.Header.Set("AIO-Forwarded-Caller", f)
+				if token != "" {
+					req.Header.Set("Authorization", "Bearer "+token)
+				}
+				resp, err := d.client.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "cluster") {
+					t.Fatalf("a forged forward %q (token %v) to %s: %d %s", f, token != "", d.url, resp.StatusCode, body)
+				}
+			}
+		}
+	}
+	// Without credentials nothing is forwarded either: the replica's own
+	// guard answers first.
+	if st, _, replica := replicaCall(t, ds[0], "", http.MethodGet, "/v2/code/sessions", nil); st != 401 || replica != strings.TrimPrefix(ds[0].url, "http://") {
+		t.Fatalf("no credentials: %d from %q", st, replica)
+	}
+	_ = ed25519.PublicKeySize
+}
+
+// What a cluster survives: one NATS server of three lost (calls and new
+// tenants go on), and a tenant's home killed: a call under way through
+// another replica is answered within 60 s, not as a success (a REST call
+// with 502, a stream with an error event), and the tenant's next call
+// through a live replica finds it a new home once the lease has run out.
+// Its session starts afresh there: checkpoints are not made yet
+// (docs/scale-out.md).
+func TestClusterSurvivesLosses(t *testing.T) {
+	kerneltest.SkipShort(t, "a cluster of daemons")
+	nc := startNATS(t)
+	priv, pub := tenantKey(t)
+	alice, carol := tenantJWT(t, priv, "alice"), tenantJWT(t, priv, "carol")
+	ds := startReplicas(t, nc, pub, alice, 3, "--cluster-lease", "3")
+	execute := func(d *daemon, token, sid, code string) (int, map[string]any, string) {
+		t.Helper()
+		return replicaCall(t, d, token, http.MethodPost, "/v2/code/execute",
+			map[string]any{"language": "python", "session_id": sid, "code": code, "timeout": 120})
+	}
+	st, env, home := execute(ds[0], alice, "s", "x = 41")
+	if st != 200 {
+		t.Fatalf("alice's first call: %d %v", st, env)
+	}
+	var homeD *daemon
+	var others []*daemon
+	for _, d := range ds {
+		if strings.TrimPrefix(d.url, "http://") == home {
+			homeD = d
+		} else {
+			others = append(others, d)
+		}
+	}
+	if homeD == nil || len(others) != 2 {
+		t.Fatalf("alice's home %q is none of the replicas", home)
+	}
+
+	// One NATS server of three goes.
+	_ = nc.procs[0].Process.Kill()
+	for _, d := range ds {
+		if st, env, _ := execute(d, alice, "s", "x += 1\nprint(x)"); st != 200 || env["data"].(map[string]any)["status"] != "ok" {
+			t.Fatalf("alice through %s without one NATS server: %d %v", d.url, st, env)
+		}
+	}
+	if st, env, r := execute(others[0], carol, "c", "print('carol')"); st != 200 || r == "" {
+		t.Fatalf("a new tenant without one NATS server: %d %v (replica %q)", st, env, r)
+	}
+
+	// Calls under way through another replica when the home dies.
+	rest := make(chan int, 1)
+	go func() {
+		st, _, _ := execute(others[1], alice, "r", "import time\ntime.sleep(110)")
+		rest <- st
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	body, _ := json.Marshal(map[string]any{"language": "python", "session_id": "s", "timeout": 120,
+		"code": "import time\nprint('started', flush=True)\ntime.sleep(110)"})
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, others[0].url+"/v2/code/execute", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+alice)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := others[0].client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	buf := make([]byte, 64<<10)
+	var got strings.Builder
+	for !strings.Contains(got.String(), "started") {
+		n, err := resp.Body.Read(buf)
+		got.Write(buf[:n])
+		if err != nil {
+			t.Fatalf("the stream ended before its first output: %v\n%s", err, got.String())
+		}
+	}
+	killed := time.Now()
+	if err := homeD.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	rest2, _ := io.ReadAll(resp.Body) // ends: the home is gone
+	got.Write(rest2)
+	t.Logf("the stream ended %.1f s after its home was killed", time.Since(killed).Seconds())
+	if !strings.Contains(got.String(), "event: error") || strings.Contains(got.String(), `"success":true`) {
+		t.Fatalf("the stream through %s after its home died:\n%s", others[0].url, got.String())
+	}
+	select {
+	case st := <-rest:
+		t.Logf("the REST call was answered %d, %.1f s after its home was killed", st, time.Since(killed).Seconds())
+		if st != http.StatusBadGateway {
+			t.Fatalf("a REST call under way when its home died: %d, want 502", st)
+		}
+	case <-ctx.Done():
+		t.Fatal("a REST call under way when its home died was not answered")
+	}
+
+	// The next call finds alice a new home among the live replicas.
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		st, env, r := execute(others[1], alice, "s", "print('again')")
+		if st == 200 {
+			if r == home || r == "" {
+				t.Fatalf("after her home died alice was answered by %q", r)
+			}
+			t.Logf("alice's new home %s answered %.1f s after the old one was killed (lease 3 s)", r, time.Since(killed).Seconds())
+			break
+		}
+		if st != http.StatusBadGateway || time.Now().After(deadline) {
+			t.Fatalf("alice after her home died: %d %v", st, env)
+		}
+	}
+}

@@ -1,0 +1,141 @@
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/gateway/cluster"
+	"github.com/aiod/aiod/gateway/guard"
+)
+
+// ClusterConfig makes the daemon a replica of a cluster over NATS
+// JetStream (docs/scale-out.md); NATS "" is a single daemon.
+type ClusterConfig struct {
+	NATS      string        // --cluster-nats
+	Advertise string        // --cluster-advertise: HOST:PORT the other replicas reach this one at
+	Secret    []byte        // --cluster-secret-file's content: signs forwarded callers
+	Lease     time.Duration // --cluster-lease
+}
+
+// ClusterPath answers what the replica knows of the cluster.
+const ClusterPath = "/v2/cluster"
+
+// joinCluster starts the replica's part of the cluster when cfg asks for
+// one.
+func (s *Server) joinCluster(cfg ClusterConfig) error {
+	if cfg.NATS == "" {
+		return nil
+	}
+	if len(cfg.Secret) < 16 {
+		return fmt.Errorf("--cluster-secret-file: the cluster's secret must be at least 16 bytes (it signs the callers replicas forward), got %d", len(cfg.Secret))
+	}
+	cl, err := cluster.Start(context.Background(), cluster.Config{NATS: cfg.NATS, Advertise: cfg.Advertise,
+		Lease: cfg.Lease, Logger: s.log, Load: func() cluster.Load {
+			return cluster.Load{Sessions: s.reg.Len(), MemAvailable: memAvailable()}
+		}})
+	if err != nil {
+		return err
+	}
+	s.guard.SetClusterSecret(cfg.Secret)
+	s.cluster = cl
+	return nil
+}
+
+// servedHere are the routes a replica answers itself: nothing of a tenant
+// is behind them. A ticket is the issuing replica's (see docs/scale-out.md).
+func servedHere(path string) bool {
+	switch path {
+	case "/", "/healthz", MetricsPath, ClusterPath, guard.TicketsPath:
+		return true
+	}
+	for _, p := range openAPIPaths {
+		if path == p {
+			return true
+		}
+	}
+	return strings.HasPrefix(path, "/static/")
+}
+
+// nameReplica makes every answer name the replica that ran it (a forwarded
+// answer keeps its home's name).
+func (s *Server) nameReplica(next fasthttp.RequestHandler) fasthttp.RequestHandler {
+	if s.cluster == nil {
+		return next
+	}
+	id := s.cluster.ID()
+	return func(ctx *fasthttp.RequestCtx) {
+		ctx.Response.Header.Set(cluster.ReplicaHeader, id)
+		next(ctx)
+	}
+}
+
+// toHome runs a request of a tenant here when this replica is its home,
+// and forwards it to the home otherwise. A request another replica
+// forwarded is the home's own by then: it runs here.
+func (s *Server) toHome(next fasthttp.RequestHandler) fasthttp.RequestHandler {
+	if s.cluster == nil {
+		return next
+	}
+	return func(ctx *fasthttp.RequestCtx) {
+		if guard.ForwardedBy(ctx) != "" || servedHere(string(guard.RoutePath(ctx))) {
+			next(ctx)
+			return
+		}
+		caller := guard.CallerOf(ctx)
+		hctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		home, err := s.cluster.Home(hctx, caller.Tenant())
+		cancel()
+		switch {
+		case err != nil:
+			ctx.Response.Header.Set("Retry-After", "1")
+			api.Fail(ctx, fasthttp.StatusServiceUnavailable, "the cluster cannot say which replica is this caller's home: "+err.Error())
+		case home.ID == s.cluster.ID():
+			next(ctx)
+		default:
+			signed := s.guard.SignForwarded(caller, s.cluster.ID(), ctx.Method(), ctx.Request.RequestURI())
+			s.cluster.Forward(ctx, home, guard.ForwardedHeader, signed)
+		}
+	}
+}
+
+// clusterAnswer is GET /v2/cluster.
+type clusterAnswer struct {
+	Enabled bool                 `json:"enabled"`
+	Replica *string              `json:"replica"`
+	Home    *string              `json:"home"` // the caller's home, when it has one
+	Members []cluster.MemberView `json:"members"`
+}
+
+func (s *Server) v2Cluster(ctx *fasthttp.RequestCtx) {
+	a := clusterAnswer{Members: []cluster.MemberView{}}
+	if s.cluster != nil {
+		id := s.cluster.ID()
+		a.Enabled, a.Replica, a.Members = true, &id, s.cluster.Members()
+		if h := s.cluster.HomeOf(guard.CallerOf(ctx).Tenant()); h != "" {
+			a.Home = &h
+		}
+	}
+	api.OK(ctx, a)
+}
+
+// memAvailable is the machine's MemAvailable in bytes (0 when unknown).
+func memAvailable() int64 {
+	b, err := os.ReadFile("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemAvailable:" {
+			n, _ := strconv.ParseInt(f[1], 10, 64)
+			return n << 10
+		}
+	}
+	return 0
+}
