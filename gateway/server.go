@@ -153,10 +153,6 @@ type Server struct {
 	peers   sync.Map         // runtimes' open connections: remote address -> uid (peers.go)
 	cluster *cluster.Cluster // this replica's part of a cluster (clusterroute.go); nil for a single daemon
 
-	// streamQueue is the bytes an SSE or NDJSON stream may leave unread
-	// (--ws-queue-limit, as a WebSocket's queue).
-	streamQueue int
-
 	lnMu      sync.Mutex // guards below
 	listeners []net.Listener
 	shut      bool // Shutdown began: Serve refuses new listeners
@@ -218,7 +214,6 @@ func New(cfg Config) (*Server, error) {
 	if cfg.WSQueueBytes > 0 {
 		wl.QueueBytes = cfg.WSQueueBytes
 	}
-	s.streamQueue = wl.WithDefaults().QueueBytes
 	s.hub = wsock.NewHub(wsock.Config{Limits: wl, MaxRead: int64(cfg.MaxBody), Counters: counters, Logger: cfg.Logger, CheckOrigin: g.CheckOrigin})
 	execs, err := openExecutions(cfg, storeErrors(cfg.Logger, counters))
 	if err != nil {
@@ -365,7 +360,7 @@ func (s *Server) routes() *router.Router {
 
 	// execute, sessions, executions, snapshots, completion: aiod's own code routes
 	v2.New(s.core, v2.Config{Registry: s.reg, Snapshots: s.snaps, MaxTimeout: s.cfg.MaxTimeout,
-		KernelStartTimeout: s.cfg.KernelStartTimeout, StreamQueue: s.streamQueue}).Register(r)
+		KernelStartTimeout: s.cfg.KernelStartTimeout}).Register(r)
 	r.GET("/v2/code/info", s.v2CodeInfo)
 	r.GET("/v2/sandbox", s.v2Sandbox)
 	r.GET(ClusterPath, s.v2Cluster)

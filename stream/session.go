@@ -506,11 +506,12 @@ func (s *Session) start(ctx context.Context) (jupyter.Runtime, uint64, error) {
 	// the start too: a tenant's slow startup code must not keep running
 	// for --kernel-start-timeout after the session, and its admission
 	// slot, are gone.
+	started := sctx.Done() // sctx is rebound below
 	go func() {
 		select {
 		case <-s.closed:
 			cancel()
-		case <-sctx.Done():
+		case <-started:
 		}
 	}()
 	release, err := s.reg.gate.acquire(sctx, s.Tenant)

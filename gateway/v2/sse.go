@@ -5,7 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"strconv"
-	"sync"
+
 	"time"
 
 	"github.com/goccy/go-json"
@@ -100,60 +100,26 @@ type streamResult struct {
 	api.Envelope
 }
 
-// entryQueue is a follower's bounded queue, counted in bytes: push never
-// blocks; past the limit the queue marks itself overflowed and keeps
-// nothing more (the reader then tells its client where to resume).
-type entryQueue struct {
-	limit int
-
-	mu       sync.Mutex
-	items    []execution.Entry
-	bytes    int
-	overflow bool
-	done     bool // the result (or error) is in
-	wake     chan struct{}
-}
-
-func newEntryQueue(limit int) *entryQueue {
-	return &entryQueue{limit: limit, wake: make(chan struct{}, 1)}
-}
-
-func (q *entryQueue) push(e execution.Entry) {
-	q.mu.Lock()
-	switch {
-	case q.overflow || q.done:
-	case e.Event.Result != nil || e.Err != nil:
-		q.items = append(q.items, e)
-		q.done = true
-	case q.bytes+e.Event.Size() > q.limit:
-		q.overflow = true
-	default:
-		q.items = append(q.items, e)
-		q.bytes += e.Event.Size()
-	}
-	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
-	}
-}
-
-// take returns what is queued and whether the queue overflowed.
-func (q *entryQueue) take() ([]execution.Entry, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	items := q.items
-	q.items, q.bytes = nil, 0
-	return items, q.overflow && len(items) == 0
-}
+// pullBatch is the most output bytes a stream takes from its execution's
+// log at a time: all it holds of its own while a slow client reads.
+const pullBatch = 1 << 20
 
 // streamExecution answers ctx with rec's entries after output seq `after`
 // in format f, live until the result. The stream does not own the
-// execution: a client that goes away stops only its stream. An `after`
-// whose outputs were dropped answers 410 before any byte is streamed.
+// execution: a client that goes away stops only its stream. It keeps no
+// queue: it pulls what it has not written from the execution's log, a
+// batch at a time (execution.Record.Pull), and a reader that falls behind
+// what the log holds (--output-budget) is told where to resume. An
+// `after` whose outputs were dropped answers 410 before any byte is
+// streamed.
 func (s *Surface) streamExecution(ctx *fasthttp.RequestCtx, rec *execution.Record, after int, f streamFormat) {
-	q := newEntryQueue(s.streamQueue)
-	detach, err := rec.Follow(after, q.push)
+	wake := make(chan struct{}, 1)
+	detach, err := rec.Follow(after, func(execution.Entry) {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	})
 	var gone *execution.GoneError
 	switch {
 	case errors.As(err, &gone):
@@ -179,9 +145,9 @@ func (s *Surface) streamExecution(ctx *fasthttp.RequestCtx, rec *execution.Recor
 		defer detach()
 		tick := time.NewTicker(keepalive)
 		defer tick.Stop()
-		last := after
+		cur := execution.NewCursor(after)
 		for {
-			items, overflowed := q.take()
+			items, next, final, behind := rec.Pull(cur, pullBatch)
 			api.Arm(conn, wt)
 			for _, e := range items {
 				event, b, ok := wireEntry(e, id)
@@ -191,17 +157,17 @@ func (s *Surface) streamExecution(ctx *fasthttp.RequestCtx, rec *execution.Recor
 				if writeStreamEvent(w, f, event, e, b) != nil {
 					return // gone: the rest of the batch is not encoded for nobody
 				}
-				if e.Event.Out != nil {
-					last = e.Seq
-				}
-				if event == "result" || event == "error" {
-					_ = api.Flush(conn, w, wt)
-					return
-				}
 			}
-			if overflowed {
+			cur = next
+			if final {
+				_ = api.Flush(conn, w, wt)
+				return
+			}
+			if behind != nil {
 				b, _ := api.Marshal(map[string]any{"type": "error", "execution_id": id, "status": fasthttp.StatusServiceUnavailable,
-					"message": "slow reader: more output waited than this stream holds; resume with after=" + strconv.Itoa(last), "resume_after": last})
+					"message": "slow reader: the execution's log no longer holds the outputs after seq " + strconv.Itoa(cur.Seq) +
+						" (it keeps the last --output-budget bytes); resume with after=" + strconv.Itoa(behind.FirstSeq-1) +
+						" to read from the oldest it holds, or fetch the result", "resume_after": behind.FirstSeq - 1, "last_seq": cur.Seq})
 				_ = writeStreamEvent(w, f, "error", execution.Entry{}, b)
 				_ = api.Flush(conn, w, wt)
 				return
@@ -209,8 +175,11 @@ func (s *Surface) streamExecution(ctx *fasthttp.RequestCtx, rec *execution.Recor
 			if api.Flush(conn, w, wt) != nil {
 				return
 			}
+			if len(items) > 0 {
+				continue // more may wait in the log
+			}
 			select {
-			case <-q.wake:
+			case <-wake:
 			case <-tick.C:
 				if f == ndjsonFormat {
 					_, _ = w.WriteString(`{"type":"keepalive"}` + "\n")

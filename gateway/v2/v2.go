@@ -22,23 +22,19 @@ type Config struct {
 	MaxTimeout time.Duration
 	// KernelStartTimeout bounds a restart's and a fork's start.
 	KernelStartTimeout time.Duration
-	// StreamQueue is the bytes an SSE or NDJSON stream may leave unread
-	// (--ws-queue-limit, as a WebSocket's queue).
-	StreamQueue int
 }
 
 // Surface is the v2 code routes.
 type Surface struct {
-	core        *call.Core
-	reg         *stream.Registry
-	snaps       *snapshot.Manager
-	cfg         Config
-	streamQueue int
+	core  *call.Core
+	reg   *stream.Registry
+	snaps *snapshot.Manager
+	cfg   Config
 }
 
 // New makes the surface.
 func New(core *call.Core, cfg Config) *Surface {
-	return &Surface{core: core, reg: cfg.Registry, snaps: cfg.Snapshots, cfg: cfg, streamQueue: cfg.StreamQueue}
+	return &Surface{core: core, reg: cfg.Registry, snaps: cfg.Snapshots, cfg: cfg}
 }
 
 // Register adds the v2 code routes.

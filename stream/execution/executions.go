@@ -371,6 +371,8 @@ type Record struct {
 	evicted   atomic.Bool // forgotten: a write still queued skips it
 	claimed   atomic.Bool // its claim was written to the store's run bucket
 	loaded    bool        // read back from the store's file: its result, no log
+	statuses  []Entry     // the last maxStatuses status entries, in order (Pull)
+	statusN   int         // status entries ever recorded: statuses[0] is number statusN-len(statuses)
 	dropped   [2]int      // bytes of stdout and stderr text dropped from the log (StreamFrom)
 }
 
@@ -513,7 +515,11 @@ func (r *Record) Deliver(ev Event) {
 			} else {
 				r.status = ev.State
 			}
-			r.emitLocked(Entry{Seq: r.lastSeq, Event: ev})
+			e := Entry{Seq: r.lastSeq, Event: ev}
+			if ev.Out == nil {
+				r.noteStatusLocked(e)
+			}
+			r.emitLocked(e)
 		}
 		r.mu.Unlock()
 	}
