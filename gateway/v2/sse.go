@@ -201,14 +201,30 @@ func (s *Surface) streamExecution(ctx *fasthttp.RequestCtx, rec *execution.Recor
 // failed (bufio.Writer keeps the first error): the client is gone.
 func writeStreamEvent(w *bufio.Writer, f streamFormat, event string, e execution.Entry, data []byte) error {
 	if f == ndjsonFormat {
-		_, _ = w.Write(data)
+		writePieces(w, data)
 		return w.WriteByte('\n')
 	}
 	if event == "output" {
 		_, _ = w.WriteString("id: " + strconv.Itoa(e.Seq) + "\n")
 	}
 	_, _ = w.WriteString("event: " + event + "\ndata: ")
-	_, _ = w.Write(data)
+	writePieces(w, data)
 	_, err := w.WriteString("\n\n")
 	return err
+}
+
+// writePieces writes b in pieces of at most 32 KiB: fasthttp hands a
+// streamed answer to the connection through a pipe that copies each write
+// into a pooled buffer and queues a few of them, so a 1 MiB write would
+// leave megabyte buffers queued (and pooled) behind a client that reads
+// slowly.
+func writePieces(w *bufio.Writer, b []byte) {
+	const piece = 32 << 10
+	for len(b) > 0 {
+		n := min(len(b), piece)
+		if _, err := w.Write(b[:n]); err != nil {
+			return
+		}
+		b = b[n:]
+	}
 }
