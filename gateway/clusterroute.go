@@ -2,7 +2,11 @@ package gateway
 
 import (
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -84,7 +88,20 @@ func (s *Server) toHome(next fasthttp.RequestHandler) fasthttp.RequestHandler {
 		return next
 	}
 	return func(ctx *fasthttp.RequestCtx) {
-		if guard.ForwardedBy(ctx) != "" || servedHere(string(guard.RoutePath(ctx))) {
+		if servedHere(string(guard.RoutePath(ctx))) {
+			next(ctx)
+			return
+		}
+		if guard.ForwardedBy(ctx) != "" { // the forwarder took this replica for the caller's home
+			tenant := guard.CallerOf(ctx).Tenant()
+			if to := s.cluster.Moved(context.Background(), tenant); to != "" {
+				// Its view is older than the directory's: the tenant moved
+				// (this replica missed heartbeats). Never forwarded twice.
+				ctx.Response.Header.Set("Retry-After", "1")
+				api.Fail(ctx, fasthttp.StatusServiceUnavailable, "the caller's tenant has moved to replica "+to+"; send the request again")
+				return
+			}
+			s.takeIn(tenant)
 			next(ctx)
 			return
 		}
@@ -97,12 +114,83 @@ func (s *Server) toHome(next fasthttp.RequestHandler) fasthttp.RequestHandler {
 			ctx.Response.Header.Set("Retry-After", "1")
 			api.Fail(ctx, fasthttp.StatusServiceUnavailable, "the cluster cannot say which replica is this caller's home: "+err.Error())
 		case home.ID == s.cluster.ID():
+			s.takeIn(caller.Tenant())
 			next(ctx)
 		default:
 			signed := s.guard.SignForwarded(caller, s.cluster.ID(), ctx.Method(), ctx.Request.RequestURI())
 			s.cluster.Forward(ctx, home, guard.ForwardedHeader, signed)
 		}
 	}
+}
+
+// takeIn takes in tenant's checkpoint the first time this replica serves
+// it: the saved sessions its last home handed over wait for a restore on
+// their next call here (bounded: 10 s; past it the tenant is served
+// without them, and the failure logged).
+func (s *Server) takeIn(tenant string) {
+	if s.snaps == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s.cluster.Adopt(ctx, tenant, func(ctx context.Context) error {
+		n := 0
+		err := s.cluster.Restore(ctx, tenant, func(name string, r io.Reader, size int64) error {
+			took, err := s.snaps.Import(tenant, r, size)
+			if took {
+				n++
+			}
+			return err
+		})
+		if n > 0 {
+			s.log.Info("cluster: took in a tenant's saved sessions from its last home", "tenant", tenant, "sessions", n)
+		}
+		return err
+	})
+}
+
+// handOver writes the checkpoint of every tenant this replica is home to:
+// the saved sessions (the registry has saved them as it closed). Shutdown
+// calls it before the replica leaves the directory, so that a tenant's
+// next home finds them.
+func (s *Server) handOver(ctx context.Context) {
+	if s.snaps == nil {
+		return
+	}
+	for _, tenant := range s.cluster.Homed() {
+		files := s.snaps.Handover(tenant)
+		err := s.cluster.Checkpoint(ctx, tenant, func(put func(string, io.Reader) error) error {
+			for _, f := range files {
+				fh, err := os.Open(f.Path)
+				if err != nil {
+					return err
+				}
+				err = put(f.Info.Language+"/"+hex.EncodeToString([]byte(f.Info.SessionID)), fh)
+				fh.Close()
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			s.log.Warn("cluster: hand over a tenant's saved sessions", "tenant", tenant, "err", err)
+			continue
+		}
+		s.log.Info("cluster: handed over a tenant's saved sessions", "tenant", tenant, "sessions", len(files))
+	}
+}
+
+// snapshotKey is the key that seals snapshots on every replica of a
+// cluster, derived from its secret (nil outside a cluster: the state
+// directory's own).
+func snapshotKey(cfg ClusterConfig) []byte {
+	if cfg.NATS == "" {
+		return nil
+	}
+	m := hmac.New(sha256.New, cfg.Secret)
+	m.Write([]byte("aiod snapshot seal v1"))
+	return m.Sum(nil)
 }
 
 // clusterAnswer is GET /v2/cluster.

@@ -520,11 +520,12 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.v1.RunShutdownHooks(ctx)
 	s.observe.Close(ctx) // each running observation writes its report
 	s.core.Cancel()
+	rerr := s.reg.Close(ctx) // saves the named sessions
 	var cerr error
 	if s.cluster != nil {
+		s.handOver(ctx)
 		cerr = s.cluster.Close(ctx) // its tenants are placed again at their next call
 	}
-	rerr := s.reg.Close(ctx)
 	s.mcp.Close()
 	lerr := errors.Join(s.hub.Close(ctx), s.core.Close(ctx))
 	perr := s.rt.Close(ctx)

@@ -71,7 +71,7 @@ func openSnapshots(cfg Config, rt *backend.Runtimes) (*snapshot.Manager, error) 
 	}
 	return snapshot.Open(snapshot.Config{Dir: filepath.Join(dir, snapshotsDir), MaxBytes: cfg.SnapshotMaxBytes,
 		TotalBytes: cfg.SnapshotTotalBytes, TenantBytes: cfg.SnapshotTenantBytes, Retention: cfg.SnapshotRetention,
-		Scratch: scratch, Logger: cfg.Logger})
+		Scratch: scratch, Key: snapshotKey(cfg.Cluster), Logger: cfg.Logger})
 }
 
 // snapshotStats is what /v2/code/info says of the snapshots.

@@ -97,6 +97,10 @@ type Cluster struct {
 	mu      sync.Mutex
 	members map[string]*seenMember // by id
 	homes   map[string]homeEntry   // by directory key
+
+	objMu sync.Mutex            // guards obj
+	obj   jetstream.ObjectStore // the checkpoints (checkpoint.go), opened on first use
+	adopt adoptions             // tenants taken in here (checkpoint.go)
 }
 
 type seenMember struct {
@@ -143,13 +147,30 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		nc.Close()
 		return nil, err
 	}
+	// The checkpoints' store is made now, while the system is whole: a
+	// store of three copies cannot be made with a server missing.
+	octx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	_, err = c.objects(octx)
+	cancel()
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if err := c.watch(ctx); err != nil {
 		c.cancel()
 		nc.Close()
 		return nil, err
 	}
-	if err := c.beat(ctx); err != nil {
+	// A bucket just made may not take writes at once: the first beat is
+	// tried again for 15 s.
+	bctx, bcancel := context.WithTimeout(ctx, 15*time.Second)
+	err = c.beat(bctx)
+	for err != nil && pause(bctx, 250*time.Millisecond) {
+		err = c.beat(bctx)
+	}
+	bcancel()
+	if err != nil {
 		c.cancel()
 		c.done.Wait()
 		nc.Close()
@@ -161,38 +182,51 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	return c, nil
 }
 
-// open makes or opens the directory's bucket.
+// open opens the directory's bucket, or makes it when there is none.
 func (c *Cluster) open(ctx context.Context) error {
 	js, err := jetstream.New(c.nc)
 	if err != nil {
 		return fmt.Errorf("cluster: JetStream: %w", err)
 	}
+	kv, err := openOrMake(ctx, c.nc, "the directory bucket "+c.cfg.Bucket,
+		func(ctx context.Context) (jetstream.KeyValue, error) { return js.KeyValue(ctx, c.cfg.Bucket) },
+		func(ctx context.Context, replicas int) (jetstream.KeyValue, error) {
+			return js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: c.cfg.Bucket, History: 1,
+				Replicas: replicas, Description: "aiod replicas and the home of each tenant"})
+		})
+	c.kv = kv
+	return err
+}
+
+// openOrMake opens a JetStream bucket (open), or makes it (make, with
+// three copies on a system of three servers or more, else one) when it is
+// not there; replicas that start together race to make it, and the
+// losers open the winner's. Each attempt has 3 s; JetStream may still be
+// electing its leaders, so it tries again for 15 s in all.
+func openOrMake[T any](ctx context.Context, nc *nats.Conn, what string,
+	open func(context.Context) (T, error), make func(context.Context, int) (T, error)) (T, error) {
 	replicas := 1
-	if n := len(c.nc.Servers()); n >= 3 {
+	if len(nc.Servers()) >= 3 {
 		replicas = 3
 	}
 	octx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
+	var zero T
 	for {
-		c.kv, err = js.CreateOrUpdateKeyValue(octx, jetstream.KeyValueConfig{Bucket: c.cfg.Bucket, History: 1,
-			Replicas: replicas, Description: "aiod replicas and the home of each tenant"})
-		if err == nil {
-			return nil
-		}
-		if replicas > 1 && strings.Contains(err.Error(), "insufficient resources") {
-			replicas = 1 // a system of fewer servers than its routes named
-			continue
-		}
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			// Made by another replica with other settings: use it as it is.
-			if c.kv, err = js.KeyValue(octx, c.cfg.Bucket); err == nil {
-				return nil
+		actx, acancel := context.WithTimeout(octx, 3*time.Second)
+		b, err := open(actx)
+		if err != nil {
+			b, err = make(actx, replicas)
+			if err != nil && replicas > 1 && strings.Contains(err.Error(), "insufficient resources") {
+				replicas = 1 // a system of fewer servers than its routes named
 			}
 		}
-		// JetStream may still be electing its leaders (a system that just
-		// started, or lost a server): try again until the deadline.
+		acancel()
+		if err == nil {
+			return b, nil
+		}
 		if !pause(octx, 250*time.Millisecond) {
-			return fmt.Errorf("cluster: the directory bucket %q: %w (is JetStream on, nats-server -js?)", c.cfg.Bucket, err)
+			return zero, fmt.Errorf("cluster: %s: %w (is JetStream on, nats-server -js?)", what, err)
 		}
 	}
 }
@@ -289,6 +323,9 @@ func (c *Cluster) apply(e jetstream.KeyValueEntry) {
 		}
 		if old, ok := c.homes[key]; !ok || old.rev < e.Revision() {
 			c.homes[key] = homeEntry{placement: p, rev: e.Revision()}
+			if p.Home != c.id {
+				c.adopt.forget(p.Tenant) // gone elsewhere: taken in again if it comes back
+			}
 		}
 	}
 }
@@ -488,6 +525,36 @@ func (c *Cluster) Members() []MemberView {
 		return out[i].ID < out[j].ID
 	})
 	return out
+}
+
+// Moved says, for a request another replica forwarded here as tenant's
+// home, where the tenant lives now when that is another live replica (the
+// forwarder's view was older than this one's): "" when this replica is
+// the home, or the directory names no live one. The directory itself is
+// read when this replica's view disagrees (a claim just made by the
+// forwarder may not have reached it yet).
+func (c *Cluster) Moved(ctx context.Context, tenant string) string {
+	key := homeKey(tenant)
+	c.mu.Lock()
+	h, ok := c.homes[key]
+	other := ok && h.Home != c.id && c.aliveLocked(h.Home)
+	c.mu.Unlock()
+	if !other {
+		return ""
+	}
+	gctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	e, err := c.kv.Get(gctx, key)
+	if err != nil {
+		return "" // cannot tell: the forwarder's claim stands
+	}
+	c.apply(e)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if h, ok := c.homes[key]; ok && h.Home != c.id && c.aliveLocked(h.Home) {
+		return h.Home
+	}
+	return ""
 }
 
 // HomeOf is tenant's home as the directory says now (no claim): "" when it

@@ -90,7 +90,11 @@ type Config struct {
 	// func) passes them as base64 on the runtime's stdout (a remote
 	// kernel's, bash's).
 	Scratch func(s *stream.Session) *Scratch
-	Logger  *slog.Logger
+	// Key, when set, seals the snapshots instead of the state directory's
+	// own key: replicas of a cluster share one (derived from the cluster's
+	// secret), so that a snapshot one writes another can verify and load.
+	Key    []byte
+	Logger *slog.Logger
 }
 
 // Info is one snapshot: the header of its file, and the answer of a save.
@@ -168,9 +172,12 @@ func Open(cfg Config) (*Manager, error) {
 	if err := os.Chmod(cfg.Dir, 0o700); err != nil {
 		return nil, err
 	}
-	key, err := loadKey(filepath.Dir(cfg.Dir))
-	if err != nil {
-		return nil, fmt.Errorf("snapshot key: %w", err)
+	key := cfg.Key
+	if len(key) == 0 {
+		var err error
+		if key, err = loadKey(filepath.Dir(cfg.Dir)); err != nil {
+			return nil, fmt.Errorf("snapshot key: %w", err)
+		}
 	}
 	m := &Manager{cfg: cfg, key: key, log: cfg.Logger, index: map[Key]*entry{}, stop: make(chan struct{}), done: make(chan struct{})}
 	m.scan()
