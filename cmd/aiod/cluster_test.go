@@ -145,33 +145,10 @@ func startReplicas(t *testing.T, nc *natsCluster, pub, probe string, n int, extr
 // (AIO-Replica).
 func replicaCall(t *testing.T, d *daemon, token, method, path string, body any) (int, map[string]any, string) {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, method, d.url+path, rd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := d.client.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s on %s: %v", method, path, d.url, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	var env map[string]any
-	_ = json.Unmarshal(raw, &env)
-	if env == nil {
-		env = map[string]any{"raw": string(raw)}
-	}
-	return resp.StatusCode, env, resp.Header.Get("AIO-Replica")
+	st, env, h := (&caller{t: t, d: d, name: d.url, token: token}).callWithHeader(ctx, method, path, body)
+	return st, env, h.Get("AIO-Replica")
 }
 
 // Three replicas over a three-node JetStream cluster, each caller's

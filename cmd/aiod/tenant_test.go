@@ -60,6 +60,13 @@ type caller struct {
 // one, and returns the status and the decoded envelope.
 func (c *caller) call(ctx context.Context, method, path string, body any) (int, map[string]any) {
 	c.t.Helper()
+	st, env, _ := c.callWithHeader(ctx, method, path, body)
+	return st, env
+}
+
+// callWithHeader is call, with the answer's headers too.
+func (c *caller) callWithHeader(ctx context.Context, method, path string, body any) (int, map[string]any, http.Header) {
+	c.t.Helper()
 	var rd io.Reader
 	if body != nil {
 		b, _ := json.Marshal(body)
@@ -84,7 +91,7 @@ func (c *caller) call(ctx context.Context, method, path string, body any) (int, 
 	if env == nil {
 		env = map[string]any{"raw": string(raw)}
 	}
-	return resp.StatusCode, env
+	return resp.StatusCode, env, resp.Header
 }
 
 // py runs Python in session sid ("" one-shot) and returns stdout; a call
