@@ -33,7 +33,7 @@ const ClusterPath = "/v2/cluster"
 
 // joinCluster starts the replica's part of the cluster when cfg asks for
 // one.
-func (s *Server) joinCluster(cfg ClusterConfig) error {
+func (s *Server) joinCluster(cfg ClusterConfig, counter cluster.Counter) error {
 	if cfg.NATS == "" {
 		return nil
 	}
@@ -41,7 +41,7 @@ func (s *Server) joinCluster(cfg ClusterConfig) error {
 		return fmt.Errorf("--cluster-secret-file: the cluster's secret must be at least 16 bytes (it signs the callers replicas forward), got %d", len(cfg.Secret))
 	}
 	cl, err := cluster.Start(context.Background(), cluster.Config{NATS: cfg.NATS, Advertise: cfg.Advertise,
-		Lease: cfg.Lease, Logger: s.log, Load: func() cluster.Load {
+		Lease: cfg.Lease, Logger: s.log, Counter: counter, Load: func() cluster.Load {
 			return cluster.Load{Sessions: s.reg.Len(), MemAvailable: memAvailable()}
 		}})
 	if err != nil {
@@ -143,6 +143,7 @@ func (s *Server) takeIn(tenant string) {
 			return err
 		})
 		if n > 0 {
+			s.cluster.Count(cluster.Handovers, "in", int64(n))
 			s.log.Info("cluster: took in a tenant's saved sessions from its last home", "tenant", tenant, "sessions", n)
 		}
 		return err
@@ -177,6 +178,7 @@ func (s *Server) handOver(ctx context.Context) {
 			s.log.Warn("cluster: hand over a tenant's saved sessions", "tenant", tenant, "err", err)
 			continue
 		}
+		s.cluster.Count(cluster.Handovers, "out", int64(len(files)))
 		s.log.Info("cluster: handed over a tenant's saved sessions", "tenant", tenant, "sessions", len(files))
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/gateway/cluster"
 	"github.com/aiod/aiod/gateway/jupyterapi"
 	"github.com/aiod/aiod/gateway/live"
 	"github.com/aiod/aiod/gateway/mcp"
@@ -37,6 +38,11 @@ const (
 var families = mergeFamilies(stream.Families, wsock.Families, mcp.Families, map[string]stream.Family{
 	httpRequests: {Help: "HTTP requests answered, by route pattern, method and status code.", Labels: []string{"route", "method", "code"}},
 	httpSeconds:  {Help: "Time to answer an HTTP request (for a WebSocket, its upgrade).", Labels: []string{"route", "method"}},
+	// Replicas (--cluster-nats; docs/scale-out.md).
+	cluster.Forwards:       {Help: "Requests this replica forwarded to their tenant's home, by replica and outcome (answered, unreachable).", Labels: []string{"to", "outcome"}},
+	cluster.ForwardSeconds: {Help: "Time from forwarding a request to the home's answer header (a WebSocket: its pipe set up), by replica.", Labels: []string{"to"}},
+	cluster.Placements:     {Help: "Tenants this replica placed in the cluster's directory, by why (new; moved: their home stopped beating).", Labels: []string{"why"}},
+	cluster.Handovers:      {Help: "Saved sessions handed over at this replica's stop (out) and taken in from a tenant's last home (in).", Labels: []string{"direction"}},
 })
 
 func mergeFamilies(ms ...map[string]stream.Family) map[string]stream.Family {
@@ -75,6 +81,7 @@ func newMetrics(s *Server, c *stream.Counters) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry(), hist: map[string]*prometheus.HistogramVec{}, nlab: map[string]int{}}
 	for name, buckets := range map[string][]float64{
 		stream.ExecutionSeconds: execBuckets, stream.StartSeconds: startBuckets, httpSeconds: httpBuckets,
+		cluster.ForwardSeconds: httpBuckets,
 	} {
 		f := families[name]
 		h := prometheus.NewHistogramVec(prometheus.HistogramOpts{

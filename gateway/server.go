@@ -252,7 +252,7 @@ func New(cfg Config) (*Server, error) {
 		_ = rt.Close(context.Background())
 		return nil, err
 	}
-	if err := s.joinCluster(cfg.Cluster); err != nil {
+	if err := s.joinCluster(cfg.Cluster, counters); err != nil {
 		s.observe.Close(context.Background())
 		if snaps != nil {
 			snaps.Close()

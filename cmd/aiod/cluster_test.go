@@ -151,6 +151,28 @@ func replicaCall(t *testing.T, d *daemon, token, method, path string, body any) 
 	return st, env, h.Get("AIO-Replica")
 }
 
+// metricsOf is d's /metrics text, asked with token.
+func metricsOf(t *testing.T, d *daemon, token string) string {
+	t.Helper()
+	_, env, _ := replicaCall(t, d, token, http.MethodGet, "/metrics", nil)
+	raw, _ := env["raw"].(string)
+	return raw
+}
+
+// metricValue is the value of the series line of text that starts with
+// series (its name and labels, as Prometheus writes them), or -1.
+func metricValue(text, series string) float64 {
+	for _, line := range strings.Split(text, "\n") {
+		if rest, ok := strings.CutPrefix(line, series+" "); ok {
+			var v float64
+			if _, err := fmt.Sscan(rest, &v); err == nil {
+				return v
+			}
+		}
+	}
+	return -1
+}
+
 // Three replicas over a three-node JetStream cluster, each caller's
 // requests spread over them round robin: a tenant's session keeps its
 // variables whichever replica is called, every answer names the tenant's
@@ -265,6 +287,25 @@ func TestClusterAnyReplicaAnswers(t *testing.T) {
 		case "result":
 			if !sawWaiting || m["success"] != true || !strings.Contains(string(b), "done") {
 				t.Fatalf("result before the live output, or not ok: waiting seen %v, %s", sawWaiting, b)
+			}
+			// The replica counted what it forwarded to alice's home.
+			var aliceHome string
+			for h := range homes["alice"] {
+				aliceHome = h
+			}
+			text := metricsOf(t, other, alice)
+			if n := metricValue(text, `aiod_cluster_forwards_total{outcome="answered",to="`+aliceHome+`"}`); n < 2 {
+				t.Fatalf("the forwards to alice's home counted on %s: %v\n%s", other.url, n, text)
+			}
+			if n := metricValue(text, `aiod_cluster_forward_duration_seconds_count{to="`+aliceHome+`"}`); n < 2 {
+				t.Fatalf("the forwards' durations on %s: %v", other.url, n)
+			}
+			placed := 0.0
+			for _, d := range ds {
+				placed += max(metricValue(metricsOf(t, d, alice), `aiod_cluster_placements_total{why="new"}`), 0)
+			}
+			if placed != 2 {
+				t.Fatalf("%v tenants placed across the replicas, want alice and bob", placed)
 			}
 			return
 		case "error":
@@ -470,6 +511,9 @@ func TestClusterHandsOverOnStop(t *testing.T) {
 				t.Fatalf("alice's session on her new home %s: %v", r, env)
 			}
 			t.Logf("alice's session answered from %s, restored, %.1f s after her old home began to stop", r, time.Since(stopped).Seconds())
+			if n := metricValue(metricsOf(t, other, alice), `aiod_cluster_handover_sessions_total{direction="in"}`); n != 1 {
+				t.Fatalf("sessions taken in on %s: %v, want 1", other.url, n)
+			}
 			return
 		}
 		if time.Now().After(deadline) {

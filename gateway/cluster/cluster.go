@@ -38,7 +38,37 @@ type Config struct {
 	Lease     time.Duration // --cluster-lease: a replica that has not beaten for this long is gone; DefaultLease
 	Bucket    string        // the directory's key-value bucket; DefaultBucket
 	Load      func() Load   // this replica's load, read at each heartbeat; nil reports none
+	Counter   Counter       // where forwards, placements and handovers are counted; nil counts nothing
 	Logger    *slog.Logger
+}
+
+// Counter receives the cluster's counts and durations (the daemon's
+// stream.Counters: /metrics).
+type Counter interface {
+	Count(name, label string, n int64)
+	Observe(name, label string, v float64)
+}
+
+// What the cluster counts (labels joined with stream.LabelSep, "|").
+const (
+	Forwards       = "cluster_forwards"                 // labels: to (replica id), outcome (answered, unreachable)
+	ForwardSeconds = "cluster_forward_duration_seconds" // labels: to; the home's answer header (a pipe: its setup)
+	Placements     = "cluster_placements"               // labels: why (new, moved)
+	Handovers      = "cluster_handover_sessions"        // labels: direction (out: handed over at a stop, in: taken in)
+)
+
+func (c *Cluster) count(name, label string) {
+	if c.cfg.Counter != nil {
+		c.cfg.Counter.Count(name, label, 1)
+	}
+}
+
+// Count counts n for name and label (the cluster's families), as the
+// cluster's own counts go.
+func (c *Cluster) Count(name, label string, n int64) {
+	if c.cfg.Counter != nil && n > 0 {
+		c.cfg.Counter.Count(name, label, n)
+	}
 }
 
 // Defaults.
@@ -435,8 +465,10 @@ func (c *Cluster) Home(ctx context.Context, tenant string) (Member, error) {
 			}
 			c.mu.Unlock()
 			if placed {
+				c.count(Placements, "moved")
 				c.log.Warn("cluster: tenant moved from a replica that stopped beating", "tenant", tenant, "from", h.Home, "to", best.ID)
 			} else {
+				c.count(Placements, "new")
 				c.log.Info("cluster: tenant placed", "tenant", tenant, "home", best.ID)
 			}
 			return best, nil

@@ -102,7 +102,15 @@ func (f *forwarder) client(addr string) *fasthttp.HostClient {
 func (c *Cluster) Forward(ctx *fasthttp.RequestCtx, home Member, header, signed string) {
 	c.fw.counted(home.ID)
 	if isUpgrade(ctx) {
-		c.fw.pipe(ctx, home, header, signed)
+		began := time.Now()
+		if c.fw.pipe(ctx, home, header, signed) {
+			c.count(Forwards, home.ID+"|answered")
+			if c.cfg.Counter != nil {
+				c.cfg.Counter.Observe(ForwardSeconds, home.ID, time.Since(began).Seconds())
+			}
+		} else {
+			c.count(Forwards, home.ID+"|unreachable")
+		}
 		return
 	}
 	req := fasthttp.AcquireRequest()
@@ -110,12 +118,18 @@ func (c *Cluster) Forward(ctx *fasthttp.RequestCtx, home Member, header, signed 
 	req.Header.Set(header, signed)
 	req.Header.ResetConnectionClose() // the pool's connection, not the client's, is kept or closed
 	resp := fasthttp.AcquireResponse()
+	began := time.Now()
 	err := c.fw.client(home.Address).Do(req, resp)
 	fasthttp.ReleaseRequest(req)
 	if err != nil {
 		fasthttp.ReleaseResponse(resp)
+		c.count(Forwards, home.ID+"|unreachable")
 		unreachable(ctx, home, err)
 		return
+	}
+	c.count(Forwards, home.ID+"|answered")
+	if c.cfg.Counter != nil {
+		c.cfg.Counter.Observe(ForwardSeconds, home.ID, time.Since(began).Seconds())
 	}
 	resp.Header.CopyTo(&ctx.Response.Header)
 	body := resp.BodyStream()
@@ -207,7 +221,7 @@ func unreachable(ctx *fasthttp.RequestCtx, home Member, err error) {
 // pipe forwards a WebSocket upgrade: the request goes to home on a
 // connection of its own, and from then on the bytes of both connections are
 // copied both ways until either ends.
-func (f *forwarder) pipe(ctx *fasthttp.RequestCtx, home Member, header, signed string) {
+func (f *forwarder) pipe(ctx *fasthttp.RequestCtx, home Member, header, signed string) (reached bool) {
 	req := fasthttp.AcquireRequest()
 	ctx.Request.CopyTo(req)
 	req.Header.Set(header, signed)
@@ -216,18 +230,18 @@ func (f *forwarder) pipe(ctx *fasthttp.RequestCtx, home Member, header, signed s
 	up, err := dial(home.Address)
 	if err != nil {
 		unreachable(ctx, home, err)
-		return
+		return false
 	}
 	if !f.hold(up) {
 		_ = up.Close()
 		api.Fail(ctx, fasthttp.StatusServiceUnavailable, "aiod is shutting down")
-		return
+		return true
 	}
 	_ = up.SetWriteDeadline(time.Now().Add(30 * time.Second))
 	if _, err := up.Write(head); err != nil {
 		f.drop(up)
 		unreachable(ctx, home, err)
-		return
+		return false
 	}
 	_ = up.SetWriteDeadline(time.Time{})
 	ctx.HijackSetNoResponse(true)
@@ -247,6 +261,7 @@ func (f *forwarder) pipe(ctx *fasthttp.RequestCtx, home Member, header, signed s
 		f.drop(up)
 		<-done
 	})
+	return true
 }
 
 func closeWrite(c net.Conn) error {
