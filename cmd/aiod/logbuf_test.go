@@ -35,7 +35,9 @@ func (l *lockedBuf) snapshot() (string, int) {
 func TestLineBufferBatches(t *testing.T) {
 	t.Parallel()
 	out := &lockedBuf{}
-	b := newLineBuffer(out, 20*time.Millisecond)
+	// An interval long enough that the 50 writes are all in before it,
+	// even on a loaded machine (20 ms was not, beside a go test loop).
+	b := newLineBuffer(out, time.Second)
 	var want strings.Builder
 	for i := range 50 {
 		line := fmt.Sprintf("line %d\n", i)
