@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +16,7 @@ import (
 	"github.com/aiod/aiod/gateway/api"
 	"github.com/aiod/aiod/gateway/cluster"
 	"github.com/aiod/aiod/gateway/guard"
+	"github.com/aiod/aiod/stream/backend"
 )
 
 // ClusterConfig makes the daemon a replica of a cluster over NATS
@@ -42,7 +42,7 @@ func (s *Server) joinCluster(cfg ClusterConfig, counter cluster.Counter) error {
 	}
 	cl, err := cluster.Start(context.Background(), cluster.Config{NATS: cfg.NATS, Advertise: cfg.Advertise,
 		Lease: cfg.Lease, Logger: s.log, Counter: counter, Load: func() cluster.Load {
-			return cluster.Load{Sessions: s.reg.Len(), MemAvailable: memAvailable()}
+			return cluster.Load{Sessions: s.reg.Len(), MemAvailable: backend.MemInfo("MemAvailable")}
 		}})
 	if err != nil {
 		return err
@@ -213,19 +213,4 @@ func (s *Server) v2Cluster(ctx *fasthttp.RequestCtx) {
 		}
 	}
 	api.OK(ctx, a)
-}
-
-// memAvailable is the machine's MemAvailable in bytes (0 when unknown).
-func memAvailable() int64 {
-	b, err := os.ReadFile("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "MemAvailable:" {
-			n, _ := strconv.ParseInt(f[1], 10, 64)
-			return n << 10
-		}
-	}
-	return 0
 }

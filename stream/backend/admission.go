@@ -57,7 +57,11 @@ func DefaultMaxStarts() int { return max(2, runtime.NumCPU()) }
 
 // MemTotal is the machine's memory in bytes from /proc/meminfo; 0 when it
 // cannot be read.
-func MemTotal() int64 {
+func MemTotal() int64 { return MemInfo("MemTotal") }
+
+// MemInfo is the field of /proc/meminfo named name (MemTotal,
+// MemAvailable, ...) in bytes; 0 when it cannot be read.
+func MemInfo(name string) int64 {
 	f, err := os.Open("/proc/meminfo")
 	if err != nil {
 		return 0
@@ -65,7 +69,7 @@ func MemTotal() int64 {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
+		if rest, ok := strings.CutPrefix(sc.Text(), name+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			if err != nil {
 				return 0
