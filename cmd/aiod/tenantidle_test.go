@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -63,14 +64,23 @@ func TestIdleTenantIsReleased(t *testing.T) {
 // waitLog waits until a line of d's log has every one of subs.
 func waitLog(t *testing.T, d *daemon, sub, also string, within time.Duration) {
 	t.Helper()
+	waitLogLine(t, d, fmt.Sprintf("a log line with %q and %q", sub, also), within, func(l string) bool {
+		return strings.Contains(l, sub) && strings.Contains(l, also)
+	})
+}
+
+// waitLogLine waits until d has logged a line that match takes (what
+// names it in the failure), failing the test after within.
+func waitLogLine(t *testing.T, d *daemon, what string, within time.Duration, match func(line string) bool) {
+	t.Helper()
 	for deadline := time.Now().Add(within); ; time.Sleep(20 * time.Millisecond) {
 		for _, l := range strings.Split(d.stderr.String(), "\n") {
-			if strings.Contains(l, sub) && strings.Contains(l, also) {
+			if match(l) {
 				return
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no log line with %q and %q in %s:\n%s", sub, also, within, d.stderr.String())
+			t.Fatalf("no %s in %s:\n%s", what, within, d.stderr.String())
 		}
 	}
 }
