@@ -293,9 +293,7 @@ func (s *Surface) bashOutput(ctx *fasthttp.RequestCtx) {
 	loop:
 		for {
 			ch := c.waitChange()
-			_, end := c.read(execution.Stdout, int(off))
-			_, eend := c.read(execution.Stderr, int(eoff))
-			fresh := end > int(off) || eend > int(eoff)
+			fresh := c.streamEnd(execution.Stdout) > int(off) || c.streamEnd(execution.Stderr) > int(eoff)
 			if fresh || c.finished() {
 				break
 			}

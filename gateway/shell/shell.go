@@ -9,6 +9,7 @@ package shell
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -332,6 +333,16 @@ func (c *command) read(name string, off int) (string, int) {
 	}
 	text, end, _ := rec.StreamFrom(name, off)
 	return text, end
+}
+
+// streamEnd is the end offset of c's stream name, without its text (read
+// from past every offset: nothing is copied); 0 when the store no longer
+// holds it.
+func (c *command) streamEnd(name string) int {
+	if _, end := c.read(name, math.MaxInt); end != math.MaxInt {
+		return end
+	}
+	return 0
 }
 
 // output is c's whole output as a shell shows it (both streams).
