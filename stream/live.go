@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -30,10 +31,11 @@ func (s *Session) EnsureRuntime(ctx context.Context) (jupyter.Runtime, error) {
 	if rt := s.liveRuntime(); rt != nil {
 		return rt, nil
 	}
-	if err := s.takeTurn(ctx); err != nil {
+	done, err := s.takeTurn(ctx)
+	if err != nil {
 		return nil, err
 	}
-	defer func() { <-s.turn }()
+	defer done()
 	if rt := s.liveRuntime(); rt != nil {
 		return rt, nil
 	}
@@ -54,15 +56,32 @@ func (s *Session) EnsureRuntime(ctx context.Context) (jupyter.Runtime, error) {
 	return rt, err
 }
 
-// takeTurn waits for the session's turn, bounded by ctx.
-func (s *Session) takeTurn(ctx context.Context) error {
+// takeTurn waits for the session's turn, bounded by ctx, and returns the
+// function that gives it back.
+func (s *Session) takeTurn(ctx context.Context) (done func(), err error) {
+	t, err := s.awaitTurn(ctx)
+	if err != nil {
+		if !errors.Is(err, ErrSessionClosed) {
+			err = &StartError{Err: fmt.Errorf("wait for the session's turn: %w", context.Cause(ctx))}
+		}
+		return nil, err
+	}
+	return t.done, nil
+}
+
+// awaitTurn joins the session's line and waits for the turn: ctx's error
+// or ErrSessionClosed when it ends first.
+func (s *Session) awaitTurn(ctx context.Context) (*ticket, error) {
+	t := s.turns.join()
 	select {
-	case s.turn <- struct{}{}:
-		return nil
+	case <-t.ready:
+		return t, nil
 	case <-s.closed:
-		return ErrSessionClosed
+		t.done()
+		return nil, ErrSessionClosed
 	case <-ctx.Done():
-		return &StartError{Err: fmt.Errorf("wait for the session's turn: %w", context.Cause(ctx))}
+		t.done()
+		return nil, ctx.Err()
 	}
 }
 
@@ -110,12 +129,13 @@ func (s *Session) Restart(ctx context.Context, by string) (jupyter.Runtime, erro
 	if old != nil {
 		_ = old.Close(ctx)
 	}
-	if err := s.takeTurn(ctx); err != nil {
+	done, err := s.takeTurn(ctx)
+	if err != nil {
 		s.markDead()
 		s.PublishStatus(jupyter.StateDead)
 		return nil, err
 	}
-	defer func() { <-s.turn }()
+	defer done()
 	rt := s.liveRuntime()
 	if rt == nil || rt == old {
 		var err error

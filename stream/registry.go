@@ -131,7 +131,7 @@ func (r *Registry) newSession(tenant, id string, b Backend) *Session {
 	now := time.Now()
 	return &Session{
 		ID: id, Tenant: tenant, Language: b.Language, Backend: b, Created: now,
-		reg: r, mux: mux, turn: make(chan struct{}, 1), folderTurn: make(chan struct{}, 1), closed: make(chan struct{}),
+		reg: r, mux: mux, folderTurn: make(chan struct{}, 1), closed: make(chan struct{}),
 		last: now, idle: b.Idle, cwd: b.Cwd,
 	}
 }

@@ -79,7 +79,7 @@ type Session struct {
 	owner   string // the caller key it counts against (Registry.mu)
 	counted bool   // it counts against the session caps now (Registry.mu)
 	mux     *Mux
-	turn    chan struct{} // holding a slot means running; FIFO by channel order
+	turns   turnstile // holding the turn means running; given in arrival order
 	closed  chan struct{}
 	once    sync.Once
 
@@ -290,13 +290,16 @@ func (s *Session) reclaimIn(now time.Time) (time.Duration, bool) {
 	return s.idle - now.Sub(s.last) + s.reg.cfg.ReapInterval, true
 }
 
-func (s *Session) enter(rec *execution.Record) {
+// enter counts rec as arrived and puts it in line for the turn, in one
+// step: calls take their turns in the order they arrived.
+func (s *Session) enter(rec *execution.Record) *ticket {
 	rec.Enter(s)
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	s.pending++
 	s.queued = append(s.queued, rec)
 	s.last = time.Now()
-	s.mu.Unlock()
+	return s.turns.join()
 }
 
 // begin moves rec from the queue to running.
@@ -360,13 +363,14 @@ func (s *Session) Execute(ctx context.Context, req ExecRequest) (res *execution.
 			}
 		}()
 	}
-	s.enter(rec)
+	turn := s.enter(rec)
 	defer s.leave(rec)
+	defer turn.done()
 	res = &execution.Result{ID: jupyter.NewID(), ExecutionID: rec.ID, Code: req.Code, Language: s.Language, SessionID: s.ID, Warnings: req.Warnings}
 	deadline := time.NewTimer(req.Timeout)
 	defer deadline.Stop()
 	select {
-	case s.turn <- struct{}{}:
+	case <-turn.ready:
 	case <-deadline.C:
 		res.Status, res.Queued, res.ErrorKind = execution.StatusTimeout, time.Since(arrival), execution.KindTimeout
 		res.Note(fmt.Sprintf("timed out after %s waiting behind the session's earlier calls; the code did not run", req.Timeout))
@@ -384,7 +388,6 @@ func (s *Session) Execute(ctx context.Context, req ExecRequest) (res *execution.
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	defer func() { <-s.turn }()
 
 	waited := time.Since(arrival)
 	res.Queued = waited

@@ -90,14 +90,14 @@ func (r *Registry) saveBeforeClose(ctx context.Context, s *Session, why string) 
 func (s *Session) Internal(ctx context.Context, code string, timeout time.Duration, budget int) (*execution.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	select {
-	case s.turn <- struct{}{}:
-	case <-s.closed:
-		return nil, ErrSessionClosed
-	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for the session's earlier calls: %w", ctx.Err())
+	turn, err := s.awaitTurn(ctx)
+	if err != nil {
+		if errors.Is(err, ErrSessionClosed) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("waiting for the session's earlier calls: %w", err)
 	}
-	defer func() { <-s.turn }()
+	defer turn.done()
 	s.mu.Lock()
 	rt, gen := s.rt, s.gen
 	s.pending++ // the idle reaper leaves it alone meanwhile
@@ -159,14 +159,14 @@ func (s *Session) runInternal(ctx context.Context, rt jupyter.Runtime, gen uint6
 func (s *Session) Prepare(ctx context.Context, timeout time.Duration) (*execution.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	select {
-	case s.turn <- struct{}{}:
-	case <-s.closed:
-		return nil, ErrSessionClosed
-	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for the session's earlier calls: %w", ctx.Err())
+	turn, err := s.awaitTurn(ctx)
+	if err != nil {
+		if errors.Is(err, ErrSessionClosed) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("waiting for the session's earlier calls: %w", err)
 	}
-	defer func() { <-s.turn }()
+	defer turn.done()
 	s.mu.Lock()
 	s.pending++
 	s.mu.Unlock()
