@@ -17,20 +17,26 @@ import (
 // healthy kernel can leave a heartbeat unanswered for seconds only because
 // its threads stand in the run queue, and killing it for that loses the
 // caller's state. Mark takes a sample when a wait begins; Starved then
-// says whether the process's threads waited for a CPU for at least a
-// quarter of the time since, and it is not stopped (SIGSTOP, a tracer) or
-// a zombie. Not safe for concurrent use.
+// says whether the process is not stopped (SIGSTOP, a tracer) or a zombie
+// and either its threads waited for a CPU for at least a quarter of the
+// time since, or one of them is runnable or in the kernel now while the
+// machine's CPU or memory pressure (PSI "some") covered a quarter of it.
+// The second rule is there because the scheduler adds a thread's wait to
+// its count only when the thread gets a CPU: a heartbeat thread that has
+// stood in the run queue since the ping has counted none of it yet. Not
+// safe for concurrent use.
 type Starvation struct {
-	at     time.Time
-	waited time.Duration
-	marked bool
+	at       time.Time
+	waited   time.Duration
+	pressure time.Duration
+	marked   bool
 }
 
 // Mark samples pid's run-queue wait now; a failed read leaves no sample,
 // and Starved then says false.
 func (s *Starvation) Mark(pid int, now time.Time) {
-	w, _, err := runDelay(pid)
-	s.at, s.waited, s.marked = now, w, err == nil
+	w, _, _, err := runDelay(pid)
+	s.at, s.waited, s.pressure, s.marked = now, w, machinePressure(), err == nil
 }
 
 // Marked says whether a sample is held; Reset drops it.
@@ -45,35 +51,72 @@ func (s *Starvation) Starved(pid int, now time.Time) bool {
 	if !s.marked {
 		return false
 	}
-	w, runnable, err := runDelay(pid)
+	w, runnable, waiting, err := runDelay(pid)
 	if err != nil || !runnable {
 		return false
 	}
-	span := now.Sub(s.at)
-	return span > 0 && 4*(w-s.waited) >= span
+	return starved(now.Sub(s.at), w-s.waited, machinePressure()-s.pressure, waiting)
+}
+
+// starved is Starved's rule over a span: the process's threads waited for
+// a CPU for waited of it; the machine was under CPU or memory pressure for
+// pressure of it; waiting says whether a thread is runnable or in the
+// kernel now.
+func starved(span, waited, pressure time.Duration, waiting bool) bool {
+	if span <= 0 {
+		return false
+	}
+	return 4*waited >= span || waiting && 4*pressure >= span
+}
+
+// machinePressure is the time some task of the machine has waited for a
+// CPU plus the time some waited for memory (the "some" totals of
+// /proc/pressure/cpu and /proc/pressure/memory); 0 without PSI.
+func machinePressure() time.Duration {
+	var sum time.Duration
+	for _, f := range []string{"/proc/pressure/cpu", "/proc/pressure/memory"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		line, _, _ := bytes.Cut(b, []byte("\n"))
+		_, total, ok := bytes.Cut(line, []byte("total="))
+		if !ok || !bytes.HasPrefix(line, []byte("some ")) {
+			continue
+		}
+		if us, err := strconv.ParseInt(string(bytes.TrimSpace(total)), 10, 64); err == nil {
+			sum += time.Duration(us) * time.Microsecond
+		}
+	}
+	return sum
 }
 
 // runDelay sums the time pid's threads waited in a run queue (the second
-// field of /proc/PID/task/TID/schedstat, in nanoseconds), and says whether
+// field of /proc/PID/task/TID/schedstat, in nanoseconds), says whether
 // the process is in a state that can run: not stopped, traced, a zombie or
-// dead (/proc/PID/stat's state).
-func runDelay(pid int) (time.Duration, bool, error) {
+// dead (/proc/PID/stat's state), and whether one of its threads is
+// runnable or in the kernel (state R or D) now.
+func runDelay(pid int) (sum time.Duration, runnable, waiting bool, err error) {
 	f, err := StatFields(pid)
 	if err != nil {
-		return 0, false, err
+		return 0, false, false, err
 	}
 	if len(f) == 0 || f[0] == "" {
-		return 0, false, os.ErrInvalid
+		return 0, false, false, os.ErrInvalid
 	}
-	runnable := !strings.ContainsAny(f[0][:1], "TtZXx")
+	runnable = !strings.ContainsAny(f[0][:1], "TtZXx")
 	dir := "/proc/" + strconv.Itoa(pid)
-	tasks, err := filepath.Glob(dir + "/task/*/schedstat")
+	tasks, err := filepath.Glob(dir + "/task/*")
 	if err != nil {
-		return 0, false, err
+		return 0, false, false, err
 	}
-	var sum time.Duration
-	for _, f := range tasks {
-		b, err := os.ReadFile(f)
+	for _, task := range tasks {
+		if st, err := os.ReadFile(task + "/stat"); err == nil {
+			if i := bytes.LastIndexByte(st, ')'); i >= 0 && i+2 < len(st) && (st[i+2] == 'R' || st[i+2] == 'D') {
+				waiting = true
+			}
+		}
+		b, err := os.ReadFile(task + "/schedstat")
 		if err != nil {
 			continue // a thread that ended
 		}
@@ -85,7 +128,7 @@ func runDelay(pid int) (time.Duration, bool, error) {
 			sum += time.Duration(n)
 		}
 	}
-	return sum, runnable, nil
+	return sum, runnable, waiting, nil
 }
 
 // WithStarvedTimeout is context.WithTimeoutCause for a wait on process pid

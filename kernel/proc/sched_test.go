@@ -96,7 +96,7 @@ func waitSleeping(t *testing.T, pid int, comm string) {
 func waitState(t *testing.T, pid int, want byte) {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if _, runnable, err := runDelay(pid); err == nil && (want == 'T') == !runnable {
+		if _, runnable, _, err := runDelay(pid); err == nil && (want == 'T') == !runnable {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -136,4 +136,33 @@ func TestWithStarvedTimeout(t *testing.T) {
 	}
 	// cancel after the end, and twice, is harmless.
 	cancel()
+}
+
+// TestStarvedRule: a process is starved when its threads waited for a CPU
+// a quarter of the span, or when one of them waits now while the machine
+// was under pressure a quarter of it; a sleeping one never is by the
+// machine's pressure alone.
+func TestStarvedRule(t *testing.T) {
+	const span = 4 * time.Second
+	for _, c := range []struct {
+		waited, pressure time.Duration
+		waiting, want    bool
+	}{
+		{waited: time.Second, want: true},
+		{waited: 999 * time.Millisecond},
+		{pressure: time.Second, waiting: true, want: true},
+		{pressure: 999 * time.Millisecond, waiting: true},
+		{pressure: span},
+		{waited: time.Second, waiting: true, want: true},
+	} {
+		if got := starved(span, c.waited, c.pressure, c.waiting); got != c.want {
+			t.Errorf("starved(%v, waited %v, pressure %v, waiting %v) = %v, want %v", span, c.waited, c.pressure, c.waiting, got, c.want)
+		}
+	}
+	if starved(0, time.Second, time.Second, true) {
+		t.Error("an empty span was found starved")
+	}
+	if machinePressure() == 0 {
+		t.Error("no PSI totals read from /proc/pressure (this machine's kernel has them)")
+	}
 }
