@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -26,6 +25,10 @@ type ClusterConfig struct {
 	Advertise string        // --cluster-advertise: HOST:PORT the other replicas reach this one at
 	Secret    []byte        // --cluster-secret-file's content: signs forwarded callers
 	Lease     time.Duration // --cluster-lease
+	// Checkpoint is how soon after a named session ran code it is
+	// written to the cluster's object store (--cluster-checkpoint); 0:
+	// only at a stop.
+	Checkpoint time.Duration
 }
 
 // ClusterPath answers what the replica knows of the cluster.
@@ -49,6 +52,9 @@ func (s *Server) joinCluster(cfg ClusterConfig, counter cluster.Counter) error {
 	}
 	s.guard.SetClusterSecret(cfg.Secret)
 	s.cluster = cl
+	if cfg.Checkpoint > 0 && s.snaps != nil {
+		s.checkpoints = newCheckpoints(s, cfg.Checkpoint)
+	}
 	return nil
 }
 
@@ -166,7 +172,7 @@ func (s *Server) handOver(ctx context.Context) {
 				if err != nil {
 					return err
 				}
-				err = put(f.Info.Language+"/"+hex.EncodeToString([]byte(f.Info.SessionID)), fh)
+				err = put(checkpointName(f.Info.Language, f.Info.SessionID), fh)
 				fh.Close()
 				if err != nil {
 					return err

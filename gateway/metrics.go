@@ -43,6 +43,8 @@ var families = mergeFamilies(stream.Families, wsock.Families, mcp.Families, map[
 	cluster.ForwardSeconds: {Help: "Time from forwarding a request to the home's answer header (a WebSocket: its pipe set up), by replica.", Labels: []string{"to"}},
 	cluster.Placements:     {Help: "Tenants this replica placed in the cluster's directory, by why (new; moved: their home stopped beating).", Labels: []string{"why"}},
 	cluster.Handovers:      {Help: "Saved sessions handed over at this replica's stop (out) and taken in from a tenant's last home (in).", Labels: []string{"direction"}},
+	cluster.Checkpoints:    {Help: "Sessions this replica wrote to the cluster's object store after they ran code (--cluster-checkpoint), by outcome (written, failed).", Labels: []string{"outcome"}},
+	cluster.CheckpointSecs: {Help: "Time to checkpoint one session: its snapshot in the kernel and its write to the object store."},
 })
 
 func mergeFamilies(ms ...map[string]stream.Family) map[string]stream.Family {
@@ -81,7 +83,7 @@ func newMetrics(s *Server, c *stream.Counters) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry(), hist: map[string]*prometheus.HistogramVec{}, nlab: map[string]int{}}
 	for name, buckets := range map[string][]float64{
 		stream.ExecutionSeconds: execBuckets, stream.StartSeconds: startBuckets, httpSeconds: httpBuckets,
-		cluster.ForwardSeconds: httpBuckets,
+		cluster.ForwardSeconds: httpBuckets, cluster.CheckpointSecs: startBuckets,
 	} {
 		f := families[name]
 		h := prometheus.NewHistogramVec(prometheus.HistogramOpts{

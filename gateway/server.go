@@ -132,26 +132,29 @@ func (c *Config) defaults() {
 // Server is the gateway. Create it with New, run it with Serve, stop it
 // with Shutdown.
 type Server struct {
-	core    *call.Core // runs every surface's calls; owns the root context of their work
-	hub     *wsock.Hub // the WebSockets of the live surfaces
-	rt      *backend.Runtimes
-	guard   *guard.Guard // Host, Origin, CORS and credentials, before any route
-	cfg     Config
-	log     *slog.Logger
-	reg     *stream.Registry
-	execs   *execution.Store     // the registry's store of executions (state.go)
-	snaps   *snapshot.Manager    // sessions' snapshots (state.go); nil without a state directory
-	env     *backend.Environment // rt.Env()
-	started time.Time
-	http    *fasthttp.Server
-	metrics *metrics // metrics.go: the Prometheus registry behind /metrics
-	mcp     *mcp.Server
-	v1      *v1.Surface // its shutdown hooks run as Shutdown begins
-	observe *observe.Surface
-	watches *watch.Watchers  // the file watchers of /v1/file/watch, /v2/fs/watch and the WebSocket
-	access  *accessWriter    // the access log's writer (accesslog.go); nil with NoAccessLog
-	peers   sync.Map         // runtimes' open connections: remote address -> uid (peers.go)
-	cluster *cluster.Cluster // this replica's part of a cluster (clusterroute.go); nil for a single daemon
+	core  *call.Core // runs every surface's calls; owns the root context of their work
+	hub   *wsock.Hub // the WebSockets of the live surfaces
+	rt    *backend.Runtimes
+	guard *guard.Guard // Host, Origin, CORS and credentials, before any route
+	cfg   Config
+	log   *slog.Logger
+	reg   *stream.Registry
+	execs *execution.Store  // the registry's store of executions (state.go)
+	snaps *snapshot.Manager // sessions' snapshots (state.go); nil without a state directory
+	// checkpoints writes sessions to the cluster's object store after
+	// they ran code (checkpoints.go); nil outside a cluster.
+	checkpoints *checkpoints
+	env         *backend.Environment // rt.Env()
+	started     time.Time
+	http        *fasthttp.Server
+	metrics     *metrics // metrics.go: the Prometheus registry behind /metrics
+	mcp         *mcp.Server
+	v1          *v1.Surface // its shutdown hooks run as Shutdown begins
+	observe     *observe.Surface
+	watches     *watch.Watchers  // the file watchers of /v1/file/watch, /v2/fs/watch and the WebSocket
+	access      *accessWriter    // the access log's writer (accesslog.go); nil with NoAccessLog
+	peers       sync.Map         // runtimes' open connections: remote address -> uid (peers.go)
+	cluster     *cluster.Cluster // this replica's part of a cluster (clusterroute.go); nil for a single daemon
 
 	lnMu      sync.Mutex // guards below
 	listeners []net.Listener
@@ -232,7 +235,11 @@ func New(cfg Config) (*Server, error) {
 		Executions: execs.Config(), Store: execs, Admission: cfg.Admission, Gate: gate}
 	if snaps != nil {
 		rc.Snapshots = snaps
+		if cfg.Cluster.NATS != "" {
+			rc.Snapshots = clusterSnapshots{snaps, s}
+		}
 	}
+	rc.Ran = s.sessionRan
 	rc.NetworkNote = rt.NetworkNote()
 	s.reg = stream.NewRegistry(rc)
 	s.core = call.New(s.reg, rt, call.Config{DefaultTimeout: cfg.DefaultTimeout, MaxTimeout: cfg.MaxTimeout,
@@ -520,6 +527,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.v1.RunShutdownHooks(ctx)
 	s.observe.Close(ctx) // each running observation writes its report
 	s.core.Cancel()
+	if s.checkpoints != nil {
+		s.checkpoints.close() // the stop's own saves are handed over below
+	}
 	rerr := s.reg.Close(ctx) // saves the named sessions
 	var cerr error
 	if s.cluster != nil {

@@ -222,9 +222,8 @@ const starvedTimeouts = 12
 // heartbeat pings the kernel on the hb socket every HeartbeatInterval
 // while it is in use (the reader notes each answer). A ping unanswered for
 // HeartbeatTimeout declares the kernel dead and kills its group, unless
-// the kernel's threads (proc.Starvation: they waited for a CPU, or wait
-// now on a machine under pressure) or this goroutine's ticks waited for a
-// CPU a quarter of that time: then up to starvedTimeouts timeouts.
+// the kernel (proc.Starvation) or this goroutine's ticks waited for a CPU
+// a quarter of that time: then up to starvedTimeouts timeouts.
 // Once the kernel is idle (Options.IdleAfter) and its last ping answered,
 // the heartbeat sleeps until a message to or from the kernel wakes it.
 func (k *Kernel) heartbeat() {

@@ -72,7 +72,10 @@ func Labels(v ...string) string { return strings.Join(v, LabelSep) }
 // SplitLabels is the inverse of Labels for a counter of n labels: it always
 // returns n values (missing ones empty, extra text kept in the last).
 func SplitLabels(label string, n int) []string {
-	if n <= 1 {
+	if n == 0 {
+		return nil
+	}
+	if n == 1 {
 		return []string{label}
 	}
 	out := strings.SplitN(label, LabelSep, n)

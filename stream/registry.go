@@ -38,7 +38,10 @@ type Config struct {
 	// network error (networkFailure), where runtimes have no network or
 	// only some of it: the setting that decides it. "" adds nothing.
 	NetworkNote string
-	Logger      *slog.Logger
+	// Ran is called after code ran in a named session (its result is
+	// in): the session's state may have changed. nil: nothing is called.
+	Ran    func(*Session)
+	Logger *slog.Logger
 }
 
 // sessionKey names a named session: its tenant's, in one language.
@@ -155,6 +158,9 @@ func (r *Registry) executed(s *Session, res *execution.Result, took time.Duratio
 	r.counters.Count(ExecutionsRun, Labels(s.Language, s.Backend.Name, res.Status), 1)
 	if took >= 0 {
 		r.counters.Observe(ExecutionSeconds, Labels(s.Language, s.Backend.Name), took.Seconds())
+		if r.cfg.Ran != nil && s.ID != "" {
+			r.cfg.Ran(s)
+		}
 	}
 }
 

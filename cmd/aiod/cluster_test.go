@@ -372,7 +372,7 @@ func TestClusterSurvivesLosses(t *testing.T) {
 	// A lease longer than JetStream takes to recover from the loss of a
 	// server (its leaders elected again): a replica that cannot beat for
 	// longer is taken for gone, and its tenants move.
-	ds := startReplicas(t, nc, pub, alice, 3, "--cluster-lease", "10")
+	ds := startReplicas(t, nc, pub, alice, 3, "--cluster-lease", "10", "--cluster-checkpoint", "1")
 	execute := func(d *daemon, token, sid, code string) (int, map[string]any, string) {
 		t.Helper()
 		return replicaCall(t, d, token, http.MethodPost, "/v2/code/execute",
@@ -380,6 +380,9 @@ func TestClusterSurvivesLosses(t *testing.T) {
 	}
 	if st, env, _ := execute(ds[0], alice, "s", "x = 41"); st != 200 {
 		t.Fatalf("alice's first call: %d %v", st, env)
+	}
+	if st, env, _ := execute(ds[1], alice, "d", "y = 1"); st != 200 {
+		t.Fatalf("alice's session d: %d %v", st, env)
 	}
 
 	// Alice's home.
@@ -398,6 +401,16 @@ func TestClusterSurvivesLosses(t *testing.T) {
 	}
 	if homeD == nil || len(others) != 2 {
 		t.Fatalf("alice's home %q is none of the replicas", home)
+	}
+	// Her sessions' checkpoints, written a second after their calls; then
+	// she deletes d, and its checkpoint goes with it.
+	for deadline := time.Now().Add(60 * time.Second); metricValue(metricsOf(t, homeD, alice), `aiod_cluster_checkpoints_total{outcome="written"}`) < 2; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoints of alice's two sessions within 60 s:\n%s", metricsOf(t, homeD, alice))
+		}
+	}
+	if st, env, _ := replicaCall(t, others[0], alice, http.MethodDelete, "/v2/code/sessions/d", nil); st != 200 {
+		t.Fatalf("delete alice's session d: %d %v", st, env)
 	}
 
 	// Calls under way through another replica when the home dies.
@@ -447,14 +460,19 @@ func TestClusterSurvivesLosses(t *testing.T) {
 		t.Fatal("a REST call under way when its home died was not answered")
 	}
 
-	// The next call finds alice a new home among the live replicas.
+	// The next call finds alice a new home among the live replicas, which
+	// restores her session from its checkpoint.
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		st, env, r := execute(others[1], alice, "s", "print('again')")
+		st, env, r := execute(others[1], alice, "s", "print(x)")
 		if st == 200 {
 			if r == home || r == "" {
 				t.Fatalf("after her home died alice was answered by %q", r)
 			}
-			t.Logf("alice's new home %s answered %.1f s after the old one was killed (lease 10 s)", r, time.Since(killed).Seconds())
+			data, _ := env["data"].(map[string]any)
+			if data["stdout"] != "41\n" || data["restored"] != true {
+				t.Fatalf("alice's session at her new home %s, after her home died: %v", r, env)
+			}
+			t.Logf("alice's new home %s answered with her checkpointed session %.1f s after the old one was killed (lease 10 s)", r, time.Since(killed).Seconds())
 			break
 		}
 		// 502: forwarded to the dead home; 503: a replica whose view of
@@ -462,6 +480,11 @@ func TestClusterSurvivesLosses(t *testing.T) {
 		if st != http.StatusBadGateway && st != http.StatusServiceUnavailable || time.Now().After(deadline) {
 			t.Fatalf("alice after her home died: %d %v", st, env)
 		}
+	}
+	// The session she deleted did not come back with the others.
+	if st, env, _ := execute(others[0], alice, "d", "print(y)"); st != 200 || env["data"].(map[string]any)["restored"] == true ||
+		!strings.Contains(fmt.Sprint(env), "NameError") {
+		t.Fatalf("alice's deleted session d at her new home: %d %v", st, env)
 	}
 	// Then one NATS server of three goes: calls through the live replicas
 	// and a new tenant go on.

@@ -104,6 +104,7 @@ type options struct {
 	clusterSecretFile  string
 	clusterSecret      []byte // read from clusterSecretFile
 	clusterLease       time.Duration
+	clusterCheckpoint  time.Duration
 }
 
 // setting is one flag with its variable, for parsing and for --help.
@@ -212,6 +213,7 @@ func (o *options) settings() []setting {
 		{"cluster-advertise", "AIO_CLUSTER_ADVERTISE", "", "HOST:PORT at which the other replicas reach this one (its id in the cluster); default: the address aiod listens on, which must then name a host (not 0.0.0.0)", strSetter(&o.clusterAdvertise)},
 		{"cluster-secret-file", "AIO_CLUSTER_SECRET_FILE", "", "file holding the secret (16 bytes or more) that every replica shares: it signs the callers one replica forwards to another; required with --cluster-nats", strSetter(&o.clusterSecretFile)},
 		{"cluster-lease", "AIO_CLUSTER_LEASE", "15", "seconds without a heartbeat after which a replica is taken for gone and its tenants are placed on others at their next call", secSetter(&o.clusterLease)},
+		{"cluster-checkpoint", "AIO_CLUSTER_CHECKPOINT", "10", "seconds after a named session ran code before its home writes it to the cluster's object store: a home that dies without a stop loses at most the work since; 0 writes only at a stop", idleSetter(&o.clusterCheckpoint)},
 		{"access-log", "AIO_ACCESS_LOG", "true", "log one line per request at info: method, route pattern, status, duration, bytes (never bodies, queries or credentials)", boolSetter(&o.accessLog)},
 	}
 }
@@ -798,7 +800,8 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 		ExecutionRetention: o.execRetention, ExecutionRetentionBytes: o.execRetentionBytes,
 		SnapshotMaxBytes: int64(o.snapMaxBytes), SnapshotTotalBytes: int64(o.snapTotalBytes), SnapshotTenantBytes: int64(o.snapTenantBytes), SnapshotRetention: o.snapRetention,
 		Admission: o.admission(),
-		Cluster:   gateway.ClusterConfig{NATS: o.clusterNATS, Advertise: o.clusterAdvertise, Secret: o.clusterSecret, Lease: o.clusterLease},
+		Cluster: gateway.ClusterConfig{NATS: o.clusterNATS, Advertise: o.clusterAdvertise, Secret: o.clusterSecret, Lease: o.clusterLease,
+			Checkpoint: o.clusterCheckpoint},
 	}
 	c.Isolation.MemoryBytes, c.Isolation.Pids, c.Isolation.CPU = o.runtimeMemory, o.runtimePids, o.runtimeCPU
 	c.Isolation.TotalMemoryBytes, c.Isolation.RuntimesCPUWeight = o.runtimesMemory, o.runtimesCPUWeight

@@ -79,6 +79,41 @@ func (c *Cluster) Checkpoint(ctx context.Context, tenant string, each func(put f
 	return nil
 }
 
+// PutCheckpoint writes one object of tenant's checkpoint (name: as
+// Checkpoint's put names them), replacing the one of that name and
+// leaving the others.
+func (c *Cluster) PutCheckpoint(ctx context.Context, tenant, name string, r io.Reader) error {
+	obj, err := c.objects(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = obj.Put(ctx, jetstream.ObjectMeta{Name: checkpointPrefix(tenant) + name, Metadata: map[string]string{"tenant": tenant}}, r)
+	return err
+}
+
+// DropCheckpoints deletes the objects of tenant's checkpoint whose names
+// (as Checkpoint's put names them) match.
+func (c *Cluster) DropCheckpoints(ctx context.Context, tenant string, match func(name string) bool) error {
+	obj, err := c.objects(ctx)
+	if err != nil {
+		return err
+	}
+	all, err := list(ctx, obj)
+	if err != nil {
+		return err
+	}
+	prefix := checkpointPrefix(tenant)
+	var errs []error
+	for _, o := range all {
+		if !o.Deleted && strings.HasPrefix(o.Name, prefix) && match(strings.TrimPrefix(o.Name, prefix)) {
+			if err := obj.Delete(ctx, o.Name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // Restore hands each object of tenant's checkpoint to take (its name
 // without the tenant's prefix, its bytes, its size).
 func (c *Cluster) Restore(ctx context.Context, tenant string, take func(name string, r io.Reader, n int64) error) error {

@@ -55,6 +55,8 @@ const (
 	ForwardSeconds = "cluster_forward_duration_seconds" // labels: to; the home's answer header (a pipe: its setup)
 	Placements     = "cluster_placements"               // labels: why (new, moved)
 	Handovers      = "cluster_handover_sessions"        // labels: direction (out: handed over at a stop, in: taken in)
+	Checkpoints    = "cluster_checkpoints"              // labels: outcome (written, failed)
+	CheckpointSecs = "cluster_checkpoint_duration_seconds"
 )
 
 func (c *Cluster) count(name, label string) {
@@ -68,6 +70,13 @@ func (c *Cluster) count(name, label string) {
 func (c *Cluster) Count(name, label string, n int64) {
 	if c.cfg.Counter != nil && n > 0 {
 		c.cfg.Counter.Count(name, label, n)
+	}
+}
+
+// Observe records v for name and label (the cluster's histograms).
+func (c *Cluster) Observe(name, label string, v float64) {
+	if c.cfg.Counter != nil {
+		c.cfg.Counter.Observe(name, label, v)
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -75,6 +76,9 @@ const (
 	WhyIdle     = "idle"     // before idle reclaim
 	WhyShutdown = "shutdown" // at shutdown
 	WhyFork     = "fork"     // for a fork
+	// WhyCheckpoint: a replica's checkpoint of a live session, for the
+	// cluster's object store; a session keeps only its latest one.
+	WhyCheckpoint = "checkpoint"
 )
 
 // Config is where snapshots live and what bounds them.
@@ -113,6 +117,9 @@ type Info struct {
 	path string
 	size int64 // the file's
 }
+
+// Path is the snapshot's file.
+func (i *Info) Path() string { return i.path }
 
 // Key names a session.
 type Key struct{ Tenant, Language, ID string }
@@ -367,14 +374,32 @@ func (m *Manager) addIf(k Key, info *Info, pending bool, epoch int) bool {
 	return true
 }
 
-// trim keeps the last few snapshots of k.
+// trim keeps the last few snapshots of k, and of its checkpoints only the
+// newest, which does not count among the few: a session's checkpoints do
+// not push out the snapshots its caller asked for.
 func (m *Manager) trim(k Key) {
 	m.mu.Lock()
 	e := m.index[k]
 	var drop []*Info
-	if e != nil && len(e.snaps) > keepPerSession {
-		drop = append(drop, e.snaps[:len(e.snaps)-keepPerSession]...)
-		e.snaps = append([]*Info(nil), e.snaps[len(e.snaps)-keepPerSession:]...)
+	if e != nil && len(e.snaps) > 1 && e.snaps[len(e.snaps)-1].Why == WhyCheckpoint {
+		last := len(e.snaps) - 1
+		kept := make([]*Info, 0, len(e.snaps))
+		for i, sn := range e.snaps {
+			if sn.Why == WhyCheckpoint && i != last {
+				drop = append(drop, sn)
+			} else {
+				kept = append(kept, sn)
+			}
+		}
+		e.snaps = kept
+	}
+	keep := keepPerSession
+	if e != nil && slices.ContainsFunc(e.snaps, func(sn *Info) bool { return sn.Why == WhyCheckpoint }) {
+		keep++
+	}
+	if e != nil && len(e.snaps) > keep {
+		drop = append(drop, e.snaps[:len(e.snaps)-keep]...)
+		e.snaps = append([]*Info(nil), e.snaps[len(e.snaps)-keep:]...)
 	}
 	for _, d := range drop {
 		m.bytes -= d.size

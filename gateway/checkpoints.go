@@ -1,0 +1,207 @@
+package gateway
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aiod/aiod/gateway/cluster"
+	"github.com/aiod/aiod/stream"
+	"github.com/aiod/aiod/stream/snapshot"
+)
+
+// checkpoints writes the named sessions of the tenants this replica is
+// home to into the cluster's object store a short time after they ran code
+// (--cluster-checkpoint): a tenant whose home dies without a stop (kill -9,
+// a lost machine) finds them at its next home, as it was at the last
+// checkpoint. One goroutine writes them, one at a time, in the order they
+// fell due; a session that runs code again before its write is written
+// once, and one that is busy then is tried again `after` later.
+type checkpoints struct {
+	s      *Server
+	after  time.Duration
+	ctx    context.Context // ends at close: a write in progress stops
+	cancel context.CancelFunc
+	wake   chan struct{}
+	done   chan struct{}
+
+	mu  sync.Mutex
+	due map[*stream.Session]time.Time
+}
+
+func newCheckpoints(s *Server, after time.Duration) *checkpoints {
+	c := &checkpoints{s: s, after: after, wake: make(chan struct{}, 1), done: make(chan struct{}), due: map[*stream.Session]time.Time{}}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	go c.run()
+	return c
+}
+
+// mark notes that sess ran code: it is written `after` from now, unless a
+// write of it is due already.
+func (c *checkpoints) mark(sess *stream.Session) {
+	c.mu.Lock()
+	if _, ok := c.due[sess]; !ok {
+		c.due[sess] = time.Now().Add(c.after)
+	}
+	c.mu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// close stops the writer and waits for it; what was due is not written
+// (a stop hands over what the registry saved as it closed).
+func (c *checkpoints) close() {
+	c.cancel()
+	<-c.done
+}
+
+func (c *checkpoints) run() {
+	defer close(c.done)
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		ready, next := c.take(time.Now())
+		for _, sess := range ready {
+			if c.ctx.Err() != nil {
+				return
+			}
+			c.write(sess)
+		}
+		if len(ready) > 0 {
+			continue
+		}
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = max(time.Until(next), time.Millisecond)
+		}
+		t.Reset(wait)
+		select {
+		case <-c.ctx.Done():
+			return
+		case <-c.wake:
+		case <-t.C:
+		}
+	}
+}
+
+// take removes and returns the sessions due at now, oldest first, and
+// says when the next one falls due (zero: none waits).
+func (c *checkpoints) take(now time.Time) (ready []*stream.Session, next time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for sess, at := range c.due {
+		switch {
+		case !at.After(now):
+			ready = append(ready, sess)
+			delete(c.due, sess)
+		case next.IsZero() || at.Before(next):
+			next = at
+		}
+	}
+	return ready, next
+}
+
+// write checkpoints one session, if it is still open and its tenant still
+// homed here.
+func (c *checkpoints) write(sess *stream.Session) {
+	select {
+	case <-sess.Closed():
+		return
+	default:
+	}
+	cl := c.s.cluster
+	if cl.HomeOf(sess.Tenant) != cl.ID() {
+		return // moved: its new home checkpoints it from now on
+	}
+	if sess.Busy() {
+		// A save waits for the session's turn: a long call would hold up
+		// every other session's checkpoint. It is tried again later.
+		c.mark(sess)
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, c.s.snaps.Config().SaveTimeout+30*time.Second)
+	defer cancel()
+	began := time.Now()
+	info, err := c.s.snaps.Save(ctx, sess, snapshot.WhyCheckpoint)
+	if errors.Is(err, stream.ErrNoRuntime) || errors.Is(err, stream.ErrSessionClosed) {
+		return // nothing live to write: the last checkpoint stands
+	}
+	name := checkpointName(sess.Language, sess.ID)
+	if err == nil {
+		err = putFile(ctx, cl, sess.Tenant, name, info.Path())
+	}
+	select {
+	case <-sess.Closed():
+		// Deleted while it was written: its checkpoint goes too (a
+		// session that was only reclaimed has its idle save locally,
+		// and a stop hands that over).
+		c.s.dropCheckpoints(sess.Tenant, sess.Language, sess.ID)
+	default:
+	}
+	if err != nil {
+		cl.Count(cluster.Checkpoints, "failed", 1)
+		c.s.log.Warn("cluster: checkpoint a session", "tenant", sess.Tenant, "session", sess.ID, "language", sess.Language, "err", err)
+		return
+	}
+	cl.Count(cluster.Checkpoints, "written", 1)
+	cl.Observe(cluster.CheckpointSecs, "", time.Since(began).Seconds())
+}
+
+// putFile writes the file at path as object name of tenant's checkpoint.
+func putFile(ctx context.Context, cl *cluster.Cluster, tenant, name, path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return cl.PutCheckpoint(ctx, tenant, name, f)
+}
+
+// checkpointName names a session's object in its tenant's checkpoint.
+func checkpointName(lang, id string) string {
+	return lang + "/" + hex.EncodeToString([]byte(id))
+}
+
+// dropCheckpoints deletes the checkpoint of tenant's session id in lang
+// ("": every language), so that a deleted session does not come back at
+// the tenant's next home.
+func (s *Server) dropCheckpoints(tenant, lang, id string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	enc := hex.EncodeToString([]byte(id))
+	err := s.cluster.DropCheckpoints(ctx, tenant, func(name string) bool {
+		l, h, _ := strings.Cut(name, "/")
+		return h == enc && (lang == "" || l == lang)
+	})
+	if err != nil {
+		s.log.Warn("cluster: delete a deleted session's checkpoint", "tenant", tenant, "session", id, "err", err)
+	}
+}
+
+// clusterSnapshots are the snapshots as a replica's registry sees them: a
+// deleted session's checkpoint is deleted with its snapshots.
+type clusterSnapshots struct {
+	*snapshot.Manager
+	s *Server
+}
+
+func (cs clusterSnapshots) Forget(tenant, lang, id string) int {
+	n := cs.Manager.Forget(tenant, lang, id)
+	if cs.s.cluster != nil {
+		cs.s.dropCheckpoints(tenant, lang, id)
+	}
+	return n
+}
+
+// sessionRan is the registry's Ran: a named session ran code.
+func (s *Server) sessionRan(sess *stream.Session) {
+	if s.checkpoints != nil {
+		s.checkpoints.mark(sess)
+	}
+}
