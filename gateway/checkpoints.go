@@ -67,11 +67,21 @@ func (c *checkpoints) run() {
 	defer t.Stop()
 	for {
 		ready, next := c.take(time.Now())
+		tenants := map[string]bool{}
 		for _, sess := range ready {
 			if c.ctx.Err() != nil {
 				return
 			}
-			c.write(sess)
+			if c.write(sess) {
+				tenants[sess.Tenant] = true
+			}
+		}
+		// The files of the tenants written, once for all their sessions.
+		for tenant := range tenants {
+			if c.ctx.Err() != nil {
+				return
+			}
+			c.writeFiles(tenant)
 		}
 		if len(ready) > 0 {
 			continue
@@ -107,30 +117,42 @@ func (c *checkpoints) take(now time.Time) (ready []*stream.Session, next time.Ti
 	return ready, next
 }
 
+// writeFiles writes tenant's files to its checkpoint (when files move).
+func (c *checkpoints) writeFiles(tenant string) {
+	if !c.s.movesFiles() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(c.ctx, 2*time.Minute)
+	defer cancel()
+	if err := c.s.writeFiles(ctx, tenant); err != nil {
+		c.s.log.Warn("cluster: checkpoint a tenant's files", "tenant", tenant, "err", err)
+	}
+}
+
 // write checkpoints one session, if it is still open and its tenant still
-// homed here.
-func (c *checkpoints) write(sess *stream.Session) {
+// homed here, and says whether it was written.
+func (c *checkpoints) write(sess *stream.Session) bool {
 	select {
 	case <-sess.Closed():
-		return
+		return false
 	default:
 	}
 	cl := c.s.cluster
 	if cl.HomeOf(sess.Tenant) != cl.ID() {
-		return // moved: its new home checkpoints it from now on
+		return false // moved: its new home checkpoints it from now on
 	}
 	if sess.Busy() {
 		// A save waits for the session's turn: a long call would hold up
 		// every other session's checkpoint. It is tried again later.
 		c.mark(sess)
-		return
+		return false
 	}
 	ctx, cancel := context.WithTimeout(c.ctx, c.s.snaps.Config().SaveTimeout+30*time.Second)
 	defer cancel()
 	began := time.Now()
 	info, err := c.s.snaps.Save(ctx, sess, snapshot.WhyCheckpoint)
 	if errors.Is(err, stream.ErrNoRuntime) || errors.Is(err, stream.ErrSessionClosed) {
-		return // nothing live to write: the last checkpoint stands
+		return false // nothing live to write: the last checkpoint stands
 	}
 	name := checkpointName(sess.Language, sess.ID)
 	if err == nil {
@@ -147,10 +169,11 @@ func (c *checkpoints) write(sess *stream.Session) {
 	if err != nil {
 		cl.Count(cluster.Checkpoints, "failed", 1)
 		c.s.log.Warn("cluster: checkpoint a session", "tenant", sess.Tenant, "session", sess.ID, "language", sess.Language, "err", err)
-		return
+		return false
 	}
 	cl.Count(cluster.Checkpoints, "written", 1)
 	cl.Observe(cluster.CheckpointSecs, "", time.Since(began).Seconds())
+	return true
 }
 
 // putFile writes the file at path as object name of tenant's checkpoint.
@@ -160,7 +183,7 @@ func putFile(ctx context.Context, cl *cluster.Cluster, tenant, name, path string
 		return err
 	}
 	defer f.Close()
-	return cl.PutCheckpoint(ctx, tenant, name, f)
+	return cl.PutCheckpoint(ctx, tenant, name, nil, f)
 }
 
 // checkpointName names a session's object in its tenant's checkpoint.

@@ -29,6 +29,9 @@ type ClusterConfig struct {
 	// written to the cluster's object store (--cluster-checkpoint); 0:
 	// only at a stop.
 	Checkpoint time.Duration
+	// FilesMax bounds the tar of a tenant's own files that goes with its
+	// checkpoint (--cluster-files-max); 0: files never move.
+	FilesMax int64
 }
 
 // ClusterPath answers what the replica knows of the cluster.
@@ -140,17 +143,21 @@ func (s *Server) takeIn(tenant string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s.cluster.Adopt(ctx, tenant, func(ctx context.Context) error {
-		n := 0
-		err := s.cluster.Restore(ctx, tenant, func(name string, r io.Reader, size int64) error {
+		n, files := 0, false
+		err := s.cluster.Restore(ctx, tenant, func(name string, r io.Reader, size int64, meta map[string]string) error {
+			if name == filesObject {
+				files = true
+				return s.takeFiles(ctx, tenant, r, size, meta)
+			}
 			took, err := s.snaps.Import(tenant, r, size)
 			if took {
 				n++
 			}
 			return err
 		})
-		if n > 0 {
+		if n > 0 || files {
 			s.cluster.Count(cluster.Handovers, "in", int64(n))
-			s.log.Info("cluster: took in a tenant's saved sessions from its last home", "tenant", tenant, "sessions", n)
+			s.log.Info("cluster: took in a tenant's saved sessions from its last home", "tenant", tenant, "sessions", n, "files", files)
 		}
 		return err
 	})
@@ -166,19 +173,30 @@ func (s *Server) handOver(ctx context.Context) {
 	}
 	for _, tenant := range s.cluster.Homed() {
 		files := s.snaps.Handover(tenant)
-		err := s.cluster.Checkpoint(ctx, tenant, func(put func(string, io.Reader) error) error {
+		err := s.cluster.Checkpoint(ctx, tenant, func(put func(string, map[string]string, io.Reader) error) error {
 			for _, f := range files {
 				fh, err := os.Open(f.Path)
 				if err != nil {
 					return err
 				}
-				err = put(checkpointName(f.Info.Language, f.Info.SessionID), fh)
+				err = put(checkpointName(f.Info.Language, f.Info.SessionID), nil, fh)
 				fh.Close()
 				if err != nil {
 					return err
 				}
 			}
-			return nil
+			if !s.movesFiles() {
+				return nil
+			}
+			fh, meta, err := s.archiveFiles(ctx, tenant)
+			if err != nil || fh == nil {
+				return err
+			}
+			defer fh.Close()
+			if err = put(filesObject, meta, fh); err == nil {
+				s.cluster.Count(cluster.CheckpointFiles, "written", 1)
+			}
+			return err
 		})
 		if err != nil {
 			s.log.Warn("cluster: hand over a tenant's saved sessions", "tenant", tenant, "err", err)

@@ -39,12 +39,13 @@ var families = mergeFamilies(stream.Families, wsock.Families, mcp.Families, map[
 	httpRequests: {Help: "HTTP requests answered, by route pattern, method and status code.", Labels: []string{"route", "method", "code"}},
 	httpSeconds:  {Help: "Time to answer an HTTP request (for a WebSocket, its upgrade).", Labels: []string{"route", "method"}},
 	// Replicas (--cluster-nats; docs/scale-out.md).
-	cluster.Forwards:       {Help: "Requests this replica forwarded to their tenant's home, by replica and outcome (answered, unreachable).", Labels: []string{"to", "outcome"}},
-	cluster.ForwardSeconds: {Help: "Time from forwarding a request to the home's answer header (a WebSocket: its pipe set up), by replica.", Labels: []string{"to"}},
-	cluster.Placements:     {Help: "Tenants this replica placed in the cluster's directory, by why (new; moved: their home stopped beating).", Labels: []string{"why"}},
-	cluster.Handovers:      {Help: "Saved sessions handed over at this replica's stop (out) and taken in from a tenant's last home (in).", Labels: []string{"direction"}},
-	cluster.Checkpoints:    {Help: "Sessions this replica wrote to the cluster's object store after they ran code (--cluster-checkpoint), by outcome (written, failed).", Labels: []string{"outcome"}},
-	cluster.CheckpointSecs: {Help: "Time to checkpoint one session: its snapshot in the kernel and its write to the object store."},
+	cluster.Forwards:        {Help: "Requests this replica forwarded to their tenant's home, by replica and outcome (answered, unreachable).", Labels: []string{"to", "outcome"}},
+	cluster.ForwardSeconds:  {Help: "Time from forwarding a request to the home's answer header (a WebSocket: its pipe set up), by replica.", Labels: []string{"to"}},
+	cluster.Placements:      {Help: "Tenants this replica placed in the cluster's directory, by why (new; moved: their home stopped beating).", Labels: []string{"why"}},
+	cluster.Handovers:       {Help: "Saved sessions handed over at this replica's stop (out) and taken in from a tenant's last home (in).", Labels: []string{"direction"}},
+	cluster.Checkpoints:     {Help: "Sessions this replica wrote to the cluster's object store after they ran code (--cluster-checkpoint), by outcome (written, failed).", Labels: []string{"outcome"}},
+	cluster.CheckpointFiles: {Help: "Tenants' files this replica wrote with their checkpoints and handovers, by outcome (written, failed, too_large: over --cluster-files-max, left on this replica).", Labels: []string{"outcome"}},
+	cluster.CheckpointSecs:  {Help: "Time to checkpoint one session: its snapshot in the kernel and its write to the object store."},
 })
 
 func mergeFamilies(ms ...map[string]stream.Family) map[string]stream.Family {

@@ -90,12 +90,9 @@ func (r *Registry) saveBeforeClose(ctx context.Context, s *Session, why string) 
 func (s *Session) Internal(ctx context.Context, code string, timeout time.Duration, budget int) (*execution.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	turn, err := s.awaitTurn(ctx)
+	turn, err := s.turnBehindCalls(ctx)
 	if err != nil {
-		if errors.Is(err, ErrSessionClosed) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("waiting for the session's earlier calls: %w", err)
+		return nil, err
 	}
 	defer turn.done()
 	s.mu.Lock()
@@ -159,12 +156,9 @@ func (s *Session) runInternal(ctx context.Context, rt jupyter.Runtime, gen uint6
 func (s *Session) Prepare(ctx context.Context, timeout time.Duration) (*execution.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	turn, err := s.awaitTurn(ctx)
+	turn, err := s.turnBehindCalls(ctx)
 	if err != nil {
-		if errors.Is(err, ErrSessionClosed) {
-			return nil, err
-		}
-		return nil, fmt.Errorf("waiting for the session's earlier calls: %w", err)
+		return nil, err
 	}
 	defer turn.done()
 	s.mu.Lock()
@@ -204,4 +198,14 @@ func (s *Session) restore(ctx context.Context, rt jupyter.Runtime, gen uint64, r
 		res.Note(note)
 	}
 	return true
+}
+
+// turnBehindCalls is awaitTurn for work of aiod's own in the session's
+// order: its error says that it waited behind the session's calls.
+func (s *Session) turnBehindCalls(ctx context.Context) (*ticket, error) {
+	turn, err := s.awaitTurn(ctx)
+	if err != nil && !errors.Is(err, ErrSessionClosed) {
+		err = fmt.Errorf("waiting for the session's earlier calls: %w", err)
+	}
+	return turn, err
 }

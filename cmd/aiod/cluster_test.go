@@ -378,7 +378,7 @@ func TestClusterSurvivesLosses(t *testing.T) {
 		return replicaCall(t, d, token, http.MethodPost, "/v2/code/execute",
 			map[string]any{"language": "python", "session_id": sid, "code": code, "timeout": 120})
 	}
-	if st, env, _ := execute(ds[0], alice, "s", "x = 41"); st != 200 {
+	if st, env, _ := execute(ds[0], alice, "s", "x = 41\n"+writeFiles); st != 200 {
 		t.Fatalf("alice's first call: %d %v", st, env)
 	}
 	if st, env, _ := execute(ds[1], alice, "d", "y = 1"); st != 200 {
@@ -404,9 +404,13 @@ func TestClusterSurvivesLosses(t *testing.T) {
 	}
 	// Her sessions' checkpoints, written a second after their calls; then
 	// she deletes d, and its checkpoint goes with it.
-	for deadline := time.Now().Add(60 * time.Second); metricValue(metricsOf(t, homeD, alice), `aiod_cluster_checkpoints_total{outcome="written"}`) < 2; time.Sleep(100 * time.Millisecond) {
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		m := metricsOf(t, homeD, alice)
+		if metricValue(m, `aiod_cluster_checkpoints_total{outcome="written"}`) >= 2 && metricValue(m, `aiod_cluster_checkpoint_files_total{outcome="written"}`) >= 1 {
+			break
+		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no checkpoints of alice's two sessions within 60 s:\n%s", metricsOf(t, homeD, alice))
+			t.Fatalf("no checkpoints of alice's two sessions and her files within 60 s:\n%s", m)
 		}
 	}
 	if st, env, _ := replicaCall(t, others[0], alice, http.MethodDelete, "/v2/code/sessions/d", nil); st != 200 {
@@ -463,13 +467,13 @@ func TestClusterSurvivesLosses(t *testing.T) {
 	// The next call finds alice a new home among the live replicas, which
 	// restores her session from its checkpoint.
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		st, env, r := execute(others[1], alice, "s", "print(x)")
+		st, env, r := execute(others[1], alice, "s", "print(x)\n"+readFiles)
 		if st == 200 {
 			if r == home || r == "" {
 				t.Fatalf("after her home died alice was answered by %q", r)
 			}
 			data, _ := env["data"].(map[string]any)
-			if data["stdout"] != "41\n" || data["restored"] != true {
+			if data["stdout"] != "41\n"+filesRead || data["restored"] != true {
 				t.Fatalf("alice's session at her new home %s, after her home died: %v", r, env)
 			}
 			t.Logf("alice's new home %s answered with her checkpointed session %.1f s after the old one was killed (lease 10 s)", r, time.Since(killed).Seconds())
@@ -503,6 +507,14 @@ func TestClusterSurvivesLosses(t *testing.T) {
 
 }
 
+// writeFiles is Python that writes a file in the tenant's HOME and one in
+// its /tmp; readFiles prints them (filesRead) and who owns them.
+const (
+	writeFiles = "import os\nopen(os.path.expanduser('~/h.txt'), 'w').write('home file')\nopen('/tmp/t.txt', 'w').write('tmp file')"
+	readFiles  = "import os\nfor p in [os.path.expanduser('~/h.txt'), '/tmp/t.txt']:\n    print(open(p).read(), os.stat(p).st_uid == os.getuid())"
+	filesRead  = "home file True\ntmp file True\n"
+)
+
 // A home that stops (SIGTERM) hands its tenants' saved sessions over: the
 // next call through another replica, once the home has left, finds the
 // tenant a new home that restores the session (restored: true) with its
@@ -514,7 +526,7 @@ func TestClusterHandsOverOnStop(t *testing.T) {
 	alice := tenantJWT(t, priv, "alice")
 	ds := startReplicas(t, nc, pub, alice, 2)
 	st, env, home := replicaCall(t, ds[0], alice, http.MethodPost, "/v2/code/execute",
-		map[string]any{"language": "python", "session_id": "keep", "code": "x = 'kept across replicas'"})
+		map[string]any{"language": "python", "session_id": "keep", "code": "x = 'kept across replicas'\n" + writeFiles})
 	if st != 200 {
 		t.Fatalf("alice's first call: %d %v", st, env)
 	}
@@ -527,10 +539,10 @@ func TestClusterHandsOverOnStop(t *testing.T) {
 	t.Logf("alice's home stopped in %.1f s", time.Since(stopped).Seconds())
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
 		st, env, r := replicaCall(t, other, alice, http.MethodPost, "/v2/code/execute",
-			map[string]any{"language": "python", "session_id": "keep", "code": "print(x)"})
+			map[string]any{"language": "python", "session_id": "keep", "code": "print(x)\n" + readFiles})
 		data, _ := env["data"].(map[string]any)
 		if st == 200 && data != nil {
-			if data["stdout"] != "kept across replicas\n" || data["restored"] != true {
+			if data["stdout"] != "kept across replicas\n"+filesRead || data["restored"] != true {
 				t.Fatalf("alice's session on her new home %s: %v", r, env)
 			}
 			t.Logf("alice's session answered from %s, restored, %.1f s after her old home began to stop", r, time.Since(stopped).Seconds())

@@ -105,6 +105,7 @@ type options struct {
 	clusterSecret      []byte // read from clusterSecretFile
 	clusterLease       time.Duration
 	clusterCheckpoint  time.Duration
+	clusterFilesMax    int64
 }
 
 // setting is one flag with its variable, for parsing and for --help.
@@ -214,6 +215,7 @@ func (o *options) settings() []setting {
 		{"cluster-secret-file", "AIO_CLUSTER_SECRET_FILE", "", "file holding the secret (16 bytes or more) that every replica shares: it signs the callers one replica forwards to another; required with --cluster-nats", strSetter(&o.clusterSecretFile)},
 		{"cluster-lease", "AIO_CLUSTER_LEASE", "15", "seconds without a heartbeat after which a replica is taken for gone and its tenants are placed on others at their next call", secSetter(&o.clusterLease)},
 		{"cluster-checkpoint", "AIO_CLUSTER_CHECKPOINT", "10", "seconds after a named session ran code before its home writes it to the cluster's object store: a home that dies without a stop loses at most the work since; 0 writes only at a stop", idleSetter(&o.clusterCheckpoint)},
+		{"cluster-files-max", "AIO_CLUSTER_FILES_MAX", "64M", "bytes of a tenant's own files (HOME, /tmp, /var/tmp and the working folder, as a tar) that go with its checkpoints and handovers under --isolation tenant; a tenant with more keeps them on its home only (mount a shared volume); 0: files never move", sizeSetter(&o.clusterFilesMax)},
 		{"access-log", "AIO_ACCESS_LOG", "true", "log one line per request at info: method, route pattern, status, duration, bytes (never bodies, queries or credentials)", boolSetter(&o.accessLog)},
 	}
 }
@@ -364,6 +366,18 @@ func memSetter(p *int64) setter {
 		}
 		if n != 0 && n < minRuntimeMemory {
 			return fmt.Errorf("%q is %d bytes, less than a runtime needs to start (%d MiB); give at least %dM, or 0 for no limit", v, n, minRuntimeMemory>>20, minRuntimeMemory>>20)
+		}
+		*p = n
+		return nil
+	}}
+}
+
+// sizeSetter reads bytes, with K, M, G or T (binary); 0 is kept as 0.
+func sizeSetter(p *int64) setter {
+	return setter{"bytes", func(v string) error {
+		n, err := api.ParseSize(strings.TrimSpace(v))
+		if err != nil || n < 0 {
+			return fmt.Errorf("want bytes, with K, M, G or T (binary), or 0, got %q", v)
 		}
 		*p = n
 		return nil
@@ -801,7 +815,7 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 		SnapshotMaxBytes: int64(o.snapMaxBytes), SnapshotTotalBytes: int64(o.snapTotalBytes), SnapshotTenantBytes: int64(o.snapTenantBytes), SnapshotRetention: o.snapRetention,
 		Admission: o.admission(),
 		Cluster: gateway.ClusterConfig{NATS: o.clusterNATS, Advertise: o.clusterAdvertise, Secret: o.clusterSecret, Lease: o.clusterLease,
-			Checkpoint: o.clusterCheckpoint},
+			Checkpoint: o.clusterCheckpoint, FilesMax: o.clusterFilesMax},
 	}
 	c.Isolation.MemoryBytes, c.Isolation.Pids, c.Isolation.CPU = o.runtimeMemory, o.runtimePids, o.runtimeCPU
 	c.Isolation.TotalMemoryBytes, c.Isolation.RuntimesCPUWeight = o.runtimesMemory, o.runtimesCPUWeight

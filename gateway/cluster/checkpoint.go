@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"strings"
 	"sync"
 	"time"
@@ -49,19 +50,19 @@ func checkpointPrefix(tenant string) string {
 }
 
 // Checkpoint replaces tenant's checkpoint with the objects put calls
-// give (name, n bytes from r); objects of an earlier checkpoint not given
+// give (name, metadata, the bytes of r); objects of an earlier checkpoint not given
 // again are deleted.
-func (c *Cluster) Checkpoint(ctx context.Context, tenant string, each func(put func(name string, r io.Reader) error) error) error {
+func (c *Cluster) Checkpoint(ctx context.Context, tenant string, each func(put func(name string, meta map[string]string, r io.Reader) error) error) error {
 	obj, err := c.objects(ctx)
 	if err != nil {
 		return err
 	}
 	prefix := checkpointPrefix(tenant)
 	kept := map[string]bool{}
-	err = each(func(name string, r io.Reader) error {
+	err = each(func(name string, meta map[string]string, r io.Reader) error {
 		full := prefix + name
 		kept[full] = true
-		_, err := obj.Put(ctx, jetstream.ObjectMeta{Name: full, Metadata: map[string]string{"tenant": tenant}}, r)
+		_, err := obj.Put(ctx, jetstream.ObjectMeta{Name: full, Metadata: objectMeta(tenant, meta)}, r)
 		return err
 	})
 	if err != nil {
@@ -81,14 +82,21 @@ func (c *Cluster) Checkpoint(ctx context.Context, tenant string, each func(put f
 
 // PutCheckpoint writes one object of tenant's checkpoint (name: as
 // Checkpoint's put names them), replacing the one of that name and
-// leaving the others.
-func (c *Cluster) PutCheckpoint(ctx context.Context, tenant, name string, r io.Reader) error {
+// leaving the others; meta is kept with it (Restore hands it back).
+func (c *Cluster) PutCheckpoint(ctx context.Context, tenant, name string, meta map[string]string, r io.Reader) error {
 	obj, err := c.objects(ctx)
 	if err != nil {
 		return err
 	}
-	_, err = obj.Put(ctx, jetstream.ObjectMeta{Name: checkpointPrefix(tenant) + name, Metadata: map[string]string{"tenant": tenant}}, r)
+	_, err = obj.Put(ctx, jetstream.ObjectMeta{Name: checkpointPrefix(tenant) + name, Metadata: objectMeta(tenant, meta)}, r)
 	return err
+}
+
+// objectMeta is an object's metadata: meta and its tenant.
+func objectMeta(tenant string, meta map[string]string) map[string]string {
+	md := map[string]string{"tenant": tenant}
+	maps.Copy(md, meta)
+	return md
 }
 
 // DropCheckpoints deletes the objects of tenant's checkpoint whose names
@@ -115,8 +123,8 @@ func (c *Cluster) DropCheckpoints(ctx context.Context, tenant string, match func
 }
 
 // Restore hands each object of tenant's checkpoint to take (its name
-// without the tenant's prefix, its bytes, its size).
-func (c *Cluster) Restore(ctx context.Context, tenant string, take func(name string, r io.Reader, n int64) error) error {
+// without the tenant's prefix, its bytes, its size, its metadata).
+func (c *Cluster) Restore(ctx context.Context, tenant string, take func(name string, r io.Reader, n int64, meta map[string]string) error) error {
 	obj, err := c.objects(ctx)
 	if err != nil {
 		return err
@@ -137,7 +145,7 @@ func (c *Cluster) Restore(ctx context.Context, tenant string, take func(name str
 				return err
 			}
 			defer r.Close()
-			return take(strings.TrimPrefix(o.Name, prefix), r, int64(o.Size))
+			return take(strings.TrimPrefix(o.Name, prefix), r, int64(o.Size), o.Metadata)
 		})
 		errs = append(errs, err)
 	}

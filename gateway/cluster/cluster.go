@@ -51,12 +51,13 @@ type Counter interface {
 
 // What the cluster counts (labels joined with stream.LabelSep, "|").
 const (
-	Forwards       = "cluster_forwards"                 // labels: to (replica id), outcome (answered, unreachable)
-	ForwardSeconds = "cluster_forward_duration_seconds" // labels: to; the home's answer header (a pipe: its setup)
-	Placements     = "cluster_placements"               // labels: why (new, moved)
-	Handovers      = "cluster_handover_sessions"        // labels: direction (out: handed over at a stop, in: taken in)
-	Checkpoints    = "cluster_checkpoints"              // labels: outcome (written, failed)
-	CheckpointSecs = "cluster_checkpoint_duration_seconds"
+	Forwards        = "cluster_forwards"                 // labels: to (replica id), outcome (answered, unreachable)
+	ForwardSeconds  = "cluster_forward_duration_seconds" // labels: to; the home's answer header (a pipe: its setup)
+	Placements      = "cluster_placements"               // labels: why (new, moved)
+	Handovers       = "cluster_handover_sessions"        // labels: direction (out: handed over at a stop, in: taken in)
+	Checkpoints     = "cluster_checkpoints"              // labels: outcome (written, failed)
+	CheckpointSecs  = "cluster_checkpoint_duration_seconds"
+	CheckpointFiles = "cluster_checkpoint_files" // labels: outcome (written, failed, too_large)
 )
 
 func (c *Cluster) count(name, label string) {
