@@ -228,3 +228,20 @@ func (s *Server) sessionRan(sess *stream.Session) {
 		s.checkpoints.mark(sess)
 	}
 }
+
+// sharedExecutions hands the execution store's finished executions to the
+// cluster's store, once the replica has joined (cluster.SharedExecutions).
+type sharedExecutions struct{ s *Server }
+
+func (x sharedExecutions) Put(tenant, id string, rec []byte) {
+	if sh := x.s.sharedExecs; sh != nil {
+		sh.Put(tenant, id, rec)
+	}
+}
+
+func (x sharedExecutions) Get(tenant, id string) ([]byte, bool) {
+	if sh := x.s.sharedExecs; sh != nil {
+		return sh.Get(tenant, id)
+	}
+	return nil, false
+}

@@ -55,6 +55,7 @@ func (s *Server) joinCluster(cfg ClusterConfig, counter cluster.Counter) error {
 	}
 	s.guard.SetClusterSecret(cfg.Secret)
 	s.cluster = cl
+	s.sharedExecs = cl.ShareExecutions(s.execs.Config().Retention)
 	if cfg.Checkpoint > 0 && s.snaps != nil {
 		s.checkpoints = newCheckpoints(s, cfg.Checkpoint)
 	}

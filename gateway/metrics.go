@@ -45,6 +45,7 @@ var families = mergeFamilies(stream.Families, wsock.Families, mcp.Families, map[
 	cluster.Handovers:       {Help: "Saved sessions handed over at this replica's stop (out) and taken in from a tenant's last home (in).", Labels: []string{"direction"}},
 	cluster.Checkpoints:     {Help: "Sessions this replica wrote to the cluster's object store after they ran code (--cluster-checkpoint), by outcome (written, failed).", Labels: []string{"outcome"}},
 	cluster.CheckpointFiles: {Help: "Tenants' files this replica wrote with their checkpoints and handovers, by outcome (written, failed, too_large: over --cluster-files-max, left on this replica).", Labels: []string{"outcome"}},
+	cluster.Executions:      {Help: "Finished executions this replica wrote to the cluster's store, by outcome (written, failed, dropped: its queue of 512 was full).", Labels: []string{"outcome"}},
 	cluster.CheckpointSecs:  {Help: "Time to checkpoint one session: its snapshot in the kernel and its write to the object store."},
 })
 

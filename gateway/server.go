@@ -144,6 +144,9 @@ type Server struct {
 	// checkpoints writes sessions to the cluster's object store after
 	// they ran code (checkpoints.go); nil outside a cluster.
 	checkpoints *checkpoints
+	// sharedExecs is the cluster's store of finished executions; nil
+	// outside a cluster.
+	sharedExecs *cluster.SharedExecutions
 	env         *backend.Environment // rt.Env()
 	started     time.Time
 	http        *fasthttp.Server
@@ -218,7 +221,11 @@ func New(cfg Config) (*Server, error) {
 		wl.QueueBytes = cfg.WSQueueBytes
 	}
 	s.hub = wsock.NewHub(wsock.Config{Limits: wl, MaxRead: int64(cfg.MaxBody), Counters: counters, Logger: cfg.Logger, CheckOrigin: g.CheckOrigin})
-	execs, err := openExecutions(cfg, storeErrors(cfg.Logger, counters))
+	var shared execution.Shared
+	if cfg.Cluster.NATS != "" {
+		shared = sharedExecutions{s}
+	}
+	execs, err := openExecutions(cfg, storeErrors(cfg.Logger, counters), shared)
 	if err != nil {
 		_ = rt.Close(context.Background())
 		return nil, err

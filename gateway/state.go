@@ -21,9 +21,9 @@ const executionsFile = "executions.db"
 // openExecutions opens the execution store: written through to the state
 // directory when there is one, else in memory only. onError hears of its
 // failed writes.
-func openExecutions(cfg Config, onError func(error)) (*execution.Store, error) {
+func openExecutions(cfg Config, onError func(error), shared execution.Shared) (*execution.Store, error) {
 	xc := execution.Config{Retention: cfg.ExecutionRetention, RetentionBytes: cfg.ExecutionRetentionBytes,
-		LogBytes: cfg.OutputBudget, OnError: onError}
+		LogBytes: cfg.OutputBudget, OnError: onError, Shared: shared}
 	if dir := cfg.Isolation.StateDir; dir != "" {
 		xc.Path = filepath.Join(dir, executionsFile)
 	}

@@ -378,7 +378,8 @@ func TestClusterSurvivesLosses(t *testing.T) {
 		return replicaCall(t, d, token, http.MethodPost, "/v2/code/execute",
 			map[string]any{"language": "python", "session_id": sid, "code": code, "timeout": 120})
 	}
-	if st, env, _ := execute(ds[0], alice, "s", "x = 41\n"+writeFiles); st != 200 {
+	if st, env, _ := replicaCall(t, ds[0], alice, http.MethodPost, "/v2/code/execute", map[string]any{"language": "python",
+		"session_id": "s", "code": "x = 41\n" + writeFiles + "\nprint('first')", "execution_id": "alice-first"}); st != 200 {
 		t.Fatalf("alice's first call: %d %v", st, env)
 	}
 	if st, env, _ := execute(ds[1], alice, "d", "y = 1"); st != 200 {
@@ -406,11 +407,12 @@ func TestClusterSurvivesLosses(t *testing.T) {
 	// she deletes d, and its checkpoint goes with it.
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		m := metricsOf(t, homeD, alice)
-		if metricValue(m, `aiod_cluster_checkpoints_total{outcome="written"}`) >= 2 && metricValue(m, `aiod_cluster_checkpoint_files_total{outcome="written"}`) >= 1 {
+		if metricValue(m, `aiod_cluster_checkpoints_total{outcome="written"}`) >= 2 && metricValue(m, `aiod_cluster_checkpoint_files_total{outcome="written"}`) >= 1 &&
+			metricValue(m, `aiod_cluster_executions_total{outcome="written"}`) >= 3 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no checkpoints of alice's two sessions and her files within 60 s:\n%s", m)
+			t.Fatalf("no checkpoints of alice's two sessions, her files and her three executions within 60 s:\n%s", m)
 		}
 	}
 	if st, env, _ := replicaCall(t, others[0], alice, http.MethodDelete, "/v2/code/sessions/d", nil); st != 200 {
@@ -484,6 +486,15 @@ func TestClusterSurvivesLosses(t *testing.T) {
 		if st != http.StatusBadGateway && st != http.StatusServiceUnavailable || time.Now().After(deadline) {
 			t.Fatalf("alice after her home died: %d %v", st, env)
 		}
+	}
+	// Her first execution, fetched by id through the third replica, from
+	// the cluster's store: its home is gone.
+	if st, env, r := replicaCall(t, others[0], alice, http.MethodGet, "/v2/code/executions/alice-first", nil); st != 200 ||
+		env["data"].(map[string]any)["stdout"] != "first\n" || env["data"].(map[string]any)["state"] != "done" {
+		t.Fatalf("alice's first execution after its home died, through %s (answered by %s): %d %v", others[0].url, r, st, env)
+	}
+	if st, env, _ := replicaCall(t, others[0], tenantJWT(t, priv, "dave"), http.MethodGet, "/v2/code/executions/alice-first", nil); st != 404 {
+		t.Fatalf("dave asking for alice's execution id: %d %v, want 404", st, env)
 	}
 	// The session she deleted did not come back with the others.
 	if st, env, _ := execute(others[0], alice, "d", "print(y)"); st != 200 || env["data"].(map[string]any)["restored"] == true ||

@@ -46,7 +46,7 @@ func (c *Cluster) objects(ctx context.Context) (jetstream.ObjectStore, error) {
 }
 
 func checkpointPrefix(tenant string) string {
-	return "c/" + strings.TrimPrefix(homeKey(tenant), "t.") + "/"
+	return "c/" + tenantHash(tenant) + "/"
 }
 
 // Checkpoint replaces tenant's checkpoint with the objects put calls

@@ -278,9 +278,12 @@ func memberKey(id string) string { return "m." + hex.EncodeToString([]byte(id)) 
 
 // homeKey is a tenant's key in the directory (tenant keys hold characters
 // keys may not).
-func homeKey(tenant string) string {
+func homeKey(tenant string) string { return "t." + tenantHash(tenant) }
+
+// tenantHash names a tenant in the cluster's keys and object names.
+func tenantHash(tenant string) string {
 	sum := sha256.Sum256([]byte(tenant))
-	return "t." + hex.EncodeToString(sum[:20])
+	return hex.EncodeToString(sum[:20])
 }
 
 // watch reads the directory and follows it until Close: the first values

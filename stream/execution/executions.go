@@ -70,6 +70,21 @@ type Config struct {
 	// disk): what failed is kept queued and written again at the next
 	// flush, and memory still holds RetentionBytes at most meanwhile.
 	OnError func(error)
+	// Shared, when set, is a store that other replicas of a cluster reach:
+	// each finished execution is handed to it, and an id this store does
+	// not know is looked for there before it is called unknown.
+	Shared Shared
+}
+
+// Shared is a store of finished executions beyond this process (the
+// cluster's, gateway/cluster). Records travel in the store file's encoding.
+type Shared interface {
+	// Put keeps a finished execution's record; it must not block (a
+	// bounded queue that drops, say).
+	Put(tenant, id string, rec []byte)
+	// Get returns the record kept for tenant's id, if any, within a
+	// bound of its own.
+	Get(tenant, id string) ([]byte, bool)
 }
 
 // Store records every execution that runs through a Session: its
@@ -190,6 +205,17 @@ func (x *Store) Get(tenant, id string) (*Record, error) {
 	if x.disk != nil {
 		if r := x.load(ek); r != nil {
 			return r, nil
+		}
+	}
+	if sh := x.cfg.Shared; sh != nil {
+		// Another replica ran it (this tenant's home before this one).
+		x.mu.Unlock()
+		v, ok := sh.Get(tenant, id)
+		x.mu.Lock()
+		if ok {
+			if r, err := x.decodeRec(v); err == nil && r.Tenant == tenant && r.ID == id {
+				return r, nil
+			}
 		}
 	}
 	return nil, ErrNoExecution
@@ -322,13 +348,18 @@ func (x *Store) compactLocked() {
 // finished records r as done and evicts what the bounds require.
 func (x *Store) finish(r *Record) {
 	x.mu.Lock()
-	defer x.mu.Unlock()
 	x.finished = append(x.finished, r)
 	x.bytes += r.heldBytes()
 	if x.disk != nil {
 		x.disk.enqueue(diskOp{rec: r})
 	}
 	x.sweepLocked(time.Now())
+	x.mu.Unlock()
+	if sh := x.cfg.Shared; sh != nil {
+		if b, err := encodeRec(r); err == nil {
+			sh.Put(r.Tenant, r.ID, b)
+		}
+	}
 }
 
 // Entry is one thing an execution sent, in order: an output (Seq > 0, the
