@@ -53,7 +53,13 @@ func (s *Server) joinCluster(cfg ClusterConfig, counter cluster.Counter) error {
 	if err != nil {
 		return err
 	}
+	tickets, err := cl.Tickets(context.Background(), s.guard.TicketTTL())
+	if err != nil {
+		_ = cl.Close(context.Background())
+		return err
+	}
 	s.guard.SetClusterSecret(cfg.Secret)
+	s.guard.SetSharedTickets(tickets)
 	s.cluster = cl
 	s.sharedExecs = cl.ShareExecutions(s.execs.Config().Retention)
 	if cfg.Checkpoint > 0 && s.snaps != nil {
@@ -63,7 +69,7 @@ func (s *Server) joinCluster(cfg ClusterConfig, counter cluster.Counter) error {
 }
 
 // servedHere are the routes a replica answers itself: nothing of a tenant
-// is behind them. A ticket is the issuing replica's (see docs/scale-out.md).
+// is behind them. Tickets are the cluster's (guard.SetSharedTickets).
 func servedHere(path string) bool {
 	switch path {
 	case "/", "/healthz", MetricsPath, ClusterPath, guard.TicketsPath:

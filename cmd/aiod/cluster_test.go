@@ -254,12 +254,32 @@ func TestClusterAnyReplicaAnswers(t *testing.T) {
 	if other == nil {
 		t.Fatalf("no replica is not alice's home %v", homes["alice"])
 	}
+	// The WebSocket is a browser's: it brings a ticket that another
+	// replica issued, and no header.
+	var issuer, third *daemon
+	for _, d := range ds {
+		switch {
+		case d == other:
+		case issuer == nil:
+			issuer = d
+		default:
+			third = d
+		}
+	}
+	st, env, _ := replicaCall(t, issuer, alice, http.MethodPost, "/tickets", nil)
+	ticket, _ := env["ticket"].(string)
+	if st != 200 || ticket == "" {
+		t.Fatalf("a ticket from %s: %d %v", issuer.url, st, env)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	h := http.Header{"Authorization": {"Bearer " + alice}}
-	ws, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(other.url, "http")+"/v2/code/ws", &websocket.DialOptions{HTTPHeader: h})
+	ws, resp, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(other.url, "http")+"/v2/code/ws?ticket="+ticket, nil)
 	if err != nil {
-		t.Fatalf("WebSocket through %s: %v", other.url, err)
+		t.Fatalf("WebSocket through %s with a ticket from %s: %v", other.url, issuer.url, err)
+	}
+	// The ticket worked once: brought to the third replica, it is refused.
+	if st, env, _ := replicaCall(t, third, "", http.MethodGet, "/v2/code/sessions?ticket="+ticket, nil); st != http.StatusUnauthorized {
+		t.Fatalf("a used ticket through %s: %d %v, want 401", third.url, st, env)
 	}
 	defer ws.CloseNow()
 	if r := resp.Header.Get("AIO-Replica"); !homes["alice"][r] {

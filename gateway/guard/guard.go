@@ -580,7 +580,9 @@ func (g *Guard) ServeTickets(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	if err != nil {
-		api.Fail(ctx, fasthttp.StatusInternalServerError, err.Error())
+		// No randomness, or the cluster's ticket store did not answer.
+		ctx.Response.Header.Set("Retry-After", "1")
+		api.Fail(ctx, fasthttp.StatusServiceUnavailable, err.Error())
 		return
 	}
 	ctx.Response.Header.Set("Cache-Control", "no-store")

@@ -4,10 +4,14 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/goccy/go-json"
 )
 
 // DefaultTicketTTL is how long a ticket lives unless configured.
@@ -49,6 +53,12 @@ type ticketStore struct {
 	max       int // unused tickets held at once
 	perCaller int // unused tickets one caller (Caller.Key) holds at once
 	now       func() time.Time
+
+	// shared, when set, is the cluster's ticket store: a ticket issued
+	// here is put there too, and it is redeemed there (once, by whichever
+	// replica the ticket is brought to). The counts of unused tickets
+	// stay this replica's own.
+	shared atomic.Pointer[SharedTickets]
 
 	mu        sync.Mutex // guards below
 	m         map[[32]byte]ticketEntry
@@ -100,9 +110,52 @@ func (s *ticketStore) issue(c Caller) (string, error) {
 		return "", &ticketsFull{held: len(s.m), limit: s.max, retry: s.oldestLocked("", now)}
 	}
 	c.Ticket = true
-	s.m[sha256.Sum256([]byte(t))] = ticketEntry{expires: now.Add(s.ttl), caller: c}
+	k := sha256.Sum256([]byte(t))
+	e := ticketEntry{expires: now.Add(s.ttl), caller: c}
+	if sh := s.shared.Load(); sh != nil {
+		b, _ := json.Marshal(sharedTicket{Caller: c, Expires: e.expires.UnixMilli()})
+		if err := (*sh).Put(hex.EncodeToString(k[:]), b); err != nil {
+			return "", fmt.Errorf("make a ticket: the cluster's ticket store: %w", err)
+		}
+	}
+	s.m[k] = e
 	s.held[key]++
 	return t, nil
+}
+
+// SharedTickets is a store of tickets every replica of a cluster reaches
+// (gateway/cluster): keys are tickets' SHA-256 in hex, values what the
+// guard puts. Each call is bounded by the store.
+type SharedTickets interface {
+	Put(key string, value []byte) error
+	// Take returns the value and deletes it, once: of two takes of a key
+	// at once, one gets it.
+	Take(key string) ([]byte, bool)
+	Peek(key string) ([]byte, bool)
+}
+
+// sharedTicket is a ticket as the cluster's store keeps it.
+type sharedTicket struct {
+	Caller  Caller `json:"caller"`
+	Expires int64  `json:"expires"` // unix milliseconds
+}
+
+// SetSharedTickets makes tickets the cluster's: any replica redeems a
+// ticket any replica issued, once.
+func (g *Guard) SetSharedTickets(st SharedTickets) { g.tickets.shared.Store(&st) }
+
+// fromShared looks t up in the cluster's store: taken (redeem) or not.
+func (s *ticketStore) fromShared(sh SharedTickets, k [32]byte, take bool) (Caller, bool) {
+	get := sh.Peek
+	if take {
+		get = sh.Take
+	}
+	b, ok := get(hex.EncodeToString(k[:]))
+	var st sharedTicket
+	if !ok || json.Unmarshal(b, &st) != nil || !s.now().Before(time.UnixMilli(st.Expires)) {
+		return Caller{}, false
+	}
+	return st.Caller, true
 }
 
 // redeem uses up a ticket: it reports the caller it was issued to when
@@ -119,6 +172,9 @@ func (s *ticketStore) redeem(t string) (Caller, bool) {
 		s.forgetLocked(k, e)
 	}
 	s.mu.Unlock()
+	if sh := s.shared.Load(); sh != nil {
+		return s.fromShared(*sh, k, true)
+	}
 	if !ok || !now.Before(e.expires) {
 		return Caller{}, false
 	}
@@ -135,6 +191,9 @@ func (s *ticketStore) peek(t string) (Caller, bool) {
 	s.mu.Lock()
 	e, ok := s.m[k]
 	s.mu.Unlock()
+	if sh := s.shared.Load(); sh != nil && !ok {
+		return s.fromShared(*sh, k, false)
+	}
 	if !ok || !now.Before(e.expires) {
 		return Caller{}, false
 	}

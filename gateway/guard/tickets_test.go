@@ -161,3 +161,65 @@ func TestGuardTicketsPerCaller(t *testing.T) {
 		t.Errorf("over the global limit: %d Retry-After %q %s", r.status, r.h.Get("Retry-After"), r.body)
 	}
 }
+
+// mapTickets is a SharedTickets in memory: the cluster's bucket, for one
+// test.
+type mapTickets struct {
+	mu sync.Mutex
+	m  map[string][]byte
+}
+
+func (m *mapTickets) Put(k string, v []byte) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.m[k] = v
+	return nil
+}
+
+func (m *mapTickets) Peek(k string) ([]byte, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, ok := m.m[k]
+	return v, ok
+}
+
+func (m *mapTickets) Take(k string) ([]byte, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v, ok := m.m[k]
+	delete(m.m, k)
+	return v, ok
+}
+
+// With a shared store, a ticket one replica issued is redeemed by another,
+// once: not again there, nor at the replica that issued it; and it
+// expires there as here.
+func TestSharedTicketsWorkOnceAnywhere(t *testing.T) {
+	clk := kerneltest.NewClock(time.Unix(1_800_000_000, 0))
+	var shared SharedTickets = &mapTickets{m: map[string][]byte{}}
+	a, b := newTicketStore(30*time.Second, 0, 0, clk.Now), newTicketStore(30*time.Second, 0, 0, clk.Now)
+	a.shared.Store(&shared)
+	b.shared.Store(&shared)
+	who := Caller{Method: "jwt", Subject: "agent-7"}
+	tk, err := a.issue(who)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, ok := b.peek(tk); !ok || c.Key() != "jwt:agent-7" {
+		t.Fatalf("peek at the other replica: %v %+v", ok, c)
+	}
+	if c, ok := b.redeem(tk); !ok || c.Key() != "jwt:agent-7" || !c.Ticket {
+		t.Fatalf("redeem at the other replica: %v %+v", ok, c)
+	}
+	if _, ok := b.redeem(tk); ok {
+		t.Fatal("a ticket redeemed twice at the other replica")
+	}
+	if _, ok := a.redeem(tk); ok {
+		t.Fatal("a ticket redeemed again at the replica that issued it")
+	}
+	late, _ := a.issue(who)
+	clk.Add(31 * time.Second)
+	if _, ok := b.redeem(late); ok {
+		t.Fatal("an expired ticket was redeemed at the other replica")
+	}
+}
