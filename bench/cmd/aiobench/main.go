@@ -46,6 +46,8 @@ func main() {
 		err = runPersist(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "torture":
 		err = runTorture(ctx, os.Args[2:], os.Stdout, os.Stderr)
+	case "cluster":
+		err = runCluster(ctx, os.Args[2:], os.Stdout, os.Stderr)
 	case "-h", "--help", "help":
 		usage(os.Stdout)
 		return
@@ -66,8 +68,9 @@ func usage(w io.Writer) {
   aiobench soak [flags]     mixed load, then everything expires: does aiod's live heap come back?
   aiobench persist [flags]  session snapshots and restores, SIGTERM with live sessions, 5,000 saved sessions, RSS under a steady load
   aiobench torture [flags]  16 tenants on every surface for 10 minutes, 2 of them hostile: a measured tenant's latency, failures, levels after, SIGTERM
+  aiobench cluster [flags]  two replicas over NATS JetStream: a call through the tenant's home against the same call forwarded to it
 
-Run "aiobench load -h", "aiobench compare -h", "aiobench soak -h", "aiobench persist -h" or "aiobench torture -h" for flags.
+Run "aiobench load -h", "aiobench compare -h", "aiobench soak -h", "aiobench persist -h", "aiobench torture -h" or "aiobench cluster -h" for flags.
 `)
 }
 
