@@ -233,6 +233,7 @@ func TestClusterAnyReplicaAnswers(t *testing.T) {
 			t.Fatalf("GET /v2/cluster for alice through %s: %v (her home: %v)", d.url, env, homes["alice"])
 		}
 	}
+	walkthroughAcross(t, ds, alice)
 	// Files: a file of alice's is hers through every replica, not bob's.
 	execute(ds[0], alice, "s", "open('/tmp/only-alice', 'w').write('hers')")
 	for _, d := range ds {
@@ -536,6 +537,44 @@ func TestClusterSurvivesLosses(t *testing.T) {
 	}
 	t.Logf("a new tenant served %.1f s after a NATS server was lost", time.Since(lost).Seconds())
 
+}
+
+// walkthroughAcross runs the v2 contract's walkthrough (a dataset through
+// the file plane, a DataFrame in a named session, a chart saved as a file,
+// listed and downloaded, the session deleted) with each step through the
+// next replica of ds.
+func walkthroughAcross(t *testing.T, ds []*daemon, token string) {
+	t.Helper()
+	step := 0
+	next := func(method, path string, body any) map[string]any {
+		t.Helper()
+		d := ds[step%len(ds)]
+		step++
+		st, env, r := replicaCall(t, d, token, method, path, body)
+		if st != 200 || r == "" {
+			t.Fatalf("walkthrough step %d through %s: %s %s: %d %v (replica %q)", step, d.url, method, path, st, env, r)
+		}
+		return env
+	}
+	next(http.MethodPost, "/v2/fs/write", map[string]any{"path": "/tmp/analysis/sales.csv", "content": "month,revenue,cost\n" +
+		"2026-01,120,80\n2026-02,135,82\n2026-03,150,90\n2026-04,142,95\n2026-05,168,99\n2026-06,180,104\n"})
+	env := next(http.MethodPost, "/v2/code/execute", map[string]any{"language": "python", "session_id": "analysis",
+		"code": "import pandas as pd\ndf = pd.read_csv('/tmp/analysis/sales.csv')\ndf['margin'] = df.revenue - df.cost\nprint(df.margin.describe())"})
+	if out := fmt.Sprint(env["data"].(map[string]any)["stdout"]); !strings.Contains(out, "mean     57.500000") {
+		t.Fatalf("walkthrough: the margin's description: %q", out)
+	}
+	next(http.MethodPost, "/v2/code/execute", map[string]any{"language": "python", "session_id": "analysis",
+		"code": "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n" +
+			"df.plot(x='month', y=['revenue', 'cost'], kind='bar', figsize=(6, 3))\nplt.tight_layout()\nplt.savefig('/tmp/analysis/plot.png', dpi=120)"})
+	env = next(http.MethodGet, "/v2/fs/list?path=/tmp/analysis", nil)
+	if !strings.Contains(fmt.Sprint(env["data"]), "plot.png") {
+		t.Fatalf("walkthrough: the listing has no plot.png: %v", env)
+	}
+	env = next(http.MethodGet, "/v2/fs/download?path=/tmp/analysis/plot.png", nil)
+	if raw, _ := env["raw"].(string); !strings.HasPrefix(raw, "\x89PNG") {
+		t.Fatalf("walkthrough: the chart's bytes: %.40q", raw)
+	}
+	next(http.MethodDelete, "/v2/code/sessions/analysis", nil)
 }
 
 // writeFiles is Python that writes a file in the tenant's HOME and one in
