@@ -37,8 +37,8 @@ type Report struct {
 	HomeP99         float64 `json:"home_p99_ms"`
 	ForwardedP50    float64 `json:"forwarded_p50_ms"`
 	ForwardedP99    float64 `json:"forwarded_p99_ms"`
-	AddedP50        float64 `json:"added_p50_ms"`   // forwarded minus home, at p50
-	RatioP50        float64 `json:"ratio_p50"`      // forwarded over home, at p50
+	AddedP50        float64 `json:"added_p50_ms"`     // forwarded minus home, at p50
+	RatioP50        float64 `json:"ratio_p50"`        // forwarded over home, at p50
 	ForwardedByHome bool    `json:"answered_by_home"` // every forwarded answer named the home
 }
 
