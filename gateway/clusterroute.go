@@ -150,6 +150,7 @@ func (s *Server) takeIn(tenant string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	s.cluster.Adopt(ctx, tenant, func(ctx context.Context) error {
+		began := time.Now()
 		n, files := 0, false
 		err := s.cluster.Restore(ctx, tenant, func(name string, r io.Reader, size int64, meta map[string]string) error {
 			if name == filesObject {
@@ -163,6 +164,7 @@ func (s *Server) takeIn(tenant string) {
 			return err
 		})
 		if n > 0 || files {
+			s.cluster.Observe(cluster.TakeInSecs, "", time.Since(began).Seconds())
 			s.cluster.Count(cluster.Handovers, "in", int64(n))
 			s.log.Info("cluster: took in a tenant's saved sessions from its last home", "tenant", tenant, "sessions", n, "files", files)
 		}

@@ -46,6 +46,7 @@ var families = mergeFamilies(stream.Families, wsock.Families, mcp.Families, map[
 	cluster.Checkpoints:     {Help: "Sessions this replica wrote to the cluster's object store after they ran code (--cluster-checkpoint), by outcome (written, failed).", Labels: []string{"outcome"}},
 	cluster.CheckpointFiles: {Help: "Tenants' files this replica wrote with their checkpoints and handovers, by outcome (written, failed, too_large: over --cluster-files-max, left on this replica).", Labels: []string{"outcome"}},
 	cluster.Executions:      {Help: "Finished executions this replica wrote to the cluster's store, by outcome (written, failed, dropped: its queue of 512 was full).", Labels: []string{"outcome"}},
+	cluster.TakeInSecs:      {Help: "Time to take in a tenant's checkpoint (its saved sessions and files) at its new home, before its first call there is served: what a failover or a handover adds to that call."},
 	cluster.CheckpointSecs:  {Help: "Time to checkpoint one session: its snapshot in the kernel and its write to the object store."},
 })
 
@@ -85,7 +86,7 @@ func newMetrics(s *Server, c *stream.Counters) *metrics {
 	m := &metrics{reg: prometheus.NewRegistry(), hist: map[string]*prometheus.HistogramVec{}, nlab: map[string]int{}}
 	for name, buckets := range map[string][]float64{
 		stream.ExecutionSeconds: execBuckets, stream.StartSeconds: startBuckets, httpSeconds: httpBuckets,
-		cluster.ForwardSeconds: httpBuckets, cluster.CheckpointSecs: startBuckets,
+		cluster.ForwardSeconds: httpBuckets, cluster.CheckpointSecs: startBuckets, cluster.TakeInSecs: startBuckets,
 	} {
 		f := families[name]
 		h := prometheus.NewHistogramVec(prometheus.HistogramOpts{

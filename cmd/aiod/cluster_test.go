@@ -616,8 +616,12 @@ func TestClusterHandsOverOnStop(t *testing.T) {
 				t.Fatalf("alice's session on her new home %s: %v", r, env)
 			}
 			t.Logf("alice's session answered from %s, restored, %.1f s after her old home began to stop", r, time.Since(stopped).Seconds())
-			if n := metricValue(metricsOf(t, other, alice), `aiod_cluster_handover_sessions_total{direction="in"}`); n != 1 {
+			m := metricsOf(t, other, alice)
+			if n := metricValue(m, `aiod_cluster_handover_sessions_total{direction="in"}`); n != 1 {
 				t.Fatalf("sessions taken in on %s: %v, want 1", other.url, n)
+			}
+			if n := metricValue(m, `aiod_cluster_takein_duration_seconds_count`); n != 1 {
+				t.Fatalf("take-ins timed on %s: %v, want 1", other.url, n)
 			}
 			return
 		}

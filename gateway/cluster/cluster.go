@@ -57,7 +57,8 @@ const (
 	Handovers       = "cluster_handover_sessions"        // labels: direction (out: handed over at a stop, in: taken in)
 	Checkpoints     = "cluster_checkpoints"              // labels: outcome (written, failed)
 	CheckpointSecs  = "cluster_checkpoint_duration_seconds"
-	CheckpointFiles = "cluster_checkpoint_files" // labels: outcome (written, failed, too_large)
+	TakeInSecs      = "cluster_takein_duration_seconds" // a tenant's checkpoint taken in at its new home
+	CheckpointFiles = "cluster_checkpoint_files"        // labels: outcome (written, failed, too_large)
 )
 
 func (c *Cluster) count(name, label string) {
