@@ -5,10 +5,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/aiod/aiod/gateway/call"
 	"github.com/aiod/aiod/gateway/cluster"
 	"github.com/aiod/aiod/stream"
 	"github.com/aiod/aiod/stream/snapshot"
@@ -197,11 +197,15 @@ func checkpointName(lang, id string) string {
 func (s *Server) dropCheckpoints(tenant, lang, id string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	enc := hex.EncodeToString([]byte(id))
-	err := s.cluster.DropCheckpoints(ctx, tenant, func(name string) bool {
-		l, h, _ := strings.Cut(name, "/")
-		return h == enc && (lang == "" || l == lang)
-	})
+	langs := []string{lang}
+	if lang == "" {
+		langs = call.Languages
+	}
+	var names []string
+	for _, l := range langs {
+		names = append(names, checkpointName(l, id))
+	}
+	err := s.cluster.DropCheckpoints(ctx, tenant, names...)
 	if err != nil {
 		s.log.Warn("cluster: delete a deleted session's checkpoint", "tenant", tenant, "session", id, "err", err)
 	}

@@ -86,7 +86,7 @@ func (s *Server) writeFiles(ctx context.Context, tenant string) error {
 		return err
 	}
 	if f == nil {
-		return s.cluster.DropCheckpoints(ctx, tenant, func(name string) bool { return name == filesObject })
+		return s.cluster.DropCheckpoints(ctx, tenant, filesObject)
 	}
 	defer f.Close()
 	if err := s.cluster.PutCheckpoint(ctx, tenant, filesObject, meta, f); err != nil {
@@ -100,8 +100,8 @@ func (s *Server) writeFiles(ctx context.Context, tenant string) error {
 // takeFiles restores tenant's files from its checkpoint (n bytes from r)
 // once their seal verifies.
 func (s *Server) takeFiles(ctx context.Context, tenant string, r io.Reader, n int64, meta map[string]string) error {
-	if !s.rt.Tenanted() {
-		return nil
+	if !s.movesFiles() {
+		return nil // files do not move here (--cluster-files-max 0, or no tenant isolation)
 	}
 	want, err := hex.DecodeString(meta["seal"])
 	if err != nil || len(want) != sha256.Size {

@@ -99,25 +99,24 @@ func objectMeta(tenant string, meta map[string]string) map[string]string {
 	return md
 }
 
-// DropCheckpoints deletes the objects of tenant's checkpoint whose names
-// (as Checkpoint's put names them) match.
-func (c *Cluster) DropCheckpoints(ctx context.Context, tenant string, match func(name string) bool) error {
+// DropCheckpoints deletes the objects of tenant's checkpoint of these
+// names (as Checkpoint's put names them); a name it does not hold is no
+// error.
+func (c *Cluster) DropCheckpoints(ctx context.Context, tenant string, names ...string) error {
 	obj, err := c.objects(ctx)
 	if err != nil {
 		return err
 	}
-	all, err := list(ctx, obj)
-	if err != nil {
-		return err
-	}
-	prefix := checkpointPrefix(tenant)
 	var errs []error
-	for _, o := range all {
-		if !o.Deleted && strings.HasPrefix(o.Name, prefix) && match(strings.TrimPrefix(o.Name, prefix)) {
-			if err := obj.Delete(ctx, o.Name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
-				errs = append(errs, err)
+	for _, name := range names {
+		err := attempts(ctx, func(ctx context.Context) error {
+			err := obj.Delete(ctx, checkpointPrefix(tenant)+name)
+			if errors.Is(err, jetstream.ErrObjectNotFound) {
+				return nil
 			}
-		}
+			return err
+		})
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
