@@ -158,13 +158,11 @@ func (c *checkpoints) write(sess *stream.Session) bool {
 	if err == nil {
 		err = putFile(ctx, cl, sess.Tenant, name, info.Path())
 	}
-	select {
-	case <-sess.Closed():
-		// Deleted while it was written: its checkpoint goes too (a
-		// session that was only reclaimed has its idle save locally,
-		// and a stop hands that over).
+	if latest, _ := c.s.snaps.Latest(snapshot.Key{Tenant: sess.Tenant, Language: sess.Language, ID: sess.ID}); latest == nil {
+		// Deleted while it was written (its snapshots are forgotten): its
+		// checkpoint goes too. A session reclaimed for idleness keeps
+		// its snapshots, and its checkpoint.
 		c.s.dropCheckpoints(sess.Tenant, sess.Language, sess.ID)
-	default:
 	}
 	if err != nil {
 		cl.Count(cluster.Checkpoints, "failed", 1)
