@@ -235,8 +235,12 @@ func (r *REPL) awaitReady(ctx context.Context, timeout time.Duration) error {
 	if timeout <= 0 {
 		timeout = defaultStartTimeout
 	}
-	t := time.NewTimer(timeout)
-	defer t.Stop()
+	// On a machine loaded past its cores the wait goes on while the
+	// process waits for a CPU, up to three times the timeout, as a
+	// kernel's start does.
+	began := time.Now()
+	wctx, cancel := proc.WithStarvedTimeout(ctx, r.pid, timeout, 3*timeout, errNotReady)
+	defer cancel()
 	select {
 	case v := <-r.ready:
 		r.mu.Lock()
@@ -245,12 +249,16 @@ func (r *REPL) awaitReady(ctx context.Context, timeout time.Duration) error {
 		return nil
 	case <-r.done:
 		return fmt.Errorf("wait for driver: %w%s", r.Err(), r.stderrTail())
-	case <-t.C:
-		return fmt.Errorf("wait for driver: not ready after %s%s", timeout, r.stderrTail())
-	case <-ctx.Done():
-		return fmt.Errorf("wait for driver: %w", ctx.Err())
+	case <-wctx.Done():
+		if ctx.Err() != nil {
+			return fmt.Errorf("wait for driver: %w", ctx.Err())
+		}
+		return fmt.Errorf("wait for driver: not ready after %s%s", time.Since(began).Round(100*time.Millisecond), r.stderrTail())
 	}
 }
+
+// errNotReady ends a wait for the driver that ran out of time.
+var errNotReady = errors.New("the driver was not ready in time")
 
 func (r *REPL) stderrTail() string {
 	r.mu.Lock()

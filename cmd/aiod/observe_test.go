@@ -27,8 +27,10 @@ func TestObservationOutlivesTheDaemon(t *testing.T) {
 	defer cancel()
 	d := startDaemon(t, "--state-dir", state, "--tenant-uids", uids)
 	pid := strings.TrimSpace(d.execute(ctx, "obs", `
-import subprocess
+import subprocess, time
 p = subprocess.Popen(["setsid", "sleep", "600"])
+while open(f"/proc/{p.pid}/comm").read().strip() != "sleep":  # its exec done
+    time.sleep(0.01)
 print(p.pid)`, 60).Stdout)
 	var start envelope[map[string]any]
 	d.do(ctx, http.MethodPost, "/v1/sandbox/observe/start", map[string]any{"interval_seconds": 0.25}, &start)
