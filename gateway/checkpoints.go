@@ -5,22 +5,27 @@ import (
 	"encoding/hex"
 	"errors"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/aiod/aiod/gateway/call"
 	"github.com/aiod/aiod/gateway/cluster"
+	"github.com/aiod/aiod/gateway/guard"
 	"github.com/aiod/aiod/stream"
 	"github.com/aiod/aiod/stream/snapshot"
+	"github.com/valyala/fasthttp"
 )
 
 // checkpoints writes the named sessions of the tenants this replica is
 // home to into the cluster's object store a short time after they ran code
 // (--cluster-checkpoint): a tenant whose home dies without a stop (kill -9,
 // a lost machine) finds them at its next home, as it was at the last
-// checkpoint. One goroutine writes them, one at a time, in the order they
-// fell due; a session that runs code again before its write is written
-// once, and one that is busy then is tried again `after` later.
+// checkpoint. One goroutine writes them, one at a time, as they fall
+// due; a session that runs code again before its write is written once,
+// and one that is busy then is tried again `after` later. A tenant's files
+// are written after its sessions of the same moment, and `after` a write
+// through the file plane.
 type checkpoints struct {
 	s      *Server
 	after  time.Duration
@@ -29,12 +34,14 @@ type checkpoints struct {
 	wake   chan struct{}
 	done   chan struct{}
 
-	mu  sync.Mutex
-	due map[*stream.Session]time.Time
+	mu    sync.Mutex
+	due   map[*stream.Session]time.Time
+	files map[string]time.Time // tenants whose files changed through the file plane
 }
 
 func newCheckpoints(s *Server, after time.Duration) *checkpoints {
-	c := &checkpoints{s: s, after: after, wake: make(chan struct{}, 1), done: make(chan struct{}), due: map[*stream.Session]time.Time{}}
+	c := &checkpoints{s: s, after: after, wake: make(chan struct{}, 1), done: make(chan struct{}), due: map[*stream.Session]time.Time{},
+		files: map[string]time.Time{}}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	go c.run()
 	return c
@@ -48,6 +55,20 @@ func (c *checkpoints) mark(sess *stream.Session) {
 		c.due[sess] = time.Now().Add(c.after)
 	}
 	c.mu.Unlock()
+	c.poke()
+}
+
+// markFiles notes that tenant's files changed through the file plane.
+func (c *checkpoints) markFiles(tenant string) {
+	c.mu.Lock()
+	if _, ok := c.files[tenant]; !ok {
+		c.files[tenant] = time.Now().Add(c.after)
+	}
+	c.mu.Unlock()
+	c.poke()
+}
+
+func (c *checkpoints) poke() {
 	select {
 	case c.wake <- struct{}{}:
 	default:
@@ -66,8 +87,7 @@ func (c *checkpoints) run() {
 	t := time.NewTimer(time.Hour)
 	defer t.Stop()
 	for {
-		ready, next := c.take(time.Now())
-		tenants := map[string]bool{}
+		ready, tenants, next := c.take(time.Now())
 		for _, sess := range ready {
 			if c.ctx.Err() != nil {
 				return
@@ -83,7 +103,7 @@ func (c *checkpoints) run() {
 			}
 			c.writeFiles(tenant)
 		}
-		if len(ready) > 0 {
+		if len(ready) > 0 || len(tenants) > 0 {
 			continue
 		}
 		wait := time.Hour
@@ -100,21 +120,34 @@ func (c *checkpoints) run() {
 	}
 }
 
-// take removes and returns the sessions due at now, oldest first, and
-// says when the next one falls due (zero: none waits).
-func (c *checkpoints) take(now time.Time) (ready []*stream.Session, next time.Time) {
+// take removes and returns the sessions, and the tenants whose files,
+// are due at now, and says when the next one falls due (zero: none waits).
+func (c *checkpoints) take(now time.Time) (ready []*stream.Session, tenants map[string]bool, next time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for sess, at := range c.due {
-		switch {
-		case !at.After(now):
-			ready = append(ready, sess)
-			delete(c.due, sess)
-		case next.IsZero() || at.Before(next):
+	tenants = map[string]bool{}
+	soonest := func(at time.Time) {
+		if next.IsZero() || at.Before(next) {
 			next = at
 		}
 	}
-	return ready, next
+	for sess, at := range c.due {
+		if at.After(now) {
+			soonest(at)
+			continue
+		}
+		ready = append(ready, sess)
+		delete(c.due, sess)
+	}
+	for tenant, at := range c.files {
+		if at.After(now) {
+			soonest(at)
+			continue
+		}
+		tenants[tenant] = true
+		delete(c.files, tenant)
+	}
+	return ready, tenants, next
 }
 
 // writeFiles writes tenant's files to its checkpoint (when files move).
@@ -130,7 +163,8 @@ func (c *checkpoints) writeFiles(tenant string) {
 }
 
 // write checkpoints one session, if it is still open and its tenant still
-// homed here, and says whether it was written.
+// homed here, and says whether its tenant's files are to be written now
+// (it was written, or its language keeps no state but files).
 func (c *checkpoints) write(sess *stream.Session) bool {
 	select {
 	case <-sess.Closed():
@@ -151,6 +185,10 @@ func (c *checkpoints) write(sess *stream.Session) bool {
 	defer cancel()
 	began := time.Now()
 	info, err := c.s.snaps.Save(ctx, sess, snapshot.WhyCheckpoint)
+	var unsupported *snapshot.UnsupportedError
+	if errors.As(err, &unsupported) {
+		return true // bash: no state of its own to save, but its commands change files
+	}
 	if errors.Is(err, stream.ErrNoRuntime) || errors.Is(err, stream.ErrSessionClosed) {
 		return false // nothing live to write: the last checkpoint stands
 	}
@@ -246,4 +284,22 @@ func (x sharedExecutions) Get(tenant, id string) ([]byte, bool) {
 		return sh.Get(tenant, id)
 	}
 	return nil, false
+}
+
+// noteFileWrites marks a tenant's files for its next checkpoint when a
+// request changed them through the file plane or the Jupyter contents API
+// (code that writes files marks them through its session).
+func (s *Server) noteFileWrites(next fasthttp.RequestHandler) fasthttp.RequestHandler {
+	return func(ctx *fasthttp.RequestCtx) {
+		next(ctx)
+		if s.checkpoints == nil || ctx.IsGet() || ctx.IsHead() || ctx.IsOptions() || ctx.Response.StatusCode()/100 != 2 {
+			return
+		}
+		p := string(ctx.Path())
+		switch {
+		case p == "/v2/fs/write", p == "/v2/fs/upload", p == "/v2/fs/delete", p == "/v1/file/write", p == "/v1/file/upload",
+			p == "/v1/file/replace", p == "/v1/file/str_replace_editor", strings.HasPrefix(p, "/api/contents"):
+			s.checkpoints.markFiles(guard.CallerOf(ctx).Tenant())
+		}
+	}
 }

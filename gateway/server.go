@@ -275,7 +275,7 @@ func New(cfg Config) (*Server, error) {
 		_ = rt.Close(context.Background())
 		return nil, err
 	}
-	handler := s.nameReplica(s.countRequests(g.Wrap(s.toHome(s.refuseRuntimePeers(s.routes().Handler)))))
+	handler := s.nameReplica(s.countRequests(g.Wrap(s.toHome(s.noteFileWrites(s.refuseRuntimePeers(s.routes().Handler))))))
 	if !cfg.NoAccessLog {
 		acc := cfg.AccessLogger
 		if acc == nil {

@@ -399,6 +399,23 @@ func TestClusterSurvivesLosses(t *testing.T) {
 		return replicaCall(t, d, token, http.MethodPost, "/v2/code/execute",
 			map[string]any{"language": "python", "session_id": sid, "code": code, "timeout": 120})
 	}
+	// Alice's first request writes a file through the file plane, and no
+	// code runs: her files are checkpointed for that write alone.
+	st, env, planeHome := replicaCall(t, ds[2], alice, http.MethodPost, "/v2/fs/write",
+		map[string]any{"path": "/tmp/plane.txt", "content": "through the plane"})
+	if st != 200 {
+		t.Fatalf("alice's file through the plane: %d %v", st, env)
+	}
+	for _, d := range ds {
+		if strings.TrimPrefix(d.url, "http://") != planeHome {
+			continue
+		}
+		for deadline := time.Now().Add(60 * time.Second); metricValue(metricsOf(t, d, alice), `aiod_cluster_checkpoint_files_total{outcome="written"}`) < 1; time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("alice's files not written after a write through the plane:\n%s", metricsOf(t, d, alice))
+			}
+		}
+	}
 	if st, env, _ := replicaCall(t, ds[0], alice, http.MethodPost, "/v2/code/execute", map[string]any{"language": "python",
 		"session_id": "s", "code": "x = 41\n" + writeFiles + "\nprint('first')", "execution_id": "alice-first"}); st != 200 {
 		t.Fatalf("alice's first call: %d %v", st, env)
@@ -428,7 +445,7 @@ func TestClusterSurvivesLosses(t *testing.T) {
 	// she deletes d, and its checkpoint goes with it.
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		m := metricsOf(t, homeD, alice)
-		if metricValue(m, `aiod_cluster_checkpoints_total{outcome="written"}`) >= 2 && metricValue(m, `aiod_cluster_checkpoint_files_total{outcome="written"}`) >= 1 &&
+		if metricValue(m, `aiod_cluster_checkpoints_total{outcome="written"}`) >= 2 && metricValue(m, `aiod_cluster_checkpoint_files_total{outcome="written"}`) >= 2 &&
 			metricValue(m, `aiod_cluster_executions_total{outcome="written"}`) >= 3 {
 			break
 		}
@@ -490,13 +507,13 @@ func TestClusterSurvivesLosses(t *testing.T) {
 	// The next call finds alice a new home among the live replicas, which
 	// restores her session from its checkpoint.
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
-		st, env, r := execute(others[1], alice, "s", "print(x)\n"+readFiles)
+		st, env, r := execute(others[1], alice, "s", "print(x)\n"+readFiles+"\nprint(open('/tmp/plane.txt').read())")
 		if st == 200 {
 			if r == home || r == "" {
 				t.Fatalf("after her home died alice was answered by %q", r)
 			}
 			data, _ := env["data"].(map[string]any)
-			if data["stdout"] != "41\n"+filesRead || data["restored"] != true {
+			if data["stdout"] != "41\n"+filesRead+"through the plane\n" || data["restored"] != true {
 				t.Fatalf("alice's session at her new home %s, after her home died: %v", r, env)
 			}
 			t.Logf("alice's new home %s answered with her checkpointed session %.1f s after the old one was killed (lease 10 s)", r, time.Since(killed).Seconds())
