@@ -159,6 +159,25 @@ func metricsOf(t *testing.T, d *daemon, token string) string {
 	return raw
 }
 
+// waitMetrics waits, for a minute at most, until each series of d's
+// /metrics has at least its value (a replica's background writes give no
+// other sign); what names what is awaited.
+func waitMetrics(t *testing.T, d *daemon, token, what string, atLeast map[string]float64) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(100 * time.Millisecond) {
+		m, ok := metricsOf(t, d, token), true
+		for series, v := range atLeast {
+			ok = ok && metricValue(m, series) >= v
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within a minute on %s:\n%s", what, d.url, m)
+		}
+	}
+}
+
 // metricValue is the value of the series line of text that starts with
 // series (its name and labels, as Prometheus writes them), or -1.
 func metricValue(text, series string) float64 {
@@ -407,13 +426,9 @@ func TestClusterSurvivesLosses(t *testing.T) {
 		t.Fatalf("alice's file through the plane: %d %v", st, env)
 	}
 	for _, d := range ds {
-		if strings.TrimPrefix(d.url, "http://") != planeHome {
-			continue
-		}
-		for deadline := time.Now().Add(60 * time.Second); metricValue(metricsOf(t, d, alice), `aiod_cluster_checkpoint_files_total{outcome="written"}`) < 1; time.Sleep(100 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatalf("alice's files not written after a write through the plane:\n%s", metricsOf(t, d, alice))
-			}
+		if strings.TrimPrefix(d.url, "http://") == planeHome {
+			waitMetrics(t, d, alice, "alice's files written after a write through the plane",
+				map[string]float64{`aiod_cluster_checkpoint_files_total{outcome="written"}`: 1})
 		}
 	}
 	if st, env, _ := replicaCall(t, ds[0], alice, http.MethodPost, "/v2/code/execute", map[string]any{"language": "python",
@@ -443,16 +458,11 @@ func TestClusterSurvivesLosses(t *testing.T) {
 	}
 	// Her sessions' checkpoints, written a second after their calls; then
 	// she deletes d, and its checkpoint goes with it.
-	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		m := metricsOf(t, homeD, alice)
-		if metricValue(m, `aiod_cluster_checkpoints_total{outcome="written"}`) >= 2 && metricValue(m, `aiod_cluster_checkpoint_files_total{outcome="written"}`) >= 2 &&
-			metricValue(m, `aiod_cluster_executions_total{outcome="written"}`) >= 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no checkpoints of alice's two sessions, her files and her three executions within 60 s:\n%s", m)
-		}
-	}
+	waitMetrics(t, homeD, alice, "checkpoints of alice's two sessions, her files and her three executions", map[string]float64{
+		`aiod_cluster_checkpoints_total{outcome="written"}`:      2,
+		`aiod_cluster_checkpoint_files_total{outcome="written"}`: 2,
+		`aiod_cluster_executions_total{outcome="written"}`:       3,
+	})
 	if st, env, _ := replicaCall(t, others[0], alice, http.MethodDelete, "/v2/code/sessions/d", nil); st != 200 {
 		t.Fatalf("delete alice's session d: %d %v", st, env)
 	}
