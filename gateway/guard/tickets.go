@@ -98,28 +98,37 @@ func (s *ticketStore) issue(c Caller) (string, error) {
 	t := base64.RawURLEncoding.EncodeToString(raw[:])
 	key := c.Key()
 	now := s.now()
+	c.Ticket = true
+	k := sha256.Sum256([]byte(t))
+	e := ticketEntry{expires: now.Add(s.ttl), caller: c}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if len(s.m) >= s.max || s.held[key] >= s.perCaller || now.Sub(s.lastSweep) >= s.ttl {
 		s.sweepLocked(now)
 	}
 	if n := s.held[key]; n >= s.perCaller {
+		defer s.mu.Unlock()
 		return "", &ticketsFull{caller: key, held: n, limit: s.perCaller, retry: s.oldestLocked(key, now)}
 	}
 	if len(s.m) >= s.max {
+		defer s.mu.Unlock()
 		return "", &ticketsFull{held: len(s.m), limit: s.max, retry: s.oldestLocked("", now)}
 	}
-	c.Ticket = true
-	k := sha256.Sum256([]byte(t))
-	e := ticketEntry{expires: now.Add(s.ttl), caller: c}
+	s.m[k] = e // counted now, so that the quotas hold while the cluster's store is written
+	s.held[key]++
+	s.mu.Unlock()
 	if sh := s.shared.Load(); sh != nil {
+		// Outside the lock: other tickets are issued and redeemed
+		// meanwhile.
 		b, _ := json.Marshal(sharedTicket{Caller: c, Expires: e.expires.UnixMilli()})
 		if err := (*sh).Put(hex.EncodeToString(k[:]), b); err != nil {
+			s.mu.Lock()
+			if _, ok := s.m[k]; ok {
+				s.forgetLocked(k, e)
+			}
+			s.mu.Unlock()
 			return "", fmt.Errorf("make a ticket: the cluster's ticket store: %w", err)
 		}
 	}
-	s.m[k] = e
-	s.held[key]++
 	return t, nil
 }
 
