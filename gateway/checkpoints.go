@@ -273,7 +273,7 @@ func (s *Server) sessionRan(sess *stream.Session) {
 // cluster's store, once the replica has joined (cluster.SharedExecutions).
 type sharedExecutions struct{ s *Server }
 
-func (x sharedExecutions) Put(tenant, id string, rec []byte) {
+func (x sharedExecutions) Put(tenant, id string, rec func() ([]byte, error)) {
 	if sh := x.s.sharedExecs; sh != nil {
 		sh.Put(tenant, id, rec)
 	}

@@ -32,7 +32,7 @@ const maxExecutionRecord = 64 << 20
 
 type executionPut struct {
 	name string
-	rec  []byte
+	rec  func() ([]byte, error) // encodes the record, in the writer
 }
 
 // SharedExecutions is the cluster's store of finished executions
@@ -79,10 +79,13 @@ func (s *SharedExecutions) write() {
 			s.c.count(Executions, "failed")
 			return
 		}
-		err := attempts(ctx, func(ctx context.Context) error {
-			_, err := s.obj.Put(ctx, jetstream.ObjectMeta{Name: p.name}, bytes.NewReader(p.rec))
-			return err
-		})
+		rec, err := p.rec()
+		if err == nil {
+			err = attempts(ctx, func(ctx context.Context) error {
+				_, err := s.obj.Put(ctx, jetstream.ObjectMeta{Name: p.name}, bytes.NewReader(rec))
+				return err
+			})
+		}
 		if err != nil {
 			s.c.count(Executions, "failed")
 			return
@@ -115,8 +118,9 @@ func executionName(tenant, id string) string {
 	return "e/" + tenantHash(tenant) + "/" + id
 }
 
-// Put queues tenant's finished execution id (its record) for the store.
-func (s *SharedExecutions) Put(tenant, id string, rec []byte) {
+// Put queues tenant's finished execution id for the store; the writer
+// encodes its record (rec).
+func (s *SharedExecutions) Put(tenant, id string, rec func() ([]byte, error)) {
 	select {
 	case s.queue <- executionPut{name: executionName(tenant, id), rec: rec}:
 	default:

@@ -79,9 +79,10 @@ type Config struct {
 // Shared is a store of finished executions beyond this process (the
 // cluster's, gateway/cluster). Records travel in the store file's encoding.
 type Shared interface {
-	// Put keeps a finished execution's record; it must not block (a
-	// bounded queue that drops, say).
-	Put(tenant, id string, rec []byte)
+	// Put keeps a finished execution's record, which rec encodes when
+	// called (off the caller's path: it marshals the whole result); Put
+	// must not block (a bounded queue that drops, say).
+	Put(tenant, id string, rec func() ([]byte, error))
 	// Get returns the record kept for tenant's id, if any, within a
 	// bound of its own.
 	Get(tenant, id string) ([]byte, bool)
@@ -356,9 +357,7 @@ func (x *Store) finish(r *Record) {
 	x.sweepLocked(time.Now())
 	x.mu.Unlock()
 	if sh := x.cfg.Shared; sh != nil {
-		if b, err := encodeRec(r); err == nil {
-			sh.Put(r.Tenant, r.ID, b)
-		}
+		sh.Put(r.Tenant, r.ID, func() ([]byte, error) { return encodeRec(r) })
 	}
 }
 

@@ -13,9 +13,13 @@ type mapShared struct {
 	m  map[string][]byte
 }
 
-func (s *mapShared) Put(tenant, id string, rec []byte) {
+func (s *mapShared) Put(tenant, id string, rec func() ([]byte, error)) {
+	b, err := rec()
+	if err != nil {
+		panic(err)
+	}
 	s.mu.Lock()
-	s.m[tenant+"\x00"+id] = rec
+	s.m[tenant+"\x00"+id] = b
 	s.mu.Unlock()
 }
 
