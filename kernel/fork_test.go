@@ -63,6 +63,7 @@ func forked(ts *Templates, more ...func(*Options)) func(*Options) {
 // startForkedKernel starts a kernel from ts and checks it was forked.
 func startForkedKernel(t testing.TB, ts *Templates, more ...func(*Options)) (*Kernel, *recorder) {
 	t.Helper()
+	templateUp(t, ts, more...)
 	k, rec := startKernel(t, forked(ts, more...))
 	if k.StartMode() != StartFork {
 		t.Fatalf("kernel started by %s, want fork; templates: %+v", k.StartMode(), ts.Stats())
@@ -70,9 +71,33 @@ func startForkedKernel(t testing.TB, ts *Templates, more ...func(*Options)) (*Ke
 	return k, rec
 }
 
+// templateUp waits until the template of the kernels that ts and more
+// start is up: a start waits for a template's first readiness only so long
+// (firstWait) before it spawns, and a loaded machine can take longer to
+// import pandas.
+func templateUp(t testing.TB, ts *Templates, more ...func(*Options)) {
+	t.Helper()
+	spec, err := DefaultPythonSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{Spec: spec}
+	forked(ts, more...)(&opts)
+	tpl := ts.template(opts.Spec)
+	if tpl == nil {
+		t.Fatalf("no template for %v", opts.Spec.Argv)
+	}
+	select {
+	case <-tpl.first:
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("the template was not up within 3 minutes: %+v", ts.Stats())
+	}
+}
+
 // startForkedKernels starts n forked kernels at once.
 func startForkedKernels(t *testing.T, ts *Templates, n int) ([]*Kernel, []*recorder) {
 	t.Helper()
+	templateUp(t, ts)
 	ks, recs := make([]*Kernel, n), make([]*recorder, n)
 	var wg sync.WaitGroup
 	for i := range n {

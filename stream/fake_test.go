@@ -198,7 +198,14 @@ func (fs *fakes) all() []*fakeRuntime {
 // goroutines waited for) at cleanup.
 func fakeRegistry(t *testing.T, fs *fakes) *Registry {
 	t.Helper()
-	r := NewRegistry(Config{InterruptGrace: 300 * time.Millisecond, CompletionGrace: 200 * time.Millisecond})
+	return fakeRegistryGrace(t, fs, 200*time.Millisecond)
+}
+
+// fakeRegistryGrace is fakeRegistry waiting grace for an idle after a
+// reply.
+func fakeRegistryGrace(t *testing.T, fs *fakes, grace time.Duration) *Registry {
+	t.Helper()
+	r := NewRegistry(Config{InterruptGrace: 300 * time.Millisecond, CompletionGrace: grace})
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -456,7 +463,10 @@ func TestFakeResultAfterIdleWithOrigin(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		f.status(req, jupyter.StateIdle)
 	}}
-	reg := fakeRegistry(t, fs)
+	// The idle is awaited for a minute: on a loaded machine the script's
+	// 20 ms can pass a short grace, and the result would then rightly
+	// come without it.
+	reg := fakeRegistryGrace(t, fs, time.Minute)
 	sess, _, _ := reg.Open("", "python", "o", fs.backend())
 	w := newRecorder()
 	sess.Mux().Watch(w)
