@@ -80,11 +80,19 @@ func (c *Core) Ask(a Ask) (map[string]any, *Error) {
 	if e != nil {
 		return nil, e
 	}
+	// Starting the session's runtime does not count against the ask's
+	// time, as it does not against a call's timeout: a cold start under
+	// load takes longer than AskTimeout, and cutting it wastes it.
+	sctx, scancel := context.WithTimeout(c.ctx, 3*max(c.Cfg.KernelStartTimeout, time.Minute))
+	_, err := sess.EnsureRuntime(sctx)
+	scancel()
+	if err != nil {
+		return nil, MapError(err, a.Call)
+	}
 	ctx, cancel := context.WithTimeout(c.ctx, AskTimeout)
 	defer cancel()
 	var v map[string]any
 	var md json.RawMessage
-	var err error
 	if a.Inspect {
 		r, ierr := sess.Inspect(ctx, a.Code, a.CursorPos, a.DetailLevel)
 		if err = ierr; err == nil {
