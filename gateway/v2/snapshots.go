@@ -1,6 +1,7 @@
 package v2
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -153,19 +154,34 @@ func (s *Surface) v2ForkSession(ctx *fasthttp.RequestCtx) {
 	}
 	tenant := call.Tenant(ctx)
 	toKey := snapshot.Key{Tenant: tenant, Language: lang, ID: to}
-	if s.reg.Get(tenant, lang, to) != nil || s.snaps.Pending(toKey) {
+	fromKey := snapshot.Key{Tenant: tenant, Language: lang, ID: from}
+	// A session being reclaimed for idleness has left the registry (its
+	// name reserved first) but is not saved until its save is stored: a
+	// name not live is looked for among the saved ones once that ends.
+	wctx, cancel := context.WithTimeout(s.core.Ctx(), s.snaps.Config().SaveTimeout)
+	defer cancel()
+	exists := s.reg.Get(tenant, lang, to) != nil
+	if !exists {
+		s.snaps.AwaitSaves(wctx, toKey)
+		exists = s.reg.Get(tenant, lang, to) != nil || s.snaps.Pending(toKey)
+	}
+	if exists {
 		api.Fail(ctx, fasthttp.StatusConflict, fmt.Sprintf("session %q exists; fork into a new session id", to))
 		return
 	}
 	var src *snapshot.Info
-	if sess := s.reg.Get(tenant, lang, from); sess != nil {
-		info, err := s.snaps.Save(s.core.Ctx(), sess, snapshot.WhyFork)
+	live := s.reg.Get(tenant, lang, from)
+	if live == nil {
+		s.snaps.AwaitSaves(wctx, fromKey)
+	}
+	if live != nil {
+		info, err := s.snaps.Save(s.core.Ctx(), live, snapshot.WhyFork)
 		if err != nil {
 			saveError(ctx, from, err)
 			return
 		}
 		src = info
-	} else if info, waiting := s.snaps.Latest(snapshot.Key{Tenant: tenant, Language: lang, ID: from}); info != nil && waiting {
+	} else if info, waiting := s.snaps.Latest(fromKey); info != nil && waiting {
 		src = info // a saved session: fork from its snapshot
 	} else {
 		api.Fail(ctx, fasthttp.StatusNotFound, fmt.Sprintf("session %q not found", from))

@@ -505,26 +505,32 @@ func (m *Manager) dropAutomatic(k Key) {
 	}
 }
 
-// Restore is the registry's hook after a named session started a fresh
-// runtime: when the session waits for a restore, its latest snapshot is
-// verified and loaded.
-func (m *Manager) Restore(ctx context.Context, s *stream.Session, run stream.InternalRun) (waiting, restored bool, skipped map[string]string, note string) {
-	k := keyOf(s)
+// AwaitSaves waits, within ctx, until no save of k is in progress: a
+// session reclaimed for idleness has left the registry before its save is
+// stored, and its name is reserved until then (Reserve).
+func (m *Manager) AwaitSaves(ctx context.Context, k Key) {
 	m.mu.Lock()
-	e := m.index[k]
 	var saving chan struct{}
-	if e != nil {
+	if e := m.index[k]; e != nil {
 		saving = e.saving
 	}
 	m.mu.Unlock()
-	if saving != nil { // the session is being saved as it is reclaimed: wait
+	if saving != nil {
 		select {
 		case <-saving:
 		case <-ctx.Done():
 		}
 	}
+}
+
+// Restore is the registry's hook after a named session started a fresh
+// runtime: when the session waits for a restore, its latest snapshot is
+// verified and loaded.
+func (m *Manager) Restore(ctx context.Context, s *stream.Session, run stream.InternalRun) (waiting, restored bool, skipped map[string]string, note string) {
+	k := keyOf(s)
+	m.AwaitSaves(ctx, k) // the session is being saved as it is reclaimed: wait
 	m.mu.Lock()
-	e = m.index[k]
+	e := m.index[k]
 	if e == nil || !e.pending || len(e.snaps) == 0 {
 		m.mu.Unlock()
 		return false, false, nil, ""
