@@ -103,7 +103,7 @@ func (k *Kernel) launchForked(ctx context.Context, p *templateProc) error {
 		g.Shut()
 		return &templateError{
 			err:     fmt.Errorf("fork from kernel template (pid %d): %w", p.pid, err),
-			restart: errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "did not answer"),
+			restart: errors.Is(err, errTemplateWedged),
 		}
 	}
 	if err := g.Admit(c.pid, k.opts.Admit); err != nil {

@@ -578,6 +578,53 @@ func TestForkEnvAndCwd(t *testing.T) {
 	}
 }
 
+// TestStoppedTemplateIsReplaced stops a template (SIGSTOP): a start waits
+// for it only as long as it stays silent, is spawned instead, and the
+// wedged template is replaced.
+func TestStoppedTemplateIsReplaced(t *testing.T) {
+	t.Parallel()
+	var logs kerneltest.SyncBuffer
+	ts, err := NewTemplates(TemplateConfig{Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})), replyTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ts.Close(context.Background()) })
+	a, _ := startForkedKernel(t, ts)
+	before := ts.Stats()[0]
+	if err := syscall.Kill(before.PID, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	b, recB := startKernel(t, forked(ts))
+	if b.StartMode() != StartSpawn {
+		t.Errorf("start while the template is stopped: %s, want spawn", b.StartMode())
+	}
+	if got := stdout(run(t, b, recB, "print(6 * 7)")); got != "42\n" {
+		t.Errorf("spawned fallback printed %q", got)
+	}
+	select {
+	case <-a.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the wedged template's kernel still runs 30 s later: the template was not replaced")
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		after := ts.Stats()[0]
+		if after.State == "ready" && after.PID != before.PID {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("template not back within 90s: %+v", after)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if kerneltest.Alive(before.PID) {
+		t.Errorf("stopped template %d still alive", before.PID)
+	}
+	if !strings.Contains(logs.String(), "answered nothing for 1s") {
+		t.Errorf("the log does not say why the template was replaced:\n%s", logs.String())
+	}
+}
+
 // TestKilledTemplateIsReplaced kills a template: its kernel dies with it,
 // the next start is spawned, and once the template is back starts fork
 // again.

@@ -77,6 +77,8 @@ type TemplateConfig struct {
 	// the kernel app exists.
 	Confine string
 	Setup   json.RawMessage
+
+	replyTimeout time.Duration // forkReplyTimeout unless a test sets it
 }
 
 // Templates keeps one template process per forkable kernelspec, started on

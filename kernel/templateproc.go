@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"os/exec"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -47,8 +49,11 @@ const (
 	// templateStopGrace is how long a template may take to kill its
 	// children and exit once its socket is closed, before SIGKILL.
 	templateStopGrace = 5 * time.Second
-	// forkReplyTimeout bounds the wait for a fork reply; a template that
-	// does not answer by then is wedged and is restarted.
+	// forkReplyTimeout bounds the template's silence while a fork waits
+	// for its reply: a template that answers no request (not only this
+	// one) for that long, and whose threads were not starved of CPU, is
+	// wedged and is restarted. A starved one gets up to three times as
+	// long. Its children die with it, so slowness alone must not count.
 	forkReplyTimeout = 10 * time.Second
 	// maxTemplateMsg is the largest message the template sends.
 	maxTemplateMsg = 1 << 16
@@ -108,13 +113,15 @@ type templateProc struct {
 	conn   *net.UnixConn
 	log    *slog.Logger
 	output *proc.Output
+	quiet  time.Duration // forkReplyTimeout, or a test's
 	info   templateMsg   // the ready message
 	ready  chan struct{} // closed when info is set
 	exited chan struct{} // closed when the process has been reaped
 	done   chan struct{} // closed when the reader, the waiter and the copier are over
 	wg     sync.WaitGroup
 
-	wmu sync.Mutex // one writer at a time on conn
+	wmu   sync.Mutex   // one writer at a time on conn
+	heard atomic.Int64 // when the last message came, in Unix nanoseconds
 
 	mu       sync.Mutex
 	nextID   uint64
@@ -217,7 +224,7 @@ func launchTemplate(ctx context.Context, spec *Spec, cfg TemplateConfig, log *sl
 	}()
 	defer func() { <-srcDone }()
 	p := &templateProc{
-		pid: cmd.Process.Pid, cmd: cmd, conn: conn,
+		pid: cmd.Process.Pid, cmd: cmd, conn: conn, quiet: cmp.Or(cfg.replyTimeout, forkReplyTimeout),
 		ready: make(chan struct{}), exited: make(chan struct{}), done: make(chan struct{}),
 		pending: map[uint64]chan forkResult{}, children: map[int]*forkedChild{},
 	}
@@ -278,6 +285,7 @@ func (p *templateProc) read() {
 			}
 			break
 		}
+		p.heard.Store(time.Now().UnixNano())
 		var m templateMsg
 		if err := json.Unmarshal(buf[:n], &m); err != nil {
 			p.log.Warn("kernel template sent a malformed message", "err", err)
@@ -386,8 +394,9 @@ func (p *templateProc) fork(ctx context.Context, args []string, env map[string]s
 		forget()
 		return nil, fmt.Errorf("encode fork request: %w", err)
 	}
-	ctx, cancel := context.WithTimeoutCause(ctx, forkReplyTimeout,
-		fmt.Errorf("the kernel template did not answer within %s", forkReplyTimeout))
+	ctx, cancel := proc.WithQuietTimeout(ctx, p.pid, p.quiet, 3*p.quiet,
+		fmt.Errorf("%w: it answered nothing for %s", errTemplateWedged, p.quiet),
+		func() time.Time { return time.Unix(0, p.heard.Load()) })
 	defer cancel()
 	if err := p.send(ctx, data, files); err != nil {
 		forget()
@@ -409,6 +418,9 @@ func (p *templateProc) fork(ctx context.Context, args []string, env map[string]s
 	}
 }
 
+// errTemplateWedged is the cause of a fork whose template went silent.
+var errTemplateWedged = errors.New("the kernel template is wedged")
+
 // killOrphan kills a forked kernel nobody owns (before its setsid too);
 // the template reaps it.
 func killOrphan(c *forkedChild) {
@@ -419,7 +431,12 @@ func killOrphan(c *forkedChild) {
 func (p *templateProc) send(ctx context.Context, data []byte, files []*os.File) error {
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
-	deadline, _ := ctx.Deadline()
+	// A template that reads nothing for three silences is wedged, starved
+	// or not: its socket's buffer holds many requests.
+	deadline, ours := time.Now().Add(3*p.quiet), true
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline, ours = d, false
+	}
 	p.conn.SetWriteDeadline(deadline) //nolint:errcheck // a closed conn fails the write below
 	fds := make([]int, len(files))
 	for i, f := range files {
@@ -428,6 +445,9 @@ func (p *templateProc) send(ctx context.Context, data []byte, files []*os.File) 
 	_, _, err := p.conn.WriteMsgUnix(data, syscall.UnixRights(fds...), nil)
 	for _, f := range files {
 		runtime.KeepAlive(f)
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) && ours {
+		return fmt.Errorf("send fork request: %w: it read nothing for %s", errTemplateWedged, 3*p.quiet)
 	}
 	if err != nil {
 		return fmt.Errorf("send fork request: %w", err)

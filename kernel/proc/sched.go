@@ -137,10 +137,19 @@ func runDelay(pid int) (sum time.Duration, runnable, waiting bool, err error) {
 // the time since the call, the wait goes on a quarter of timeout at a
 // time, up to limit in all; then ctx ends with cause.
 func WithStarvedTimeout(ctx context.Context, pid int, timeout, limit time.Duration, cause error) (context.Context, context.CancelFunc) {
+	return WithQuietTimeout(ctx, pid, timeout, limit, cause, nil)
+}
+
+// WithQuietTimeout is WithStarvedTimeout for a process that shows progress
+// by itself: heard, when not nil, says when pid was last heard from (a
+// reply to anyone), and both timeout and limit count from then rather than
+// from the call. A process that answers others in turn while this wait's
+// answer is queued behind theirs is not stuck.
+func WithQuietTimeout(ctx context.Context, pid int, timeout, limit time.Duration, cause error, heard func() time.Time) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(ctx)
-	began := time.Now()
+	since := time.Now()
 	var s Starvation
-	s.Mark(pid, began)
+	s.Mark(pid, since)
 	var (
 		mu      sync.Mutex
 		stopped bool
@@ -152,7 +161,18 @@ func WithStarvedTimeout(ctx context.Context, pid int, timeout, limit time.Durati
 		if stopped {
 			return
 		}
-		if now := time.Now(); now.Sub(began) < limit && s.Starved(pid, now) {
+		now := time.Now()
+		if heard != nil {
+			if h := heard(); h.After(since) {
+				since = h
+				s.Mark(pid, now)
+			}
+			if quiet := now.Sub(since); quiet < timeout {
+				t.Reset(timeout - quiet)
+				return
+			}
+		}
+		if now.Sub(since) < limit && s.Starved(pid, now) {
 			t.Reset(max(timeout/4, time.Millisecond))
 			return
 		}

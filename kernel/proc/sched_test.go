@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -136,6 +137,42 @@ func TestWithStarvedTimeout(t *testing.T) {
 	}
 	// cancel after the end, and twice, is harmless.
 	cancel()
+}
+
+// TestWithQuietTimeout: a wait on a process that is heard from goes on past
+// its timeout, and ends with its cause a timeout after it fell silent.
+func TestWithQuietTimeout(t *testing.T) {
+	cause := errors.New("silent")
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() }()
+	const timeout, talking = 50 * time.Millisecond, 400 * time.Millisecond
+	began := time.Now()
+	var mu sync.Mutex
+	last := began
+	heard := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		if now := time.Now(); now.Sub(began) < talking {
+			last = now
+		}
+		return last
+	}
+	ctx, cancel := WithQuietTimeout(context.Background(), sleeper.Process.Pid, timeout, time.Minute, cause, heard)
+	defer cancel()
+	<-ctx.Done()
+	mu.Lock()
+	silentAt := last
+	mu.Unlock()
+	if !errors.Is(context.Cause(ctx), cause) {
+		t.Fatalf("the wait ended with %v", context.Cause(ctx))
+	}
+	if ended := time.Now(); ended.Sub(silentAt) < timeout || silentAt.Sub(began) < talking-2*timeout {
+		t.Errorf("the wait ended %s after the last word, which came %s after the call; want at least %s after a word near %s",
+			ended.Sub(silentAt), silentAt.Sub(began), timeout, talking)
+	}
 }
 
 // TestStarvedRule: a process is starved when its threads waited for a CPU

@@ -91,7 +91,7 @@ func Discover(ctx context.Context, codeBackend, kernelName string) *Environment 
 			defer wg.Done()
 			pctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 			defer cancel()
-			v, err := ki.spec.Probe(pctx)
+			v, err := probeSpec(pctx, ki.spec)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
