@@ -104,13 +104,7 @@ func BenchmarkNewTenantFirstExecute(b *testing.B) {
 			if mode == "spare" {
 				r.KeepSpare()
 			}
-			r.pools.templates.Prepare(r.env.PythonKernel.spec)
-			for ts := r.KernelStart().Templates; len(ts) == 0 || ts[0].State != "ready"; ts = r.KernelStart().Templates {
-				if ctx.Err() != nil {
-					b.Fatalf("the kernel template is not ready: %+v", ts)
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
+			templateReady(b, ctx, r)
 			var lats []float64
 			pooled := 0
 			for i := 0; b.Loop(); i++ {

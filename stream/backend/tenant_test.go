@@ -3,13 +3,14 @@ package backend
 import (
 	"context"
 	"fmt"
-	"github.com/aiod/aiod/kernel/kerneltest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/aiod/aiod/kernel/kerneltest"
 
 	"github.com/goccy/go-json"
 
@@ -91,6 +92,19 @@ func runIn(t testing.TB, ctx context.Context, r *Runtimes, w Want, code string) 
 	return out.String()
 }
 
+// templateReady starts the Python kernel template of r and waits until
+// it is ready, until ctx ends.
+func templateReady(t testing.TB, ctx context.Context, r *Runtimes) {
+	t.Helper()
+	r.pools.templates.Prepare(r.env.PythonKernel.spec)
+	for ts := r.KernelStart().Templates; len(ts) == 0 || ts[0].State != "ready"; ts = r.KernelStart().Templates {
+		if ctx.Err() != nil {
+			t.Fatalf("the kernel template is not ready: %+v", ts)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 const pyProbe = `import json, os, errno
 r = {"uid": os.getuid(), "home": os.path.expanduser("~"), "cwd": os.getcwd()}
 def t(n, f):
@@ -120,6 +134,11 @@ func TestTenantRuntimesAreConfined(t *testing.T) {
 	for _, mode := range []string{"fork", "spawn"} {
 		t.Run(mode, func(t *testing.T) {
 			r, work := newTenantRuntimes(t, ctx, Config{CodeBackend: Kernel, KernelStart: mode})
+			if mode == "fork" {
+				// A start waits for a template's first readiness only so
+				// long before it spawns; a loaded machine can take longer.
+				templateReady(t, ctx, r)
+			}
 			alice, err := r.iso.Tenant("jwt:alice")
 			if err != nil {
 				t.Fatal(err)
