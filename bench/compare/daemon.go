@@ -290,6 +290,15 @@ func (d *Daemon) StopTimed() time.Duration {
 	return time.Since(t0)
 }
 
+// WaitFullPool waits until the daemon's kernel pool, of the size its
+// settings chose, is full (at once when they chose none).
+func (d *Daemon) WaitFullPool(ctx context.Context) error {
+	if _, size, err := d.d.pool(ctx, "kernel"); err != nil || size == 0 {
+		return err
+	}
+	return waitFullPool(ctx, d.d)
+}
+
 // TenantUIDs is the --tenant-uids range the daemon runs with.
 func (d *Daemon) TenantUIDs() (first, last uint32) {
 	for _, e := range d.d.cmd.Env {

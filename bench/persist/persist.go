@@ -31,6 +31,8 @@ type Config struct {
 	Live            int           // live sessions saved by one SIGTERM; 20
 	LoadDuration    time.Duration // the steady load; 2 min (0 skips it)
 	LoadConcurrency int           // its workers; 4
+	SizeRows        []int         // rows of the DataFrames of the by-size figures; 0 is a session without one
+	SizeRounds      int           // restarts the by-size restores are measured over; 3
 	Progress        io.Writer     // a line per phase; nil for none
 }
 
@@ -62,6 +64,29 @@ type Report struct {
 	LoadCachedMiB   float64   `json:"load_cached_mib"` // and in memory
 	LoadRetentionS  float64   `json:"load_retention_seconds"`
 	LoadStoredCount int       `json:"load_stored"`
+	BySize          []Size    `json:"by_size"`
+}
+
+// Size is the snapshot and restore of a session holding a DataFrame of
+// Rows rows (three columns, one of strings) beside a few small values.
+type Size struct {
+	Rows          int       `json:"rows"`
+	SnapshotBytes int64     `json:"snapshot_bytes"`
+	SnapshotMs    []float64 `json:"snapshot_ms"` // POST .../snapshot, three times
+	// RestoreCallMs is the first call on the saved session after a
+	// restart, with the new daemon's pool full: a runtime taken from
+	// the pool (or started), the restore, and a one-line cell.
+	RestoreCallMs []float64 `json:"restore_call_ms"`
+}
+
+// sizeSetup makes a session of a DataFrame of rows rows (none for 0).
+func sizeSetup(rows int) string {
+	code := "x = 1\ny = [1, 2, 3]\ndef f(a):\n    return a + x\n"
+	if rows > 0 {
+		code += fmt.Sprintf("import numpy as np\nimport pandas as pd\nn = %d\n", rows) +
+			"df = pd.DataFrame({'a': np.arange(n), 'b': np.arange(n) * 0.5, 'c': ['r%d' % i for i in range(n)]})\n"
+	}
+	return code + "print(1)\n"
 }
 
 const dfSetup = `import numpy as np
@@ -143,6 +168,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	if cfg.LoadConcurrency <= 0 {
 		cfg.LoadConcurrency = 4
+	}
+	if cfg.SizeRounds <= 0 {
+		cfg.SizeRounds = 3
 	}
 	if cfg.Dir == "" {
 		d, err := os.MkdirTemp("", "aiobench-persist-")
@@ -329,12 +357,83 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	say("%d saved sessions (%.1f MiB on disk): start %.0f ms, list %.0f ms (%d saved), RSS %.1f MiB; first calls %v ms",
 		r.Saved, r.SavedDiskMiB, r.SavedStartMs, r.SavedListMs, r.SavedListed, r.SavedRSSMiB, r.SavedCallMs)
 
+	if len(cfg.SizeRows) > 0 {
+		if err := bySize(ctx, cfg, bin, r, say); err != nil {
+			return r, err
+		}
+	}
 	if cfg.LoadDuration > 0 {
 		if err := steadyLoad(ctx, cfg, bin, r, say); err != nil {
 			return r, err
 		}
 	}
 	return r, nil
+}
+
+// bySize saves a session of each of cfg.SizeRows, three snapshots each,
+// then restarts the daemon cfg.SizeRounds times and times the first call
+// on each saved session, once the new daemon's pool is full. The daemon
+// runs with its defaults (tenant isolation when run as root).
+func bySize(ctx context.Context, cfg Config, bin string, r *Report, say func(string, ...any)) error {
+	state := filepath.Join(cfg.Dir, "state-sizes")
+	first := 1_700_000_000 + rand.IntN(200_000)*1000
+	start := func() (*compare.Daemon, *client, error) {
+		d, err := compare.StartDaemon(ctx, "sizes", bin, cfg.Dir, "AIO_STATE_DIR="+state,
+			fmt.Sprintf("AIO_TENANT_UIDS=%d-%d", first, first+999), "AIO_CODE_BACKEND=kernel")
+		if err != nil {
+			return nil, nil, err
+		}
+		c := &client{url: d.URL(), hc: &http.Client{Timeout: 5 * time.Minute}}
+		if err := d.WaitFullPool(ctx); err != nil {
+			d.Stop()
+			return nil, nil, err
+		}
+		return d, c, nil
+	}
+	d, c, err := start()
+	if err != nil {
+		return err
+	}
+	sizes := make([]Size, len(cfg.SizeRows))
+	for i, rows := range cfg.SizeRows {
+		sizes[i].Rows = rows
+		sid := fmt.Sprintf("size-%d", rows)
+		if _, _, err := c.exec(ctx, sid, sizeSetup(rows)); err != nil {
+			d.Stop()
+			return err
+		}
+		for range 3 {
+			began := time.Now()
+			env, err := c.do(ctx, http.MethodPost, "/v2/code/sessions/"+sid+"/snapshot", map[string]any{})
+			if err != nil {
+				d.Stop()
+				return err
+			}
+			sizes[i].SnapshotMs = append(sizes[i].SnapshotMs, float64(time.Since(began).Microseconds())/1000)
+			sizes[i].SnapshotBytes = int64(data(env)["bytes"].(float64))
+		}
+	}
+	for range cfg.SizeRounds {
+		d.Stop()
+		if d, c, err = start(); err != nil {
+			return err
+		}
+		for i, rows := range cfg.SizeRows {
+			sid := fmt.Sprintf("size-%d", rows)
+			out, ms, err := c.exec(ctx, sid, "print(f(1), y)")
+			if err != nil || out["restored"] != true || out["stdout"] != "2 [1, 2, 3]\n" {
+				d.Stop()
+				return fmt.Errorf("saved session %s after a restart: %v %v", sid, out, err)
+			}
+			sizes[i].RestoreCallMs = append(sizes[i].RestoreCallMs, ms)
+		}
+	}
+	d.Stop()
+	r.BySize = sizes
+	for _, s := range sizes {
+		say("by size: %d rows, %d bytes: snapshot %v ms, first call after a restart %v ms", s.Rows, s.SnapshotBytes, s.SnapshotMs, s.RestoreCallMs)
+	}
+	return nil
 }
 
 // steadyLoad runs cfg.LoadConcurrency workers, each in its own session,

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/goccy/go-json"
@@ -23,9 +25,21 @@ func runPersist(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs.IntVar(&cfg.Live, "live", 20, "live sessions one SIGTERM saves")
 	fs.DurationVar(&cfg.LoadDuration, "load", 2*time.Minute, "steady load at the default retention (0 skips it)")
 	fs.IntVar(&cfg.LoadConcurrency, "c", 4, "workers of the steady load")
+	sizes := fs.String("sizes", "0,10000,100000,1000000", "rows of the DataFrames whose snapshot and restore are timed by size (empty skips them)")
+	fs.IntVar(&cfg.SizeRounds, "size-rounds", 3, "restarts the by-size restores are timed over")
 	jsonOut := fs.String("json", "", "write the report as JSON to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	for _, f := range strings.Split(*sizes, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 {
+			return fmt.Errorf("persist: --sizes: %q is not a number of rows", f)
+		}
+		cfg.SizeRows = append(cfg.SizeRows, n)
 	}
 	cfg.Progress = stdout
 	r, err := persist.Run(ctx, cfg)
