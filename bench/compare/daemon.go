@@ -64,6 +64,7 @@ type daemon struct {
 	logf   *os.File
 	client *http.Client
 	exited chan struct{}
+	token  string // sent by getJSON when the daemon wants credentials
 }
 
 // startDaemon runs bin on a free loopback port with env added to ours and

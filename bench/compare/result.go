@@ -270,7 +270,7 @@ func (r *Result) writeMainTable(w io.Writer) {
 				if g.Met {
 					mark = "met"
 				}
-				return fmt.Sprintf("%s %g: %s", g.Op, g.Target, mark)
+				return fmt.Sprintf("%s %.4g: %s", g.Op, g.Target, mark)
 			}
 		}
 		return ""

@@ -222,7 +222,11 @@ func (r *runner) start(ctx context.Context) error {
 				startErr = errors.Join(startErr, err)
 				return
 			}
+			if mode == ModeTenants || mode == ModeTenantsPlain {
+				d.token, err = sign("aiobench-" + r.run) // a tenant of its own, for discovery
+			}
 			ds[mode] = d
+			startErr = errors.Join(startErr, err)
 		})
 	}
 	wg.Wait()
@@ -322,6 +326,9 @@ func (d *daemon) waitTemplate(ctx context.Context) error {
 
 func (d *daemon) getJSON(ctx context.Context, path string, out any) error {
 	req, _ := http.NewRequestWithContext(ctx, "GET", d.url+path, nil)
+	if d.token != "" {
+		req.Header.Set("Authorization", "Bearer "+d.token)
+	}
 	resp, err := d.client.Do(req)
 	if err != nil {
 		return err
@@ -882,7 +889,7 @@ func (r *Result) writeStartTable(w io.Writer) {
 				if g.Met {
 					mark = "met"
 				}
-				return fmt.Sprintf("%s %g: %s", g.Op, g.Target, mark)
+				return fmt.Sprintf("%s %.4g: %s", g.Op, g.Target, mark)
 			}
 		}
 		return ""

@@ -372,7 +372,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 // bySize saves a session of each of cfg.SizeRows, three snapshots each,
 // then restarts the daemon cfg.SizeRounds times and times the first call
-// on each saved session, once the new daemon's pool is full. The daemon
+// on each saved session, each once the daemon's pool is full. The daemon
 // runs with its defaults (tenant isolation when run as root).
 func bySize(ctx context.Context, cfg Config, bin string, r *Report, say func(string, ...any)) error {
 	state := filepath.Join(cfg.Dir, "state-sizes")
@@ -419,6 +419,12 @@ func bySize(ctx context.Context, cfg Config, bin string, r *Report, say func(str
 			return err
 		}
 		for i, rows := range cfg.SizeRows {
+			// Each restore takes a pooled kernel, as the first call after
+			// a restart would: the one before it took one.
+			if err := d.WaitFullPool(ctx); err != nil {
+				d.Stop()
+				return err
+			}
 			sid := fmt.Sprintf("size-%d", rows)
 			out, ms, err := c.exec(ctx, sid, "print(f(1), y)")
 			if err != nil || out["restored"] != true || out["stdout"] != "2 [1, 2, 3]\n" {
