@@ -35,6 +35,25 @@ func (c *Cluster) Tickets(ctx context.Context, ttl time.Duration) (*Tickets, err
 	if err != nil {
 		return nil, err
 	}
+	// A ticket is redeemed right after it is issued, often on another
+	// replica: its read must see the write. A bucket's direct gets may be
+	// answered by a replica of the stream that has not stored it yet (a
+	// ticket refused under load), so this bucket's reads go to its leader.
+	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	st, err := js.Stream(ctx, "KV_"+TicketsBucket)
+	if err != nil {
+		return nil, err
+	}
+	if cfg := st.CachedInfo().Config; cfg.AllowDirect {
+		cfg.AllowDirect = false
+		if _, err := js.UpdateStream(ctx, cfg); err != nil {
+			return nil, err
+		}
+		if kv, err = js.KeyValue(ctx, TicketsBucket); err != nil {
+			return nil, err
+		}
+	}
 	return &Tickets{c: c, kv: kv}, nil
 }
 
