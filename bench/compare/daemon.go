@@ -252,12 +252,25 @@ func BuildDaemon(ctx context.Context, dir string) (string, error) { return build
 // the AIO_* settings in env added to a clean environment, and waits until
 // it is healthy. Stop it with Stop.
 func StartDaemon(ctx context.Context, name, bin, dir string, env ...string) (*Daemon, error) {
-	d, err := startDaemon(ctx, name, bin, dir, "gobench", env...)
+	return StartDaemonRun(ctx, name, bin, dir, "gobench", env...)
+}
+
+// StartDaemonRun is StartDaemon with the run's marker, which the
+// daemon's processes carry and Leftovers looks for.
+func StartDaemonRun(ctx context.Context, name, bin, dir, run string, env ...string) (*Daemon, error) {
+	d, err := startDaemon(ctx, name, bin, dir, run, env...)
 	if err != nil {
 		return nil, err
 	}
 	return &Daemon{d}, nil
 }
+
+// Leftovers waits up to timeout for every process carrying run's marker to
+// be gone, and says which are not.
+func Leftovers(run string, timeout time.Duration) error { return leftovers(run, timeout) }
+
+// ThisMachine describes this computer.
+func ThisMachine() Machine { return machine() }
 
 // URL is the daemon's base URL, http://127.0.0.1:PORT.
 func (d *Daemon) URL() string { return d.d.url }

@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/aiod/aiod/bench/compare"
+	"github.com/aiod/aiod/bench/soak"
 )
 
 // runSoak runs a mixed load on a daemon it starts, lets everything
@@ -15,7 +15,7 @@ import (
 func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("soak", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	var cfg compare.SoakConfig
+	var cfg soak.Config
 	fs.DurationVar(&cfg.Duration, "duration", 3*time.Minute, "how long the mixed load runs")
 	fs.DurationVar(&cfg.Retention, "retention", 30*time.Second, "the daemon's --execution-retention (the soak waits past it)")
 	fs.DurationVar(&cfg.KillEvery, "kill-every", 20*time.Second, "a session's kernel is killed this often")
@@ -28,7 +28,7 @@ func runSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if !*quiet {
 		cfg.Log = stderr
 	}
-	res, err := compare.Soak(ctx, cfg)
+	res, err := soak.Run(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -1,26 +1,26 @@
-package compare
+// Package soak runs aiobench soak: a mixed load on a daemon it starts,
+// then everything left to expire, and whether aiod's live heap came back.
+package soak
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/goccy/go-json"
 
+	"github.com/aiod/aiod/bench/compare"
 	"github.com/aiod/aiod/bench/load"
 )
 
-// SoakConfig sizes aiobench soak.
-type SoakConfig struct {
+// Config sizes aiobench soak.
+type Config struct {
 	Duration  time.Duration // of the mixed load; 3 minutes when zero
 	Retention time.Duration // the daemon's --execution-retention; 30 s when zero
 	KillEvery time.Duration // a session's kernel is killed this often; 20 s when zero
@@ -40,27 +40,27 @@ type HeapSample struct {
 	Goroutines int     `json:"goroutines"`
 }
 
-// SoakResult is what aiobench soak measured.
-type SoakResult struct {
-	Date       string         `json:"date"`
-	Machine    Machine        `json:"machine"`
-	Settings   SoakConfig     `json:"settings"`
-	Loads      []*load.Report `json:"loads"`
-	Kills      int            `json:"kernels_killed"`
-	Deleted    int            `json:"sessions_deleted"`
-	Samples    []HeapSample   `json:"samples"`
-	GrowthMiB  float64        `json:"heap_growth_mib"`
-	IdleGCPerS float64        `json:"idle_gc_per_second"`
-	Returned   bool           `json:"heap_returned"`
+// Result is what aiobench soak measured.
+type Result struct {
+	Date       string          `json:"date"`
+	Machine    compare.Machine `json:"machine"`
+	Settings   Config          `json:"settings"`
+	Loads      []*load.Report  `json:"loads"`
+	Kills      int             `json:"kernels_killed"`
+	Deleted    int             `json:"sessions_deleted"`
+	Samples    []HeapSample    `json:"samples"`
+	GrowthMiB  float64         `json:"heap_growth_mib"`
+	IdleGCPerS float64         `json:"idle_gc_per_second"`
+	Returned   bool            `json:"heap_returned"`
 }
 
-// Soak starts aiod (built from the checkout) with a short execution
+// Run starts aiod (built from the checkout) with a short execution
 // retention and a loopback pprof listener, records its live heap, runs a
 // mixed load (Python and JavaScript sessions over REST, Python over the
 // WebSocket, one-shots of both, a kernel killed every KillEvery), deletes
 // every session, waits past the retention, and records the heap again.
 // The heap must come back to within MaxGrowthMiB of where it started.
-func Soak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
+func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Duration <= 0 {
 		cfg.Duration = 3 * time.Minute
 	}
@@ -83,26 +83,26 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	bin, err := buildDaemon(ctx, dir)
+	bin, err := compare.BuildDaemon(ctx, dir)
 	if err != nil {
 		return nil, err
 	}
-	pport, err := freePort()
+	pport, err := compare.FreePort()
 	if err != nil {
 		return nil, err
 	}
 	pprof := fmt.Sprintf("http://127.0.0.1:%d", pport)
 	run := fmt.Sprintf("soak-%d", rand.IntN(1<<30))
-	d, err := startDaemon(ctx, "soak", bin, dir, run, "AIO_CODE_BACKEND=kernel", "AIO_ACCESS_LOG=false",
+	d, err := compare.StartDaemonRun(ctx, "soak", bin, dir, run, "AIO_CODE_BACKEND=kernel", "AIO_ACCESS_LOG=false",
 		fmt.Sprintf("AIO_EXECUTION_RETENTION=%d", int(cfg.Retention.Seconds())), fmt.Sprintf("AIO_PPROF_ADDR=127.0.0.1:%d", pport))
 	if err != nil {
 		return nil, err
 	}
 	defer func() {
-		d.stop()
-		_ = leftovers(run, 30*time.Second)
+		d.Stop()
+		_ = compare.Leftovers(run, 30*time.Second)
 	}()
-	res := &SoakResult{Date: time.Now().UTC().Format(time.RFC3339), Machine: machine(), Settings: cfg}
+	res := &Result{Date: time.Now().UTC().Format(time.RFC3339), Machine: compare.ThisMachine(), Settings: cfg}
 	sample := func(at string) error {
 		s, err := heapSample(ctx, d, pprof, at)
 		if err != nil {
@@ -129,7 +129,7 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 	reports := make([]*load.Report, len(loads))
 	errs := make([]error, len(loads))
 	for i, lc := range loads {
-		lc.URL, lc.Duration, lc.Timeout, lc.Warmup = d.url, cfg.Duration, 60, 1
+		lc.URL, lc.Duration, lc.Timeout, lc.Warmup = d.URL(), cfg.Duration, 60, 1
 		lc.SessionPrefix = fmt.Sprintf("soak-%d", i)
 		wg.Go(func() { reports[i], errs[i] = load.Run(lctx, lc) })
 	}
@@ -195,9 +195,9 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakResult, error) {
 
 // heapSample forces a GC through the pprof listener (heap?gc=1), then
 // reads the daemon's metrics.
-func heapSample(ctx context.Context, d *daemon, pprof, at string) (HeapSample, error) {
+func heapSample(ctx context.Context, d *compare.Daemon, pprof, at string) (HeapSample, error) {
 	req, _ := http.NewRequestWithContext(ctx, "GET", pprof+"/debug/pprof/heap?gc=1", nil)
-	resp, err := d.client.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return HeapSample{}, fmt.Errorf("force a GC: %w", err)
 	}
@@ -212,7 +212,7 @@ func heapSample(ctx context.Context, d *daemon, pprof, at string) (HeapSample, e
 		RSSMiB: m["process_resident_memory_bytes"] / mib, Goroutines: int(m["go_goroutines"])}, nil
 }
 
-func metric(ctx context.Context, d *daemon, name string) (float64, error) {
+func metric(ctx context.Context, d *compare.Daemon, name string) (float64, error) {
 	m, err := metrics(ctx, d)
 	if err != nil {
 		return 0, err
@@ -221,9 +221,9 @@ func metric(ctx context.Context, d *daemon, name string) (float64, error) {
 }
 
 // metrics reads the unlabelled samples of /metrics.
-func metrics(ctx context.Context, d *daemon) (map[string]float64, error) {
-	req, _ := http.NewRequestWithContext(ctx, "GET", d.url+"/metrics", nil)
-	resp, err := d.client.Do(req)
+func metrics(ctx context.Context, d *compare.Daemon) (map[string]float64, error) {
+	req, _ := http.NewRequestWithContext(ctx, "GET", d.URL()+"/metrics", nil)
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -231,24 +231,7 @@ func metrics(ctx context.Context, d *daemon) (map[string]float64, error) {
 	if resp.StatusCode != 200 {
 		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
 	}
-	return ParseMetrics(resp.Body)
-}
-
-// ParseMetrics reads the unlabelled samples of a Prometheus text answer.
-func ParseMetrics(r io.Reader) (map[string]float64, error) {
-	out := map[string]float64{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		name, v, ok := strings.Cut(sc.Text(), " ")
-		if !ok || strings.HasPrefix(name, "#") || strings.Contains(name, "{") {
-			continue
-		}
-		if f, err := strconv.ParseFloat(v, 64); err == nil {
-			out[name] = f
-		}
-	}
-	return out, sc.Err()
+	return compare.ParseMetrics(resp.Body)
 }
 
 type sessionList struct {
@@ -260,9 +243,9 @@ type sessionList struct {
 	} `json:"data"`
 }
 
-func listSessions(ctx context.Context, d *daemon) (*sessionList, error) {
-	req, _ := http.NewRequestWithContext(ctx, "GET", d.url+"/v2/code/sessions", nil)
-	resp, err := d.client.Do(req)
+func listSessions(ctx context.Context, d *compare.Daemon) (*sessionList, error) {
+	req, _ := http.NewRequestWithContext(ctx, "GET", d.URL()+"/v2/code/sessions", nil)
+	resp, err := client.Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -271,7 +254,7 @@ func listSessions(ctx context.Context, d *daemon) (*sessionList, error) {
 	return &l, json.NewDecoder(resp.Body).Decode(&l)
 }
 
-func sessionPIDs(ctx context.Context, d *daemon) ([]int, error) {
+func sessionPIDs(ctx context.Context, d *compare.Daemon) ([]int, error) {
 	l, err := listSessions(ctx, d)
 	if err != nil {
 		return nil, err
@@ -285,15 +268,15 @@ func sessionPIDs(ctx context.Context, d *daemon) ([]int, error) {
 	return pids, nil
 }
 
-func deleteSessions(ctx context.Context, d *daemon) (int, error) {
+func deleteSessions(ctx context.Context, d *compare.Daemon) (int, error) {
 	l, err := listSessions(ctx, d)
 	if err != nil {
 		return 0, err
 	}
 	n := 0
 	for _, s := range l.Data.Sessions {
-		req, _ := http.NewRequestWithContext(ctx, "DELETE", d.url+"/v2/code/sessions/"+s.SessionID, nil)
-		resp, err := d.client.Do(req)
+		req, _ := http.NewRequestWithContext(ctx, "DELETE", d.URL()+"/v2/code/sessions/"+s.SessionID, nil)
+		resp, err := client.Do(req)
 		if err != nil {
 			return n, err
 		}
@@ -304,7 +287,7 @@ func deleteSessions(ctx context.Context, d *daemon) (int, error) {
 }
 
 // WriteTable prints the soak's samples and verdict.
-func (r *SoakResult) WriteTable(w io.Writer) {
+func (r *Result) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "aiobench soak, %s: %s, %d cores; %v of mixed load, retention %v, a kernel killed every %v (%d killed)\n\n",
 		r.Date, r.Machine.CPUModel, r.Machine.Cores, r.Settings.Duration, r.Settings.Retention, r.Settings.KillEvery, r.Kills)
 	fmt.Fprintln(w, "| load | calls | errors |")
@@ -327,3 +310,6 @@ func (r *SoakResult) WriteTable(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nlive heap %s: %+.1f MiB against the start (bound %.0f MiB); idle GC %.2f/s\n", verdict, r.GrowthMiB, r.Settings.MaxGrowthMiB, r.IdleGCPerS)
 }
+
+// client is the soak's HTTP client to its daemon.
+var client = &http.Client{Timeout: time.Minute}
