@@ -59,7 +59,8 @@ func TestExecute(t *testing.T) {
 	if err := json.Unmarshal(k.KernelInfo(), &ki); err != nil || ki.Implementation != "ipython" {
 		t.Errorf("kernel info %s: %v", k.KernelInfo(), err)
 	}
-	if s := k.Stats(); s != (Stats{}) {
+	// Pongs count heartbeats, which a slow run has time for.
+	if s := k.Stats(); s.BadSignature != 0 || s.Malformed != 0 {
 		t.Errorf("stats = %+v", s)
 	}
 }
