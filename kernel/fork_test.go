@@ -83,13 +83,12 @@ func templateUp(t testing.TB, ts *Templates, more ...func(*Options)) {
 	}
 	opts := Options{Spec: spec}
 	forked(ts, more...)(&opts)
-	tpl := ts.template(opts.Spec)
-	if tpl == nil {
+	if ts.template(opts.Spec) == nil {
 		t.Fatalf("no template for %v", opts.Spec.Argv)
 	}
-	select {
-	case <-tpl.first:
-	case <-time.After(3 * time.Minute):
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := ts.AwaitFirst(ctx, opts.Spec); err != nil {
 		t.Fatalf("the template was not up within 3 minutes: %+v", ts.Stats())
 	}
 }
@@ -578,6 +577,22 @@ func TestForkEnvAndCwd(t *testing.T) {
 	}
 }
 
+// templateBack waits until a template other than pid serves ts and is
+// ready, and returns its stats. A restart reports nothing else, so this
+// polls.
+func templateBack(t *testing.T, ts *Templates, pid int) TemplateStats {
+	t.Helper()
+	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		after := ts.Stats()[0]
+		if after.State == "ready" && after.PID != pid {
+			return after
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("template not back within 90s: %+v", after)
+		}
+	}
+}
+
 // TestStoppedTemplateIsReplaced stops a template (SIGSTOP): a start waits
 // for it only as long as it stays silent, is spawned instead, and the
 // wedged template is replaced.
@@ -606,17 +621,7 @@ func TestStoppedTemplateIsReplaced(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the wedged template's kernel still runs 30 s later: the template was not replaced")
 	}
-	deadline := time.Now().Add(90 * time.Second)
-	for {
-		after := ts.Stats()[0]
-		if after.State == "ready" && after.PID != before.PID {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("template not back within 90s: %+v", after)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	templateBack(t, ts, before.PID)
 	if kerneltest.Alive(before.PID) {
 		t.Errorf("stopped template %d still alive", before.PID)
 	}
@@ -659,18 +664,7 @@ func TestKilledTemplateIsReplaced(t *testing.T) {
 		t.Errorf("spawned fallback printed %q", got)
 	}
 
-	deadline := time.Now().Add(90 * time.Second)
-	var after TemplateStats
-	for {
-		after = ts.Stats()[0]
-		if after.State == "ready" && after.PID != before.PID {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("template not back within 90s: %+v", after)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	after := templateBack(t, ts, before.PID)
 	if after.Restarts != 1 || after.Fallbacks < 1 || !strings.Contains(after.LastError, "SIGKILL") {
 		t.Errorf("stats after the restart: %+v", after)
 	}

@@ -156,6 +156,22 @@ func (ts *Templates) Prepare(spec *Spec) {
 	ts.template(spec)
 }
 
+// AwaitFirst starts spec's template (as Prepare) and waits, within ctx,
+// until its first process is ready or has failed; at once when spec's
+// kernels are spawned.
+func (ts *Templates) AwaitFirst(ctx context.Context, spec *Spec) error {
+	t := ts.template(spec)
+	if t == nil {
+		return nil
+	}
+	select {
+	case <-t.first:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // template returns spec's template, creating (and starting) it on first
 // use; nil when spec's kernels are spawned.
 func (ts *Templates) template(spec *Spec) *Template {

@@ -96,12 +96,9 @@ func runIn(t testing.TB, ctx context.Context, r *Runtimes, w Want, code string) 
 // it is ready, until ctx ends.
 func templateReady(t testing.TB, ctx context.Context, r *Runtimes) {
 	t.Helper()
-	r.pools.templates.Prepare(r.env.PythonKernel.spec)
-	for ts := r.KernelStart().Templates; len(ts) == 0 || ts[0].State != "ready"; ts = r.KernelStart().Templates {
-		if ctx.Err() != nil {
-			t.Fatalf("the kernel template is not ready: %+v", ts)
-		}
-		time.Sleep(20 * time.Millisecond)
+	err := r.pools.templates.AwaitFirst(ctx, r.env.PythonKernel.spec)
+	if ts := r.KernelStart().Templates; err != nil || len(ts) == 0 || ts[0].State != "ready" {
+		t.Fatalf("the kernel template is not ready (%v): %+v", err, ts)
 	}
 }
 
