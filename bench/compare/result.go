@@ -68,9 +68,32 @@ type Settings struct {
 type Goal struct {
 	Name   string   `json:"name"`
 	Value  *float64 `json:"value"`
-	Op     string   `json:"op"` // "<=" or ">="
+	Op     string   `json:"op"` // "<=", ">=" or "<"
 	Target float64  `json:"target"`
 	Met    bool     `json:"met"`
+}
+
+// goal is the goal name: v op target, met or not (nil v: not met).
+func goal(name string, v *float64, op string, target float64) Goal {
+	g := Goal{Name: name, Value: v, Op: op, Target: target}
+	if v != nil {
+		g.Met = (op == "<=" && *v <= target) || (op == ">=" && *v >= target) || (op == "<" && *v < target)
+	}
+	return g
+}
+
+// goalCell is the table's cell for the goal name ("" when there is none).
+func (r *Result) goalCell(name string) string {
+	for _, g := range r.Goals {
+		if g.Name == name {
+			mark := "MISSED"
+			if g.Met {
+				mark = "met"
+			}
+			return fmt.Sprintf("%s %.4g: %s", g.Op, g.Target, mark)
+		}
+	}
+	return ""
 }
 
 // Result is the whole run. The maps hold one key per path, null when the
@@ -193,13 +216,6 @@ func (r *Result) derive() {
 		"js_cold_over_node_process":               div(r.OneshotP50[JSCold], r.OneshotP50[NodeProc]),
 		"python_cold_over_process":                div(r.OneshotP50[PyCold], r.OneshotP50[PyProc]),
 	}
-	goal := func(name string, v *float64, op string, target float64) Goal {
-		g := Goal{Name: name, Value: v, Op: op, Target: target}
-		if v != nil {
-			g.Met = (op == "<=" && *v <= target) || (op == ">=" && *v >= target)
-		}
-		return g
-	}
 	defer r.deriveStart()
 	if len(r.Runs) == 0 {
 		return // the start benchmark alone
@@ -263,18 +279,6 @@ func (r *Result) writeMainTable(w io.Writer) {
 		}
 		return fmt.Sprintf("%s %.2f", label, *v)
 	}
-	goalCell := func(name string) string {
-		for _, g := range r.Goals {
-			if g.Name == name {
-				mark := "MISSED"
-				if g.Met {
-					mark = "met"
-				}
-				return fmt.Sprintf("%s %.4g: %s", g.Op, g.Target, mark)
-			}
-		}
-		return ""
-	}
 	na := "-"
 	row4 := func(label string, m map[string]*float64, unit string, hasJ bool) []string {
 		j := na
@@ -284,15 +288,15 @@ func (r *Result) writeMainTable(w io.Writer) {
 		return []string{label, cell(m[Floor], unit), cell(m[REST], unit), cell(m[WS], unit), j}
 	}
 	rows = append(rows,
-		append(row4("exec p50, sequential", r.ExecP50, "ms", true), ratio("rest_over_floor", "REST/floor"), goalCell("ratios.rest_over_floor")),
-		[]string{"", "", "", "", "", ratio("ws_over_floor", "WS/floor"), goalCell("ratios.ws_over_floor")},
-		[]string{"", "", "", "", "", ratio("jupyter_server_over_rest", "Jupyter/REST"), goalCell("ratios.jupyter_server_over_rest")},
+		append(row4("exec p50, sequential", r.ExecP50, "ms", true), ratio("rest_over_floor", "REST/floor"), r.goalCell("ratios.rest_over_floor")),
+		[]string{"", "", "", "", "", ratio("ws_over_floor", "WS/floor"), r.goalCell("ratios.ws_over_floor")},
+		[]string{"", "", "", "", "", ratio("jupyter_server_over_rest", "Jupyter/REST"), r.goalCell("ratios.jupyter_server_over_rest")},
 		append(row4("exec p90, sequential", r.ExecP90, "ms", true), "", ""),
 		append(row4("exec p99, sequential", r.ExecP99, "ms", true), "", ""),
 		append(row4("exec/s at c16", r.ThroughputC16, "/s", true), ratio("throughput_rest_over_floor_c16", "REST/floor"), ""),
 		[]string{"", "", "", "", "", ratio("throughput_rest_over_jupyter_server_c16", "REST/Jupyter"), ""},
 		append(row4("p50 at c16", r.ConcP50C16, "ms", true), "", ""),
-		append(row4("exec/s at c64", r.ThroughputC64, "/s", false), ratio("throughput_rest_over_floor_c64", "REST/floor"), goalCell("ratios.throughput_rest_over_floor_c64")),
+		append(row4("exec/s at c64", r.ThroughputC64, "/s", false), ratio("throughput_rest_over_floor_c64", "REST/floor"), r.goalCell("ratios.throughput_rest_over_floor_c64")),
 		[]string{"", "", "", "", "", ratio("throughput_ws_over_floor_c64", "WS/floor"), ""},
 		append(row4("p50 at c64", r.ConcP50C64, "ms", false), "", ""),
 	)
@@ -301,7 +305,7 @@ func (r *Result) writeMainTable(w io.Writer) {
 		if ratioName != "" {
 			rt = ratio(ratioName, ratioLabel)
 		}
-		return []string{label + " p50", "", cell(r.OneshotP50[key], "ms"), "", "", rt, goalCell(goalName)}
+		return []string{label + " p50", "", cell(r.OneshotP50[key], "ms"), "", "", rt, r.goalCell(goalName)}
 	}
 	rows = append(rows,
 		one(pathLabel[PyCold], PyCold, "python_cold_over_process", "cold/python3 -c", ""),
@@ -311,8 +315,8 @@ func (r *Result) writeMainTable(w io.Writer) {
 		one(pathLabel[JSWarm], JSWarm, "js_prewarm_over_node_process", "prewarm/node -e", "ratios.js_prewarm_over_node_process"),
 		one(pathLabel[NodeProc], NodeProc, "", "", ""),
 		[]string{"aiod RSS, idle, no sessions", "", cell(r.RSSMB["idle_start"], "MiB"), "", "", "", ""},
-		[]string{"aiod RSS, idle, 100 sessions", "", cell(r.RSSMB["idle_100_sessions"], "MiB"), "", "", "", goalCell("rss_mb.idle_100_sessions")},
-		[]string{"aiod RSS, peak in 100 MB print", "", cell(r.RSSMB["flood_100mb"], "MiB"), "", "", "", goalCell("rss_mb.flood_100mb")},
+		[]string{"aiod RSS, idle, 100 sessions", "", cell(r.RSSMB["idle_100_sessions"], "MiB"), "", "", "", r.goalCell("rss_mb.idle_100_sessions")},
+		[]string{"aiod RSS, peak in 100 MB print", "", cell(r.RSSMB["flood_100mb"], "MiB"), "", "", "", r.goalCell("rss_mb.flood_100mb")},
 	)
 	writeMarkdown(w, rows)
 }

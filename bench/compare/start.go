@@ -824,13 +824,6 @@ func (r *Result) deriveStart() {
 		"burst_isolated_over_plain":             div(burst(ModeFork), burst(ModeForkPlain)),
 		"pss_isolated_minus_plain_mb":           sub(pss(ModeFork), pss(ModeForkPlain)),
 	}
-	goal := func(name string, v *float64, op string, target float64) Goal {
-		g := Goal{Name: name, Value: v, Op: op, Target: target}
-		if v != nil {
-			g.Met = (op == "<=" && *v <= target) || (op == ">=" && *v >= target) || (op == "<" && *v < target)
-		}
-		return g
-	}
 	var rowIso, newIso *float64
 	rowTarget := 0.0
 	if t := sr.Tenants; t != nil {
@@ -882,18 +875,6 @@ func (r *Result) writeStartTable(w io.Writer) {
 	s := sr.Settings
 	fmt.Fprintf(w, "\nkernel start: %s; first execute: %d new sessions per mode, alternating; burst: %d new sessions at once; PSS: %d idle sessions; live: steps of %d up to %d, stopping under %d MiB MemAvailable; sessions run %q\n\n",
 		s.Daemons, s.FirstExecRounds, s.BurstSessions, s.PSSSessions, s.LiveStep, s.LiveMax, s.LiveMinFreeMiB, s.SessionCode)
-	goalCell := func(name string) string {
-		for _, g := range r.Goals {
-			if g.Name == name {
-				mark := "MISSED"
-				if g.Met {
-					mark = "met"
-				}
-				return fmt.Sprintf("%s %.4g: %s", g.Op, g.Target, mark)
-			}
-		}
-		return ""
-	}
 	f := func(v float64, ok bool, format string) string {
 		if !ok {
 			return "FAILED"
@@ -966,22 +947,22 @@ func (r *Result) writeStartTable(w io.Writer) {
 		return fmt.Sprintf("%d (%s)", l.MaxAnswering, l.StoppedBy)
 	}
 	rows = append(rows,
-		[]string{"first execute of a new session, p50", fe(ModeFork, 50), fe(ModeSpawn, 50), ratio("first_execute_p50_spawn_over_fork", "spawn/fork"), goalCell("start.first_execute.fork.p50_ms")},
+		[]string{"first execute of a new session, p50", fe(ModeFork, 50), fe(ModeSpawn, 50), ratio("first_execute_p50_spawn_over_fork", "spawn/fork"), r.goalCell("start.first_execute.fork.p50_ms")},
 		[]string{"first execute of a new session, p99", fe(ModeFork, 99), fe(ModeSpawn, 99), "", ""},
-		[]string{"  same, fork + the default pool (full), p50 / p99", fe(ModeForkPrewarm, 50) + " / " + fe(ModeForkPrewarm, 99), "", "", goalCell("start.first_execute.fork_prewarm.p50_ms")},
-		[]string{"  same, fork without isolation (AIO_ISOLATION=none), p50", fe(ModeForkPlain, 50), "", ratio("first_execute_p50_isolated_over_plain", "isolated/plain"), goalCell("start.ratios.first_execute_p50_isolated_over_plain")},
-		[]string{fmt.Sprintf("one JWT tenant's %d new sessions in a row, default pools, p50: isolated / plain", tenantRow), tenantP50(sr, true, ModeTenants) + " / " + tenantP50(sr, true, ModeTenantsPlain), "", "", goalCell("start.tenants.row.tenants.p50_ms")},
-		[]string{"a new JWT tenant's first session, p50: isolated / plain", tenantP50(sr, false, ModeTenants) + " / " + tenantP50(sr, false, ModeTenantsPlain), "", "", goalCell("start.tenants.new_tenant.tenants.p50_ms")},
-		[]string{fmt.Sprintf("burst of %d pandas sessions, all answered", s.BurstSessions), bu(ModeFork), bu(ModeSpawn), ratio("burst_spawn_over_fork", "spawn/fork"), goalCell("start.burst.fork.last_answer_s") + "; " + goalCell("start.ratios.burst_spawn_over_fork")},
-		[]string{"  same, fork without isolation", bu(ModeForkPlain), "", ratio("burst_isolated_over_plain", "isolated/plain"), goalCell("start.ratios.burst_isolated_over_plain")},
-		[]string{"PSS per idle pandas session (template included)", ps(ModeFork, false), ps(ModeSpawn, false), ratio("pss_spawn_over_fork", "spawn/fork"), goalCell("start.pss.fork.per_session_mb")},
-		[]string{"  same, fork without isolation", ps(ModeForkPlain, false), "", ratio("pss_isolated_minus_plain_mb", "isolated-plain MB"), goalCell("start.ratios.pss_isolated_minus_plain_mb")},
-		[]string{"PSS of one kernel, median", ps(ModeFork, true), ps(ModeSpawn, true), "", goalCell("start.pss.fork.kernel_median_mb")},
-		[]string{"live pandas sessions, each answering", lv(ModeFork, "n"), lv(ModeSpawn, "n"), "", goalCell("start.live_sessions.fork.max_answering")},
-		[]string{"aiod RSS with that many", lv(ModeFork, "rss"), lv(ModeSpawn, "rss"), "", goalCell("start.live_sessions.fork.aiod_rss_mib_at_max")},
+		[]string{"  same, fork + the default pool (full), p50 / p99", fe(ModeForkPrewarm, 50) + " / " + fe(ModeForkPrewarm, 99), "", "", r.goalCell("start.first_execute.fork_prewarm.p50_ms")},
+		[]string{"  same, fork without isolation (AIO_ISOLATION=none), p50", fe(ModeForkPlain, 50), "", ratio("first_execute_p50_isolated_over_plain", "isolated/plain"), r.goalCell("start.ratios.first_execute_p50_isolated_over_plain")},
+		[]string{fmt.Sprintf("one JWT tenant's %d new sessions in a row, default pools, p50: isolated / plain", tenantRow), tenantP50(sr, true, ModeTenants) + " / " + tenantP50(sr, true, ModeTenantsPlain), "", "", r.goalCell("start.tenants.row.tenants.p50_ms")},
+		[]string{"a new JWT tenant's first session, p50: isolated / plain", tenantP50(sr, false, ModeTenants) + " / " + tenantP50(sr, false, ModeTenantsPlain), "", "", r.goalCell("start.tenants.new_tenant.tenants.p50_ms")},
+		[]string{fmt.Sprintf("burst of %d pandas sessions, all answered", s.BurstSessions), bu(ModeFork), bu(ModeSpawn), ratio("burst_spawn_over_fork", "spawn/fork"), r.goalCell("start.burst.fork.last_answer_s") + "; " + r.goalCell("start.ratios.burst_spawn_over_fork")},
+		[]string{"  same, fork without isolation", bu(ModeForkPlain), "", ratio("burst_isolated_over_plain", "isolated/plain"), r.goalCell("start.ratios.burst_isolated_over_plain")},
+		[]string{"PSS per idle pandas session (template included)", ps(ModeFork, false), ps(ModeSpawn, false), ratio("pss_spawn_over_fork", "spawn/fork"), r.goalCell("start.pss.fork.per_session_mb")},
+		[]string{"  same, fork without isolation", ps(ModeForkPlain, false), "", ratio("pss_isolated_minus_plain_mb", "isolated-plain MB"), r.goalCell("start.ratios.pss_isolated_minus_plain_mb")},
+		[]string{"PSS of one kernel, median", ps(ModeFork, true), ps(ModeSpawn, true), "", r.goalCell("start.pss.fork.kernel_median_mb")},
+		[]string{"live pandas sessions, each answering", lv(ModeFork, "n"), lv(ModeSpawn, "n"), "", r.goalCell("start.live_sessions.fork.max_answering")},
+		[]string{"aiod RSS with that many", lv(ModeFork, "rss"), lv(ModeSpawn, "rss"), "", r.goalCell("start.live_sessions.fork.aiod_rss_mib_at_max")},
 		[]string{"PSS per session with that many (template included)", lv(ModeFork, "pss"), lv(ModeSpawn, "pss"), "", ""},
 		[]string{"aiod CPU with that many, just answered (% of a core)", lv(ModeFork, "cpu"), lv(ModeSpawn, "cpu"), "", ""},
-		[]string{fmt.Sprintf("aiod CPU with that many, quiet %.0f s, over %.0f s (%% of a core)", quietWait.Seconds(), quietWindow.Seconds()), lv(ModeFork, "quiet"), lv(ModeSpawn, "quiet"), "", goalCell("start.live_sessions.fork.aiod_quiet_cpu_percent")},
+		[]string{fmt.Sprintf("aiod CPU with that many, quiet %.0f s, over %.0f s (%% of a core)", quietWait.Seconds(), quietWindow.Seconds()), lv(ModeFork, "quiet"), lv(ModeSpawn, "quiet"), "", r.goalCell("start.live_sessions.fork.aiod_quiet_cpu_percent")},
 	)
 	writeMarkdown(w, rows)
 }

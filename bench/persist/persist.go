@@ -191,13 +191,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	state := filepath.Join(cfg.Dir, "state")
 	first := 1_500_000_000 + rand.IntN(400_000)*1000
-	uids := fmt.Sprintf("AIO_TENANT_UIDS=%d-%d", first, first+999)
 	start := func() (*compare.Daemon, *client, error) {
-		d, err := compare.StartDaemon(ctx, "persist", bin, cfg.Dir, "AIO_STATE_DIR="+state, uids, "AIO_CODE_BACKEND=kernel")
-		if err != nil {
-			return nil, nil, err
-		}
-		return d, &client{url: d.URL(), hc: &http.Client{Timeout: 5 * time.Minute}}, nil
+		return startKernelDaemon(ctx, "persist", bin, cfg.Dir, state, first)
 	}
 	r := &Report{}
 
@@ -370,6 +365,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	return r, nil
 }
 
+// startKernelDaemon starts bin with the kernel backend, its state in
+// state and tenant uids from first, and a client of it.
+func startKernelDaemon(ctx context.Context, name, bin, dir, state string, first int) (*compare.Daemon, *client, error) {
+	d, err := compare.StartDaemon(ctx, name, bin, dir, "AIO_STATE_DIR="+state,
+		fmt.Sprintf("AIO_TENANT_UIDS=%d-%d", first, first+999), "AIO_CODE_BACKEND=kernel")
+	if err != nil {
+		return nil, nil, err
+	}
+	return d, &client{url: d.URL(), hc: &http.Client{Timeout: 5 * time.Minute}}, nil
+}
+
 // bySize saves a session of each of cfg.SizeRows, three snapshots each,
 // then restarts the daemon cfg.SizeRounds times and times the first call
 // on each saved session, each once the daemon's pool is full. The daemon
@@ -378,12 +384,10 @@ func bySize(ctx context.Context, cfg Config, bin string, r *Report, say func(str
 	state := filepath.Join(cfg.Dir, "state-sizes")
 	first := 1_700_000_000 + rand.IntN(200_000)*1000
 	start := func() (*compare.Daemon, *client, error) {
-		d, err := compare.StartDaemon(ctx, "sizes", bin, cfg.Dir, "AIO_STATE_DIR="+state,
-			fmt.Sprintf("AIO_TENANT_UIDS=%d-%d", first, first+999), "AIO_CODE_BACKEND=kernel")
+		d, c, err := startKernelDaemon(ctx, "sizes", bin, cfg.Dir, state, first)
 		if err != nil {
 			return nil, nil, err
 		}
-		c := &client{url: d.URL(), hc: &http.Client{Timeout: 5 * time.Minute}}
 		if err := d.WaitFullPool(ctx); err != nil {
 			d.Stop()
 			return nil, nil, err
