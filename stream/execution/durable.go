@@ -53,6 +53,13 @@ const flushEvery = 50 * time.Millisecond
 // execution's first second forgets it.
 const claimAfter = time.Second
 
+// txBytes is how many bytes of finished records one transaction takes
+// before the rest of the queue waits for the next, which follows at once:
+// a record is held twice until its transaction commits (encoded, and in
+// bbolt's pages), so four 8 MiB results finishing together cost 16 MiB at
+// a time rather than 64.
+const txBytes = 4 << 20
+
 // dropEvery is how often the file's pages are taken out of aiod's
 // resident memory (dropPages).
 const dropEvery = time.Second
@@ -306,7 +313,7 @@ func (x *Store) recover() error {
 		}
 		var delta totals
 		for _, r := range recs {
-			if err := x.disk.putDone(tx, r, &delta); err != nil {
+			if _, err := x.disk.putDone(tx, r, &delta); err != nil {
 				return err
 			}
 		}
@@ -329,12 +336,12 @@ func (d *disk) add(delta totals) {
 	d.count.Add(delta.count)
 }
 
-// putDone writes r's finished record in tx; what it adds to the disk's
-// totals goes into delta, applied once tx commits.
-func (d *disk) putDone(tx *bolt.Tx, r *Record, delta *totals) error {
+// putDone writes r's finished record in tx and returns its size; what it
+// adds to the disk's totals goes into delta, applied once tx commits.
+func (d *disk) putDone(tx *bolt.Tx, r *Record, delta *totals) (int, error) {
 	v, err := encodeRec(r)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	xb, ib := tx.Bucket(bucketX), tx.Bucket(bucketID)
 	ik := idKey(r.Tenant, r.ID)
@@ -344,7 +351,7 @@ func (d *disk) putDone(tx *bolt.Tx, r *Record, delta *totals) error {
 			delta.count--
 		}
 		if err := xb.Delete(old); err != nil {
-			return err
+			return len(v), err
 		}
 	}
 	d.seq++
@@ -352,22 +359,22 @@ func (d *disk) putDone(tx *bolt.Tx, r *Record, delta *totals) error {
 	binary.BigEndian.PutUint64(k, uint64(r.endedAt().UnixNano()))
 	binary.BigEndian.PutUint64(k[8:], d.seq)
 	if err := xb.SetSequence(d.seq); err != nil {
-		return err
+		return len(v), err
 	}
 	if err := xb.Put(k, v); err != nil {
-		return err
+		return len(v), err
 	}
 	if err := ib.Put(ik, k); err != nil {
-		return err
+		return len(v), err
 	}
 	// Its claim, if one was written (in this transaction too), is
 	// replaced by the finished record.
 	if err := tx.Bucket(bucketRun).Delete(ik); err != nil {
-		return err
+		return len(v), err
 	}
 	delta.bytes += int64(len(v))
 	delta.count++
-	return nil
+	return len(v), nil
 }
 
 // totals is what a transaction adds to the disk's bytes and records.
@@ -417,9 +424,18 @@ func (x *Store) writer() {
 	}
 }
 
-// flush writes what is queued, in one transaction. Claims younger than
-// claimAfter wait for a later flush, unless final (the store is closing).
+// flush writes what is queued, in transactions of txBytes. Claims younger
+// than claimAfter wait for a later flush, unless final (the store is
+// closing).
 func (x *Store) flush(final bool) {
+	for x.flushTx(final) {
+	}
+}
+
+// flushTx writes what is queued in one transaction, up to txBytes of
+// finished records, and says whether more of the queue is to be written
+// now.
+func (x *Store) flushTx(final bool) (more bool) {
 	d := x.disk
 	d.mu.Lock()
 	q := d.queue
@@ -429,14 +445,19 @@ func (x *Store) flush(final bool) {
 		return
 	}
 	var written []*Record
-	var held, tried []diskOp
+	var held, tried, rest []diskOp
 	var claimed []*Record
 	var delta totals
 	now := time.Now()
 	err := d.db.Update(func(tx *bolt.Tx) error {
-		written, held, tried, claimed, delta = nil, nil, nil, nil, totals{}
+		written, held, tried, rest, claimed, delta = nil, nil, nil, nil, nil, totals{}
 		run := tx.Bucket(bucketRun)
-		for _, op := range q {
+		size := 0 // bytes put in this transaction
+		for i, op := range q {
+			if size >= txBytes {
+				rest = q[i:] // the next transaction's, at once
+				break
+			}
 			if op.rec.evicted.Load() {
 				continue // memory's bound forgot it before the disk took it
 			}
@@ -459,11 +480,14 @@ func (x *Store) flush(final bool) {
 				if err := run.Put(idKey(op.rec.Tenant, op.rec.ID), v); err != nil {
 					return err
 				}
+				size += len(v)
 				claimed = append(claimed, op.rec)
 				continue
 			}
 			tried = append(tried, op)
-			if err := d.putDone(tx, op.rec, &delta); err != nil {
+			n, err := d.putDone(tx, op.rec, &delta)
+			size += n
+			if err != nil {
 				if errors.Is(err, bolt.ErrTxClosed) || errors.Is(err, bolt.ErrDatabaseNotOpen) {
 					return err
 				}
@@ -480,9 +504,9 @@ func (x *Store) flush(final bool) {
 		x.storeError(fmt.Errorf("write %d executions to %s: %w", len(tried), d.path, err))
 		held = append(tried, held...)
 	}
-	if len(held) > 0 {
+	if len(held) > 0 || len(rest) > 0 {
 		d.mu.Lock()
-		d.queue = append(held, d.queue...)
+		d.queue = append(append(held, rest...), d.queue...)
 		d.mu.Unlock()
 	}
 	if err != nil {
@@ -495,6 +519,7 @@ func (x *Store) flush(final bool) {
 	for _, r := range written {
 		r.persisted.Store(true)
 	}
+	return len(rest) > 0
 }
 
 // Errors is how many writes to the store's file failed.
