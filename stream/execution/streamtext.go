@@ -97,19 +97,21 @@ func (p *scanner) str() (start, end int, ok bool) {
 	}
 	start = p.i
 	for {
-		j := bytes.IndexAny(p.b[p.i:], `"\`)
+		// The next quote ends the string unless an odd run of backslashes
+		// escapes it. IndexByte is vectorised where IndexAny of two bytes
+		// is not: a 1 MB stream message took a quarter of aiod's CPU here.
+		j := bytes.IndexByte(p.b[p.i:], '"')
 		if j < 0 {
 			return 0, 0, false
 		}
-		p.i += j
-		if p.b[p.i] == '"' {
-			end = p.i
-			p.i++
-			return start, end, true
+		q := p.i + j
+		k := q
+		for k > start && p.b[k-1] == '\\' {
+			k--
 		}
-		p.i += 2 // an escape and the byte after it
-		if p.i > len(p.b) {
-			return 0, 0, false
+		p.i = q + 1
+		if (q-k)%2 == 0 {
+			return start, q, true
 		}
 	}
 }
