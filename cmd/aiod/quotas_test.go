@@ -6,6 +6,7 @@ package main
 // of the issue, with the times and memory it took logged.
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -367,13 +368,17 @@ func tcpEntry(local, remote *net.TCPAddr) (state, inode string, ok bool) {
 // to clients that read the answer's headers and then nothing (a 4 KiB
 // receive buffer). Each connection is cut by aiod within 90 s (a blocked
 // write waits 10 s), the executions go on to their end, fetched by id
-// afterwards, and the unread streams cost aiod no more than the same four
-// executions answered to clients that read them, on a daemon of their own
-// in the same test, and 64 MiB: a stream holds nothing of its own but the
-// 1 MiB batch it is writing. (The issue asked for +120 MiB in all; the
-// executions themselves keep more: each keeps the last --output-budget of
-// its outputs for resumes and its result's head and tail, and the Go heap
-// may grow to twice what is live. Both figures are logged.)
+// afterwards, and the unread streams hold nothing of their own but the
+// batch each is writing and the result it ends with: once the executions
+// are done, aiod's live heap (after a collection, through --pprof-addr) is
+// within 40 MiB of the same four executions answered to clients that read
+// them, on a daemon of their own in the same test. A stream that queued
+// what its client did not read would hold up to 80 MB; one that kept its
+// execution's whole log (--output-budget) in memory, 8 MiB more each. The peaks of aiod's RSS are logged, for the
+// issue's +120 MiB: they depend on when the collector runs, which a loaded
+// machine delays, and the executions themselves keep more than the streams
+// (each keeps the last --output-budget of its outputs for resumes, and its
+// result's head and tail).
 func TestUnreadStreamsAreCutAndBounded(t *testing.T) {
 	t.Parallel()
 	const streams = 4
@@ -382,7 +387,8 @@ func TestUnreadStreamsAreCutAndBounded(t *testing.T) {
 	defer cancel()
 
 	// The same executions, answered to clients that read.
-	read := startDaemon(t)
+	readProf := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	read := startDaemon(t, "--pprof-addr", readProf)
 	read.execute(ctx, "", "1", 60) // a first kernel start, not counted
 	resetPeak(t, read)
 	readBefore, _ := aiodMemory(t, read)
@@ -405,9 +411,11 @@ func TestUnreadStreamsAreCutAndBounded(t *testing.T) {
 	}
 	wg.Wait()
 	_, readPeak := aiodMemory(t, read)
+	readLive := liveHeap(ctx, t, readProf)
 	read.stop()
 
-	d := startDaemon(t)
+	prof := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	d := startDaemon(t, "--pprof-addr", prof)
 	d.execute(ctx, "", "1", 60) // a first kernel start, not counted
 	resetPeak(t, d)
 	before, _ := aiodMemory(t, d)
@@ -449,6 +457,31 @@ func TestUnreadStreamsAreCutAndBounded(t *testing.T) {
 		if !bytes.HasPrefix(head, []byte("HTTP/1.1 200")) || !bytes.Contains(head, []byte("X-Execution-Id: "+ids[i])) {
 			t.Fatalf("stream %d answered: %q", i, head)
 		}
+	}
+
+	// The executions end while their streams wait on their clients.
+	for _, id := range ids {
+		var env envelope[struct {
+			State string `json:"state"`
+		}]
+		d.do(ctx, http.MethodGet, "/v2/code/executions/"+id+"?wait=120", nil, &env)
+		if env.Data.State != "done" {
+			t.Fatalf("execution %s while its stream is unread: %s %+v", id, env.Message, env.Data)
+		}
+	}
+	held := 0
+	for _, c := range conns {
+		local, remote := c.LocalAddr().(*net.TCPAddr), c.RemoteAddr().(*net.TCPAddr)
+		if state, inode, ok := tcpEntry(remote, local); ok && inode != "0" && state == "01" {
+			held++
+		}
+	}
+	live := liveHeap(ctx, t, prof)
+	t.Logf("executions done %v after the requests, %d of %d streams still held: aiod's live heap %s, against %s where the clients read",
+		time.Since(began).Round(time.Millisecond), held, streams, mib(live), mib(readLive))
+	if live > readLive+40<<20 {
+		t.Errorf("with %d unread streams held, aiod's live heap is %s, the same executions read by their clients %s: unread streams hold more than their batches",
+			held, mib(live), mib(readLive))
 	}
 
 	// Each connection is cut when aiod no longer holds its end: the
@@ -493,10 +526,31 @@ func TestUnreadStreamsAreCutAndBounded(t *testing.T) {
 		time.Since(began).Round(time.Millisecond), mib(before), mib(peakCut), float64(peakCut-before)/(1<<20), mib(peak), float64(peak-before)/(1<<20), mib(after))
 	t.Logf("the same executions read by their clients: aiod's peak %+.1f MiB; unread: %+.1f MiB (the issue asked for at most +120 MiB)",
 		float64(readPeak-readBefore)/(1<<20), float64(peak-before)/(1<<20))
-	if peak-before > readPeak-readBefore+64<<20 {
-		t.Errorf("four unread streams took aiod's peak up %s, the same executions read by their clients %s: unread streams hold more than their batches",
-			mib(peak-before), mib(readPeak-readBefore))
+}
+
+// liveHeap is the daemon's Go heap right after a collection, read from
+// its heap profile on the --pprof-addr listener addr (gc=1 collects first).
+func liveHeap(ctx context.Context, t *testing.T, addr string) int64 {
+	t.Helper()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/debug/pprof/heap?gc=1&debug=1", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("aiod's heap profile: %v", err)
 	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "# HeapAlloc = "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("aiod's heap profile: %q", sc.Text())
+			}
+			return n
+		}
+	}
+	t.Fatalf("aiod's heap profile has no HeapAlloc line (%v)", sc.Err())
+	return 0
 }
 
 // sessionStates is every session of c's listing with its state ("saved",

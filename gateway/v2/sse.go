@@ -8,7 +8,6 @@ import (
 
 	"time"
 
-	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
 
 	"github.com/aiod/aiod/gateway/api"
@@ -72,17 +71,17 @@ func wireEntry(e execution.Entry, executionID string) (event string, b []byte, o
 		r := e.Event.Result
 		event, v = "result", streamResult{Type: "result", Envelope: api.Envelope{Success: r.Success(), Message: r.Message(), Data: call.V2Data(r)}}
 	case e.Event.Out != nil:
-		out, err := e.Event.Out.CompactJSON()
+		// Written by hand around the output: a stream output of 1 MB is
+		// copied once, where marshalling a wrapper copied and scanned it
+		// twice more.
+		id, _ := api.Marshal(executionID)
+		b := append(append([]byte(`{"type":"output","execution_id":`), id...), `,"seq":`...)
+		b = append(strconv.AppendInt(b, int64(e.Seq), 10), `,"output":`...)
+		b, err := e.Event.Out.AppendCompactJSON(b, 1)
 		if err != nil {
 			return "", nil, false
 		}
-		event = "output"
-		v = struct {
-			Type        string          `json:"type"`
-			ExecutionID string          `json:"execution_id"`
-			Seq         int             `json:"seq"`
-			Output      json.RawMessage `json:"output"`
-		}{"output", executionID, e.Seq, out}
+		return "output", append(b, '}'), true
 	case e.Event.State != "":
 		event = "status"
 		v = map[string]any{"type": "status", "execution_id": executionID, "state": e.Event.State}
@@ -146,6 +145,7 @@ func (s *Surface) streamExecution(ctx *fasthttp.RequestCtx, rec *execution.Recor
 		tick := time.NewTicker(keepalive)
 		defer tick.Stop()
 		cur := execution.NewCursor(after)
+		defer rec.Track(&cur)()
 		for {
 			items, next, final, behind := rec.Pull(cur, pullBatch)
 			api.Arm(conn, wt)

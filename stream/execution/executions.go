@@ -277,6 +277,7 @@ func (x *Store) sweepLocked(now time.Time) {
 			x.finished = x.finished[1:]
 			x.bytes -= r.heldBytes()
 			delete(x.byID, execKey{r.Tenant, r.ID})
+			r.leaveMemory()
 		case x.disk != nil && now.Sub(r.endedAt()) <= x.cfg.Retention && x.bytes > x.cfg.RetentionBytes:
 			// Not written yet (the disk fails): memory holds the
 			// retention's bytes at most, as it does without a disk.
@@ -397,13 +398,15 @@ type Record struct {
 	runner    Runner // the session it runs in (temporary ones included), once it entered one
 	sinks     map[*follower]struct{}
 	resultLen int
-	persisted atomic.Bool // written to the store's file (finished)
-	evicted   atomic.Bool // forgotten: a write still queued skips it
-	claimed   atomic.Bool // its claim was written to the store's run bucket
-	loaded    bool        // read back from the store's file: its result, no log
-	statuses  []Entry     // the last maxStatuses status entries, in order (Pull)
-	statusN   int         // status entries ever recorded: statuses[0] is number statusN-len(statuses)
-	dropped   [2]int      // bytes of stdout and stderr text dropped from the log (StreamFrom)
+	persisted atomic.Bool             // written to the store's file (finished)
+	evicted   atomic.Bool             // forgotten: a write still queued skips it
+	claimed   atomic.Bool             // its claim was written to the store's run bucket
+	loaded    bool                    // read back from the store's file: its result, no log
+	statuses  []Entry                 // the last maxStatuses status entries, in order (Pull)
+	statusN   int                     // status entries ever recorded: statuses[0] is number statusN-len(statuses)
+	dropped   [2]int                  // bytes of stdout and stderr text dropped from the log (StreamFrom)
+	readers   map[*readerPos]struct{} // pulling readers (Track) and the last output each had
+	logLeft   bool                    // its log was let go as it left the store's memory: its result, no log
 }
 
 // Runner is what runs an execution: the session it entered (package

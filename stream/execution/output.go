@@ -198,17 +198,24 @@ func (o *Output) Compact() any {
 // CompactJSON is Compact as JSON. A decoded stream's text is copied as it
 // arrived, escaped, instead of being unescaped and escaped again (unless it
 // holds invalid UTF-8, which a WebSocket text message may not carry).
-func (o *Output) CompactJSON() ([]byte, error) {
+func (o *Output) CompactJSON() ([]byte, error) { return o.AppendCompactJSON(nil, 0) }
+
+// AppendCompactJSON appends CompactJSON's object to dst; a new buffer, when
+// one is needed, has room for extra bytes more.
+func (o *Output) AppendCompactJSON(dst []byte, extra int) ([]byte, error) {
 	if o.Type != jupyter.MsgStream || o.textJSON == nil || !utf8.Valid(o.textJSON) {
-		return json.MarshalWithOption(o.Compact(), json.DisableHTMLEscape())
+		b, err := json.MarshalWithOption(o.Compact(), json.DisableHTMLEscape())
+		return append(dst, b...), err
 	}
 	name, _ := json.MarshalWithOption(o.Name, json.DisableHTMLEscape())
-	b := make([]byte, 0, len(o.textJSON)+len(name)+48)
-	b = append(b, `{"output_type":"stream","name":`...)
-	b = append(b, name...)
-	b = append(b, `,"text":"`...)
-	b = append(b, o.textJSON...)
-	return append(b, `"}`...), nil
+	if need := len(o.textJSON) + len(name) + 48; cap(dst)-len(dst) < need {
+		dst = append(make([]byte, 0, len(dst)+need+extra), dst...)
+	}
+	dst = append(dst, `{"output_type":"stream","name":`...)
+	dst = append(dst, name...)
+	dst = append(dst, `,"text":"`...)
+	dst = append(dst, o.textJSON...)
+	return append(dst, `"}`...), nil
 }
 
 // NineField is the v1 jupyter form: always nine fields, unused ones null.

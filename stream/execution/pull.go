@@ -18,6 +18,60 @@ const maxStatuses = 64
 type Cursor struct {
 	Seq      int
 	Statuses int
+	pos      *readerPos // the reader's place in the record's readers (Track), or nil
+}
+
+// readerPos is the last output seq a tracked reader had.
+type readerPos struct{ seq int }
+
+// Track makes cur's reader known to r until untrack is called, and Pull
+// keeps its place there. A finished record that leaves the store's memory
+// (it is on disk, and the cache's bytes are full) is then read by new
+// readers from the file; its log keeps only what a tracked reader may
+// still pull: the outputs after the least of their places, none when each
+// of them fell behind the log (their next Pull tells them so). A stream
+// blocked on a client that does not read then holds its batch and the
+// result, not the execution's whole log.
+func (r *Record) Track(cur *Cursor) (untrack func()) {
+	p := &readerPos{seq: cur.Seq}
+	cur.pos = p
+	r.mu.Lock()
+	if r.readers == nil {
+		r.readers = map[*readerPos]struct{}{}
+	}
+	r.readers[p] = struct{}{}
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		delete(r.readers, p)
+		r.mu.Unlock()
+	}
+}
+
+// leaveMemory drops the outputs of r's log that no tracked reader may
+// still pull (Track), as r leaves the store's memory.
+func (r *Record) leaveMemory() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	keepAfter := r.lastSeq
+	for p := range r.readers {
+		if p.seq+1 >= r.firstSeq { // not behind
+			keepAfter = min(keepAfter, p.seq)
+		}
+	}
+	i := 0
+	for i < len(r.entries) && r.entries[i].Seq <= keepAfter {
+		old := r.entries[i]
+		r.noteDroppedLocked(old.Event.Out)
+		r.logBytes -= old.Event.Size() + entryOverhead
+		i++
+	}
+	if i == 0 {
+		return
+	}
+	r.entries = append([]Entry(nil), r.entries[i:]...) // the dropped ones' frames go
+	r.firstSeq = max(r.firstSeq, keepAfter+1)
+	r.logLeft = len(r.entries) == 0
 }
 
 // NewCursor is a cursor for a reader that had the outputs up to seq after.
@@ -42,6 +96,11 @@ func (r *Record) noteStatusLocked(e Entry) {
 func (r *Record) Pull(cur Cursor, maxBytes int) (entries []Entry, next Cursor, final bool, gone *GoneError) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	defer func() {
+		if next.pos != nil {
+			next.pos.seq = next.Seq
+		}
+	}()
 	if r.evicted.Load() {
 		return nil, cur, false, &GoneError{ID: r.ID, At: r.ended, Why: "evicted"}
 	}

@@ -1,8 +1,10 @@
 package execution
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func statusEvent(state string) Event { return Event{State: state} }
@@ -61,5 +63,62 @@ func TestPullKeepsOrderAndBounds(t *testing.T) {
 	}
 	if es, _, _, gone := r2.Pull(NewCursor(4), 100*one); gone != nil || len(es) != 6 || es[0].Seq != 5 {
 		t.Fatalf("resumed after 4: %d entries from seq %d (%v)", len(es), es[0].Seq, gone)
+	}
+}
+
+// A finished record that leaves the store's memory (on disk, the cache
+// full) keeps in its log only what a tracked reader may still pull: none
+// when its one reader fell behind the log (that reader is told so, and the
+// record's text is then its result's), the outputs after a reader's place
+// otherwise, which that reader then pulls to the result.
+func TestLeavingMemoryKeepsWhatReadersNeed(t *testing.T) {
+	chunk := strings.Repeat("o", 1000)
+	one := streamEvent(1, "stdout", chunk).Size() + entryOverhead
+	x := openTestStore(t, filepath.Join(t.TempDir(), "executions.db"), Config{CacheBytes: 4096, LogBytes: 6 * one})
+	defer x.Close()
+	flood := func(id string) *Record {
+		r, _, _ := x.Claim("t", id, Key{Language: "python", Code: "flood"})
+		r.Started(0)
+		for seq := 1; seq <= 10; seq++ {
+			r.Deliver(streamEvent(seq, "stdout", chunk))
+		}
+		return r
+	}
+	behind, ahead := flood("behind"), flood("ahead")
+	slow, fast := Cursor{Seq: 1}, Cursor{Seq: 7}
+	defer behind.Track(&slow)()
+	defer ahead.Track(&fast)()
+	finishRecord(behind, "the result's text")
+	finishRecord(ahead, "")
+	flushUntil(t, x, "both on disk", func() bool { return behind.persisted.Load() && ahead.persisted.Load() })
+	for i := range 8 { // pushes both out of the cache
+		o, _, _ := x.Claim("t", "", Key{Language: "python", Code: "x"})
+		finishRecord(o, strings.Repeat("y", 1000+i))
+	}
+	x.Sweep(time.Now())
+	if _, err := x.Get("t", "behind"); err != nil {
+		t.Fatal(err)
+	}
+	behind.mu.Lock()
+	kept, left := len(behind.entries), behind.logLeft
+	behind.mu.Unlock()
+	if kept != 0 || !left {
+		t.Fatalf("behind's record out of memory keeps %d outputs (log let go: %v), want none", kept, left)
+	}
+	if _, _, _, gone := behind.Pull(slow, 100*one); gone == nil {
+		t.Fatalf("the reader left behind pulled without being told")
+	}
+	if text, _, ok := behind.StreamFrom(Stdout, 0); !ok || text != "the result's text" {
+		t.Fatalf("behind's text after its log went: %q %v", text, ok)
+	}
+	es, _, final, gone := ahead.Pull(fast, 100*one)
+	if gone != nil || !final || len(es) != 4 || es[0].Seq != 8 || es[3].Event.Result == nil {
+		t.Fatalf("the reader at seq 7: %d entries, final %v, gone %v; want 8-10 and the result", len(es), final, gone)
+	}
+	ahead.mu.Lock()
+	kept = len(ahead.entries)
+	ahead.mu.Unlock()
+	if kept != 3 {
+		t.Fatalf("ahead's record out of memory keeps %d outputs, want the 3 its reader had not had", kept)
 	}
 }

@@ -58,7 +58,8 @@ func (r *Record) noteDroppedLocked(o *Output) {
 // then starts at the oldest byte held): its log keeps the last LogBytes of
 // outputs, and a finished execution read back from the store's file has
 // only its result's outputs (head and tail past the output budget; its
-// offsets then count what the result holds). ok is false when the record
+// offsets then count what the result holds), as has one whose log was let
+// go as it left the store's memory (Track). ok is false when the record
 // holds no outputs any more (evicted).
 func (r *Record) StreamFrom(name string, off int) (text string, end int, ok bool) {
 	r.mu.Lock()
@@ -81,7 +82,7 @@ func (r *Record) StreamFrom(name string, off int) (text string, end int, ok bool
 	switch {
 	case r.evicted.Load():
 		return "", off, false
-	case !r.loaded:
+	case !r.loaded && !r.logLeft:
 		switch i := streamIndex(name); {
 		case i >= 0:
 			pos = r.dropped[i]
