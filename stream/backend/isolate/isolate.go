@@ -814,9 +814,19 @@ func (l *Limits) Close() error {
 	return l.err
 }
 
-// killAll freezes the group (so a fork loop cannot outrun the kills),
-// kills every process in it, thaws it and waits until it is empty.
+// killAll kills every process in the group and waits until it is empty.
+// A fork loop cannot outrun the kills: the group's pids.max goes to 0
+// first, so no process of it forks again, and on cgroup v2 cgroup.kill
+// kills the whole group at once. The group is also frozen during each
+// round of kills where that works (a v1 freeze can stay FREEZING on a
+// loaded machine while processes keep appearing).
 func (l *Limits) killAll() error {
+	if p := l.mgr.Path("pids"); p != "" {
+		_ = os.WriteFile(filepath.Join(p, "pids.max"), []byte("0"), 0)
+	}
+	if l.is.mechanism == CgroupV2 {
+		_ = os.WriteFile(filepath.Join(l.dir, "cgroup.kill"), []byte("1"), 0)
+	}
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		pids, err := cgroups.GetAllPids(l.dir)
