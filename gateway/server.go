@@ -72,6 +72,7 @@ type Config struct {
 	KernelStart             string            // fork (from a warm template per kernelspec) or spawn; "" is fork
 	KernelTransport         string            // ipc or tcp for local kernels; "" is ipc for ipykernel specs, tcp for others
 	WSQueueBytes            int               // bytes that may wait for one WebSocket before it is cut; 16 MiB
+	WriteTimeout            time.Duration     // bound on writing one batch to a WebSocket or a streamed answer before it is cut; 10 s
 	LiveLimits              wsock.Limits      // the WebSocket routes' other limits (write timeout, pings, executions in flight); WSQueueBytes, when set, is its QueueBytes
 	NoAccessLog             bool              // do not log a line per request (--access-log=false)
 	AccessLogger            *slog.Logger      // where the access log goes; nil: Logger
@@ -219,6 +220,9 @@ func New(cfg Config) (*Server, error) {
 	wl := cfg.LiveLimits
 	if cfg.WSQueueBytes > 0 {
 		wl.QueueBytes = cfg.WSQueueBytes
+	}
+	if cfg.WriteTimeout > 0 {
+		wl.WriteTimeout = cfg.WriteTimeout
 	}
 	s.hub = wsock.NewHub(wsock.Config{Limits: wl, MaxRead: int64(cfg.MaxBody), Counters: counters, Logger: cfg.Logger, CheckOrigin: g.CheckOrigin})
 	var shared execution.Shared

@@ -68,6 +68,7 @@ type options struct {
 	jupyterStart       time.Duration
 	jupyterProbe       time.Duration
 	wsQueueBytes       int
+	writeTimeout       time.Duration
 	execRetention      time.Duration
 	execRetentionBytes int
 	accessLog          bool
@@ -173,6 +174,7 @@ func (o *options) settings() []setting {
 		{"snapshot-tenant-bytes", "AIO_SNAPSHOT_TENANT_BYTES", "1073741824", "bytes one tenant's session snapshots may hold; past it, that tenant's oldest are deleted first (never another tenant's)", intSetter(&o.snapTenantBytes)},
 		{"snapshot-retention", "AIO_SNAPSHOT_RETENTION", "604800", "seconds a session snapshot is kept (a saved session is forgotten after it)", secSetter(&o.snapRetention)},
 		{"ws-queue-limit", "AIO_WS_QUEUE_LIMIT", "16777216", "bytes that may wait for one WebSocket; a socket that stops reading is closed with 1008 past it", intSetter(&o.wsQueueBytes)},
+		{"write-timeout", "AIO_WRITE_TIMEOUT", "10", "seconds one write to a client (a WebSocket's batch of messages, a batch of an SSE or NDJSON stream or a watch) may block; a client that reads nothing for that long is cut", secSetter(&o.writeTimeout)},
 		{"max-sessions", "AIO_MAX_SESSIONS", "auto", "live sessions of all kinds (named and one-shot, starting ones included, prewarm pools not) before new ones get 429; auto derives it from the machine's memory (docs/limits.md); 0 means no cap", limitSetter(&o.maxSessions, true)},
 		{"max-sessions-per-key", "AIO_MAX_SESSIONS_PER_KEY", "0", "the same cap for one caller when credentials are required (the JWT sub, or the token); 0 means none", limitSetter(&o.maxSessionsPerKey, false)},
 		{"max-concurrent-starts", "AIO_MAX_CONCURRENT_STARTS", "auto", "runtime starts running at once; others wait in line, first come first served; auto is one per core, at least 2", limitSetter(&o.maxStarts, true)},
@@ -810,7 +812,7 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 		KernelStart: o.kernelStart, KernelTransport: strings.TrimPrefix(o.kernelTransport, "auto"),
 		JupyterEndpoint: o.jupyterEndpoint, JupyterToken: o.jupyterToken, JupyterKernel: o.jupyterKernel,
 		JupyterStartTimeout: o.jupyterStart, JupyterProbeInterval: o.jupyterProbe,
-		WSQueueBytes: o.wsQueueBytes, NoAccessLog: !o.accessLog, MetricsPublic: o.metricsPublic,
+		WSQueueBytes: o.wsQueueBytes, WriteTimeout: o.writeTimeout, NoAccessLog: !o.accessLog, MetricsPublic: o.metricsPublic,
 		ExecutionRetention: o.execRetention, ExecutionRetentionBytes: o.execRetentionBytes,
 		SnapshotMaxBytes: int64(o.snapMaxBytes), SnapshotTotalBytes: int64(o.snapTotalBytes), SnapshotTenantBytes: int64(o.snapTenantBytes), SnapshotRetention: o.snapRetention,
 		Admission: o.admission(),

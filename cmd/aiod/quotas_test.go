@@ -367,17 +367,18 @@ func tcpEntry(local, remote *net.TCPAddr) (state, inode string, ok bool) {
 // TestUnreadStreamsAreCutAndBounded: four SSE executions print 80 MB each
 // to clients that read the answer's headers and then nothing (a 4 KiB
 // receive buffer). Each connection is cut by aiod within 90 s (a blocked
-// write waits 10 s), the executions go on to their end, fetched by id
-// afterwards, and the unread streams hold nothing of their own but the
-// batch each is writing and the result it ends with: once the executions
-// are done, aiod's live heap (after a collection, through --pprof-addr) is
-// within 40 MiB of the same four executions answered to clients that read
-// them, on a daemon of their own in the same test. A stream that queued
-// what its client did not read would hold up to 80 MB; one that kept its
-// execution's whole log (--output-budget) in memory, 8 MiB more each. The peaks of aiod's RSS are logged, for the
-// issue's +120 MiB: they depend on when the collector runs, which a loaded
-// machine delays, and the executions themselves keep more than the streams
-// (each keeps the last --output-budget of its outputs for resumes, and its
+// write waits --write-timeout), the executions go on to their end,
+// fetched by id afterwards, and the unread streams hold nothing of their
+// own but the batch each is writing and the result it ends with: once the
+// executions are done, aiod's live heap (after a collection, through
+// --pprof-addr) is within 40 MiB of the same four executions answered to
+// clients that read them, on a daemon of their own in the same test. A
+// stream that queued what its client did not read would hold up to 80 MB;
+// one that kept its execution's whole log (--output-budget) in memory,
+// 8 MiB more each. The peaks of aiod's RSS are logged, for the issue's
+// +120 MiB: they depend on when the collector runs, which a loaded machine
+// delays, and the executions themselves keep more than the streams (each
+// keeps the last --output-budget of its outputs for resumes, and its
 // result's head and tail).
 func TestUnreadStreamsAreCutAndBounded(t *testing.T) {
 	t.Parallel()
@@ -414,8 +415,11 @@ func TestUnreadStreamsAreCutAndBounded(t *testing.T) {
 	readLive := liveHeap(ctx, t, readProf)
 	read.stop()
 
+	// A blocked write waits 45 s here (--write-timeout; 10 by default), so
+	// that the streams are still held when the executions end on a loaded
+	// machine (9-16 s beside the suite).
 	prof := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	d := startDaemon(t, "--pprof-addr", prof)
+	d := startDaemon(t, "--pprof-addr", prof, "--write-timeout", "45")
 	d.execute(ctx, "", "1", 60) // a first kernel start, not counted
 	resetPeak(t, d)
 	before, _ := aiodMemory(t, d)
@@ -475,6 +479,10 @@ func TestUnreadStreamsAreCutAndBounded(t *testing.T) {
 		if state, inode, ok := tcpEntry(remote, local); ok && inode != "0" && state == "01" {
 			held++
 		}
+	}
+	if held < streams {
+		t.Fatalf("only %d of %d streams were still held when their executions ended, %v after the requests: nothing to measure",
+			held, streams, time.Since(began).Round(time.Millisecond))
 	}
 	live := liveHeap(ctx, t, prof)
 	t.Logf("executions done %v after the requests, %d of %d streams still held: aiod's live heap %s, against %s where the clients read",

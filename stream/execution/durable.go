@@ -519,6 +519,10 @@ func (x *Store) flushTx(final bool) (more bool) {
 	for _, r := range written {
 		r.persisted.Store(true)
 	}
+	if len(written) > 0 {
+		// What is on disk may leave the cache now, not at the next sweep.
+		x.Sweep(time.Now())
+	}
 	return len(rest) > 0
 }
 
