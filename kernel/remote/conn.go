@@ -178,6 +178,11 @@ func (k *Kernel) dispatch(m *jupyter.Message) {
 	if m.Channel == jupyter.IOPub && m.Header.MsgType == jupyter.MsgStatus && m.Parent.MsgID == "" {
 		k.serverStatus(jupyter.ExecutionState(m.Content))
 	}
+	if m.Channel == jupyter.Shell && k.replacedBy(m.Header.Session) {
+		// The "restarting" status went out while no socket was open (or
+		// the server restarted the process as it was being deleted).
+		k.endAndDelete(k.gone("its process was replaced (the server restarted it), losing its state"))
+	}
 	if k.replies.Route(m) {
 		return
 	}
@@ -204,6 +209,16 @@ func (k *Kernel) serverStatus(state string) {
 		default:
 		}
 	}
+}
+
+// replacedBy says whether a shell reply signed with session comes from
+// another kernel process than the last handshake's, outside a Restart.
+func (k *Kernel) replacedBy(session string) bool {
+	if session == "" || !k.ready.Load() || k.restarting.Load() != 0 {
+		return false
+	}
+	p := k.procSession.Load()
+	return p != nil && *p != "" && *p != session
 }
 
 // writeLoop is the socket's only writer: it takes the messages of send.

@@ -62,7 +62,9 @@
 // running execution will never be answered and the state is lost, so the
 // Kernel ends too (ErrGone, "it died and the server restarted it") and
 // deletes the restarted kernel, as a local kernel ends when its process
-// dies. When the socket cannot be reopened for ReconnectTimeout, Err wraps
+// dies. A restart whose status never reached aiod (its socket was down)
+// shows in the next shell reply, signed with another process's session id
+// than the last handshake's kernel_info_reply: the Kernel ends the same way. When the socket cannot be reopened for ReconnectTimeout, Err wraps
 // ErrUnreachable and names the endpoint. The next call then needs a fresh
 // kernel.
 //

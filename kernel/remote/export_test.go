@@ -49,3 +49,8 @@ func (o *outageTransport) CloseIdleConnections() {
 		c.CloseIdleConnections()
 	}
 }
+
+// EndOutage lets the kernel's next dial through.
+func (k *Kernel) EndOutage() {
+	k.client.hc.Transport.(*outageTransport).until.Store(0)
+}

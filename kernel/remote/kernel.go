@@ -140,9 +140,14 @@ type Kernel struct {
 
 	ready      atomic.Bool  // the first handshake is over: messages go to Handler
 	restarting atomic.Int32 // Restart calls in progress
-	closing    atomic.Bool  // Close has been called
-	byClose    atomic.Bool  // the end was begun by Close or a failed Start
-	protocol   atomic.Int32
+	// procSession is the session id the kernel's process signs its
+	// messages with (ipykernel makes one per process), from the last
+	// handshake's kernel_info_reply: a shell reply signed with another
+	// says the server restarted the process behind aiod's back.
+	procSession atomic.Pointer[string]
+	closing     atomic.Bool // Close has been called
+	byClose     atomic.Bool // the end was begun by Close or a failed Start
+	protocol    atomic.Int32
 
 	// Counters.
 	reconnects atomic.Uint64
@@ -287,6 +292,8 @@ func (k *Kernel) handshake(ctx context.Context, first bool) error {
 				if reply == nil || !gotIOPub {
 					continue
 				}
+				ps := reply.Header.Session
+				k.procSession.Store(&ps)
 				if first {
 					return k.becomeReady(reply.Content)
 				}

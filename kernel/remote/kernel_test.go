@@ -381,6 +381,34 @@ func TestServerFrozen(t *testing.T) {
 	}
 }
 
+// A kernel restarted on the server while aiod's channels socket was down
+// (through the REST API, as another client or a crash in the outage
+// would): no "restarting" status reaches aiod, and the socket reopens on
+// the same kernel id with its state gone. The next reply is signed by
+// another process: the Kernel ends with ErrGone saying so, instead of
+// running the call in an empty kernel.
+func TestRestartedWhileAway(t *testing.T) {
+	t.Parallel()
+	s := startJupyter(t)
+	k, rec := startKernel(t, s, nil)
+	execute(t, k, rec, "x = 1")
+	if !k.DropConnection(time.Hour) {
+		t.Fatal("no channels socket to drop")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if err := client(t, s).restartKernel(ctx, k.ID()); err != nil {
+		t.Fatal(err)
+	}
+	k.EndOutage()
+	send(t, k, "print(x)")
+	err := waitDone(t, k, 60*time.Second)
+	if !errors.Is(err, ErrGone) || !strings.Contains(err.Error(), "replaced") {
+		t.Fatalf("Err() = %v, want ErrGone saying the kernel's process was replaced", err)
+	}
+	t.Logf("Err() = %v", err)
+}
+
 // A kernel process that dies is restarted by Jupyter Server with its state
 // lost; the Kernel ends, says so, and deletes the restarted kernel.
 func TestKernelCrash(t *testing.T) {
