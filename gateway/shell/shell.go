@@ -485,7 +485,9 @@ func (s *Surface) job(tenant, regID string) (jobRuntime, jupyter.Runtime) {
 // stop ends c: sig to its job (SIGINT: to the shell too, which abandons
 // the rest of the command line); if it still runs after a grace, SIGINT
 // again (one that reaches bash while it forks is lost, as at a terminal);
-// then SIGKILL to the job and SIGINT to the shell. It waits up to 5 s.
+// then SIGKILL to the job and SIGINT to the shell. A signal that reaches
+// the shell before it has read the command is lost too, so the first one
+// waits for the command's start. It waits up to stopWithin in all.
 func (s *Surface) stop(c *command, sig syscall.Signal) {
 	c.mu.Lock()
 	c.killed = true
@@ -494,8 +496,15 @@ func (s *Surface) stop(c *command, sig syscall.Signal) {
 	if rt == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), stopWithin)
 	defer cancel()
+	select {
+	case <-c.running:
+	case <-c.done:
+		return
+	case <-ctx.Done():
+		return
+	}
 	if sig == syscall.SIGINT || j == nil {
 		_ = rt.Interrupt(ctx)
 	} else {
@@ -523,6 +532,10 @@ func (s *Surface) stop(c *command, sig syscall.Signal) {
 	case <-ctx.Done():
 	}
 }
+
+// stopWithin bounds stop: on a loaded machine a shell took more than 5 s
+// to read a command, be interrupted and report the end.
+const stopWithin = 15 * time.Second
 
 // writeInput writes text to c's standard input, waiting up to 10 s for
 // its runtime to start it.
