@@ -577,18 +577,26 @@ func TestForkEnvAndCwd(t *testing.T) {
 	}
 }
 
-// templateBack waits until a template other than pid serves ts and is
-// ready, and returns its stats. A restart reports nothing else, so this
-// polls.
+// templateBack waits until a template process other than pid serves ts's
+// template and returns its stats.
 func templateBack(t *testing.T, ts *Templates, pid int) TemplateStats {
 	t.Helper()
-	for deadline := time.Now().Add(90 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		after := ts.Stats()[0]
-		if after.State == "ready" && after.PID != pid {
-			return after
+	ts.mu.Lock()
+	tpl := ts.order[0]
+	ts.mu.Unlock()
+	deadline := time.NewTimer(90 * time.Second)
+	defer deadline.Stop()
+	for {
+		tpl.mu.Lock()
+		p, served := tpl.cur, tpl.served
+		tpl.mu.Unlock()
+		if p != nil && p.pid != pid {
+			return tpl.Stats()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("template not back within 90s: %+v", after)
+		select {
+		case <-served:
+		case <-deadline.C:
+			t.Fatalf("template not back within 90s: %+v", tpl.Stats())
 		}
 	}
 }

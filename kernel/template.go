@@ -295,6 +295,7 @@ type Template struct {
 	logged     bool          // guarded by mu; the current failure has been logged
 	childFails int           // guarded by mu; forked kernels in a row that died before ready
 	first      chan struct{} // closed when the first process is ready or has failed
+	served     chan struct{} // guarded by mu; closed, and made anew, each time a process starts serving forks
 
 	memMu          sync.Mutex
 	memAt          time.Time // guarded by memMu: when memPID's memory was read
@@ -309,7 +310,7 @@ type Template struct {
 func newTemplate(ts *Templates, spec *Spec) *Template {
 	t := &Template{
 		ts: ts, spec: spec, log: ts.log.With("kernel_template", spec.Name),
-		state: "starting", first: make(chan struct{}), done: make(chan struct{}),
+		state: "starting", first: make(chan struct{}), served: make(chan struct{}), done: make(chan struct{}),
 	}
 	t.stopCtx, t.stop = context.WithCancel(context.Background())
 	go t.supervise()
@@ -366,7 +367,10 @@ func (t *Template) supervise() {
 func (t *Template) serve(p *templateProc, start time.Time) {
 	t.mu.Lock()
 	t.cur, t.state, t.logged, t.childFails = p, "ready", false, 0
+	served := t.served
+	t.served = make(chan struct{})
 	t.mu.Unlock()
+	close(served)
 	t.closeFirst()
 	t.log.Info("kernel template ready", "pid", p.pid, "imports", time.Since(start).Round(time.Millisecond),
 		"python", p.info.Python, "ipykernel", p.info.IPyKernel, "preload_failed", len(p.info.Failed))
