@@ -219,9 +219,15 @@ func TestHeartbeatLoss(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("Done not closed 15s after the kernel stopped answering")
 	}
+	// The silence it names is the timeout, or more when aiod's own
+	// heartbeat ran late on a loaded machine and the kernel was given
+	// longer as a starved one (the loader loop met 6.6s).
 	var dead *jupyter.DeadError
-	if err := k.Err(); !errors.As(err, &dead) || err.Error() != "kernel died: stopped answering heartbeats for 2s" {
-		t.Fatalf("Err = %v", err)
+	err := k.Err()
+	secs, ok := strings.CutPrefix(err.Error(), "kernel died: stopped answering heartbeats for ")
+	silent, perr := time.ParseDuration(secs)
+	if !errors.As(err, &dead) || !ok || perr != nil || silent < 2*time.Second {
+		t.Fatalf("Err = %v, want a death after at least 2s of silence", err)
 	}
 	assertGone(t, k)
 }

@@ -367,8 +367,8 @@ func tcpEntry(local, remote *net.TCPAddr) (state, inode string, ok bool) {
 // TestUnreadStreamsAreCutAndBounded: four SSE executions print 80 MB each
 // to clients that read the answer's headers and then nothing (a 4 KiB
 // receive buffer). The executions go on to their end while their streams
-// wait, fetched by id; each connection is cut by aiod within 90 s (a
-// blocked write waits --write-timeout); and the streams held nothing of
+// wait, fetched by id; each connection is cut by aiod a --write-timeout
+// after its write blocked (within a minute more); and the streams held nothing of
 // their own but the batch each was writing and the result it ends with:
 // aiod's live heap (after collections, through --pprof-addr) while the four
 // are held is within 40 MiB of the same after the cuts. A stream that
@@ -382,14 +382,15 @@ func TestUnreadStreamsAreCutAndBounded(t *testing.T) {
 	t.Parallel()
 	const streams = 4
 	code := "import sys\nline = 'x' * 999999 + '\\n'\nfor _ in range(80):\n    sys.stdout.write(line)\n    sys.stdout.flush()"
-	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 7*time.Minute)
 	defer cancel()
 
-	// A blocked write waits 60 s here (--write-timeout; 10 by default), so
-	// that the streams are still held when the executions end on a loaded
-	// machine (40 s beside the suite in CI).
+	// A blocked write waits 150 s here (--write-timeout; 10 by default),
+	// so that the streams are still held when the executions end on a
+	// loaded machine (40-60 s beside the suite in CI).
+	const writeTimeout = 150 * time.Second
 	prof := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-	d := startDaemon(t, "--pprof-addr", prof, "--write-timeout", "60")
+	d := startDaemon(t, "--pprof-addr", prof, "--write-timeout", strconv.Itoa(int(writeTimeout/time.Second)))
 	d.execute(ctx, "", "1", 60) // a first kernel start, not counted
 	resetPeak(t, d)
 	before, _ := aiodMemory(t, d)
@@ -465,14 +466,14 @@ func TestUnreadStreamsAreCutAndBounded(t *testing.T) {
 	// not give.
 	for i, c := range conns {
 		local, remote := c.LocalAddr().(*net.TCPAddr), c.RemoteAddr().(*net.TCPAddr)
-		for deadline := began.Add(90 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		for deadline := began.Add(writeTimeout + 60*time.Second); ; time.Sleep(100 * time.Millisecond) {
 			state, inode, ok := tcpEntry(remote, local)
 			if !ok || inode == "0" || state != "01" {
 				t.Logf("stream %d: aiod's end left (state %q, inode %q, listed %v) %v after the request", i, state, inode, ok, time.Since(began).Round(time.Millisecond))
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("stream %d: aiod still holds the unread connection 90 s after the request", i)
+				t.Fatalf("stream %d: aiod still holds the unread connection %v after the request", i, writeTimeout+60*time.Second)
 			}
 		}
 		_ = c.SetReadDeadline(time.Now().Add(60 * time.Second))
