@@ -482,8 +482,11 @@ func TestSIGTERMLeavesNoKernel(t *testing.T) {
 // timeout, and leaves no process behind.
 func TestSIGTERMEndsOneShotInFlight(t *testing.T) {
 	t.Parallel()
-	const shutdownTimeout = 20 * time.Second
-	d := startDaemon(t, "--code-backend", "kernel", "--shutdown-timeout", "20")
+	// Long enough that half of it tells a daemon that ends the call from
+	// one that waits the timeout out, on a loaded machine too (10.6 s
+	// beside the suite, where 10 s was half of 20).
+	const shutdownTimeout = 60 * time.Second
+	d := startDaemon(t, "--code-backend", "kernel", "--shutdown-timeout", "60")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
