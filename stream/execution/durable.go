@@ -131,7 +131,8 @@ type diskResult struct {
 
 type diskOutput struct {
 	Output
-	Page bool `json:",omitempty"`
+	Page    bool `json:",omitempty"`
+	TextLen int  `json:",omitempty"` // its Text is in the value's texts (recTexts)
 }
 
 func toDiskResult(r *Result) *diskResult {
@@ -147,15 +148,50 @@ func toDiskResult(r *Result) *diskResult {
 	return d
 }
 
-func (d *diskResult) result() *Result {
+// result is the Result d holds; texts are the value's (recTexts), from
+// which outputs with a TextLen take their text in order.
+func (d *diskResult) result(texts []byte) (*Result, error) {
 	r := d.Result
 	r.Outputs = make([]*Output, len(d.Outputs))
 	for i := range d.Outputs {
 		o := d.Outputs[i].Output
 		o.page = d.Outputs[i].Page
+		if n := d.Outputs[i].TextLen; n > 0 {
+			if n > len(texts) {
+				return nil, errors.New("bad record: its texts are short")
+			}
+			o.Text, texts = string(texts[:n]), texts[n:]
+		}
 		r.Outputs[i] = &o
 	}
-	return &r
+	return &r, nil
+}
+
+// jsonOf is the JSON of a value's rest (nil when it is malformed).
+func jsonOf(rest []byte) []byte {
+	_, js, _ := splitBody(rest)
+	return js
+}
+
+// recTexts, right after a value's head, says that the stream texts of its
+// result come next, raw: a uvarint of their length, the texts, then the
+// record's JSON, whose outputs give each its TextLen. A value whose head
+// is followed by '{' is JSON only (written before, or for Shared).
+// Encoded this way, an 8 MiB answer is copied once into the value, where
+// escaping it inside the JSON took two more buffers of its size.
+const recTexts = 0x01
+
+// splitBody returns the texts and the JSON of a value's rest.
+func splitBody(rest []byte) (texts, js []byte, err error) {
+	if len(rest) == 0 || rest[0] != recTexts {
+		return nil, rest, nil
+	}
+	n, k := binary.Uvarint(rest[1:])
+	if k <= 0 || uint64(len(rest)-1-k) < n {
+		return nil, nil, errors.New("bad record")
+	}
+	rest = rest[1+k:]
+	return rest[:n], rest[n:], nil
 }
 
 func idKey(tenant, id string) []byte {
@@ -165,7 +201,9 @@ func idKey(tenant, id string) []byte {
 	return append(k, id...)
 }
 
-func encodeRec(r *Record) ([]byte, error) {
+// encodeRec encodes r as a value; split puts its stream texts out of its
+// JSON (recTexts).
+func encodeRec(r *Record, split bool) ([]byte, error) {
 	r.mu.Lock()
 	d := diskRec{State: r.state, Language: r.key.Language, SessionID: r.key.SessionID, Code: r.key.Code, Created: r.Created,
 		Started: r.started, Ended: r.ended, Queued: int64(r.queued), LastSeq: r.lastSeq}
@@ -175,18 +213,32 @@ func encodeRec(r *Record) ([]byte, error) {
 	if r.runErr != nil {
 		d.Err = r.runErr.Error()
 	}
+	size := 1024 + len(r.key.Code) + r.resultLen
 	r.mu.Unlock()
-	body, err := json.Marshal(d)
-	if err != nil {
+	var texts []string
+	textLen := 0
+	if split && d.Result != nil {
+		for i := range d.Result.Outputs {
+			if o := &d.Result.Outputs[i]; o.Text != "" {
+				texts = append(texts, o.Text)
+				o.TextLen, o.Text = len(o.Text), ""
+				textLen += o.TextLen
+			}
+		}
+	}
+	// One buffer, sized for the value (escapes add a sixteenth); the JSON
+	// is encoded straight into it.
+	b := bytes.NewBuffer(appendHead(make([]byte, 0, size+size/16+len(r.Tenant)+len(r.ID)+3*binary.MaxVarintLen64), r.Tenant, r.ID))
+	if split {
+		b.WriteByte(recTexts)
+		b.Write(binary.AppendUvarint(nil, uint64(textLen)))
+		for _, t := range texts {
+			b.WriteString(t)
+		}
+	}
+	if err := json.NewEncoder(b).Encode(d); err != nil {
 		return nil, err
 	}
-	var b bytes.Buffer
-	b.Grow(len(body) + len(r.Tenant) + len(r.ID) + 8)
-	b.Write(binary.AppendUvarint(nil, uint64(len(r.Tenant))))
-	b.WriteString(r.Tenant)
-	b.Write(binary.AppendUvarint(nil, uint64(len(r.ID))))
-	b.WriteString(r.ID)
-	b.Write(body)
 	return b.Bytes(), nil
 }
 
@@ -206,7 +258,11 @@ func decodeHead(v []byte) (tenant, id string, rest []byte, err error) {
 }
 
 func (x *Store) decodeRec(v []byte) (*Record, error) {
-	tenant, id, body, err := decodeHead(v)
+	tenant, id, rest, err := decodeHead(v)
+	if err != nil {
+		return nil, err
+	}
+	texts, body, err := splitBody(rest)
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +278,9 @@ func (x *Store) decodeRec(v []byte) (*Record, error) {
 	r.loaded = true
 	r.persisted.Store(true)
 	if d.Result != nil {
-		r.result = d.Result.result()
+		if r.result, err = d.Result.result(texts); err != nil {
+			return nil, err
+		}
 		r.resultLen = resultSize(r.result)
 	}
 	if d.Err != "" {
@@ -247,8 +305,13 @@ func OpenStore(cfg Config) (*Store, error) {
 	if err := os.MkdirAll(filepath.Dir(cfg.Path), 0o700); err != nil {
 		return nil, err
 	}
+	// The map is sized for the retention from the start: each time bbolt
+	// grows it, it first copies every key and value of the transaction
+	// into Go's heap (a 27 MB peak for four 8 MiB results). It is address
+	// space, not memory: dropPages keeps the file's pages out of the
+	// resident set.
 	db, err := bolt.Open(cfg.Path, 0o600, &bolt.Options{Timeout: 5 * time.Second, NoFreelistSync: true,
-		FreelistType: bolt.FreelistMapType})
+		FreelistType: bolt.FreelistMapType, InitialMmapSize: mmapSize(x.cfg.RetentionBytes)})
 	if err != nil {
 		return nil, fmt.Errorf("open the execution store %s: %w", cfg.Path, err)
 	}
@@ -265,12 +328,18 @@ func OpenStore(cfg Config) (*Store, error) {
 	return x, nil
 }
 
+// mmapSize is the store's initial memory map: twice the retention (the
+// freelist's slack), within [64 MiB, 4 GiB].
+func mmapSize(retention int) int {
+	return min(max(2*retention, 64<<20), 4<<30)
+}
+
 // recover makes the buckets, reads the totals and turns every execution
 // that was running when aiod stopped into a finished one.
 func (x *Store) recover() error {
 	now := time.Now()
 	return x.disk.db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketX, bucketID, bucketRun, bucketMeta} {
+		for _, b := range [][]byte{bucketX, bucketID, bucketRun, bucketMeta, bucketChunks} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -292,7 +361,7 @@ func (x *Store) recover() error {
 			}
 			was := StateQueued
 			var dr diskRec
-			if _, _, body, err := decodeHead(v); err == nil && json.Unmarshal(body, &dr) == nil && dr.State != "" {
+			if _, _, rest, err := decodeHead(v); err == nil && json.Unmarshal(jsonOf(rest), &dr) == nil && dr.State != "" {
 				was = dr.State
 			}
 			r.runErr = nil
@@ -339,7 +408,7 @@ func (d *disk) add(delta totals) {
 // putDone writes r's finished record in tx and returns its size; what it
 // adds to the disk's totals goes into delta, applied once tx commits.
 func (d *disk) putDone(tx *bolt.Tx, r *Record, delta *totals) (int, error) {
-	v, err := encodeRec(r)
+	v, err := encodeRec(r, true)
 	if err != nil {
 		return 0, err
 	}
@@ -347,8 +416,11 @@ func (d *disk) putDone(tx *bolt.Tx, r *Record, delta *totals) (int, error) {
 	ik := idKey(r.Tenant, r.ID)
 	if old := ib.Get(ik); old != nil { // written before (a replayed claim): replace
 		if ov := xb.Get(old); ov != nil {
-			delta.bytes -= int64(len(ov))
+			delta.bytes -= int64(valueLen(ov))
 			delta.count--
+			if err := deleteChunks(tx, old, ov); err != nil {
+				return len(v), err
+			}
 		}
 		if err := xb.Delete(old); err != nil {
 			return len(v), err
@@ -361,7 +433,7 @@ func (d *disk) putDone(tx *bolt.Tx, r *Record, delta *totals) (int, error) {
 	if err := xb.SetSequence(d.seq); err != nil {
 		return len(v), err
 	}
-	if err := xb.Put(k, v); err != nil {
+	if err := putValue(tx, k, v, r.Tenant, r.ID); err != nil {
 		return len(v), err
 	}
 	if err := ib.Put(ik, k); err != nil {
@@ -472,7 +544,7 @@ func (x *Store) flushTx(final bool) (more bool) {
 					held = append(held, op)
 					continue
 				}
-				v, err := encodeRec(op.rec)
+				v, err := encodeRec(op.rec, true)
 				if err != nil {
 					continue
 				}
@@ -573,9 +645,12 @@ func (x *Store) sweepDisk(now time.Time) {
 				return d.saveMeta(tx, delta)
 			}
 			tenant, id, _, err := decodeHead(v)
-			delta.bytes -= int64(len(v))
+			delta.bytes -= int64(valueLen(v))
 			delta.count--
-			if err := c.Delete(); err != nil {
+			if err := deleteChunks(tx, append([]byte(nil), k...), v); err != nil {
+				return err
+			}
+			if err := c.Delete(); err != nil { // another bucket's deletes leave c where it was
 				return err
 			}
 			if err == nil {
@@ -622,7 +697,7 @@ func (x *Store) load(ek execKey) *Record {
 			return nil
 		}
 		if b := tx.Bucket(bucketX).Get(k); b != nil {
-			v = append([]byte(nil), b...)
+			v, _ = getValue(tx, k, b)
 		}
 		return nil
 	})

@@ -358,7 +358,7 @@ func (x *Store) finish(r *Record) {
 	x.sweepLocked(time.Now())
 	x.mu.Unlock()
 	if sh := x.cfg.Shared; sh != nil {
-		sh.Put(r.Tenant, r.ID, func() ([]byte, error) { return encodeRec(r) })
+		sh.Put(r.Tenant, r.ID, func() ([]byte, error) { return encodeRec(r, false) }) // JSON only: readable by replicas of other versions
 	}
 }
 
