@@ -371,7 +371,13 @@ func TestDurableGoneAnswers(t *testing.T) {
 	if st, _ := ts.call(t, "GET", "/v2/code/executions/big-5", nil); st != 200 {
 		t.Fatalf("newest execution: %d", st)
 	}
-	// 200 lines of 100 bytes through a 4 KiB log: the first ones are gone.
+	// The log keeps half the output budget: 200 lines of 100 bytes through
+	// a 2 KiB log, and the first ones are gone.
+	st, info := ts.call(t, "GET", "/v2/code/info", nil)
+	data, _ := info["data"].(map[string]any)
+	if xs, _ := data["executions"].(map[string]any); st != 200 || xs["log_bytes"] != 2048.0 {
+		t.Fatalf("info's executions with a 4096-byte budget: %d %v, want log_bytes 2048", st, data["executions"])
+	}
 	st, env, _ = ts.exec(t, map[string]any{"language": "javascript", "execution_id": "cut",
 		"code": "for (let i = 0; i < 200; i++) { console.log(String(i).padEnd(99, '.')); await new Promise(r => setTimeout(r, 2)); }"})
 	if st != 200 || env["success"] != true {

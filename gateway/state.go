@@ -23,7 +23,7 @@ const executionsFile = "executions.db"
 // failed writes.
 func openExecutions(cfg Config, onError func(error), shared execution.Shared) (*execution.Store, error) {
 	xc := execution.Config{Retention: cfg.ExecutionRetention, RetentionBytes: cfg.ExecutionRetentionBytes,
-		LogBytes: cfg.OutputBudget, OnError: onError, Shared: shared}
+		LogBytes: execution.LogBytesOf(cfg.OutputBudget), OnError: onError, Shared: shared}
 	if dir := cfg.Isolation.StateDir; dir != "" {
 		xc.Path = filepath.Join(dir, executionsFile)
 	}

@@ -102,7 +102,7 @@ func NewRegistry(cfg Config) *Registry {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.Executions.LogBytes <= 0 {
-		cfg.Executions.LogBytes = cfg.Budget
+		cfg.Executions.LogBytes = execution.LogBytesOf(cfg.Budget)
 	}
 	execs := cfg.Store
 	if execs == nil {

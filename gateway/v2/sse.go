@@ -108,7 +108,7 @@ const pullBatch = 1 << 20
 // execution: a client that goes away stops only its stream. It keeps no
 // queue: it pulls what it has not written from the execution's log, a
 // batch at a time (execution.Record.Pull), and a reader that falls behind
-// what the log holds (--output-budget) is told where to resume. An
+// what the log holds (half of --output-budget) is told where to resume. An
 // `after` whose outputs were dropped answers 410 before any byte is
 // streamed.
 func (s *Surface) streamExecution(ctx *fasthttp.RequestCtx, rec *execution.Record, after int, f streamFormat) {
@@ -166,7 +166,7 @@ func (s *Surface) streamExecution(ctx *fasthttp.RequestCtx, rec *execution.Recor
 			if behind != nil {
 				b, _ := api.Marshal(map[string]any{"type": "error", "execution_id": id, "status": fasthttp.StatusServiceUnavailable,
 					"message": "slow reader: the execution's log no longer holds the outputs after seq " + strconv.Itoa(cur.Seq) +
-						" (it keeps the last --output-budget bytes); resume with after=" + strconv.Itoa(behind.FirstSeq-1) +
+						" (it keeps the last half of --output-budget in bytes); resume with after=" + strconv.Itoa(behind.FirstSeq-1) +
 						" to read from the oldest it holds, or fetch the result", "resume_after": behind.FirstSeq - 1, "last_seq": cur.Seq})
 				_ = writeStreamEvent(w, f, "error", execution.Entry{}, b)
 				_ = api.Flush(conn, w, wt)

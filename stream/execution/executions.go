@@ -56,11 +56,22 @@ func (e *GoneError) Error() string {
 	return fmt.Sprintf("execution %s was evicted at %s: %s", e.ID, e.At.UTC().Format(time.RFC3339), e.Why)
 }
 
+// LogBytesOf is the log an execution keeps for an output budget: half of
+// it. The other half is its answer's head (stream text counts twice
+// against the budget), so that a running execution holds about one
+// budget of output, however much it prints.
+func LogBytesOf(budget int) int {
+	if budget <= 0 {
+		budget = DefaultBudget
+	}
+	return max(budget/2, 1)
+}
+
 // Config bounds what finished executions keep.
 type Config struct {
 	Retention      time.Duration // how long a finished execution is kept; DefaultRetention
 	RetentionBytes int           // bytes all finished executions may hold; DefaultRetentionBytes
-	LogBytes       int           // bytes of outputs one execution's log holds (oldest dropped past it); the output budget
+	LogBytes       int           // bytes of outputs one execution's log holds (oldest dropped past it); LogBytesOf the output budget
 	// Path, when set, is a bbolt file the store writes through to
 	// (OpenStore): retention and its bytes then apply on disk, and memory
 	// keeps running executions and CacheBytes of finished ones.
@@ -133,7 +144,7 @@ func NewStore(cfg Config) *Store {
 		cfg.RetentionBytes = DefaultRetentionBytes
 	}
 	if cfg.LogBytes <= 0 {
-		cfg.LogBytes = DefaultBudget
+		cfg.LogBytes = LogBytesOf(DefaultBudget)
 	}
 	return &Store{cfg: cfg, byID: map[execKey]*Record{}, tombs: map[execKey]*GoneError{},
 		whyAge: fmt.Sprintf("finished more than %s ago (--execution-retention)", cfg.Retention),

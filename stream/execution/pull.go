@@ -123,7 +123,7 @@ func (r *Record) Pull(cur Cursor, maxBytes int) (entries []Entry, next Cursor, f
 	}
 	if cur.Seq < r.lastSeq && cur.Seq+1 < r.firstSeq {
 		return nil, cur, false, &GoneError{ID: r.ID, FirstSeq: r.firstSeq,
-			Why: "the stream's reader fell behind what the execution's log holds (--output-budget)"}
+			Why: "the stream's reader fell behind what the execution's log holds (half of --output-budget)"}
 	}
 	// Statuses that came before output cur.Seq+1 go first.
 	statusesUpTo := func(seq int) {
