@@ -62,16 +62,23 @@ var webAssetRef = regexp.MustCompile(`((?:src|href)=")(static/[^"?#]+)(")`)
 // opens /?token=T; the page's asset URLs then carry the same ?token=T, the
 // page passes it on as "Authorization: Bearer T" on REST calls and as
 // ?token=T on the WebSocket, and Referrer-Policy keeps it out of Referer.
+//
+// The files are read (and gzipped) on the first request for the page or an
+// asset, not at start: a daemon whose page nobody opens keeps none of them
+// in its heap (1.5 MiB), nor spends the compression at start.
 func (s *Server) registerWeb(r *router.Router) {
-	assets, err := webAssets()
+	names, err := webNames(web.FS())
 	if err != nil { // the files are embedded: this is a build problem
-		panic("gateway: load the web page: " + err.Error())
+		panic("gateway: list the web page's files: " + err.Error())
 	}
-	index, ok := assets["index.html"]
-	if !ok {
+	if i := sort.SearchStrings(names, "index.html"); i == len(names) || names[i] != "index.html" {
 		panic("gateway: load the web page: web/static/index.html is missing")
 	}
 	page := func(ctx *fasthttp.RequestCtx) {
+		index := loadedWebAsset(ctx, "index.html")
+		if index == nil {
+			return
+		}
 		webHeaders(ctx, index.ctype)
 		ctx.Response.Header.Set("Content-Security-Policy", webCSP)
 		ctx.Response.Header.Set("X-Frame-Options", "DENY")
@@ -86,17 +93,15 @@ func (s *Server) registerWeb(r *router.Router) {
 	}
 	r.GET("/", page)
 	r.HEAD("/", page)
-	names := make([]string, 0, len(assets))
-	for name := range assets {
-		names = append(names, name)
-	}
-	sort.Strings(names)
 	for _, name := range names {
 		if name == "index.html" {
 			continue
 		}
-		a := assets[name]
 		h := func(ctx *fasthttp.RequestCtx) {
+			a := loadedWebAsset(ctx, name)
+			if a == nil {
+				return
+			}
 			webHeaders(ctx, a.ctype)
 			serveWebAsset(ctx, a)
 		}
@@ -143,6 +148,35 @@ func etagMatches(inm []byte, etag string) bool {
 		}
 	}
 	return false
+}
+
+// loadedWebAsset is the asset name, loaded with every other on the first
+// call; nil, with ctx answered, when the embedded files could not be read
+// (a build problem).
+func loadedWebAsset(ctx *fasthttp.RequestCtx, name string) *webAsset {
+	assets, err := webAssets()
+	if a := assets[name]; err == nil && a != nil {
+		return a
+	}
+	if err == nil {
+		err = fmt.Errorf("%s is missing", name)
+	}
+	ctx.Error("the web page's files could not be read: "+err.Error(), fasthttp.StatusServiceUnavailable)
+	return nil
+}
+
+// webNames lists the files of fsys by slash path, sorted, without reading
+// them.
+func webNames(fsys fs.FS) ([]string, error) {
+	var names []string
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			names = append(names, p)
+		}
+		return err
+	})
+	sort.Strings(names)
+	return names, err
 }
 
 // webAssets loads the embedded page once per process: every server of a
