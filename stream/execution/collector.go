@@ -111,7 +111,7 @@ func (c *Collector) addStream(name string, text []byte) {
 			o = &Output{Type: "stream", Name: name, text: &textBuf{}}
 			c.outputs = append(c.outputs, o)
 		}
-		o.text.Write(head)
+		o.text.Write(head, o.text.n+room) // room: what the budget leaves for any stream
 		c.used += streamWeight * len(head)
 	}
 	if rest := text[len(head):]; len(rest) > 0 {
@@ -314,16 +314,35 @@ func (t *tailRing) finish() (string, int64) {
 // String: n bytes cost n bytes of copying and one block of slack, where
 // one doubling buffer copied about 2n more and left as much garbage (a
 // flood arrives in messages of about 1 MiB, each smaller than the budget).
+//
+// Past maxTextBlock the text moves into one buffer of the most it may
+// ever hold (what the budget leaves it), which String hands over without
+// a copy when it is at least half full: a flood's 4 MiB head was held
+// twice at its end, in blocks and joined.
 type textBuf struct {
 	blocks [][]byte
 	n      int
+	one    *strings.Builder // past maxTextBlock: all of the text
 }
 
 // maxTextBlock bounds a block made to hold small writes.
 const maxTextBlock = 1 << 20
 
-func (t *textBuf) Write(p []byte) {
+// Write appends p; limit is the most the text may ever hold.
+func (t *textBuf) Write(p []byte, limit int) {
+	if t.one == nil && t.n+len(p) > maxTextBlock {
+		t.one = &strings.Builder{}
+		t.one.Grow(max(limit, t.n+len(p)))
+		for _, b := range t.blocks {
+			t.one.Write(b)
+		}
+		t.blocks = nil
+	}
 	t.n += len(p)
+	if t.one != nil {
+		t.one.Write(p)
+		return
+	}
 	if k := len(t.blocks); k > 0 {
 		last := t.blocks[k-1]
 		m := min(cap(last)-len(last), len(p))
@@ -338,8 +357,16 @@ func (t *textBuf) Write(p []byte) {
 	}
 }
 
-// String joins the blocks.
+// String joins the blocks, or hands over the one buffer (copied to its
+// size when it is less than half full).
 func (t *textBuf) String() string {
+	if t.one != nil {
+		s := t.one.String()
+		if 2*len(s) < t.one.Cap() {
+			return strings.Clone(s)
+		}
+		return s
+	}
 	if len(t.blocks) == 1 {
 		return string(t.blocks[0])
 	}

@@ -167,6 +167,43 @@ func TestOutputSerialisations(t *testing.T) {
 	}
 }
 
+// A stream's text past a MiB goes into one buffer of the most the budget
+// leaves it: handed over as it is when at least half full, copied to its
+// size when not; either way the text is what was printed.
+func TestCollectorLargeStreamText(t *testing.T) {
+	chunk := strings.Repeat("0123456789abcdé\n", 4096) // 64 KiB and a multi-byte rune each
+	for _, tc := range []struct {
+		name   string
+		chunks int
+		budget int
+	}{
+		{"over the budget", 80, 8 << 20},
+		{"three quarters of the head", 48, 8 << 20},
+		{"a fifth of the head", 20, 16 << 20},
+		{"under a MiB", 10, 8 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := NewCollector(tc.budget)
+			var want strings.Builder
+			for range tc.chunks {
+				add(t, c, streamMsg(t, "stdout", chunk))
+				want.WriteString(chunk)
+			}
+			out := c.Finish()
+			if head := tc.budget / streamWeight; want.Len() > head {
+				if !c.Truncated() || len(out) != 2 || len(out[0].Text) > head || !strings.HasPrefix(want.String(), out[0].Text) ||
+					!strings.HasSuffix(out[1].Text, strings.Repeat("0123456789abcdé\n", 16)) {
+					t.Fatalf("%d outputs, the head of %d bytes (at most %d)", len(out), len(out[0].Text), head)
+				}
+				return
+			}
+			if c.Truncated() || len(out) != 1 || out[0].Text != want.String() {
+				t.Fatalf("%d outputs, %d bytes of %d printed", len(out), len(out[0].Text), want.Len())
+			}
+		})
+	}
+}
+
 // BenchmarkCollectorFlood folds a 12 MiB stream arriving in 1 MiB messages
 // (as a forked kernel sends a flood) into the default 8 MiB budget.
 func BenchmarkCollectorFlood(b *testing.B) {
@@ -182,7 +219,7 @@ func BenchmarkCollectorFlood(b *testing.B) {
 		for _, m := range msgs {
 			add(b, c, m)
 		}
-		if out := c.Finish(); len(out) != 2 || len(out[0].Text) != DefaultBudget {
+		if out := c.Finish(); len(out) != 2 || len(out[0].Text) != DefaultBudget/streamWeight {
 			b.Fatalf("%d outputs, the first of %d bytes", len(out), len(out[0].Text))
 		}
 	}
