@@ -59,6 +59,19 @@ func dialKernel(t *testing.T, ts *testServer, id string, v1 bool) *kernelWS {
 	return &kernelWS{t: t, c: c, v1: v1, session: jupyter.NewID()}
 }
 
+// live waits until the server watches the kernel for k. It does so once
+// the upgrade is done, which a loaded machine can delay past what a test
+// does next: a reply to the socket's own request says it is watching.
+// The kernel must answer kernel_info_request (a stub does not).
+func (k *kernelWS) live() *kernelWS {
+	k.t.Helper()
+	info := k.send("shell", "kernel_info_request", map[string]any{})
+	k.until(time.Minute, func(m *jupyter.Message) bool {
+		return m.Header.MsgType == "kernel_info_reply" && m.Parent.MsgID == info
+	})
+	return k
+}
+
 func (k *kernelWS) send(channel, msgType string, content any) string {
 	k.t.Helper()
 	id := jupyter.NewID()
@@ -185,7 +198,7 @@ func TestJupyterKernelsAPIShowsRESTSessions(t *testing.T) {
 	}
 
 	// Death is announced.
-	k := dialKernel(t, ts, km.ID, false)
+	k := dialKernel(t, ts, km.ID, false).live()
 	pid := ts.Registry().Get("default", "python", "agent-1").Runtime().Info().PID
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -332,7 +332,7 @@ func TestRESTStripsANSIFromStreams(t *testing.T) {
 		t.Fatalf("WebSocket result stdout %q", res["stdout"])
 	}
 	// The Jupyter API passes the kernel's message through.
-	k := dialKernel(t, ts, kernelOf(t, ts, "ansi"), false)
+	k := dialKernel(t, ts, kernelOf(t, ts, "ansi"), false).live()
 	go ts.exec(t, map[string]any{"language": "python", "code": code, "session_id": "ansi"})
 	k.until(time.Minute, func(m *jupyter.Message) bool {
 		return m.Header.MsgType == "stream" && strings.Contains(string(m.Content), `\u001b[31mred`)

@@ -644,7 +644,8 @@ const scenarios = {
     const n = await page.locator('#cells > .cell').count();
     await editor(page, 2).press('Control+Enter');
     await page.waitForFunction((el) => el.dataset.state === 'done', await cell(page, 2).elementHandle(), { timeout: within(60000) });
-    assert((await cell(page, 2).locator('.outputs').innerText()).trim() === '42', 'Ctrl+Enter output');
+    const got = (await cell(page, 2).locator('.outputs').innerText()).trim();
+    assert(got === '42', 'Ctrl+Enter output: ' + JSON.stringify(got.slice(0, 500)) + ', source ' + JSON.stringify(await src()));
     let m = await mode(page);
     assert(m.selected === 2 && m.focused === 'editor' && await page.locator('#cells > .cell').count() === n, 'Ctrl+Enter moved on: ' + JSON.stringify(m));
     await editor(page, 0).press('Alt+Enter');
