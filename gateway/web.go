@@ -186,14 +186,15 @@ var webAssets = sync.OnceValues(func() (map[string]*webAsset, error) { return lo
 // loadWebAssets reads every file of fsys, keyed by its slash path, and
 // gzips the text ones that shrink by a tenth or more.
 func loadWebAssets(fsys fs.FS) (map[string]*webAsset, error) {
-	out := map[string]*webAsset{}
-	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
+	names, err := webNames(fsys)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*webAsset, len(names))
+	for _, p := range names {
 		b, err := fs.ReadFile(fsys, p)
 		if err != nil {
-			return fmt.Errorf("read %s: %w", p, err)
+			return nil, fmt.Errorf("read %s: %w", p, err)
 		}
 		sum := sha256.Sum256(b)
 		a := &webAsset{body: b, ctype: webContentType(p), etag: `"` + hex.EncodeToString(sum[:12]) + `"`}
@@ -202,16 +203,15 @@ func loadWebAssets(fsys fs.FS) (map[string]*webAsset, error) {
 			zw, _ := gzip.NewWriterLevel(&buf, gzip.BestCompression) // a valid level: no error
 			_, _ = zw.Write(b)                                       // a bytes.Buffer does not fail
 			if err := zw.Close(); err != nil {
-				return fmt.Errorf("gzip %s: %w", p, err)
+				return nil, fmt.Errorf("gzip %s: %w", p, err)
 			}
 			if buf.Len() < len(b)*9/10 {
 				a.gz, a.gzEtag = buf.Bytes(), `"`+hex.EncodeToString(sum[:12])+`-gz"`
 			}
 		}
 		out[p] = a
-		return nil
-	})
-	return out, err
+	}
+	return out, nil
 }
 
 func webCompressible(ctype string) bool {

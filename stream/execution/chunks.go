@@ -53,7 +53,7 @@ func appendHead(b []byte, tenant, id string) []byte {
 // chunkedLen is the length of the value v stands for when it is a stub,
 // else 0.
 func chunkedLen(v []byte) int {
-	_, _, rest, err := decodeHead(v)
+	_, _, rest, err := splitHead(v)
 	if err != nil || len(rest) < 2 || rest[0] != recChunked {
 		return 0
 	}

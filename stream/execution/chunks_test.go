@@ -9,19 +9,6 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// chunkKeys counts the pieces of large values on disk.
-func chunkKeys(t *testing.T, x *Store) int {
-	t.Helper()
-	n := 0
-	if err := x.disk.db.View(func(tx *bolt.Tx) error {
-		n = tx.Bucket(bucketChunks).Stats().KeyN
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
 // piecesOf is how many pieces a value of n bytes is cut into.
 func piecesOf(n int) int { return (n + chunkBytes - 1) / chunkBytes }
 
@@ -77,8 +64,8 @@ func TestLargeRecordsInPieces(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if len(sizes) != 2 || chunkKeys(t, x) != piecesOf(sizes[0])+piecesOf(sizes[1]) {
-		t.Fatalf("%d pieces for values of %v bytes", chunkKeys(t, x), sizes)
+	if len(sizes) != 2 || bucketKeys(t, x, bucketChunks) != piecesOf(sizes[0])+piecesOf(sizes[1]) {
+		t.Fatalf("%d pieces for values of %v bytes", bucketKeys(t, x, bucketChunks), sizes)
 	}
 
 	// Written again (a replayed claim does so): its pieces are replaced.
@@ -89,7 +76,7 @@ func TestLargeRecordsInPieces(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if got := chunkKeys(t, x); got != piecesOf(sizes[0])+piecesOf(sizes[1]) {
+	if got := bucketKeys(t, x, bucketChunks); got != piecesOf(sizes[0])+piecesOf(sizes[1]) {
 		t.Fatalf("after writing a record again: %d pieces", got)
 	}
 
@@ -137,7 +124,7 @@ func TestLargeRecordsInPieces(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if got := chunkKeys(t, y); got != n {
+	if got := bucketKeys(t, y, bucketChunks); got != n {
 		t.Fatalf("%d pieces on disk, %d belong to records", got, n)
 	}
 }

@@ -245,16 +245,22 @@ func encodeRec(r *Record, split bool) ([]byte, error) {
 // decodeHead reads the tenant and id a value starts with, and returns the
 // rest.
 func decodeHead(v []byte) (tenant, id string, rest []byte, err error) {
+	t, i, rest, err := splitHead(v)
+	return string(t), string(i), rest, err
+}
+
+// splitHead is decodeHead without copies: views into v.
+func splitHead(v []byte) (tenant, id, rest []byte, err error) {
 	n, k := binary.Uvarint(v)
 	if k <= 0 || uint64(len(v)-k) < n {
-		return "", "", nil, errors.New("bad record")
+		return nil, nil, nil, errors.New("bad record")
 	}
-	tenant, v = string(v[k:k+int(n)]), v[k+int(n):]
+	tenant, v = v[k:k+int(n)], v[k+int(n):]
 	n, k = binary.Uvarint(v)
 	if k <= 0 || uint64(len(v)-k) < n {
-		return "", "", nil, errors.New("bad record")
+		return nil, nil, nil, errors.New("bad record")
 	}
-	return tenant, string(v[k : k+int(n)]), v[k+int(n):], nil
+	return tenant, v[k : k+int(n)], v[k+int(n):], nil
 }
 
 func (x *Store) decodeRec(v []byte) (*Record, error) {

@@ -139,12 +139,13 @@ func TestDurableStoreRetention(t *testing.T) {
 	}
 }
 
-// runBucketKeys lists the claims written to the run bucket.
-func runBucketKeys(t *testing.T, x *Store) int {
+// bucketKeys counts the keys of one of the store's buckets (bucketRun:
+// the claims written).
+func bucketKeys(t *testing.T, x *Store, bucket []byte) int {
 	t.Helper()
 	n := 0
 	if err := x.disk.db.View(func(tx *bolt.Tx) error {
-		n = tx.Bucket(bucketRun).Stats().KeyN
+		n = tx.Bucket(bucket).Stats().KeyN
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -163,7 +164,7 @@ func TestClaimsWrittenOnceOld(t *testing.T) {
 	slow, _, _ := x.Claim("t", "slow", Key{Language: "python", Code: "while True: pass"})
 	slow.Started(0)
 	x.flush(false)
-	if n := runBucketKeys(t, x); n != 0 {
+	if n := bucketKeys(t, x, bucketRun); n != 0 {
 		t.Fatalf("%d claims written before claimAfter", n)
 	}
 	finishRecord(fast, "1\n")
@@ -171,7 +172,7 @@ func TestClaimsWrittenOnceOld(t *testing.T) {
 	slow.Created = slow.Created.Add(-2 * claimAfter) // as if it ran for 2 s
 	slow.mu.Unlock()
 	x.flush(false)
-	if n := runBucketKeys(t, x); n != 1 {
+	if n := bucketKeys(t, x, bucketRun); n != 1 {
 		t.Fatalf("%d claims written after claimAfter, want the slow one", n)
 	}
 	if fast.claimed.Load() || !slow.claimed.Load() {
