@@ -352,9 +352,10 @@ func (s *Server) refuseUnauthBody(ctx *fasthttp.RequestCtx) {
 		"no valid credentials, and a request without them may send at most %d bytes of body", UnauthBodyLimit))
 }
 
-// HeldBytes is the memory the daemon deliberately holds: retained
-// executions and a cost per live runtime (see stream.Registry.HeldBytes).
-func (s *Server) HeldBytes() int64 { return s.reg.HeldBytes() }
+// HeldBytes is the memory the daemon deliberately holds (retained
+// executions, running ones' outputs, a cost per live runtime) and the
+// buffers among it (see stream.Registry.HeldBytes).
+func (s *Server) HeldBytes() (held, buffers int64) { return s.reg.HeldBytes() }
 
 // Environment is what discovery found.
 func (s *Server) Environment() *backend.Environment { return s.env }

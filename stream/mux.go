@@ -202,6 +202,24 @@ func (m *Mux) begin(id, executionID string, origin any, budget int, internal boo
 	return ex
 }
 
+// Held is what the collectors of its running executions hold
+// (execution.Collector.Held).
+func (m *Mux) Held() int64 {
+	m.mu.Lock()
+	exs := make([]*Execution, 0, len(m.execs))
+	for _, ex := range m.execs {
+		exs = append(exs, ex)
+	}
+	m.mu.Unlock()
+	var n int64
+	for _, ex := range exs {
+		ex.mu.Lock()
+		n += int64(ex.col.Held())
+		ex.mu.Unlock()
+	}
+	return n
+}
+
 // End forgets an execution; later messages with its parent only reach watchers.
 func (m *Mux) End(ex *Execution) {
 	m.mu.Lock()

@@ -500,23 +500,36 @@ func (r *Registry) ReapIdle(now time.Time) int {
 const runtimeCost = 160 << 10
 
 // HeldBytes is the memory aiod deliberately holds for its sessions and
-// executions: what the execution store retains, and a fixed cost per live
-// runtime. The daemon raises its soft memory limit by it, so that a full
-// store or a thousand sessions do not make the garbage collector spin.
-func (r *Registry) HeldBytes() int64 {
+// executions: what the execution store retains (finished answers, the logs
+// of running executions), the outputs running executions have collected,
+// and a fixed cost per live runtime. The daemon raises its soft memory
+// limit by it, so that a full store or a thousand sessions do not make the
+// garbage collector spin. buffers is the part of it that is bytes (text,
+// encoded records and messages), which the collector marks without
+// scanning: the daemon does not let its heap double for those.
+func (r *Registry) HeldBytes() (held, buffers int64) {
 	r.mu.Lock()
-	ss := make([]*Session, 0, len(r.sessions))
+	named := make([]*Session, 0, len(r.sessions))
 	for _, s := range r.sessions {
-		ss = append(ss, s)
+		named = append(named, s)
 	}
-	n := len(r.temps)
+	temps := make([]*Session, 0, len(r.temps))
+	for s := range r.temps {
+		temps = append(temps, s)
+	}
 	r.mu.Unlock()
-	for _, s := range ss {
+	n := int64(len(temps))
+	for _, s := range temps {
+		buffers += s.mux.Held()
+	}
+	for _, s := range named {
+		buffers += s.mux.Held()
 		if s.Runtime() != nil {
 			n++
 		}
 	}
-	return r.execs.HeldBytes() + int64(n)*runtimeCost
+	buffers += r.execs.HeldBytes()
+	return buffers + n*runtimeCost, buffers
 }
 
 // Len is the number of named sessions.

@@ -189,27 +189,36 @@ const heldHeadroom = 16 << 20
 const followEvery = 250 * time.Millisecond
 
 // softLimit is the soft memory limit for a --memory-limit of base, held
-// bytes aiod holds on purpose (retained executions, a cost per live
-// runtime) and a live heap (marked at the last GC): the largest of base,
-// held + 16 MiB and twice live + 16 MiB.
+// bytes aiod holds on purpose (retained executions, the outputs and logs
+// of running ones, a cost per live runtime), the buffers among them (the
+// bytes of text, records and messages in held) and a live heap (marked at
+// the last GC): the largest of base, held + 16 MiB, and the live heap with
+// what it has beyond buffers counted twice, + 16 MiB and an eighth of the
+// buffers.
 //
 // base bounds the daemon's working memory while what it holds is small:
 // a flood's bytes are garbage at once, and the GC works harder near base
 // instead of letting the heap double after a burst. A limit under twice
-// the live heap would do nothing but that: it makes the GC run more often
-// than GOGC's 100 % without freeing anything, back to back once the live
-// heap passes it. In the torture (14 busy tenants) aiod's live heap
+// the live heap's pointers would do nothing but that: it makes the GC run
+// more often than GOGC's 100 % without freeing more, back to back once the
+// live heap passes it. In the torture (14 busy tenants) aiod's live heap
 // passed 128 MiB and its GC took a quarter of its CPU: 0.76 cores against
 // 0.31 with the limit kept above twice the live heap, and a well-behaved
 // tenant's call 29-36 ms against 4.7 at p50 (bench/README.md, "the soft
-// limit").
-func softLimit(base, held, live int64) int64 {
-	return max(base, held+heldHeadroom, 2*live+heldHeadroom)
+// limit"). Buffers are the exception: the GC marks a buffer without
+// reading it, so doubling them buys nothing, while four executions that
+// print floods hold one --output-budget each, which doubled took aiod's
+// RSS past +120 MiB. The eighth keeps the GC from running back to back
+// when buffers grow between two reads (12 bash sessions printing at once
+// hold 200 MiB of them).
+func softLimit(base, held, buffers, live int64) int64 {
+	buffers = min(buffers, live)
+	return max(base, held+heldHeadroom, buffers+buffers/8+2*(live-buffers)+heldHeadroom)
 }
 
 // followHeld keeps the soft memory limit at softLimit, read every
 // followEvery until ctx ends.
-func followHeld(ctx context.Context, base int64, held func() int64) {
+func followHeld(ctx context.Context, base int64, held func() (held, buffers int64)) {
 	t := time.NewTicker(followEvery)
 	defer t.Stop()
 	last := base
@@ -225,7 +234,8 @@ func followHeld(ctx context.Context, base int64, held func() int64) {
 		if live[0].Value.Kind() == metrics.KindUint64 {
 			l = int64(live[0].Value.Uint64())
 		}
-		limit := softLimit(base, held(), l)
+		h, b := held()
+		limit := softLimit(base, h, b, l)
 		if limit != last {
 			debug.SetMemoryLimit(limit)
 			last = limit

@@ -571,7 +571,7 @@ func TestSIGTERMEndsOneShotInFlight(t *testing.T) {
 
 // TestRetainedExecutionsStayWithinTheirBound runs 1,000 executions whose
 // outputs and results the daemon keeps, about 150 KiB each, with
-// --execution-retention-bytes 160 MiB (above the 128 MiB --memory-limit, so
+// --execution-retention-bytes 160 MiB (above the 64 MiB --memory-limit, so
 // that the bound, not the limit, is what is measured): the store holds all
 // of them within the bound, and the daemon's resident memory stays within
 // the bound plus 32 MiB.
@@ -638,7 +638,7 @@ func TestRetainedExecutionsStayWithinTheirBound(t *testing.T) {
 
 // TestDaemonRSSBoundedDuringFlood runs a one-shot call printing 200 MB and
 // samples the daemon's resident memory while it runs: it stays within the
-// soft heap limit (--memory-limit, 128 MiB) plus what the daemon had
+// soft memory limit (--memory-limit, 64 MiB) plus what the daemon had
 // outside its heap when idle, and 24 MiB for a collector that lags behind
 // on a loaded machine (150.1 MiB seen there against 140 idle); a daemon
 // that held the flood would pass 200 MiB.
@@ -701,8 +701,8 @@ func TestDaemonRSSBoundedDuringFlood(t *testing.T) {
 	if !strings.HasSuffix(res.Stdout, "THE END\n") {
 		t.Errorf("stdout does not end with THE END: ...%q", res.Stdout[max(0, len(res.Stdout)-200):])
 	}
-	if bound := 128<<20 + idle + 24<<20; peak >= bound {
-		t.Errorf("daemon peak VmRSS %s during a 200 MB flood, want < %s: the default --memory-limit (128 MiB), %s idle, 24 MiB", mib(peak), mib(bound), mib(idle))
+	if bound := 64<<20 + idle + 24<<20; peak >= bound {
+		t.Errorf("daemon peak VmRSS %s during a 200 MB flood, want < %s: the default --memory-limit (64 MiB), %s idle, 24 MiB", mib(peak), mib(bound), mib(idle))
 	}
 }
 
@@ -902,19 +902,23 @@ func TestSocketActivation(t *testing.T) {
 
 // TestSoftLimitNeverUnderTheLiveHeap: the soft memory limit is
 // --memory-limit while aiod holds little, follows what it holds, and never
-// sits under twice the live heap, where the GC would run back to back.
+// sits under twice the live heap's part beyond buffers (and an eighth of
+// those), where the GC would run back to back.
 func TestSoftLimitNeverUnderTheLiveHeap(t *testing.T) {
-	const base, mib = 128 << 20, 1 << 20
-	for _, c := range []struct{ held, live, want int64 }{
-		{0, 10 * mib, base},                    // a flood's bytes are garbage: base bounds it
-		{200 * mib, 10 * mib, 216 * mib},       // retained executions
-		{20 * mib, 300 * mib, 616 * mib},       // many busy tenants at once: GOGC's own goal
-		{500 * mib, 300 * mib, 616 * mib},      // both: the larger
-		{0, 56 * mib, base},                    // 2 × 56 + 16 = base
-		{0, 57 * mib, 2*57*mib + heldHeadroom}, // just past it
+	const base, mib = 64 << 20, 1 << 20
+	for _, c := range []struct{ held, buffers, live, want int64 }{
+		{0, 0, 10 * mib, base},                                             // a flood's bytes are garbage: base bounds it
+		{200 * mib, 200 * mib, 10 * mib, 216 * mib},                        // retained executions
+		{20 * mib, 0, 300 * mib, 616 * mib},                                // many busy tenants at once: GOGC's own goal
+		{500 * mib, 0, 300 * mib, 616 * mib},                               // both: the larger
+		{0, 0, 24 * mib, base},                                             // 2 × 24 + 16 = base
+		{0, 0, 25 * mib, 2*25*mib + heldHeadroom},                          // just past it
+		{34 * mib, 32 * mib, 48 * mib, 32*mib + 4*mib + 2*16*mib + 16*mib}, // four floods: their budgets are not doubled
+		{20 * mib, 16 * mib, 300 * mib, 16*mib + 2*mib + 2*284*mib + 16*mib},
+		{600 * mib, 500 * mib, 300 * mib, 616 * mib}, // buffers counted past the live heap (freed since): held
 	} {
-		if got := softLimit(base, c.held, c.live); got != c.want {
-			t.Errorf("softLimit(128 MiB, held %d MiB, live %d MiB) = %d MiB, want %d MiB", c.held/mib, c.live/mib, got/mib, c.want/mib)
+		if got := softLimit(base, c.held, c.buffers, c.live); got != c.want {
+			t.Errorf("softLimit(64 MiB, held %d MiB, buffers %d MiB, live %d MiB) = %d MiB, want %d MiB", c.held/mib, c.buffers/mib, c.live/mib, got/mib, c.want/mib)
 		}
 	}
 }

@@ -190,7 +190,7 @@ func (o *options) settings() []setting {
 		{"allowed-hosts", "AIO_ALLOWED_HOSTS", "", "comma-separated Host names accepted besides loopback and the daemon's own addresses (*.example.com for subdomains); * turns the Host check off", strSetter(&o.allowedHosts)},
 		{"allowed-origins", "AIO_ALLOWED_ORIGINS", "", "comma-separated origins allowed on state-changing requests, CORS and WebSockets besides the request's own; * allows any", strSetter(&o.allowedOrigins)},
 		{"metrics-public", "AIO_METRICS_PUBLIC", "false", "serve /metrics without credentials (for a scraper that cannot send a token)", boolSetter(&o.metricsPublic)},
-		{"memory-limit", "AIO_MEMORY_LIMIT", "134217728", "soft limit in bytes on the daemon's Go heap (GOMEMLIMIT wins when set)", intSetter(&o.memoryLimit)},
+		{"memory-limit", "AIO_MEMORY_LIMIT", "67108864", "soft limit in bytes on the daemon's Go memory while it holds little; raised with what it holds (GOMEMLIMIT wins when set)", intSetter(&o.memoryLimit)},
 		{"log-level", "AIO_LOG_LEVEL", "info", "debug, info, warn or error", levelSetter(&o.logLevel)},
 		{"log-format", "AIO_LOG_FORMAT", "text", "text or json", strSetter(&o.logFormat)},
 		{"runtime-memory-limit", "AIO_RUNTIME_MEMORY_LIMIT", "25%", "memory per local runtime (kernel, REPL, node process, with its children): bytes, with K, M, G or T (binary), or a percentage of the machine's memory; 0 for none", memSetter(&o.runtimeMemory)},

@@ -6,6 +6,7 @@ package api
 import (
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/goccy/go-json"
@@ -28,6 +29,17 @@ func Marshal(v any) ([]byte, error) { return json.MarshalWithOption(v, json.Disa
 
 // WriteJSON writes v as JSON with the given status.
 func WriteJSON(ctx *fasthttp.RequestCtx, status int, v any) {
+	if e, ok := v.(Envelope); ok {
+		if a, ok := e.Data.(Appender); ok {
+			b, err := AppendEnvelope(append(make([]byte, 0, 64+len(e.Message)+a.JSONSize()), '{'), e, a)
+			if err == nil { // else Marshal says why
+				ctx.SetStatusCode(status)
+				ctx.SetContentType("application/json")
+				ctx.Response.SetBodyRaw(append(b, '}'))
+				return
+			}
+		}
+	}
 	b, err := Marshal(v)
 	if err != nil {
 		// Only our own types reach here; a marshal failure is a bug, but the
@@ -89,4 +101,26 @@ func PathParam(ctx *fasthttp.RequestCtx, name string) (string, *FieldError) {
 			Msg: fmt.Sprintf("is not valid percent-encoding (%q)", raw)}
 	}
 	return v, nil
+}
+
+// Appender is an answer's data that writes its own JSON, byte for byte
+// what Marshal writes, into a buffer of about JSONSize bytes: a large
+// answer (an execution's megabytes of output) is encoded once into one
+// buffer of its size, where Marshal grows a pooled buffer by doubling,
+// keeps it pooled, and copies the answer out of it.
+type Appender interface {
+	AppendJSON(dst []byte) ([]byte, error)
+	JSONSize() int
+}
+
+// AppendEnvelope appends e's fields ("success", "message", "data"), without
+// the braces around them, with its data a written by itself.
+func AppendEnvelope(dst []byte, e Envelope, a Appender) ([]byte, error) {
+	dst = strconv.AppendBool(append(dst, `"success":`...), e.Success)
+	msg, err := Marshal(e.Message)
+	if err != nil {
+		return nil, err
+	}
+	dst = append(append(append(dst, `,"message":`...), msg...), `,"data":`...)
+	return a.AppendJSON(dst)
 }

@@ -1,6 +1,11 @@
 package call
 
-import "github.com/aiod/aiod/stream/execution"
+import (
+	"strconv"
+
+	"github.com/aiod/aiod/gateway/api"
+	"github.com/aiod/aiod/stream/execution"
+)
 
 // ExecData is a result as POST /v2/code/execute's data: the v2 contract,
 // which MCP's structuredContent, the execution routes and the streams
@@ -53,3 +58,110 @@ func DataOf(r *execution.Result) ExecData {
 	}
 	return d
 }
+
+// outputAppender is an output that writes its own JSON (a stream's).
+type outputAppender interface {
+	AppendJSON(dst []byte) ([]byte, error)
+	JSONSize() int
+}
+
+// JSONSize is about how long d's JSON is: its texts, with room for the
+// rest and a few escapes (api.Appender).
+func (d ExecData) JSONSize() int {
+	n := 1024 + len(d.Code) + len(d.Stdout) + len(d.Stderr)
+	n += n / 32
+	for _, o := range d.Outputs {
+		if a, ok := o.(outputAppender); ok {
+			n += a.JSONSize()
+		} else {
+			n += 256
+		}
+	}
+	return n
+}
+
+// AppendJSON appends d as api.Marshal writes it, its texts escaped
+// straight into dst (api.Appender): the answer of a call that printed
+// megabytes is one buffer of its size.
+func (d ExecData) AppendJSON(dst []byte) ([]byte, error) {
+	str := execution.AppendJSONString
+	dst = str(append(dst, `{"code":`...), d.Code)
+	dst = str(append(dst, `,"language":`...), d.Language)
+	dst = str(append(dst, `,"status":`...), d.Status)
+	dst = append(dst, `,"execution_count":`...)
+	if d.ExecutionCount == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = strconv.AppendInt(dst, int64(*d.ExecutionCount), 10)
+	}
+	dst = strconv.AppendInt(append(dst, `,"exit_code":`...), int64(d.ExitCode), 10)
+	dst = append(dst, `,"outputs":`...)
+	if d.Outputs == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = append(dst, '[')
+		for i, o := range d.Outputs {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			var err error
+			if a, ok := o.(outputAppender); ok {
+				dst, err = a.AppendJSON(dst)
+			} else {
+				var b []byte
+				b, err = api.Marshal(o)
+				dst = append(dst, b...)
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		dst = append(dst, ']')
+	}
+	dst = str(append(dst, `,"stdout":`...), d.Stdout)
+	dst = str(append(dst, `,"stderr":`...), d.Stderr)
+	dst = append(dst, `,"session_id":`...)
+	if d.SessionID == nil {
+		dst = append(dst, "null"...)
+	} else {
+		dst = str(dst, *d.SessionID)
+	}
+	dst = str(append(dst, `,"execution_id":`...), d.ExecutionID)
+	if d.QueuedMs != 0 {
+		dst = strconv.AppendInt(append(dst, `,"queued_ms":`...), d.QueuedMs, 10)
+	}
+	for _, f := range []struct {
+		name string
+		on   bool
+	}{{"truncated", d.Truncated}, {"fresh_runtime", d.FreshRuntime}, {"restored", d.Restored}} {
+		if f.on {
+			dst = append(append(append(dst, `,"`...), f.name...), `":true`...)
+		}
+	}
+	if len(d.Skipped) > 0 {
+		b, err := api.Marshal(d.Skipped)
+		if err != nil {
+			return nil, err
+		}
+		dst = append(append(dst, `,"skipped":`...), b...)
+	}
+	if d.Replayed {
+		dst = append(dst, `,"replayed":true`...)
+	}
+	if d.NextInput != nil {
+		dst = str(append(dst, `,"next_input":`...), *d.NextInput)
+	}
+	if d.ErrorKind != "" {
+		dst = str(append(dst, `,"error_kind":`...), d.ErrorKind)
+	}
+	if len(d.Warnings) > 0 {
+		b, err := api.Marshal(d.Warnings)
+		if err != nil {
+			return nil, err
+		}
+		dst = append(append(dst, `,"warnings":`...), b...)
+	}
+	return append(dst, '}'), nil
+}
+
+var _ api.Appender = ExecData{}

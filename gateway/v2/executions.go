@@ -51,6 +51,20 @@ type execDone struct {
 	LastSeq int    `json:"last_seq"`
 }
 
+var _ api.Appender = execDone{}
+
+// JSONSize and AppendJSON write execDone as api.Marshal does (api.Appender).
+func (d execDone) JSONSize() int { return d.ExecData.JSONSize() + 64 }
+
+func (d execDone) AppendJSON(dst []byte) ([]byte, error) {
+	dst, err := d.ExecData.AppendJSON(dst)
+	if err != nil {
+		return nil, err
+	}
+	dst = execution.AppendJSONString(append(dst[:len(dst)-1], `,"state":`...), d.State) // the data's closing brace goes after these
+	return append(strconv.AppendInt(append(dst, `,"last_seq":`...), int64(d.LastSeq), 10), '}'), nil
+}
+
 // record answers the caller's execution the path names, or 404 / 410.
 func (s *Surface) record(ctx *fasthttp.RequestCtx) *execution.Record {
 	id, fe := api.PathParam(ctx, "id")

@@ -68,8 +68,13 @@ func wireEntry(e execution.Entry, executionID string) (event string, b []byte, o
 		}
 		event, v = "error", m
 	case e.Event.Result != nil:
+		// {"type":"result"} and the execute route's answer, written into
+		// one buffer of its size (api.Appender).
 		r := e.Event.Result
-		event, v = "result", streamResult{Type: "result", Envelope: api.Envelope{Success: r.Success(), Message: r.Message(), Data: call.V2Data(r)}}
+		d := call.V2Data(r)
+		env := api.Envelope{Success: r.Success(), Message: r.Message()}
+		b, err := api.AppendEnvelope(append(make([]byte, 0, 64+len(env.Message)+d.JSONSize()), `{"type":"result",`...), env, d)
+		return "result", append(b, '}'), err == nil
 	case e.Event.Out != nil:
 		// Written by hand around the output: a stream output of 1 MB is
 		// copied once, where marshalling a wrapper copied and scanned it
@@ -90,13 +95,6 @@ func wireEntry(e execution.Entry, executionID string) (event string, b []byte, o
 	}
 	b, err := api.Marshal(v)
 	return event, b, err == nil
-}
-
-// streamResult is a stream's last object: the execute route's answer with
-// a type, as every other object of the stream has.
-type streamResult struct {
-	Type string `json:"type"`
-	api.Envelope
 }
 
 // pullBatch is the most output bytes a stream takes from its execution's

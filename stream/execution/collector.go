@@ -34,6 +34,7 @@ type Collector struct {
 	tails     map[string]*tailRing // stream name -> tail kept past the budget
 	omitted   int                  // rich outputs replaced by a note
 	finished  bool                 // Finish has handed the outputs out
+	held      int                  // bytes its outputs and tails hold (Held)
 }
 
 // streamWeight is what one byte of stream text counts against the budget:
@@ -90,8 +91,14 @@ func (c *Collector) applyClearWait() {
 }
 
 func (c *Collector) clear() {
-	c.outputs, c.used, c.tails = nil, 0, nil
+	c.outputs, c.used, c.tails, c.held = nil, 0, nil, 0
 }
+
+// Held is about what the collector's outputs hold in memory: stream text
+// (once, where the budget counts it twice), rich outputs and tail rings.
+// The daemon leaves such bytes out of what its GC may double (Held in
+// stream.Registry).
+func (c *Collector) Held() int { return c.held }
 
 func (c *Collector) addStream(name string, text []byte) {
 	if tail := c.tails[name]; tail != nil || c.used >= c.budget {
@@ -113,6 +120,7 @@ func (c *Collector) addStream(name string, text []byte) {
 		}
 		o.text.Write(head, o.text.n+room) // room: what the budget leaves for any stream
 		c.used += streamWeight * len(head)
+		c.held += len(head)
 	}
 	if rest := text[len(head):]; len(rest) > 0 {
 		c.toTail(name, rest)
@@ -128,6 +136,7 @@ func (c *Collector) toTail(name string, text []byte) {
 	if t == nil {
 		t = newTailRing(max(c.budget/(8*streamWeight), 1024))
 		c.tails[name] = t
+		c.held += cap(t.buf)
 		for i := len(c.outputs) - 1; i >= 0; i-- {
 			if o := c.outputs[i]; o.Type == "stream" && o.Name == name {
 				o.Truncated = true
@@ -153,6 +162,7 @@ func (c *Collector) addRich(o *Output, size int) {
 		size = len(note)
 	}
 	c.used += size
+	c.held += size
 	c.outputs = append(c.outputs, o)
 }
 
@@ -172,6 +182,7 @@ func (c *Collector) updateDisplay(ct *Output) {
 			continue
 		}
 		c.used += size - old
+		c.held += size - old
 		o.Data, o.Metadata = ct.Data, ct.Metadata
 	}
 }

@@ -189,6 +189,15 @@ func TestCollectorLargeStreamText(t *testing.T) {
 				add(t, c, streamMsg(t, "stdout", chunk))
 				want.WriteString(chunk)
 			}
+			// Held counts the text once and the tail's ring: what the
+			// daemon's soft memory limit does not double.
+			held := min(want.Len(), tc.budget/streamWeight)
+			if want.Len() > tc.budget/streamWeight {
+				held += max(tc.budget/(8*streamWeight), 1024)
+			}
+			if c.Held() < held-4 || c.Held() > held { // the head ends on a whole rune
+				t.Errorf("Held() = %d with %d bytes printed, want about %d", c.Held(), want.Len(), held)
+			}
 			out := c.Finish()
 			if head := tc.budget / streamWeight; want.Len() > head {
 				if !c.Truncated() || len(out) != 2 || len(out[0].Text) > head || !strings.HasPrefix(want.String(), out[0].Text) ||

@@ -120,6 +120,10 @@ type Store struct {
 	tombs     map[execKey]*GoneError
 	tombOrder []execKey
 	peak      int // the most records byID held since it was last made anew
+	// out holds the records that left memory for the file while readers
+	// still pulled them (Track): they keep their result and what those
+	// readers have not had, which HeldBytes counts until the last goes.
+	out map[*Record]struct{}
 
 	whyAge, whyBytes string // why an execution was evicted, one string for all tombstones
 
@@ -146,7 +150,7 @@ func NewStore(cfg Config) *Store {
 	if cfg.LogBytes <= 0 {
 		cfg.LogBytes = LogBytesOf(DefaultBudget)
 	}
-	return &Store{cfg: cfg, byID: map[execKey]*Record{}, tombs: map[execKey]*GoneError{},
+	return &Store{cfg: cfg, byID: map[execKey]*Record{}, tombs: map[execKey]*GoneError{}, out: map[*Record]struct{}{},
 		whyAge: fmt.Sprintf("finished more than %s ago (--execution-retention)", cfg.Retention),
 		whyBytes: fmt.Sprintf("finished executions held more than %d bytes (--execution-retention-bytes); the oldest go first",
 			cfg.RetentionBytes)}
@@ -240,14 +244,19 @@ type Stats struct {
 	Evicted        int // tombstones kept
 }
 
-// HeldBytes is what the finished executions hold, and the logs of the
+// HeldBytes is what the finished executions hold (those in memory, and
+// those that left it while streams still pull them), and the logs of the
 // running ones.
 func (x *Store) HeldBytes() int64 {
 	x.mu.Lock()
 	n := x.bytes
-	var running []*Record
+	running := make([]*Record, 0, len(x.byID))
 	for _, r := range x.byID {
 		running = append(running, r)
+	}
+	out := make([]*Record, 0, len(x.out))
+	for r := range x.out {
+		out = append(out, r)
 	}
 	x.mu.Unlock()
 	for _, r := range running {
@@ -256,6 +265,9 @@ func (x *Store) HeldBytes() int64 {
 			n += r.logBytes
 		}
 		r.mu.Unlock()
+	}
+	for _, r := range out {
+		n += r.heldBytes()
 	}
 	return int64(n)
 }
@@ -288,7 +300,9 @@ func (x *Store) sweepLocked(now time.Time) {
 			x.finished = x.finished[1:]
 			x.bytes -= r.heldBytes()
 			delete(x.byID, execKey{r.Tenant, r.ID})
-			r.leaveMemory()
+			if r.leaveMemory() {
+				x.out[r] = struct{}{}
+			}
 		case x.disk != nil && now.Sub(r.endedAt()) <= x.cfg.Retention && x.bytes > x.cfg.RetentionBytes:
 			// Not written yet (the disk fails): memory holds the
 			// retention's bytes at most, as it does without a disk.

@@ -267,3 +267,19 @@ func StripANSI(s string) string {
 	}
 	return ansi.ReplaceAllString(s, "")
 }
+
+// AppendJSON appends the stream output's compact object, as the daemon's
+// JSON encoder writes it (AppendJSONString), without a copy of its text.
+func (c compactStream) AppendJSON(dst []byte) ([]byte, error) {
+	dst = append(dst, `{"output_type":`...)
+	dst = AppendJSONString(dst, c.OutputType)
+	dst = append(dst, `,"name":`...)
+	dst = AppendJSONString(dst, c.Name)
+	dst = append(dst, `,"text":`...)
+	dst = AppendJSONString(dst, c.Text)
+	return append(dst, '}'), nil
+}
+
+// JSONSize is about how long AppendJSON's object is: its text and room for
+// the rest and a few escapes.
+func (c compactStream) JSONSize() int { return 64 + len(c.Name) + len(c.Text) + len(c.Text)/32 }

@@ -44,15 +44,23 @@ func (r *Record) Track(cur *Cursor) (untrack func()) {
 	return func() {
 		r.mu.Lock()
 		delete(r.readers, p)
+		last := len(r.readers) == 0
 		r.mu.Unlock()
+		if x := r.x; last && x != nil {
+			x.mu.Lock()
+			delete(x.out, r)
+			x.mu.Unlock()
+		}
 	}
 }
 
 // leaveMemory drops the outputs of r's log that no tracked reader may
-// still pull (Track), as r leaves the store's memory.
-func (r *Record) leaveMemory() {
+// still pull (Track), as r leaves the store's memory, and reports whether
+// a reader still pulls it.
+func (r *Record) leaveMemory() (tracked bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	tracked = len(r.readers) > 0
 	keepAfter := r.lastSeq
 	for p := range r.readers {
 		if p.seq+1 >= r.firstSeq { // not behind
@@ -67,11 +75,12 @@ func (r *Record) leaveMemory() {
 		i++
 	}
 	if i == 0 {
-		return
+		return tracked
 	}
 	r.entries = append([]Entry(nil), r.entries[i:]...) // the dropped ones' frames go
 	r.firstSeq = max(r.firstSeq, keepAfter+1)
 	r.logLeft = len(r.entries) == 0
+	return tracked
 }
 
 // NewCursor is a cursor for a reader that had the outputs up to seq after.

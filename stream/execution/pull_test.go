@@ -86,8 +86,9 @@ func TestLeavingMemoryKeepsWhatReadersNeed(t *testing.T) {
 	}
 	behind, ahead := flood("behind"), flood("ahead")
 	slow, fast := Cursor{Seq: 1}, Cursor{Seq: 7}
-	defer behind.Track(&slow)()
-	defer ahead.Track(&fast)()
+	untrackSlow, untrackFast := behind.Track(&slow), ahead.Track(&fast)
+	defer untrackSlow()
+	defer untrackFast()
 	finishRecord(behind, "the result's text")
 	finishRecord(ahead, "")
 	flushUntil(t, x, "both on disk", func() bool { return behind.persisted.Load() && ahead.persisted.Load() })
@@ -120,5 +121,19 @@ func TestLeavingMemoryKeepsWhatReadersNeed(t *testing.T) {
 	ahead.mu.Unlock()
 	if kept != 3 {
 		t.Fatalf("ahead's record out of memory keeps %d outputs, want the 3 its reader had not had", kept)
+	}
+	// What the two hold out of memory counts as held (the daemon's soft
+	// memory limit), until their readers go.
+	cached := func() int64 { x.mu.Lock(); defer x.mu.Unlock(); return int64(x.bytes) }
+	if held, want := x.HeldBytes(), cached()+int64(behind.heldBytes()+ahead.heldBytes()); held != want {
+		t.Errorf("held with two records out of memory and read: %d, want the cache's and theirs, %d", held, want)
+	}
+	untrackSlow()
+	if held, want := x.HeldBytes(), cached()+int64(ahead.heldBytes()); held != want {
+		t.Errorf("held once behind's reader went: %d, want %d", held, want)
+	}
+	untrackFast()
+	if held, want := x.HeldBytes(), cached(); held != want {
+		t.Errorf("held once both readers went: %d, want the cache's %d", held, want)
 	}
 }
