@@ -59,19 +59,13 @@ func DataOf(r *execution.Result) ExecData {
 	return d
 }
 
-// outputAppender is an output that writes its own JSON (a stream's).
-type outputAppender interface {
-	AppendJSON(dst []byte) ([]byte, error)
-	JSONSize() int
-}
-
 // JSONSize is about how long d's JSON is: its texts, with room for the
 // rest and a few escapes (api.Appender).
 func (d ExecData) JSONSize() int {
 	n := 1024 + len(d.Code) + len(d.Stdout) + len(d.Stderr)
 	n += n / 32
 	for _, o := range d.Outputs {
-		if a, ok := o.(outputAppender); ok {
+		if a, ok := o.(api.Appender); ok {
 			n += a.JSONSize()
 		} else {
 			n += 256
@@ -105,12 +99,10 @@ func (d ExecData) AppendJSON(dst []byte) ([]byte, error) {
 				dst = append(dst, ',')
 			}
 			var err error
-			if a, ok := o.(outputAppender); ok {
+			if a, ok := o.(api.Appender); ok {
 				dst, err = a.AppendJSON(dst)
 			} else {
-				var b []byte
-				b, err = api.Marshal(o)
-				dst = append(dst, b...)
+				dst, err = appendMarshal(dst, "", o)
 			}
 			if err != nil {
 				return nil, err
@@ -139,11 +131,10 @@ func (d ExecData) AppendJSON(dst []byte) ([]byte, error) {
 		}
 	}
 	if len(d.Skipped) > 0 {
-		b, err := api.Marshal(d.Skipped)
-		if err != nil {
+		var err error
+		if dst, err = appendMarshal(dst, `,"skipped":`, d.Skipped); err != nil {
 			return nil, err
 		}
-		dst = append(append(dst, `,"skipped":`...), b...)
 	}
 	if d.Replayed {
 		dst = append(dst, `,"replayed":true`...)
@@ -155,13 +146,21 @@ func (d ExecData) AppendJSON(dst []byte) ([]byte, error) {
 		dst = str(append(dst, `,"error_kind":`...), d.ErrorKind)
 	}
 	if len(d.Warnings) > 0 {
-		b, err := api.Marshal(d.Warnings)
-		if err != nil {
+		var err error
+		if dst, err = appendMarshal(dst, `,"warnings":`, d.Warnings); err != nil {
 			return nil, err
 		}
-		dst = append(append(dst, `,"warnings":`...), b...)
 	}
 	return append(dst, '}'), nil
+}
+
+// appendMarshal appends key and v as api.Marshal writes it.
+func appendMarshal(dst []byte, key string, v any) ([]byte, error) {
+	b, err := api.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(dst, key...), b...), nil
 }
 
 var _ api.Appender = ExecData{}

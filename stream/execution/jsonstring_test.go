@@ -22,6 +22,12 @@ func TestAppendJSONStringIsTheEncoders(t *testing.T) {
 		if got := AppendJSONString([]byte("x"), s); !bytes.Equal(got[1:], want) || got[0] != 'x' {
 			t.Errorf("AppendJSONString(%q) = %s, want %s", s, got, want)
 		}
+		// A collected stream's compact object, written by hand.
+		o := &Output{Type: "stream", Name: "stdout", Text: s}
+		wantObj, _ := json.MarshalWithOption(o.Compact(), json.DisableHTMLEscape())
+		if got, err := o.CompactJSON(); err != nil || !bytes.Equal(got, wantObj) {
+			t.Errorf("CompactJSON of %q = %s (%v), want %s", s, got, err, wantObj)
+		}
 	}
 	for c := range 256 {
 		check(string([]byte{byte(c)}))

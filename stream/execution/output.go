@@ -204,6 +204,9 @@ func (o *Output) CompactJSON() ([]byte, error) { return o.AppendCompactJSON(nil,
 // one is needed, has room for extra bytes more.
 func (o *Output) AppendCompactJSON(dst []byte, extra int) ([]byte, error) {
 	if o.Type != jupyter.MsgStream || o.textJSON == nil || !utf8.Valid(o.textJSON) {
+		if c, ok := o.Compact().(compactStream); ok { // its text escaped straight into dst
+			return c.AppendJSON(dst)
+		}
 		b, err := json.MarshalWithOption(o.Compact(), json.DisableHTMLEscape())
 		return append(dst, b...), err
 	}
