@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
 	"strconv"
+	"strings"
 	"syscall"
 	"unsafe"
 
@@ -39,7 +41,8 @@ func init() {
 
 // reexec is the re-executed binary: argv is MODE FIRST_FD DIR PLAN [PATH
 // ARGV...], where FIRST_FD is the first of the descriptors the plan refers
-// to and DIR the working folder to enter once the view is made.
+// to, DIR the working folder to enter once the view is made and PLAN the
+// plan's JSON or "@N", descriptor N that holds it (planFile).
 func reexec(argv []string) error {
 	if len(argv) < 4 {
 		return errors.New("usage: aiod-sandbox MODE FIRST_FD DIR PLAN [PATH ARGV...]")
@@ -49,8 +52,12 @@ func reexec(argv []string) error {
 	if err != nil {
 		return fmt.Errorf("first descriptor %q: %w", argv[1], err)
 	}
+	raw, err := planArg(argv[3])
+	if err != nil {
+		return err
+	}
 	var p Plan
-	if err := json.Unmarshal([]byte(argv[3]), &p); err != nil {
+	if err := json.Unmarshal(raw, &p); err != nil {
 		return fmt.Errorf("read the plan: %w", err)
 	}
 	switch mode {
@@ -75,6 +82,47 @@ func reexec(argv []string) error {
 		os.Exit(0)
 	}
 	return fmt.Errorf("unknown mode %q", mode)
+}
+
+// planArg is the plan's JSON from its argument: the JSON itself, or "@N"
+// for descriptor N, which holds it and is closed once read.
+func planArg(arg string) ([]byte, error) {
+	n, ok := strings.CutPrefix(arg, "@")
+	if !ok {
+		return []byte(arg), nil
+	}
+	fd, err := strconv.Atoi(n)
+	if err != nil {
+		return nil, fmt.Errorf("plan descriptor %q: %w", arg, err)
+	}
+	f := os.NewFile(uintptr(fd), "plan")
+	defer f.Close()
+	raw, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("read the plan from descriptor %d: %w", fd, err)
+	}
+	return raw, nil
+}
+
+// planFile is a memory file holding p's JSON, read from its start: a
+// long-lived helper gets its plan there instead of on its command line,
+// where ps and the tenant itself would read it for the helper's whole
+// life. The caller closes it once the helper has started.
+func planFile(p *Plan) (*os.File, error) {
+	fd, err := unix.MemfdCreate("aiod-plan", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("make the plan's file: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "plan")
+	if _, err := f.Write(p.JSON()); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("write the plan's file: %w", err)
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("rewind the plan's file: %w", err)
+	}
+	return f, nil
 }
 
 // indexFDs maps the plan's descriptor indexes to descriptor numbers.
@@ -264,14 +312,25 @@ func installFilter(prog []byte, allThreads bool) error {
 // tenant's network namespace); they are passed after cmd's ExtraFiles and
 // never reach the program. cmd keeps its environment, descriptors and
 // process attributes; its Credential is dropped (p's uid replaces it).
+//
+// The plan is on the re-executed binary's command line until it execs the
+// program, whose own command line replaces it.
 func Wrap(cmd *exec.Cmd, p *Plan, files []*os.File) {
-	wrapAs(cmd, modeExec, p, files)
+	wrapAs(cmd, modeExec, p, files, nil)
 }
 
-func wrapAs(cmd *exec.Cmd, mode string, p *Plan, files []*os.File) {
+// wrapAs makes cmd the re-executed binary in mode. With pf (planFile's),
+// the plan is read from that descriptor, passed after files, instead of
+// from the command line.
+func wrapAs(cmd *exec.Cmd, mode string, p *Plan, files []*os.File, pf *os.File) {
 	first := 3 + len(cmd.ExtraFiles)
 	cmd.ExtraFiles = append(cmd.ExtraFiles, files...)
-	args := []string{reexecName, mode, strconv.Itoa(first), cmd.Dir, string(p.JSON())}
+	plan := string(p.JSON())
+	if pf != nil {
+		plan = "@" + strconv.Itoa(3+len(cmd.ExtraFiles))
+		cmd.ExtraFiles = append(cmd.ExtraFiles, pf)
+	}
+	args := []string{reexecName, mode, strconv.Itoa(first), cmd.Dir, plan}
 	if mode == modeExec {
 		args = append(args, cmd.Path)
 		args = append(args, cmd.Args...)

@@ -374,7 +374,13 @@ func (f *Files) start() (*filesHelper, error) {
 	out := &tail{}
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	wrapAs(cmd, modeFiles, f.plan, nil)
+	pf, err := planFile(f.plan)
+	if err != nil {
+		fc.Close()
+		return nil, err
+	}
+	defer pf.Close()
+	wrapAs(cmd, modeFiles, f.plan, nil, pf)
 	if err := cmd.Start(); err != nil {
 		fc.Close()
 		return nil, err

@@ -45,7 +45,7 @@ func Probe(dir string, uid uint32) error {
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	wrapAs(cmd, modeProbe, p, nil)
+	wrapAs(cmd, modeProbe, p, nil, nil)
 	cmd.WaitDelay = time.Second
 	done := make(chan error, 1)
 	if err := cmd.Start(); err != nil {

@@ -234,6 +234,13 @@ func TestFilesActInTheTenantsView(t *testing.T) {
 		t.Errorf("removed file still there: %v", err)
 	}
 	pid := alice.PID()
+	// The helper lives as long as the tenant: its command line, which ps
+	// and the tenant's own code can read, does not carry its plan (the
+	// tenant's host folders, the seccomp program).
+	if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err != nil || len(cmdline) > 200 ||
+		strings.Contains(string(cmdline), ts.StateDir()) || strings.Contains(string(cmdline), "{") {
+		t.Errorf("the file helper's command line (%v): %q", err, cmdline)
+	}
 	alice.Close()
 	if pid == 0 || syscall.Kill(pid, 0) == nil {
 		t.Errorf("helper pid %d still runs after Close", pid)
