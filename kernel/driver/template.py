@@ -526,6 +526,7 @@ def child(req, fds, state):
         os.chdir(req["cwd"])
         os.environ.clear()
         os.environ.update(req["env"])
+        user_site()
         sys.path.insert(0, os.getcwd())
         sys.argv = [LAUNCHER] + req["args"]
         reseed()
@@ -569,6 +570,78 @@ def own_profile(app):
         app.profile_dir.check_dirs()
     except Exception:  # a kernel without its profile folders still runs
         pass
+
+
+def user_site():
+    """Put the kernel's own user site-packages on sys.path, as Python does
+    at start-up: `pip install --user` installs there, under the kernel's
+    HOME, which was not the template's HOME (or did not exist) when the
+    template started. Like Python, before the system's packages. Unlike
+    Python, also while the folder does not exist yet: a pooled kernel forked
+    before a session's first `pip install --user` finds what it installed
+    (LaterDir)."""
+    try:
+        import site
+
+        if not site.ENABLE_USER_SITE or os.environ.get("PYTHONNOUSERSITE"):
+            return
+        old = site.USER_SITE
+        site.USER_BASE = site.USER_SITE = None
+        path = site.getusersitepackages()
+        before = [p for p in sys.path if p != old or p == path]
+        if path in before:
+            sys.path[:] = before
+            return
+        if os.path.isdir(path):
+            site.addsitedir(path)
+            added = [p for p in sys.path if p not in before]
+        else:
+            sys.path_hooks.insert(0, LaterDir.hook(path))
+            sys.path_importer_cache.pop(path, None)
+            added = [path]
+        at = next((i for i, p in enumerate(before) if p.endswith(("site-packages", "dist-packages"))), len(before))
+        sys.path[:] = before[:at] + added + before[at:]
+    except Exception:  # a kernel without its user site still runs
+        pass
+
+
+class LaterDir:
+    """The finder of a path entry whose folder does not exist yet: it finds
+    nothing until the folder appears, then what the usual finder there
+    finds (Python's own caches such an entry as finding nothing, for good).
+    .pth files in it are not read, as they are not for a folder made after
+    start-up."""
+
+    def __init__(self, path):
+        self.path = path
+        self.finder = None
+
+    @classmethod
+    def hook(cls, path):
+        def later(p):
+            if p != path or os.path.isdir(p):
+                raise ImportError("not the user site-packages yet to come")
+            return cls(p)
+
+        return later
+
+    def find_spec(self, fullname, target=None):
+        if self.finder is None:
+            if not os.path.isdir(self.path):
+                return None
+            for hook in sys.path_hooks:
+                try:
+                    self.finder = hook(self.path)
+                    break
+                except ImportError:
+                    continue
+            else:
+                return None
+        return self.finder.find_spec(fullname, target)
+
+    def invalidate_caches(self):
+        if self.finder is not None:
+            self.finder.invalidate_caches()
 
 
 def reseed():
