@@ -73,8 +73,9 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- string) error {
 		debug.SetMemoryLimit(int64(o.memoryLimit))
 	}
 	// Every refusal before aiod serves exits 2, as a setting that cannot
-	// work does: a state directory another daemon holds, an address in
-	// use, an isolation that is not possible with these settings.
+	// work does: a state directory another daemon holds, an address (or
+	// --pprof-addr) in use, an isolation that is not possible with these
+	// settings.
 	unlock, err := lockStateDir(o.stateDir)
 	if err != nil {
 		return startRefused(err)
@@ -83,6 +84,14 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- string) error {
 	ln, activated, err := listen(o.addr)
 	if err != nil {
 		return startRefused(err)
+	}
+	if o.pprofAddr != "" {
+		stopPprof, err := startPprof(o.pprofAddr, log)
+		if err != nil {
+			ln.Close()
+			return startRefused(fmt.Errorf("--pprof-addr %s: %w; give a free loopback address", o.pprofAddr, err))
+		}
+		defer stopPprof()
 	}
 	gcfg := o.gatewayConfig(log)
 	gcfg.AccessLogger = newLogger(accessOut, o.logLevel, o.logFormat)
@@ -107,15 +116,6 @@ func run(args []string, stdout, stderr io.Writer, ready chan<- string) error {
 	for _, w := range env.Warnings {
 		log.Warn("discovery", "warning", w)
 	}
-	if o.pprofAddr != "" {
-		stopPprof, err := startPprof(o.pprofAddr, log)
-		if err != nil {
-			_ = srv.Shutdown(context.Background())
-			return fmt.Errorf("--pprof-addr %s: %w", o.pprofAddr, err)
-		}
-		defer stopPprof()
-	}
-
 	if !userLimit && o.memoryLimit > 0 {
 		lctx, stopLimits := context.WithCancel(context.Background())
 		limited := make(chan struct{})

@@ -8,7 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/aiod/aiod/kernel/kerneltest"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/aiod/aiod/kernel/kerneltest"
 )
 
 // runBinary runs aiod to its exit (bounded) and returns its exit code and
@@ -54,6 +56,23 @@ func TestStartupRefusesSettingsThatCannotWork(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// An address in use, and a state directory another process holds
+	// (aiod's lock: the lock file's flock).
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	busy := held.Addr().String()
+	state := t.TempDir()
+	lock, err := os.OpenFile(filepath.Join(state, "aiod.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name string
 		env  []string
@@ -70,10 +89,17 @@ func TestStartupRefusesSettingsThatCannotWork(t *testing.T) {
 			[]string{"--default-timeout 30", "AIO_MAX_TIMEOUT 2"}},
 		{"bad backend", nil, []string{"--code-backend", "bogus"}, []string{`--code-backend "bogus"`, "want auto, native or kernel"}},
 		{"unknown flag", nil, []string{"--no-such-flag"}, []string{"no-such-flag", "aiod --help"}},
+		{"address in use", nil, []string{"--addr", busy}, []string{busy, "address already in use"}},
+		{"profile address in use", nil, []string{"--pprof-addr", busy}, []string{"--pprof-addr " + busy, "address already in use"}},
+		{"state directory held", nil, []string{"--state-dir", state}, []string{"--state-dir", state, "in use by another process"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			code, out := runBinary(t, c.env, append([]string{"--addr", "127.0.0.1:0"}, c.args...)...)
+			args := c.args
+			if len(args) < 2 || args[0] != "--addr" {
+				args = append([]string{"--addr", "127.0.0.1:0"}, args...)
+			}
+			code, out := runBinary(t, c.env, args...)
 			lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
 			if code != 2 || len(lines) != 1 {
 				t.Fatalf("exit %d with %d lines, want 2 and one line:\n%s", code, len(lines), out)
@@ -405,13 +431,21 @@ func TestTenantFolderKeptAcrossRestart(t *testing.T) {
 	if w := d.run(ctx, "python", "", "import os; open(os.path.expanduser('~/keep.txt'), 'w').write('kept'); print(os.path.expanduser('~'))", 60); strings.TrimSpace(w.Data.Stdout) != "/home/user" {
 		t.Fatalf("write: %+v", w)
 	}
+	// A module in the tenant's user site-packages, where `pip install
+	// --user` puts one (docs/isolation.md): the next kernel imports it.
+	if w := d.run(ctx, "python", "", userSiteModule, 60); w.Data.Status != "ok" {
+		t.Fatalf("write a module in the user site: %+v", w)
+	}
+	if r := d.run(ctx, "python", "", "import tenantmod, site; print(tenantmod.WHERE, site.getusersitepackages())", 60); !strings.HasPrefix(strings.TrimSpace(r.Data.Stdout), "user site /home/user/.local/lib/python3") {
+		t.Fatalf("import from the user site: %+v", r)
+	}
 	d.stop()
 	homes, _ := filepath.Glob(filepath.Join(state, "tenants", "default-*", "home", "keep.txt"))
 	if len(homes) != 1 {
 		t.Fatalf("on the host: %v, want STATE/tenants/default-…/home/keep.txt", homes)
 	}
 	d = startDaemon(t, "--state-dir", state, "--tenant-uids", uids)
-	if r := d.run(ctx, "python", "", "import os; print(open(os.path.expanduser('~/keep.txt')).read())", 60); strings.TrimSpace(r.Data.Stdout) != "kept" {
+	if r := d.run(ctx, "python", "", "import os, tenantmod; print(open(os.path.expanduser('~/keep.txt')).read(), tenantmod.WHERE)", 60); strings.TrimSpace(r.Data.Stdout) != "kept user site" {
 		t.Fatalf("after the restart: %+v", r)
 	}
 	_, env := d.getJSON(ctx, "/v2/fs/list?path=/home/user")
@@ -419,6 +453,13 @@ func TestTenantFolderKeptAcrossRestart(t *testing.T) {
 		t.Fatalf("the plane after the restart: %v", env)
 	}
 }
+
+// userSiteModule writes tenantmod.py into the user site-packages of the
+// kernel's HOME, as `pip install --user` would.
+const userSiteModule = "import os, sys\n" +
+	"d = os.path.expanduser('~/.local/lib/python%d.%d/site-packages' % sys.version_info[:2])\n" +
+	"os.makedirs(d, exist_ok=True)\n" +
+	"open(os.path.join(d, 'tenantmod.py'), 'w').write(\"WHERE = 'user site'\\n\")"
 
 // readmeBlock is the first ```sh block of the README after the heading.
 func readmeBlock(t *testing.T, heading string) []string {
