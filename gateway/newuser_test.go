@@ -469,12 +469,14 @@ func TestInterruptSaysWhoInterrupted(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, Config{})
 	c := dialWS(t, ts, nil)
-	started := func(id any) {
+	// started waits for id's first output and returns its execution id.
+	started := func(id any) string {
 		t.Helper()
 		for deadline := time.Now().Add(2 * time.Minute); ; {
 			m := readJSON(t, c, time.Until(deadline))
 			if m.typ() == "output" && m.id() == id {
-				return
+				eid, _ := m.m["execution_id"].(string)
+				return eid
 			}
 			if m.typ() == "result" || m.typ() == "error" {
 				t.Fatalf("ended before it started: %v", m.m)
@@ -511,6 +513,7 @@ func TestInterruptSaysWhoInterrupted(t *testing.T) {
 		{"python", "import time\nprint('started', flush=True)\ntime.sleep(60)", "api", "execution was interrupted by a client (Jupyter API interrupt)"},
 		{"javascript", "console.log('started'); while (true) {}", "ws", "execution was interrupted by a client (WebSocket interrupt)"},
 		{"python", "import time\nprint('started', flush=True)\ntime.sleep(60)", "rest", "execution was interrupted by a client (REST session interrupt)"},
+		{"python", "import time\nprint('started', flush=True)\ntime.sleep(60)", "execution", "execution was interrupted by a client (REST interrupt)"},
 	}
 	// Each text is the one docs/v2-contract.md gives.
 	contract, err := os.ReadFile(filepath.Join("..", "docs", "v2-contract.md"))
@@ -527,12 +530,16 @@ func TestInterruptSaysWhoInterrupted(t *testing.T) {
 		id := float64(i + 1)
 		sid := "int-" + tc.lang
 		sendJSON(t, c, map[string]any{"type": "execute", "id": id, "language": tc.lang, "code": tc.code, "session_id": sid, "timeout": 120})
-		started(id)
+		eid := started(id)
 		if tc.via == "ws" {
 			sendJSON(t, c, map[string]any{"type": "interrupt", "id": "i", "language": tc.lang, "session_id": sid})
 		} else if tc.via == "rest" {
 			if st, env := ts.call(t, "POST", "/v2/code/sessions/"+sid+"/interrupt", map[string]any{"language": tc.lang}); st != 200 {
 				t.Fatalf("interrupt through REST: %d %v", st, env)
+			}
+		} else if tc.via == "execution" {
+			if st, env := ts.call(t, "POST", "/v2/code/executions/"+eid+"/interrupt", nil); st != 200 || eid == "" {
+				t.Fatalf("interrupt of execution %q through REST: %d %v", eid, st, env)
 			}
 		} else if st, b := httpDo(t, "POST", ts.URL+"/api/kernels/"+kernelOf(t, ts, sid)+"/interrupt", "", ""); st != 204 {
 			t.Fatalf("interrupt through the Jupyter API: %d %s", st, b)
