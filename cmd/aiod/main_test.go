@@ -679,8 +679,19 @@ func TestDaemonRSSBoundedDuringFlood(t *testing.T) {
 
 	const flood = "import sys\nline = 'y' * 1023 + '\\n'\nfor i in range(200 * 1024):\n    sys.stdout.write(line)\nprint('THE END')"
 	start := time.Now()
-	res := d.execute(ctx, "", flood, 300)
+	body, _ := json.Marshal(map[string]any{"language": "python", "code": flood, "timeout": 300})
+	a := d.postRaw(ctx, "/v2/code/execute", string(body))
 	took := time.Since(start)
+	var answer envelope[execData]
+	if err := json.Unmarshal([]byte(a.raw), &answer); err != nil || a.status != 200 || !answer.Success {
+		t.Fatalf("the flood's answer: %d %v %.500s", a.status, err, a.raw)
+	}
+	res := answer.Data
+	// The answer is the output budget (8 MiB by default, stream text
+	// counted twice: in outputs and in stdout) and a little: its JSON.
+	if budget := 8 << 20; len(a.raw) > budget+budget/16 {
+		t.Errorf("a 200 MB print answered %d bytes, want at most the output budget %d and a sixteenth", len(a.raw), budget)
+	}
 	close(stop)
 	<-sampled
 	after, _ := vmRSS(pid)
@@ -689,8 +700,8 @@ func TestDaemonRSSBoundedDuringFlood(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	t.Logf("daemon VmRSS: idle %s, sampled peak %s during flood (%d samples every 20ms, %v), VmHWM %s, %s after; stdout kept %d bytes",
-		mib(idle), mib(peak), samples, took.Round(time.Millisecond), mib(hwm), mib(after), len(res.Stdout))
+	t.Logf("daemon VmRSS: idle %s, sampled peak %s during flood (%d samples every 20ms, %v), VmHWM %s, %s after; stdout kept %d bytes, answer %d bytes",
+		mib(idle), mib(peak), samples, took.Round(time.Millisecond), mib(hwm), mib(after), len(res.Stdout), len(a.raw))
 	if samples == 0 {
 		t.Error("no RSS sample taken during the flood")
 	}

@@ -150,7 +150,7 @@ func (o *options) settings() []setting {
 		{"kernel-idle", "AIO_KERNEL_IDLE", "300", "seconds an unused kernel session lives", secSetter(&o.kernelIdle)},
 		{"native-idle", "AIO_NATIVE_IDLE", "1800", "seconds an unused native REPL session lives", secSetter(&o.nativeIdle)},
 		{"kernel-start-timeout", "AIO_KERNEL_START_TIMEOUT", "60", "seconds a kernel may take to start", secSetter(&o.kernelStartTimeout)},
-		{"output-budget", "AIO_OUTPUT_BUDGET", "8388608", "bytes of output kept per execution (head and tail kept past it); its log, from which streams resume, keeps the last half of it", intSetter(&o.outputBudget)},
+		{"output-budget", "AIO_OUTPUT_BUDGET", "8388608", "bytes of output kept per execution (head and tail kept past it), and so the size of its answer: stream text counts twice (outputs and stdout/stderr); its log, from which streams resume, keeps the last half of it", intSetter(&o.outputBudget)},
 		{"max-body", "AIO_MAX_BODY", "67108864", "largest request body in bytes (413 past it)", intSetter(&o.maxBody)},
 		{"held-code-tenant", "AIO_HELD_CODE_TENANT", "134217728", "bytes of code one tenant's calls may hold in memory while they wait in a session's queue or run; past it a call is refused 429 (one call alone always passes); 0 means no bound", intSetter(&o.heldTenant)},
 		{"held-code-total", "AIO_HELD_CODE_TOTAL", "536870912", "bytes of code all calls together may hold in memory while they wait or run; past it a call is refused 429; 0 means no bound", intSetter(&o.heldTotal)},
