@@ -8,10 +8,12 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
+	"golang.org/x/sys/unix"
 
 	"github.com/aiod/aiod/gateway/api"
 )
@@ -62,10 +64,29 @@ func (f *forwarder) counted(id string) {
 	n.Add(1)
 }
 
-// dial reaches a replica: 5 s to connect, TCP keepalives so that a home
-// that vanishes without a reset is found.
+// lostAfter is how long a connection to a replica goes unanswered before
+// it is taken for lost: a home whose machine vanished sends no reset, and
+// the calls forwarded to it must still be answered (a 502) well within a
+// minute.
+const lostAfter = 20 * time.Second
+
+// dial reaches a replica: 5 s to connect; then keepalive probes after 5 s
+// of silence, every 5 s, and the connection dropped after three
+// unanswered, or when data it sent has gone unacknowledged for lostAfter
+// (TCP_USER_TIMEOUT). A live home answers probes from its kernel, however
+// long its answer takes.
 func dial(addr string) (net.Conn, error) {
-	d := net.Dialer{Timeout: 5 * time.Second, KeepAlive: 15 * time.Second}
+	d := net.Dialer{Timeout: 5 * time.Second,
+		KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 5 * time.Second, Interval: 5 * time.Second, Count: 3},
+		Control: func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			if err := rc.Control(func(fd uintptr) {
+				serr = unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(lostAfter/time.Millisecond))
+			}); err != nil {
+				return err
+			}
+			return serr
+		}}
 	c, err := d.Dial("tcp", addr)
 	if err == nil {
 		if tc, ok := c.(*net.TCPConn); ok {
