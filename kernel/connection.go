@@ -138,7 +138,7 @@ func portRange() (lo, hi int) {
 // writeConnectionFile creates a private folder (mode 0700) and writes the
 // connection file into it (mode 0600). The caller removes dir when done.
 func writeConnectionFile(info *connectionInfo) (dir, path string, err error) {
-	dir, err = makeConnectionDir()
+	dir, err = makeConnectionDir("")
 	if err != nil {
 		return "", "", err
 	}
@@ -150,10 +150,20 @@ func writeConnectionFile(info *connectionInfo) (dir, path string, err error) {
 	return dir, path, nil
 }
 
-// makeConnectionDir creates a kernel's private folder (mode 0700): its
-// connection file, and with the ipc transport its sockets, live there.
-func makeConnectionDir() (string, error) {
-	dir, err := os.MkdirTemp("", "aiod-kernel-")
+// maxConnParent is the longest parent folder of a kernel's private folder:
+// aiod dials its ipc sockets by path, and a socket's address holds 107
+// bytes ("/aiod-kernel-" and ten digits, "/k-5" take 27 of them).
+const maxConnParent = 72
+
+// makeConnectionDir creates a kernel's private folder (mode 0700) in
+// parent, or in the system's temporary folder when parent is "" or too
+// long for the sockets' addresses: its connection file, and with the ipc
+// transport its sockets, live there.
+func makeConnectionDir(parent string) (string, error) {
+	if len(parent) > maxConnParent {
+		parent = ""
+	}
+	dir, err := os.MkdirTemp(parent, "aiod-kernel-")
 	if err != nil {
 		return "", fmt.Errorf("make connection folder: %w", err)
 	}

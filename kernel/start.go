@@ -33,7 +33,7 @@ const (
 
 // newKernel writes the connection file and makes the (undialed) sockets.
 func newKernel(opts Options) (*Kernel, error) {
-	dir, err := makeConnectionDir()
+	dir, err := makeConnectionDir(opts.ConnDir)
 	if err != nil {
 		return nil, err
 	}

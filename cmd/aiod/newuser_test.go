@@ -439,7 +439,16 @@ func TestTenantFolderKeptAcrossRestart(t *testing.T) {
 	if r := d.run(ctx, "python", "", "import tenantmod, site; print(tenantmod.WHERE, site.getusersitepackages())", 60); !strings.HasPrefix(strings.TrimSpace(r.Data.Stdout), "user site /home/user/.local/lib/python3") {
 		t.Fatalf("import from the user site: %+v", r)
 	}
+	// The kernels' private folders are in the state directory, which the
+	// next daemon empties (one killed without a stop leaves them), and a
+	// stop leaves none.
+	if conns, _ := filepath.Glob(filepath.Join(state, "kernels", "aiod-kernel-*", "kernel.json")); len(conns) == 0 {
+		t.Fatalf("no kernel's connection folder in STATE/kernels")
+	}
 	d.stop()
+	if _, err := os.Stat(filepath.Join(state, "kernels")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("STATE/kernels after a stop: %v, want it gone", err)
+	}
 	homes, _ := filepath.Glob(filepath.Join(state, "tenants", "default-*", "home", "keep.txt"))
 	if len(homes) != 1 {
 		t.Fatalf("on the host: %v, want STATE/tenants/default-…/home/keep.txt", homes)

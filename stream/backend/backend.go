@@ -69,6 +69,7 @@ type Runtimes struct {
 	userFiles userFiles    // the file helper of --runtime-user
 	scratch   scratch      // the scratch folder of runtimes outside tenants' sandboxes (scratch.go)
 	tpools    *tenantPools // each tenant's prewarm pools, under tenant isolation; nil without pools
+	kernels   string       // STATE/kernels under tenant isolation: the kernels' private folders; "" for the system's temporary folder
 }
 
 // New discovers the interpreters, starts probing the remote server when
@@ -116,6 +117,9 @@ func New(ctx context.Context, cfg Config) (*Runtimes, error) {
 	if w := hiddenWorkdir(iso.Mode(), cfg.Workdir); w != "" {
 		r.env.Warnings = append(r.env.Warnings, w)
 	}
+	if ts := iso.Tenants(); ts != nil {
+		r.kernels = kernelsDir(ts.StateDir(), r.log)
+	}
 	if cfg.JupyterEndpoint != "" {
 		rb, err := newRemoteBackend(cfg)
 		if err != nil {
@@ -132,6 +136,24 @@ func New(ctx context.Context, cfg Config) (*Runtimes, error) {
 	}
 	r.releaseIdleTenants()
 	return r, nil
+}
+
+// kernelsDir makes STATE/kernels, the folder of the kernels' private
+// folders (connection files, ipc sockets), emptied first: what is there is
+// a stopped daemon's (the state directory is one daemon's at a time), one
+// killed without a stop. "" (the system's temporary folder) when it cannot
+// be made.
+func kernelsDir(state string, log *slog.Logger) string {
+	dir := filepath.Join(state, "kernels")
+	err := os.RemoveAll(dir)
+	if err == nil {
+		err = os.Mkdir(dir, 0o700)
+	}
+	if err != nil {
+		log.Warn("kernels' folders go to the temporary folder", "err", err)
+		return ""
+	}
+	return dir
 }
 
 // hiddenWorkdir warns when, under tenant isolation, the host's folder at
@@ -198,6 +220,10 @@ func (r *Runtimes) Close(ctx context.Context) error {
 	r.scratch.once.Do(func() {})
 	if r.scratch.dir != "" {
 		err = errors.Join(err, os.RemoveAll(r.scratch.dir))
+	}
+	if r.kernels != "" {
+		// Kernels still ending past the shutdown's bound leave nothing.
+		err = errors.Join(err, os.RemoveAll(r.kernels))
 	}
 	return errors.Join(err, r.iso.Close())
 }
@@ -355,7 +381,7 @@ func (r *Runtimes) coldKernelBackend(spec *kernel.Spec, env []string, t *sandbox
 			defer held()
 			p := &placement{r: r, t: t}
 			k, err := kernel.Start(ctx, kernel.Options{
-				Spec: spec, Handler: h, Cwd: r.cfg.Workdir, Env: env,
+				Spec: spec, Handler: h, Cwd: r.cfg.Workdir, ConnDir: r.kernels, Env: env,
 				StartTimeout: r.cfg.KernelStartTimeout, Logger: r.log, Counter: r.cfg.Counter,
 				Templates: r.pools.templates, Transport: r.cfg.KernelTransport,
 				Environ: r.base, Credential: r.iso.Credential(), Confine: confineKernel(t), Admit: p.admit(),
