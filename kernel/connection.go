@@ -150,17 +150,12 @@ func writeConnectionFile(info *connectionInfo) (dir, path string, err error) {
 	return dir, path, nil
 }
 
-// maxConnParent is the longest parent folder of a kernel's private folder:
-// aiod dials its ipc sockets by path, and a socket's address holds 107
-// bytes ("/aiod-kernel-" and ten digits, "/k-5" take 27 of them).
-const maxConnParent = 72
-
 // makeConnectionDir creates a kernel's private folder (mode 0700) in
-// parent, or in the system's temporary folder when parent is "" or too
-// long for the sockets' addresses: its connection file, and with the ipc
-// transport its sockets, live there.
+// parent, or in the temporary folder when parent is "" or longer than 72
+// bytes (a socket's address holds 107; "/aiod-kernel-" and ten digits and
+// "/k-5" take 27): its connection file and ipc sockets live there.
 func makeConnectionDir(parent string) (string, error) {
-	if len(parent) > maxConnParent {
+	if len(parent) > 72 {
 		parent = ""
 	}
 	dir, err := os.MkdirTemp(parent, "aiod-kernel-")

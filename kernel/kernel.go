@@ -42,11 +42,8 @@ type Options struct {
 	Handler jupyter.Handler
 	// Cwd is the kernel's working directory; empty means aiod's.
 	Cwd string
-	// ConnDir is the folder in which the kernel's private folder (its
-	// connection file and ipc sockets) is made; empty, or a path too long
-	// for a socket's address, means the system's temporary folder. A daemon
-	// gives one of its own that it clears at start: one killed without a
-	// stop then leaves none behind.
+	// ConnDir holds the kernel's private folder (connection file, ipc
+	// sockets); "" (or too long a path) means the temporary folder.
 	ConnDir string
 	// Env holds extra KEY=VALUE entries. The kernel's environment is aiod's
 	// own, then the spec's env, then Env; later entries win.

@@ -150,10 +150,10 @@ func (r *runner) settings() {
 
 	if p.rssNative {
 		s.RSSSessions = fmt.Sprintf("%d native Python REPL sessions (a second daemon with AIO_CODE_BACKEND=native; quick mode)", p.sessionsRSS)
-		s.RSSFlood = "one-shot Python (native REPL) printing 100 MiB, capped by aiod (8 MiB head + 1 MiB tail kept); peak = max(VmRSS sampled every 5 ms, VmHWM reset before)"
+		s.RSSFlood = "one-shot Python (native REPL) printing 100 MiB, capped by aiod (its 8 MiB output budget: head and tail, counted twice); peak = max(VmRSS sampled every 5 ms, VmHWM reset before)"
 	} else {
 		s.RSSSessions = fmt.Sprintf("%d Python kernel sessions (a fresh daemon with AIO_CODE_BACKEND=kernel)", p.sessionsRSS)
-		s.RSSFlood = "one-shot Python (kernel) printing 100 MiB, capped by aiod (8 MiB head + 1 MiB tail kept); peak = max(VmRSS sampled every 5 ms, VmHWM reset before)"
+		s.RSSFlood = "one-shot Python (kernel) printing 100 MiB, capped by aiod (its 8 MiB output budget: head and tail, counted twice); peak = max(VmRSS sampled every 5 ms, VmHWM reset before)"
 	}
 }
 

@@ -23,7 +23,9 @@ const DefaultBudget = 8 << 20
 // bytes; rich outputs that no longer fit are replaced by a short note.
 // Stream text counts twice: every REST answer carries it twice, in its
 // outputs and in the stdout and stderr digest, and the answer is to stay
-// within the budget (a 100 MB print answered 19 MB against 8 MiB).
+// within the budget (a 100 MB print answered 19 MB against 8 MiB). Heads
+// leave room in the budget for one stream's tail, so that a flood on one
+// stream answers the budget and its JSON (two streams: a tail more).
 // A Collector is not safe for concurrent use; Execution serialises it.
 type Collector struct {
 	budget    int
@@ -100,12 +102,15 @@ func (c *Collector) clear() {
 // stream.Registry).
 func (c *Collector) Held() int { return c.held }
 
+// tailSize is the tail ring of a stream past budget.
+func tailSize(budget int) int { return max(budget/(8*streamWeight), 1024) }
+
 func (c *Collector) addStream(name string, text []byte) {
-	if tail := c.tails[name]; tail != nil || c.used >= c.budget {
+	room := (c.budget - streamWeight*tailSize(c.budget) - c.used) / streamWeight
+	if tail := c.tails[name]; tail != nil || room <= 0 {
 		c.toTail(name, text)
 		return
 	}
-	room := (c.budget - c.used) / streamWeight
 	head := text
 	if len(head) > room {
 		head = cutUTF8(head, room)
@@ -134,7 +139,7 @@ func (c *Collector) toTail(name string, text []byte) {
 	}
 	t := c.tails[name]
 	if t == nil {
-		t = newTailRing(max(c.budget/(8*streamWeight), 1024))
+		t = newTailRing(tailSize(c.budget))
 		c.tails[name] = t
 		c.held += cap(t.buf)
 		for i := len(c.outputs) - 1; i >= 0; i-- {
