@@ -12,6 +12,9 @@ run: deps
 	$(GO) run ./cmd/aiod $(ARGS)
 
 ## test: install what the tests need, then vet and run every test with the race detector
+## (-trimpath: builds do not depend on the clone's folder, so a fresh clone reuses the
+## build cache: 69 s of compiling on this machine otherwise, and the daemon the tests build)
+test: export GOFLAGS += -trimpath
 test: test-deps vet
 	$(GO) test $(TESTFLAGS) $(TESTPKGS)
 
