@@ -688,9 +688,10 @@ func TestDaemonRSSBoundedDuringFlood(t *testing.T) {
 	}
 	res := answer.Data
 	// The answer is the output budget (8 MiB by default, stream text
-	// counted twice: in outputs and in stdout) and a little: its JSON.
-	if budget := 8 << 20; len(a.raw) > budget+budget/16 {
-		t.Errorf("a 200 MB print answered %d bytes, want at most the output budget %d and a sixteenth", len(a.raw), budget)
+	// counted twice: in outputs and in stdout) and a little: the stream's
+	// tail past it (a 32nd of the budget, twice) and the JSON.
+	if budget := 8 << 20; len(a.raw) > budget+budget/16+budget/64 {
+		t.Errorf("a 200 MB print answered %d bytes, want at most the output budget %d, its tails and a 64th", len(a.raw), budget)
 	}
 	close(stop)
 	<-sampled

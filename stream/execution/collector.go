@@ -19,13 +19,12 @@ const DefaultBudget = 8 << 20
 // codes (Result.Plain strips them from stream text too, for REST).
 //
 // Memory is bounded by the budget: past it, each stream keeps its head (what
-// was collected before the budget ran out) and a tail ring of budget/16
+// was collected before the budget ran out) and a tail ring of budget/32
 // bytes; rich outputs that no longer fit are replaced by a short note.
 // Stream text counts twice: every REST answer carries it twice, in its
 // outputs and in the stdout and stderr digest, and the answer is to stay
-// within the budget (a 100 MB print answered 19 MB against 8 MiB). Heads
-// leave room in the budget for one stream's tail, so that a flood on one
-// stream answers the budget and its JSON (two streams: a tail more).
+// within the budget (a 100 MB print answered 19 MB against 8 MiB): a flood
+// answers the budget and its stream's tail, twice (a sixteenth more).
 // A Collector is not safe for concurrent use; Execution serialises it.
 type Collector struct {
 	budget    int
@@ -103,14 +102,14 @@ func (c *Collector) clear() {
 func (c *Collector) Held() int { return c.held }
 
 // tailSize is the tail ring of a stream past budget.
-func tailSize(budget int) int { return max(budget/(8*streamWeight), 1024) }
+func tailSize(budget int) int { return max(budget/(16*streamWeight), 1024) }
 
 func (c *Collector) addStream(name string, text []byte) {
-	room := (c.budget - streamWeight*tailSize(c.budget) - c.used) / streamWeight
-	if tail := c.tails[name]; tail != nil || room <= 0 {
+	if tail := c.tails[name]; tail != nil || c.used >= c.budget {
 		c.toTail(name, text)
 		return
 	}
+	room := (c.budget - c.used) / streamWeight
 	head := text
 	if len(head) > room {
 		head = cutUTF8(head, room)
