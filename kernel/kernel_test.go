@@ -196,8 +196,10 @@ func TestKilledKernelIsDetected(t *testing.T) {
 	if err := k.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("Close after death took %s", d)
+	// A Close that waited for the dead kernel's shutdown reply would take
+	// the whole grace; a loaded machine can still take a moment.
+	if d := time.Since(start); d >= shutdownGrace {
+		t.Errorf("Close after death took %s, the shutdown grace or more", d)
 	}
 	if !errors.As(k.Err(), &dead) {
 		t.Errorf("after Close, Err = %v, want the jupyter.DeadError", k.Err())

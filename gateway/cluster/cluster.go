@@ -289,8 +289,16 @@ func tenantHash(tenant string) string {
 
 // watch reads the directory and follows it until Close: the first values
 // are in when it returns.
+// Making the watch's consumer is one JetStream call of 5 s; a loaded
+// server can miss it, so it is tried again for 15 s.
 func (c *Cluster) watch(ctx context.Context) error {
+	wctx, wcancel := context.WithTimeout(ctx, 15*time.Second)
 	w, err := c.kv.WatchAll(c.ctx)
+	for err != nil && pause(wctx, 250*time.Millisecond) {
+		c.log.Warn("cluster: read the directory, trying again", "err", err)
+		w, err = c.kv.WatchAll(c.ctx)
+	}
+	wcancel()
 	if err != nil {
 		return fmt.Errorf("cluster: read the directory: %w", err)
 	}
