@@ -140,7 +140,9 @@ func TestWithStarvedTimeout(t *testing.T) {
 }
 
 // TestWithQuietTimeout: a wait on a process that is heard from goes on past
-// its timeout, and ends with its cause a timeout after it fell silent.
+// its timeout, and ends with its cause a timeout after it fell silent. The
+// process talks at the wait's first checks, not for a span of wall time: a
+// loaded machine spaces the checks out (one at 275 ms, the next past 400).
 func TestWithQuietTimeout(t *testing.T) {
 	cause := errors.New("silent")
 	sleeper := exec.Command("sleep", "60")
@@ -148,30 +150,31 @@ func TestWithQuietTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() }()
-	const timeout, talking = 50 * time.Millisecond, 400 * time.Millisecond
+	const timeout, talks = 50 * time.Millisecond, 6
 	began := time.Now()
 	var mu sync.Mutex
-	last := began
+	last, calls := began, 0
 	heard := func() time.Time {
 		mu.Lock()
 		defer mu.Unlock()
-		if now := time.Now(); now.Sub(began) < talking {
-			last = now
+		if calls++; calls <= talks {
+			last = time.Now()
 		}
 		return last
 	}
 	ctx, cancel := WithQuietTimeout(context.Background(), sleeper.Process.Pid, timeout, time.Minute, cause, heard)
 	defer cancel()
 	<-ctx.Done()
+	ended := time.Now()
 	mu.Lock()
-	silentAt := last
+	silentAt, n := last, calls
 	mu.Unlock()
 	if !errors.Is(context.Cause(ctx), cause) {
 		t.Fatalf("the wait ended with %v", context.Cause(ctx))
 	}
-	if ended := time.Now(); ended.Sub(silentAt) < timeout || silentAt.Sub(began) < talking-2*timeout {
-		t.Errorf("the wait ended %s after the last word, which came %s after the call; want at least %s after a word near %s",
-			ended.Sub(silentAt), silentAt.Sub(began), timeout, talking)
+	if n <= talks || ended.Sub(silentAt) < timeout || silentAt.Sub(began) < talks*timeout {
+		t.Errorf("the wait ended %s after the last word, which came %s after the call, at check %d of %d; want the %d words heard, each a timeout (%s) apart at least, and one more timeout after the last",
+			ended.Sub(silentAt), silentAt.Sub(began), min(n, talks), n, talks, timeout)
 	}
 }
 
