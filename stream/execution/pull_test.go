@@ -1,6 +1,7 @@
 package execution
 
 import (
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -63,6 +64,61 @@ func TestPullKeepsOrderAndBounds(t *testing.T) {
 	}
 	if es, _, _, gone := r2.Pull(NewCursor(4), 100*one); gone != nil || len(es) != 6 || es[0].Seq != 5 {
 		t.Fatalf("resumed after 4: %d entries from seq %d (%v)", len(es), es[0].Seq, gone)
+	}
+}
+
+// HeldBytes counts the logs of the running records as they grow, drop
+// their oldest outputs and start over after a flood, and lets each go when
+// it finishes or fails: the store keeps that sum as it changes.
+func TestHeldBytesFollowsRunningLogs(t *testing.T) {
+	chunk := strings.Repeat("o", 1000)
+	one := streamEvent(1, "stdout", chunk).Size() + entryOverhead
+	x := NewStore(Config{LogBytes: 6 * one})
+	cached := func() int64 { x.mu.Lock(); defer x.mu.Unlock(); return int64(x.bytes) }
+	logs := func(rs ...*Record) int64 {
+		var n int64
+		for _, r := range rs {
+			r.mu.Lock()
+			n += int64(r.logBytes)
+			r.mu.Unlock()
+		}
+		return n
+	}
+	a, _, _ := x.Claim("t", "a", Key{Language: "python", Code: "a"})
+	b, _, _ := x.Claim("t", "b", Key{Language: "python", Code: "b"})
+	c, _, _ := x.Claim("t", "c", Key{Language: "python", Code: "c"})
+	for _, r := range []*Record{a, b, c} {
+		r.Started(0)
+	}
+	check := func(when string, running ...*Record) {
+		t.Helper()
+		if held, want := x.HeldBytes(), cached()+logs(running...); held != want {
+			t.Fatalf("%s: held %d, want the cache's and the running logs', %d", when, held, want)
+		}
+	}
+	for seq := 1; seq <= 3; seq++ {
+		a.Deliver(streamEvent(seq, "stdout", chunk))
+		b.Deliver(streamEvent(seq, "stdout", chunk))
+	}
+	check("three outputs each", a, b, c)
+	if logs(a, b) != 6*int64(one) {
+		t.Fatalf("logs %d, want six outputs' %d", logs(a, b), 6*one)
+	}
+	for seq := 4; seq <= 10; seq++ { // a's log drops its oldest
+		a.Deliver(streamEvent(seq, "stdout", chunk))
+	}
+	check("a past its bound", a, b, c)
+	b.Deliver(streamEvent(4, "stdout", strings.Repeat("f", 7*1000))) // over the whole bound: b's log starts over
+	check("b flooded", a, b, c)
+	c.Deliver(statusEvent("busy"))
+	c.Deliver(streamEvent(1, "stdout", chunk))
+	a.Deliver(Event{Result: &Result{Status: StatusOK}})
+	check("a finished", b, c)
+	b.Fail(errors.New("the session went"))
+	check("b failed", c)
+	finishRecord(c, "")
+	if held := x.HeldBytes(); held != cached() || x.runningLog.Load() != 0 {
+		t.Fatalf("all finished: held %d, want the cache's %d (running sum %d)", held, cached(), x.runningLog.Load())
 	}
 }
 
