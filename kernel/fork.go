@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/aiod/aiod/kernel/jupyter"
@@ -169,21 +168,9 @@ func (k *Kernel) waitForked(c *forkedChild, pidfd *os.File) *jupyter.DeadError {
 		<-c.exited
 		return c.dead
 	}
-	gone := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		defer close(gone)
-		proc.WaitPidfd(pidfd)
-	})
-	defer func() {
-		pidfd.Close() // ends waitPidfd
-		wg.Wait()
-	}()
-	select {
-	case <-c.exited:
-		return c.dead
-	case <-gone:
-	}
+	defer pidfd.Close()
+	c.waitOn(pidfd)
+	proc.WaitPidfd(pidfd) // till the exit, or the report (c.end), whichever first
 	t := time.NewTimer(reportGrace)
 	defer t.Stop()
 	select {

@@ -198,8 +198,9 @@ type Kernel struct {
 	exitErr *jupyter.DeadError // written by wait before exitCtx is done
 	started chan struct{}      // closed when Start no longer touches sockets
 	stop    chan struct{}      // closed when teardown begins
-	done    chan struct{}      // closed when teardown is over
-	wg      sync.WaitGroup     // readers, writers, heartbeat, wait
+	done    context.Context    // done when teardown is over (AfterDone)
+	over    context.CancelFunc // marks done
+	wg      sync.WaitGroup     // readers, writers, heartbeat, the output's copier
 }
 
 // Start launches the kernelspec opts.Spec and returns once the kernel has
@@ -304,7 +305,10 @@ func (k *Kernel) Stats() Stats {
 
 // Done is closed when the kernel has been closed or has died, and all its
 // resources are released.
-func (k *Kernel) Done() <-chan struct{} { return k.done }
+func (k *Kernel) Done() <-chan struct{} { return k.done.Done() }
+
+// AfterDone calls f once Done is closed, parking no goroutine till then.
+func (k *Kernel) AfterDone(f func()) (stop func() bool) { return context.AfterFunc(k.done, f) }
 
 // Err returns nil while the kernel runs. Once it has ended it returns
 // ErrClosed after a Close, or a *jupyter.DeadError when the kernel died first.

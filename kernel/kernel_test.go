@@ -172,6 +172,21 @@ func testInterrupt(t *testing.T, k *Kernel, rec *recorder) {
 func TestKilledKernelIsDetected(t *testing.T) {
 	t.Parallel()
 	k, _ := startKernel(t, nil)
+	// AfterDone's callback runs once Done is closed, not before; one
+	// stopped before the end never runs.
+	called := make(chan bool, 1)
+	k.AfterDone(func() {
+		select {
+		case <-k.Done():
+			called <- true
+		default:
+			called <- false
+		}
+	})
+	stopped := k.AfterDone(func() { t.Error("a stopped AfterDone ran") })
+	if !stopped() {
+		t.Fatal("AfterDone's stop before the end: false")
+	}
 	pid := k.Info().PID
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -180,6 +195,14 @@ func TestKilledKernelIsDetected(t *testing.T) {
 	case <-k.Done():
 	case <-time.After(10 * time.Second):
 		t.Fatal("Done not closed 10s after SIGKILL")
+	}
+	select {
+	case afterDone := <-called:
+		if !afterDone {
+			t.Fatal("AfterDone's callback ran before Done was closed")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("AfterDone's callback not called 10s after Done")
 	}
 	var dead *jupyter.DeadError
 	if err := k.Err(); !errors.As(err, &dead) || dead.Signal != "SIGKILL" ||

@@ -30,10 +30,10 @@ const (
 )
 
 // wait is the only caller of waitExit (cmd.Wait for a spawned kernel, the
-// template's report for a forked one). It records how the process ended and
-// marks the exit on exitCtx.
+// template's report for a forked one). It records how the process ended,
+// marks the exit on exitCtx and turns it, whatever caused it, into the end
+// of the Kernel. It is not in wg: it waits for wg.
 func (k *Kernel) wait() {
-	defer k.wg.Done()
 	d := k.waitExit()
 	// The last lines often explain the death; let the copier drain the pipe
 	// first. Children of the kernel may still hold it, hence the bound.
@@ -45,12 +45,6 @@ func (k *Kernel) wait() {
 	k.exitErr = d
 	k.log.Debug("kernel process ended", "cause", d.Cause)
 	k.exitCancel()
-}
-
-// supervise turns the process's exit, whatever caused it, into the end of
-// the Kernel. It is not in wg: it is the goroutine that waits for wg.
-func (k *Kernel) supervise() {
-	<-k.exitCtx.Done()
 	<-k.started
 	k.end.Set(k.exitErr) // no-op when Close, the heartbeat or Start set a cause
 	k.teardown()
@@ -86,7 +80,7 @@ func (k *Kernel) teardown() {
 	k.wg.Wait()
 	removeAll(k.connDir, k.log)
 	k.log.Debug("kernel ended", "err", k.Err())
-	close(k.done)
+	k.over()
 }
 
 // Close shuts the kernel down and releases all it holds: shutdown_request
@@ -100,7 +94,7 @@ func (k *Kernel) Close(ctx context.Context) error {
 		k.end.Set(ErrClosed)
 		k.stopProcess(ctx)
 	}
-	<-k.done
+	<-k.done.Done()
 	return nil
 }
 

@@ -82,8 +82,8 @@ func newKernel(opts Options) (*Kernel, error) {
 		started:   make(chan struct{}),
 		stop:      make(chan struct{}),
 		outDone:   make(chan struct{}),
-		done:      make(chan struct{}),
 	}
+	k.done, k.over = context.WithCancel(context.Background())
 	k.log = k.log.With("id", k.id)
 	k.output = &proc.Output{Log: k.log}
 	k.sockCtx, k.sockCancel = context.WithCancel(context.Background())
@@ -176,10 +176,9 @@ func baseEnviron(env []string) []string {
 func (k *Kernel) watch(pid int, out *os.File, waitExit func() *jupyter.DeadError) {
 	k.pid, k.outPipe, k.waitExit = pid, out, waitExit
 	k.log = k.log.With("pid", k.pid)
-	k.wg.Add(2)
+	k.wg.Add(1)
 	go k.copyOutput()
 	go k.wait()
-	go k.supervise()
 }
 
 // copyOutput copies the kernel's stdout and stderr to k.output until every
@@ -303,7 +302,7 @@ func (k *Kernel) becomeReady() error {
 func (k *Kernel) abort(err error) error {
 	k.end.Set(err)
 	k.killGroup(syscall.SIGKILL)
-	<-k.done
+	<-k.done.Done()
 	var dead *jupyter.DeadError
 	if k.exitErr != nil && k.exitErr.Signal != "SIGKILL" {
 		dead = k.exitErr

@@ -96,6 +96,25 @@ type forkedChild struct {
 	pid    int
 	exited chan struct{}
 	dead   *jupyter.DeadError
+	pidfd  atomic.Pointer[os.File] // waited on (proc.WaitPidfd); the report wakes it
+}
+
+// end records how the child ended, closes exited and wakes the wait on
+// its pidfd (a deadline in the past).
+func (c *forkedChild) end(d *jupyter.DeadError) {
+	c.dead = d
+	close(c.exited)
+	if f := c.pidfd.Load(); f != nil {
+		f.SetReadDeadline(time.Now()) //nolint:errcheck // closed: that wait is over
+	}
+}
+
+// waitOn makes f the pidfd end wakes (each writes, then reads the other's).
+func (c *forkedChild) waitOn(f *os.File) {
+	c.pidfd.Store(f)
+	if isClosed(c.exited) {
+		f.SetReadDeadline(time.Now()) //nolint:errcheck // see end
+	}
 }
 
 // forkResult answers a fork request: the child, or why there is none.
@@ -337,8 +356,7 @@ func (p *templateProc) handle(m templateMsg) {
 			case m.Code != nil:
 				st = syscall.WaitStatus((*m.Code & 0xff) << 8)
 			}
-			c.dead = deadFromExit(st, nil)
-			close(c.exited)
+			c.end(deadFromExit(st, nil))
 		}
 	}
 }
@@ -350,8 +368,7 @@ func (p *templateProc) endChildren() {
 	defer p.mu.Unlock()
 	p.ended = true
 	for pid, c := range p.children {
-		c.dead = &jupyter.DeadError{Runtime: deadRuntime, Cause: fmt.Sprintf("killed with its kernel template (pid %d)", p.pid), ExitCode: -1, Signal: "SIGKILL"}
-		close(c.exited)
+		c.end(&jupyter.DeadError{Runtime: deadRuntime, Cause: fmt.Sprintf("killed with its kernel template (pid %d)", p.pid), ExitCode: -1, Signal: "SIGKILL"})
 		delete(p.children, pid)
 	}
 	for id, reply := range p.pending {

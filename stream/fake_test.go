@@ -574,3 +574,60 @@ func TestSendToARuntimeDeadUnseenRunsInAFreshOne(t *testing.T) {
 	waitFor(t, func() bool { return first.closeCount() > 0 }) // discarded runtimes close in the background
 
 }
+
+// notifyingFake calls back when it is done (jupyter.DoneNotifier), behind
+// a wrapper that only unwraps to it, as the limits' wrapper does.
+type notifyingFake struct {
+	*fakeRuntime
+	asked *atomic.Int32
+}
+
+func (n notifyingFake) AfterDone(f func()) func() bool {
+	n.asked.Add(1)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-n.done; cancel() }()
+	return context.AfterFunc(ctx, f)
+}
+
+type unwrapsTo struct{ jupyter.Runtime }
+
+func (u unwrapsTo) Unwrap() jupyter.Runtime { return u.Runtime }
+
+// The death of a runtime that calls back when it is done (a local kernel)
+// is counted through that call, found behind a wrapper, with no goroutine
+// of the registry's waiting on Done; a runtime closed on purpose is not a
+// death.
+func TestDeathCountedThroughAfterDone(t *testing.T) {
+	fs := &fakes{}
+	var asked atomic.Int32
+	b := fs.backend()
+	start := b.Start
+	b.Start = func(ctx context.Context, h jupyter.Handler) (jupyter.Runtime, error) {
+		rt, err := start(ctx, h)
+		return unwrapsTo{notifyingFake{rt.(*fakeRuntime), &asked}}, err
+	}
+	reg := fakeRegistry(t, fs)
+	sess, _, _ := reg.Open("", "python", "n", b)
+	for i := range 2 {
+		if res, _ := sess.Execute(context.Background(), ExecRequest{Code: "pass", Timeout: 5 * time.Second}); res.Status != execution.StatusOK {
+			t.Fatalf("call %d: %s %q", i, res.Status, res.Message())
+		}
+		if i == 0 {
+			fs.all()[0].die("killed by signal SIGKILL")
+			for deadline := time.Now().Add(10 * time.Second); reg.counters.Get(RuntimeDeaths, Labels("python", "other")) < 1; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("the death was not counted within 10 s")
+				}
+			}
+		}
+	}
+	if n := asked.Load(); n != 2 {
+		t.Errorf("AfterDone asked %d times, want once per runtime (2)", n)
+	}
+	if !reg.DeleteSession(context.Background(), sess) {
+		t.Fatal("the session was not deleted")
+	}
+	if n := reg.counters.Get(RuntimeDeaths, Labels("python", "other")); n != 1 {
+		t.Errorf("deaths counted: %d, want the one (a runtime closed on purpose is none)", n)
+	}
+}

@@ -445,6 +445,36 @@ func (r *Registry) goUnlessClosed(f func()) {
 	}()
 }
 
+// afterDoneUnlessClosed runs f once rt is done, as goUnlessClosed would
+// after waiting for it (Close waits for f), but without a goroutine parked
+// meanwhile when rt, or the runtime it wraps, calls back
+// (jupyter.DoneNotifier): a wrapper's Done is the runtime's it wraps.
+func (r *Registry) afterDoneUnlessClosed(rt jupyter.Runtime, f func()) {
+	var n jupyter.DoneNotifier
+	for u := rt; u != nil && n == nil; {
+		n, _ = u.(jupyter.DoneNotifier)
+		w, ok := u.(interface{ Unwrap() jupyter.Runtime })
+		if !ok {
+			break
+		}
+		u = w.Unwrap()
+	}
+	if n == nil {
+		r.goUnlessClosed(func() { <-rt.Done(); f() })
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closing {
+		return
+	}
+	r.wg.Add(1)
+	n.AfterDone(func() {
+		defer r.wg.Done()
+		f()
+	})
+}
+
 // background runs f on a goroutine that Close waits for; once Close has
 // begun, f runs on the caller's goroutine instead (see goUnlessClosed).
 func (r *Registry) background(f func()) {

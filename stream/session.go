@@ -562,16 +562,15 @@ func (s *Session) start(ctx context.Context) (jupyter.Runtime, uint64, error) {
 	s.cwd = s.Backend.Cwd // a fresh runtime works where its backend starts it
 	s.last = time.Now()
 	s.mu.Unlock()
-	s.reg.goUnlessClosed(func() { s.watchDeath(rt) })
+	s.reg.afterDoneUnlessClosed(rt, func() { s.watchDeath(rt) })
 	return rt, gen, nil
 }
 
 // watchDeath counts the death of a session's runtime by cause and logs, at
 // info, that of a named session's runtime when it
-// happens (not when it is closed on purpose), running or idle. It returns
-// when the runtime ends, which Close and every restart bring about.
+// happens (not when it is closed on purpose), running or idle. It runs
+// once the runtime has ended, which Close and every restart bring about.
 func (s *Session) watchDeath(rt jupyter.Runtime) {
-	<-rt.Done()
 	err := rt.Err()
 	if !isDeath(err) {
 		return

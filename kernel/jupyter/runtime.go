@@ -36,6 +36,14 @@ type Runtime interface {
 	Info() RuntimeInfo
 }
 
+// DoneNotifier is a Runtime that calls back once its Done is closed: a
+// thousand idle sessions need not park a thousand goroutines on Done.
+type DoneNotifier interface {
+	// AfterDone calls f on a goroutine of its own once Done is closed;
+	// stop cancels that unless f was already started.
+	AfterDone(f func()) (stop func() bool)
+}
+
 // Sender is a Runtime that takes any client message as it is (a Jupyter
 // kernel, local or remote), for Jupyter front ends attached to it.
 type Sender interface {
