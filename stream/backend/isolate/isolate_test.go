@@ -131,8 +131,11 @@ func TestCgroupV1Group(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The group's name counts the groups made in this process (1 in a
+	// first run, more with -count).
+	group := filepath.Base(l.dir)
 	read := func(ctrl, file string) string {
-		b, _ := os.ReadFile(filepath.Join(is.parents[ctrl], "1", file))
+		b, _ := os.ReadFile(filepath.Join(is.parents[ctrl], group, file))
 		return strings.TrimSpace(string(b))
 	}
 	if read("memory", "memory.limit_in_bytes") != "134217728" || read("pids", "pids.max") != "32" || read("cpu", "cpu.cfs_quota_us") != "50000" {
@@ -182,7 +185,7 @@ func TestCgroupV1Group(t *testing.T) {
 		}
 	}
 	for c, p := range is.parents {
-		if _, err := os.Stat(filepath.Join(p, "1")); err == nil {
+		if _, err := os.Stat(filepath.Join(p, group)); err == nil {
 			t.Errorf("%s group not removed", c)
 		}
 	}
@@ -278,10 +281,14 @@ func TestCgroupV1CPUWeight(t *testing.T) {
 	if shares("daemon") != "16384" || shares("runtimes") != "1024" {
 		t.Fatalf("cpu.shares at 1/16: daemon %s, runtimes %s; want 16384 and 1024", shares("daemon"), shares("runtimes"))
 	}
-	if err := unweighCPU(); err != nil { // as is2.Close would, without removing the shared runtime folders
+	if err := is2.Close(); err != nil { // the folders it shares stay: the first still uses them
 		t.Fatal(err)
 	}
-	is2.cpuWeighed = false
+	for c, p := range is.parents {
+		if _, err := os.Stat(p); err != nil {
+			t.Fatalf("%s: the second Isolator's Close removed the folder the first uses: %v", c, err)
+		}
+	}
 	if g := cpuGroup(t, os.Getpid()); g != self {
 		t.Fatalf("after the second Isolator let go, this process is in %q", g)
 	}
