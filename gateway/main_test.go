@@ -89,6 +89,9 @@ func newServer(t testing.TB, cfg Config, opts ...serverOpt) *Server {
 	if cfg.KernelStartTimeout == 0 {
 		cfg.KernelStartTimeout = 120 * time.Second
 	}
+	if cfg.NativeStartTimeout == 0 { // a loaded CI took 12 s for a bash REPL
+		cfg.NativeStartTimeout = 60 * time.Second
+	}
 	if cfg.Isolation.StateDir == "" {
 		// The daemon's default: tenant isolation where the machine allows
 		// it (it needs a state directory); a test asks for "none" to run

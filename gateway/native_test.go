@@ -89,6 +89,21 @@ func TestMissingNodeAnswers503(t *testing.T) {
 	}
 }
 
+// A native REPL that is not ready within --native-start-timeout is
+// answered 503, naming the bound and its flag; the session's next call
+// starts one again (here with the same bound: refused the same way).
+func TestNativeStartTimeoutNamed(t *testing.T) {
+	t.Parallel()
+	ts := startServer(t, Config{NativeStartTimeout: time.Millisecond})
+	for range 2 {
+		st, env, _ := ts.exec(t, map[string]any{"language": "bash", "code": "echo 1", "session_id": "slow"})
+		msg := fmt.Sprint(env["message"])
+		if st != 503 || !strings.Contains(msg, "not ready after") || !strings.Contains(msg, "the bound is --native-start-timeout, 1ms") {
+			t.Fatalf("a start past its bound: %d %v", st, env)
+		}
+	}
+}
+
 func TestDiscoveryRoutes(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, Config{})

@@ -59,6 +59,7 @@ type Config struct {
 	CodeBackend             string            // auto, native or kernel
 	KernelName              string            // kernelspec for Python; "" picks python3 or the first ipykernel
 	KernelStartTimeout      time.Duration     // 60 s
+	NativeStartTimeout      time.Duration     // bound on a native REPL's start; 10 s
 	Workdir                 string            // working directory of runtimes; "" is the daemon's
 	ReapInterval            time.Duration     // how often idle sessions are looked for; 5 s
 	JupyterEndpoint         string            // AIO_JUPYTER_ENDPOINT: a Jupyter server to run Python kernels on
@@ -125,6 +126,9 @@ func (c *Config) defaults() {
 	if c.KernelStartTimeout <= 0 {
 		c.KernelStartTimeout = 60 * time.Second
 	}
+	if c.NativeStartTimeout <= 0 {
+		c.NativeStartTimeout = 10 * time.Second
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -187,7 +191,7 @@ func New(cfg Config) (*Server, error) {
 	rt, err := backend.New(context.Background(), backend.Config{
 		CodeBackend: cfg.CodeBackend, KernelName: cfg.KernelName,
 		KernelIdle: cfg.KernelIdle, NativeIdle: cfg.NativeIdle, KernelStartTimeout: cfg.KernelStartTimeout,
-		Workdir: cfg.Workdir, JupyterEndpoint: cfg.JupyterEndpoint, JupyterToken: cfg.JupyterToken,
+		NativeStartTimeout: cfg.NativeStartTimeout, Workdir: cfg.Workdir, JupyterEndpoint: cfg.JupyterEndpoint, JupyterToken: cfg.JupyterToken,
 		JupyterKernel: cfg.JupyterKernel, JupyterStartTimeout: cfg.JupyterStartTimeout,
 		JupyterProbeInterval: cfg.JupyterProbeInterval, KernelPrewarm: cfg.KernelPrewarm,
 		CodePrewarm: cfg.CodePrewarm, NoKernelWarmup: cfg.NoKernelWarmup, KernelStart: cfg.KernelStart,

@@ -37,13 +37,15 @@ var nodeDriver string
 //go:embed driver/bash_driver.sh
 var bashDriver string
 
+// DefaultStartTimeout bounds a start whose Options.StartTimeout is 0.
+const DefaultStartTimeout = 10 * time.Second
+
 const (
-	defaultStartTimeout = 10 * time.Second
-	writeTimeout        = 10 * time.Second // one command write to fd 3
-	drainTimeout        = time.Second      // readers' EOF after the process is gone
-	closeGrace          = 500 * time.Millisecond
-	termGrace           = time.Second
-	killWait            = 5 * time.Second
+	writeTimeout = 10 * time.Second // one command write to fd 3
+	drainTimeout = time.Second      // readers' EOF after the process is gone
+	closeGrace   = 500 * time.Millisecond
+	termGrace    = time.Second
+	killWait     = 5 * time.Second
 )
 
 // Options configure Start. Zero values are usable except Language.
@@ -233,13 +235,13 @@ func closeAll(pipes [][2]*os.File) {
 
 func (r *REPL) awaitReady(ctx context.Context, timeout time.Duration) error {
 	if timeout <= 0 {
-		timeout = defaultStartTimeout
+		timeout = DefaultStartTimeout
 	}
 	// On a machine loaded past its cores the wait goes on while the
 	// process waits for a CPU, up to three times the timeout, as a
 	// kernel's start does.
 	began := time.Now()
-	wctx, cancel := proc.WithStarvedTimeout(ctx, r.pid, timeout, 3*timeout, errNotReady)
+	wctx, cancel := proc.WithStarvedTimeout(ctx, r.pid, timeout, 3*timeout, ErrNotReady)
 	defer cancel()
 	select {
 	case v := <-r.ready:
@@ -253,12 +255,13 @@ func (r *REPL) awaitReady(ctx context.Context, timeout time.Duration) error {
 		if ctx.Err() != nil {
 			return fmt.Errorf("wait for driver: %w", ctx.Err())
 		}
-		return fmt.Errorf("wait for driver: not ready after %s%s", time.Since(began).Round(100*time.Millisecond), r.stderrTail())
+		return fmt.Errorf("wait for driver: %w after %s%s", ErrNotReady, time.Since(began).Round(100*time.Millisecond), r.stderrTail())
 	}
 }
 
-// errNotReady ends a wait for the driver that ran out of time.
-var errNotReady = errors.New("the driver was not ready in time")
+// ErrNotReady is a start whose driver did not say it was ready within
+// Options.StartTimeout.
+var ErrNotReady = errors.New("not ready")
 
 func (r *REPL) stderrTail() string {
 	r.mu.Lock()

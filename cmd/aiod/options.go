@@ -38,6 +38,7 @@ type options struct {
 	tenantIdle         time.Duration
 	nativeIdle         time.Duration
 	kernelStartTimeout time.Duration
+	nativeStartTimeout time.Duration
 	outputBudget       int
 	maxBody            int
 	heldTenant         int
@@ -150,6 +151,7 @@ func (o *options) settings() []setting {
 		{"kernel-idle", "AIO_KERNEL_IDLE", "300", "seconds an unused kernel session lives", secSetter(&o.kernelIdle)},
 		{"native-idle", "AIO_NATIVE_IDLE", "1800", "seconds an unused native REPL session lives", secSetter(&o.nativeIdle)},
 		{"kernel-start-timeout", "AIO_KERNEL_START_TIMEOUT", "60", "seconds a kernel may take to start", secSetter(&o.kernelStartTimeout)},
+		{"native-start-timeout", "AIO_NATIVE_START_TIMEOUT", "10", "seconds a native REPL (Python, Node.js, bash) may take to say it is ready; both start bounds stretch up to three times while the runtime waits for a CPU", secSetter(&o.nativeStartTimeout)},
 		{"output-budget", "AIO_OUTPUT_BUDGET", "8388608", "bytes of output kept per execution (head and tail kept past it), and so the size of its answer: stream text counts twice (outputs and stdout/stderr); its log, from which streams resume, keeps the last half of it", intSetter(&o.outputBudget)},
 		{"max-body", "AIO_MAX_BODY", "67108864", "largest request body in bytes (413 past it)", intSetter(&o.maxBody)},
 		{"held-code-tenant", "AIO_HELD_CODE_TENANT", "134217728", "bytes of code one tenant's calls may hold in memory while they wait in a session's queue or run; past it a call is refused 429 (one call alone always passes); 0 means no bound", intSetter(&o.heldTenant)},
@@ -804,7 +806,7 @@ func (o *options) gatewayConfig(log *slog.Logger) gateway.Config {
 		KernelIdle: o.kernelIdle, NativeIdle: o.nativeIdle, TenantIdle: o.tenantIdle,
 		OutputBudget: o.outputBudget, MaxBody: o.maxBody, HeldCodeTenant: int64(o.heldTenant), HeldCodeTotal: int64(o.heldTotal),
 		CodeBackend: o.codeBackend, KernelName: o.kernelName,
-		KernelStartTimeout: o.kernelStartTimeout, Workdir: o.workdir, Logger: log,
+		KernelStartTimeout: o.kernelStartTimeout, NativeStartTimeout: o.nativeStartTimeout, Workdir: o.workdir, Logger: log,
 		Token: o.token, AllowedOrigins: splitList(o.allowedOrigins),
 		AllowedHosts: splitList(o.allowedHosts), JWTPublicKey: o.jwtPublicKey, TicketTTL: o.ticketTTL,
 		MaxTicketsPerCaller: o.maxTicketsPerCall, MaxConnsPerIP: o.maxConnsPerIP,

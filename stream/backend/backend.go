@@ -35,6 +35,7 @@ type Config struct {
 	KernelIdle           time.Duration     // idle limit of kernel sessions
 	NativeIdle           time.Duration     // idle limit of native REPL sessions
 	KernelStartTimeout   time.Duration     // bound on a kernel start; 60 s
+	NativeStartTimeout   time.Duration     // bound on a native REPL's start; 0: replbridge's 10 s
 	Workdir              string            // working directory of runtimes; "" is the daemon's
 	JupyterEndpoint      string            // a Jupyter server to run Python kernels on
 	JupyterToken         string            // its token
@@ -427,14 +428,26 @@ func (r *Runtimes) coldNativeBackend(lang, path string, env []string, t *sandbox
 			rp, err := replbridge.Start(ctx, replbridge.Options{
 				Language: lang, Interpreter: path, Handler: h, Cwd: r.cfg.Workdir, Env: env, Logger: r.log,
 				Environ: r.base, Credential: r.iso.Credential(), Wrap: wrapIn(t), Admit: p.admit(),
+				StartTimeout: r.cfg.NativeStartTimeout,
 			})
 			if err != nil {
 				p.failed()
+				if errors.Is(err, replbridge.ErrNotReady) {
+					err = fmt.Errorf("%w (the bound is --native-start-timeout, %s, stretched while it waited for a CPU)", err, r.nativeStart())
+				}
 				return nil, workdirProblem(r.cfg.Workdir, t, err)
 			}
 			return p.limit(rp), nil
 		},
 	}
+}
+
+// nativeStart is the bound on a native REPL's start.
+func (r *Runtimes) nativeStart() time.Duration {
+	if r.cfg.NativeStartTimeout > 0 {
+		return r.cfg.NativeStartTimeout
+	}
+	return replbridge.DefaultStartTimeout
 }
 
 // KernelStart is how local kernels start: the mode, the transport, and the
