@@ -631,3 +631,59 @@ func TestDeathCountedThroughAfterDone(t *testing.T) {
 		t.Errorf("deaths counted: %d, want the one (a runtime closed on purpose is none)", n)
 	}
 }
+
+// HeldBytes counts a fixed cost per live runtime (named sessions with one,
+// temporary ones) and what the collectors of running executions hold; an
+// idle session's mux adds nothing, and a finished execution's output
+// leaves the collectors' part.
+func TestRegistryHeldBytes(t *testing.T) {
+	release := make(chan struct{})
+	fs := &fakes{script: func(f *fakeRuntime, req jupyter.ExecuteRequest) {
+		f.status(req, jupyter.StateBusy)
+		f.print(req, strings.Repeat("h", 5000))
+		<-release
+		f.status(req, jupyter.StateIdle)
+		f.reply(req, "ok")
+	}}
+	reg := fakeRegistry(t, fs)
+	runtimes := func() int64 { held, buffers := reg.HeldBytes(); return (held - buffers) / runtimeCost }
+	for _, id := range []string{"a", "b", "c"} {
+		if _, _, err := reg.Open("", "python", id, fs.backend()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := runtimes(); n != 0 {
+		t.Fatalf("three sessions never run: %d runtimes counted", n)
+	}
+	a := reg.Get("", "python", "a")
+	done := make(chan *execution.Result, 1)
+	go func() {
+		res, _ := a.Execute(context.Background(), ExecRequest{Code: "print", Timeout: time.Minute})
+		done <- res
+	}()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, buffers := reg.HeldBytes(); buffers >= 5000 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the running execution's 5,000 bytes were not counted within 10 s")
+		}
+	}
+	if n := runtimes(); n != 1 {
+		t.Fatalf("one session running: %d runtimes counted", n)
+	}
+	close(release)
+	if res := <-done; res.Status != execution.StatusOK {
+		t.Fatalf("the execution: %s %q", res.Status, res.Message())
+	}
+	_, before := reg.HeldBytes()
+	if !reg.DeleteSession(context.Background(), a) {
+		t.Fatal("a was not deleted")
+	}
+	if n := runtimes(); n != 0 {
+		t.Fatalf("the session deleted: %d runtimes counted", n)
+	}
+	if _, after := reg.HeldBytes(); after != before {
+		t.Fatalf("buffers moved from %d to %d with nothing running", before, after)
+	}
+}

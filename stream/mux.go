@@ -22,6 +22,7 @@ type Mux struct {
 
 	mu    sync.Mutex // guards execs and the watcher list's writers
 	execs map[string]*Execution
+	busy  atomic.Int32 // len(execs), read without mu (Held of an idle mux)
 
 	counters *Counters
 	onLarge  func()        // called after a message over largeMessage bytes was handed on
@@ -198,6 +199,7 @@ func (m *Mux) begin(id, executionID string, origin any, budget int, internal boo
 	}
 	m.mu.Lock()
 	m.execs[id] = ex
+	m.busy.Store(int32(len(m.execs)))
 	m.mu.Unlock()
 	return ex
 }
@@ -224,6 +226,7 @@ func (m *Mux) Held() int64 {
 func (m *Mux) End(ex *Execution) {
 	m.mu.Lock()
 	delete(m.execs, ex.ID)
+	m.busy.Store(int32(len(m.execs)))
 	m.mu.Unlock()
 }
 

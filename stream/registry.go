@@ -538,25 +538,27 @@ const runtimeCost = 160 << 10
 // encoded records and messages), which the collector marks without
 // scanning: the daemon does not let its heap double for those.
 func (r *Registry) HeldBytes() (held, buffers int64) {
+	// Read four times a second: a thousand idle sessions cost a look at
+	// two atomics each, and only the muxes running something are locked.
+	var busy []*Mux
 	r.mu.Lock()
-	named := make([]*Session, 0, len(r.sessions))
-	for _, s := range r.sessions {
-		named = append(named, s)
-	}
-	temps := make([]*Session, 0, len(r.temps))
+	n := int64(len(r.temps))
 	for s := range r.temps {
-		temps = append(temps, s)
+		if s.mux.busy.Load() > 0 {
+			busy = append(busy, s.mux)
+		}
 	}
-	r.mu.Unlock()
-	n := int64(len(temps))
-	for _, s := range temps {
-		buffers += s.mux.Held()
-	}
-	for _, s := range named {
-		buffers += s.mux.Held()
-		if s.Runtime() != nil {
+	for _, s := range r.sessions {
+		if s.hasRT.Load() {
 			n++
 		}
+		if s.mux.busy.Load() > 0 {
+			busy = append(busy, s.mux)
+		}
+	}
+	r.mu.Unlock()
+	for _, m := range busy {
+		buffers += m.Held()
 	}
 	buffers += r.execs.HeldBytes()
 	return buffers + n*runtimeCost, buffers

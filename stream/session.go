@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aiod/aiod/kernel/jupyter"
@@ -85,6 +86,7 @@ type Session struct {
 
 	mu         sync.Mutex      // guards below
 	rt         jupyter.Runtime // set through setRuntimeLocked only
+	hasRT      atomic.Bool     // rt != nil, read without mu (Registry.HeldBytes)
 	rtChanged  chan struct{}   // closed when rt changes; made by RuntimeChanges, nil when nobody waits
 	gen        uint64
 	lost       string // why earlier state is gone; the next answer says so
@@ -194,6 +196,7 @@ func (s *Session) setRuntimeLocked(rt jupyter.Runtime) {
 		return
 	}
 	s.rt = rt
+	s.hasRT.Store(rt != nil)
 	if s.rtChanged != nil {
 		close(s.rtChanged)
 		s.rtChanged = nil
