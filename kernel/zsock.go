@@ -11,6 +11,8 @@ import (
 
 	"github.com/go-zeromq/zmq4"
 	"github.com/go-zeromq/zmq4/security/null"
+
+	"github.com/aiod/aiod/kernel/bufconn"
 )
 
 // errSocketClosed is what a send or a dial finds on a closed socket.
@@ -32,7 +34,7 @@ var errSocketClosed = errors.New("socket closed")
 type zsock struct {
 	typ      zmq4.SocketType
 	id       zmq4.SocketIdentity
-	received *atomic.Uint64 // non-nil: read through a buffer (bufconn.go), counting the bytes
+	received *atomic.Uint64 // non-nil: read through a pooled buffer (package bufconn), counting the bytes
 	retry    time.Duration  // pause between dial attempts
 	timeout  time.Duration  // bound of one message's write (Options.SendTimeout)
 	turn     chan struct{}  // held by the one sender writing (1 slot)
@@ -93,7 +95,7 @@ func (s *zsock) dial(ctx context.Context, network, addr string) error {
 		}
 	}
 	if s.received != nil {
-		nc = buffered(nc, s.received)
+		nc = bufconn.New(nc, s.received)
 	}
 	if !s.adopt(nc) {
 		return errSocketClosed
