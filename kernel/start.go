@@ -2,7 +2,6 @@ package kernel
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +13,7 @@ import (
 	"github.com/go-zeromq/zmq4"
 	"github.com/goccy/go-json"
 
+	"github.com/aiod/aiod/kernel/bufconn"
 	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/kernel/proc"
 )
@@ -186,20 +186,20 @@ func (k *Kernel) watch(pid int, out *os.File, waitExit func() *jupyter.DeadError
 func (k *Kernel) copyOutput() {
 	defer k.wg.Done()
 	defer close(k.outDone)
-	if _, err := copySmall(k.output, k.outPipe); err != nil && !errors.Is(err, os.ErrClosed) {
+	if err := copyPipe(k.output, k.outPipe); err != nil && !isClosed(k.stop) {
 		k.log.Debug("read kernel output failed", "err", err)
 	}
 }
 
-// outputBuf is the size of the buffer copying a kernel's stdout and
-// stderr: little goes there (ipykernel captures both for the iopub
-// channel), and io.Copy's 32 KiB per kernel add up with a thousand kernels.
-const outputBuf = 2 << 10
-
-// copySmall copies r to w through an outputBuf-sized buffer (hiding r's
-// WriteTo, which would allocate its own 32 KiB).
-func copySmall(w io.Writer, r io.Reader) (int64, error) {
-	return io.CopyBuffer(w, struct{ io.Reader }{r}, make([]byte, outputBuf))
+// copyPipe copies the pipe f to w until its end or its close, reading into
+// pooled buffers once it is readable (little comes: ipykernel sends stdout
+// and stderr on iopub), so that an idle kernel holds no buffer.
+func copyPipe(w io.Writer, f *os.File) error {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	return bufconn.Copy(w, rc)
 }
 
 // connect dials the sockets and runs the readiness handshake, bounded by

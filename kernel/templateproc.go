@@ -272,7 +272,7 @@ func launchTemplate(ctx context.Context, spec *Spec, cfg TemplateConfig, log *sl
 func (p *templateProc) copyOutput(r *os.File) {
 	defer p.wg.Done()
 	defer r.Close()
-	copySmall(p.output, r) //nolint:errcheck // ends with the process
+	copyPipe(p.output, r) //nolint:errcheck // ends with the process
 }
 
 // wait reaps the template process; its socket's end then ends the reader.

@@ -76,12 +76,53 @@ func (c *Conn) Read(p []byte) (int, error) {
 }
 
 func (c *Conn) fill() error {
+	bp, n, err := read(c.rc)
+	if err == nil && n > 0 {
+		c.buf, c.r, c.w = bp, 0, n
+		c.n.Add(uint64(n))
+		return nil
+	}
+	if bp != nil {
+		pool.Put(bp)
+	}
+	if err != nil {
+		return err
+	}
+	return io.EOF
+}
+
+// Copy copies what the file behind rc (a pipe) delivers to w, each read
+// into a pooled buffer taken once the pipe is readable, until the pipe's
+// end (nil) or its close (the error). A kernel's stdout and stderr go to
+// aiod through such a pipe: with a buffer of its own, each idle kernel held one.
+func Copy(w io.Writer, rc syscall.RawConn) error {
+	for {
+		bp, n, err := read(rc)
+		if n > 0 {
+			w.Write((*bp)[:n]) //nolint:errcheck // w keeps what it can
+		}
+		if bp != nil {
+			pool.Put(bp)
+		}
+		switch {
+		case err != nil:
+			return err
+		case n == 0:
+			return nil
+		}
+	}
+}
+
+// read waits until rc is readable, holding no buffer, then reads what is
+// there into a pooled buffer: n bytes, 0 at the end. The buffer, when not
+// nil, goes back to the pool by the caller.
+func read(rc syscall.RawConn) (*[]byte, int, error) {
 	var (
 		n    int
 		rerr error
 		bp   *[]byte
 	)
-	err := c.rc.Read(func(fd uintptr) bool {
+	err := rc.Read(func(fd uintptr) bool {
 		bp = pool.Get().(*[]byte)
 		for {
 			n, rerr = unix.Read(int(fd), *bp)
@@ -96,19 +137,11 @@ func (c *Conn) fill() error {
 		}
 		return true
 	})
-	if err == nil && rerr == nil && n > 0 {
-		c.buf, c.r, c.w = bp, 0, n
-		c.n.Add(uint64(n))
-		return nil
-	}
-	if bp != nil {
-		pool.Put(bp)
-	}
 	switch {
-	case err != nil: // closed, or past the deadline: already a *net.OpError
-		return err
+	case err != nil: // closed, or past the deadline: already a *net.OpError or *os.PathError
+		return bp, 0, err
 	case rerr != nil:
-		return &net.OpError{Op: "read", Err: os.NewSyscallError("read", rerr)}
+		return bp, 0, &net.OpError{Op: "read", Err: os.NewSyscallError("read", rerr)}
 	}
-	return io.EOF
+	return bp, n, nil
 }

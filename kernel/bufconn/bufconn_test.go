@@ -116,3 +116,42 @@ func TestConn(t *testing.T) {
 		t.Fatalf("a read waiting on a closed connection: %v, want net.ErrClosed", err)
 	}
 }
+
+// TestCopy: a pipe's bytes reach the writer, in reads of a pooled buffer,
+// until the write end closes (nil); a copy waiting on a read end that is
+// closed returns an error instead of hanging.
+func TestCopy(t *testing.T) {
+	t.Parallel()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := r.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- Copy(&got, rc) }()
+	want := strings.Repeat("output line\n", 2000) // past several buffers
+	if _, err := w.WriteString(want); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	if err := <-done; err != nil || got.String() != want {
+		t.Fatalf("copy: %v, %d bytes of %d", err, got.Len(), len(want))
+	}
+	r.Close()
+
+	r, w, err = os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	rc, _ = r.SyscallConn()
+	go func() { done <- Copy(io.Discard, rc) }()
+	r.Close()
+	if err := <-done; err == nil {
+		t.Fatal("a copy from a closed read end ended without an error")
+	}
+}
