@@ -2,16 +2,14 @@ package replbridge
 
 import (
 	"bytes"
-	"io"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"unicode/utf8"
 
 	"github.com/goccy/go-json"
-	"golang.org/x/sys/unix"
 
+	"github.com/aiod/aiod/kernel/bufconn"
 	"github.com/aiod/aiod/kernel/jupyter"
 )
 
@@ -24,45 +22,13 @@ const (
 // only once its pipe is readable and gives it back after the read, so an
 // idle REPL holds none: with a buffer of its own per pipe, 100 idle native
 // sessions cost aiod 19 MiB (three 64 KiB buffers each).
-var chunks = sync.Pool{New: func() any { b := make([]byte, readChunk); return &b }}
+var chunks = bufconn.NewPool(readChunk)
 
 // readPooled waits until the pipe behind rc is readable, reads what is
 // there (up to readChunk bytes) into a buffer from chunks and passes it to
 // use, which must not keep it. It returns io.EOF at the end of the pipe
 // and an error once the file is closed.
-func readPooled(rc syscall.RawConn, use func([]byte)) error {
-	var (
-		n    int
-		rerr error
-		bp   *[]byte
-	)
-	err := rc.Read(func(fd uintptr) bool {
-		bp = chunks.Get().(*[]byte)
-		for {
-			n, rerr = unix.Read(int(fd), *bp)
-			if rerr != unix.EINTR {
-				break
-			}
-		}
-		if rerr == unix.EAGAIN {
-			chunks.Put(bp) // nothing yet: wait without a buffer
-			return false
-		}
-		return true
-	})
-	if err != nil {
-		return err
-	}
-	defer chunks.Put(bp)
-	if rerr != nil {
-		return rerr
-	}
-	if n == 0 {
-		return io.EOF
-	}
-	use((*bp)[:n])
-	return nil
-}
+func readPooled(rc syscall.RawConn, use func([]byte)) error { return chunks.Read(rc, use) }
 
 // readStream is the one reader of the process's stdout or stderr (name). It
 // turns every read into a stream message at once (live output), holding

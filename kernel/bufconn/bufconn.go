@@ -1,8 +1,9 @@
-// Package bufconn reads a kernel's connection through a small buffer that
-// the connection borrows from a shared pool only while it holds bytes not
-// yet read: an idle kernel, whose reader waits for the next message, holds
-// none (two 4 KiB buffers each, for a thousand idle kernels, were 8 MiB of
-// heap and twice that in the daemon's memory between collections).
+// Package bufconn reads through buffers taken from a shared pool only once
+// the file is readable, so that a runtime whose readers wait holds none: a
+// kernel's connection through a small buffer it borrows while it holds
+// bytes not yet read (two 4 KiB buffers per kernel, for a thousand idle
+// kernels, were 8 MiB of heap and twice that in the daemon's memory
+// between collections), a kernel's output pipe, a native REPL's pipes.
 //
 // zmq4 reads a frame's header and its body with a read each, straight from
 // the connection: a Jupyter message of seven frames costs fourteen read
@@ -26,7 +27,17 @@ import (
 // into its slice.
 const Size = 4 << 10
 
-var pool = sync.Pool{New: func() any { b := make([]byte, Size); return &b }}
+// Pool is a pool of read buffers of one size, shared by readers that take
+// one only once their file is readable: a reader that waits holds none.
+type Pool struct{ p sync.Pool }
+
+// NewPool returns a pool of buffers of size bytes.
+func NewPool(size int) *Pool {
+	return &Pool{p: sync.Pool{New: func() any { b := make([]byte, size); return &b }}}
+}
+
+// pool is the kernels' pool: their connections and their output pipes.
+var pool = NewPool(Size)
 
 // Conn is a connection read through a pooled buffer; its one reader calls
 // Read (it is not safe for two). Writes pass through.
@@ -69,22 +80,20 @@ func (c *Conn) Read(p []byte) (int, error) {
 	}
 	n := copy(p, (*c.buf)[c.r:c.w])
 	if c.r += n; c.r == c.w {
-		pool.Put(c.buf)
+		pool.put(c.buf)
 		c.buf = nil
 	}
 	return n, nil
 }
 
 func (c *Conn) fill() error {
-	bp, n, err := read(c.rc)
+	bp, n, err := pool.take(c.rc)
 	if err == nil && n > 0 {
 		c.buf, c.r, c.w = bp, 0, n
 		c.n.Add(uint64(n))
 		return nil
 	}
-	if bp != nil {
-		pool.Put(bp)
-	}
+	pool.put(bp)
 	if err != nil {
 		return err
 	}
@@ -97,33 +106,52 @@ func (c *Conn) fill() error {
 // aiod through such a pipe: with a buffer of its own, each idle kernel held one.
 func Copy(w io.Writer, rc syscall.RawConn) error {
 	for {
-		bp, n, err := read(rc)
-		if n > 0 {
-			w.Write((*bp)[:n]) //nolint:errcheck // w keeps what it can
-		}
-		if bp != nil {
-			pool.Put(bp)
-		}
-		switch {
-		case err != nil:
-			return err
-		case n == 0:
+		err := pool.Read(rc, func(b []byte) {
+			w.Write(b) //nolint:errcheck // w keeps what it can
+		})
+		if err == io.EOF {
 			return nil
+		}
+		if err != nil {
+			return err
 		}
 	}
 }
 
-// read waits until rc is readable, holding no buffer, then reads what is
-// there into a pooled buffer: n bytes, 0 at the end. The buffer, when not
-// nil, goes back to the pool by the caller.
-func read(rc syscall.RawConn) (*[]byte, int, error) {
+// Read waits until the file behind rc is readable, holding no buffer,
+// reads what is there into one of the pool's and passes it to use, which
+// must not keep it. It returns io.EOF at the file's end and an error once
+// the file is closed (or past its deadline).
+func (p *Pool) Read(rc syscall.RawConn, use func([]byte)) error {
+	bp, n, err := p.take(rc)
+	defer p.put(bp)
+	switch {
+	case err != nil:
+		return err
+	case n == 0:
+		return io.EOF
+	}
+	use((*bp)[:n])
+	return nil
+}
+
+func (p *Pool) put(bp *[]byte) {
+	if bp != nil {
+		p.p.Put(bp)
+	}
+}
+
+// take waits until rc is readable, holding no buffer, then reads what is
+// there into a buffer of the pool: n bytes, 0 at the end. The buffer,
+// when not nil, goes back to the pool by the caller (put).
+func (p *Pool) take(rc syscall.RawConn) (*[]byte, int, error) {
 	var (
 		n    int
 		rerr error
 		bp   *[]byte
 	)
 	err := rc.Read(func(fd uintptr) bool {
-		bp = pool.Get().(*[]byte)
+		bp = p.p.Get().(*[]byte)
 		for {
 			n, rerr = unix.Read(int(fd), *bp)
 			if rerr != unix.EINTR {
@@ -131,7 +159,7 @@ func read(rc syscall.RawConn) (*[]byte, int, error) {
 			}
 		}
 		if rerr == unix.EAGAIN {
-			pool.Put(bp) // nothing yet: wait without a buffer
+			p.p.Put(bp) // nothing yet: wait without a buffer
 			bp = nil
 			return false
 		}
