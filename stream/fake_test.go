@@ -580,13 +580,14 @@ func TestSendToARuntimeDeadUnseenRunsInAFreshOne(t *testing.T) {
 type notifyingFake struct {
 	*fakeRuntime
 	asked *atomic.Int32
+	ran   chan<- struct{} // told once a callback has run
 }
 
 func (n notifyingFake) AfterDone(f func()) func() bool {
 	n.asked.Add(1)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { <-n.done; cancel() }()
-	return context.AfterFunc(ctx, f)
+	return context.AfterFunc(ctx, func() { f(); n.ran <- struct{}{} })
 }
 
 type unwrapsTo struct{ jupyter.Runtime }
@@ -600,11 +601,12 @@ func (u unwrapsTo) Unwrap() jupyter.Runtime { return u.Runtime }
 func TestDeathCountedThroughAfterDone(t *testing.T) {
 	fs := &fakes{}
 	var asked atomic.Int32
+	ran := make(chan struct{}, 4)
 	b := fs.backend()
 	start := b.Start
 	b.Start = func(ctx context.Context, h jupyter.Handler) (jupyter.Runtime, error) {
 		rt, err := start(ctx, h)
-		return unwrapsTo{notifyingFake{rt.(*fakeRuntime), &asked}}, err
+		return unwrapsTo{notifyingFake{rt.(*fakeRuntime), &asked, ran}}, err
 	}
 	reg := fakeRegistry(t, fs)
 	sess, _, _ := reg.Open("", "python", "n", b)
@@ -614,10 +616,9 @@ func TestDeathCountedThroughAfterDone(t *testing.T) {
 		}
 		if i == 0 {
 			fs.all()[0].die("killed by signal SIGKILL")
-			for deadline := time.Now().Add(10 * time.Second); reg.counters.Get(RuntimeDeaths, Labels("python", "other")) < 1; time.Sleep(5 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatal("the death was not counted within 10 s")
-				}
+			<-ran // the callback that counts the death has run
+			if n := reg.counters.Get(RuntimeDeaths, Labels("python", "other")); n != 1 {
+				t.Fatalf("deaths counted after the callback: %d, want 1", n)
 			}
 		}
 	}
@@ -637,10 +638,11 @@ func TestDeathCountedThroughAfterDone(t *testing.T) {
 // idle session's mux adds nothing, and a finished execution's output
 // leaves the collectors' part.
 func TestRegistryHeldBytes(t *testing.T) {
-	release := make(chan struct{})
+	release, printed := make(chan struct{}), make(chan struct{})
 	fs := &fakes{script: func(f *fakeRuntime, req jupyter.ExecuteRequest) {
 		f.status(req, jupyter.StateBusy)
-		f.print(req, strings.Repeat("h", 5000))
+		f.print(req, strings.Repeat("h", 5000)) // handed to the mux, and so to the collector, before it returns
+		close(printed)
 		<-release
 		f.status(req, jupyter.StateIdle)
 		f.reply(req, "ok")
@@ -661,13 +663,9 @@ func TestRegistryHeldBytes(t *testing.T) {
 		res, _ := a.Execute(context.Background(), ExecRequest{Code: "print", Timeout: time.Minute})
 		done <- res
 	}()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		if _, buffers := reg.HeldBytes(); buffers >= 5000 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the running execution's 5,000 bytes were not counted within 10 s")
-		}
+	<-printed
+	if _, buffers := reg.HeldBytes(); buffers < 5000 {
+		t.Fatalf("the running execution's 5,000 bytes are not counted: %d", buffers)
 	}
 	if n := runtimes(); n != 1 {
 		t.Fatalf("one session running: %d runtimes counted", n)
