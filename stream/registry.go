@@ -450,16 +450,8 @@ func (r *Registry) goUnlessClosed(f func()) {
 // meanwhile when rt, or the runtime it wraps, calls back
 // (jupyter.DoneNotifier): a wrapper's Done is the runtime's it wraps.
 func (r *Registry) afterDoneUnlessClosed(rt jupyter.Runtime, f func()) {
-	var n jupyter.DoneNotifier
-	for u := rt; u != nil && n == nil; {
-		n, _ = u.(jupyter.DoneNotifier)
-		w, ok := u.(interface{ Unwrap() jupyter.Runtime })
-		if !ok {
-			break
-		}
-		u = w.Unwrap()
-	}
-	if n == nil {
+	n, ok := wrapped[jupyter.DoneNotifier](rt)
+	if !ok {
 		r.goUnlessClosed(func() { <-rt.Done(); f() })
 		return
 	}
