@@ -426,13 +426,23 @@ func TestForkedKernelKilledIsDetected(t *testing.T) {
 	assertReaped(t, k.Info().PID)
 }
 
-// TestForkedKernelExitCode checks an exit status travels from the template.
+// lastWords starts a child that holds the kernel's output pipe (as a
+// kernel's subprocesses often do), writes to the pipe and exits with 7.
+// The pipe is sys.stderr.fileno(): ipykernel puts fd 2 on a pipe of its
+// own, whose thread passes writes on, too late for os._exit.
+const lastWords = "import os, sys, subprocess\n" +
+	"subprocess.Popen(['sleep', '600'], stderr=sys.stderr.fileno())\n" +
+	"os.write(sys.stderr.fileno(), b'last words\\n')\n" +
+	"os._exit(7)"
+
+// TestForkedKernelExitCode checks an exit status travels from the
+// template, and the kernel's last words with it.
 func TestForkedKernelExitCode(t *testing.T) {
 	t.Parallel()
 	k, rec := startForkedKernel(t, sharedTemplates(t))
 	// The kernel may die before Execute has returned: its death is the
 	// answer either way.
-	if err := k.Execute(context.Background(), jupyter.ExecuteRequest{MsgID: jupyter.NewID(), Code: "import os; os._exit(7)"}); err != nil {
+	if err := k.Execute(context.Background(), jupyter.ExecuteRequest{MsgID: jupyter.NewID(), Code: lastWords}); err != nil {
 		var dead *jupyter.DeadError
 		if !errors.As(err, &dead) {
 			t.Fatal(err)
@@ -447,6 +457,11 @@ func TestForkedKernelExitCode(t *testing.T) {
 	var dead *jupyter.DeadError
 	if err := k.Err(); !errors.As(err, &dead) || dead.ExitCode != 7 {
 		t.Fatalf("Err = %v (%#v)", err, err)
+	}
+	// What it wrote to its stderr last explains it, though a child of it
+	// still holds the pipe.
+	if !strings.HasSuffix(dead.Output, "last words") {
+		t.Errorf("the death's output %q lacks what the kernel wrote to fd 2", dead.Output)
 	}
 	assertReaped(t, k.Info().PID)
 }

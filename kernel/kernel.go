@@ -14,6 +14,7 @@ import (
 
 	"github.com/goccy/go-json"
 
+	"github.com/aiod/aiod/kernel/bufconn"
 	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/kernel/proc"
 )
@@ -159,6 +160,7 @@ type Kernel struct {
 	pid         int
 	output      *proc.Output
 	outPipe     *os.File      // read end of the kernel's stdout and stderr
+	outCopy     *bufconn.Pipe // copies outPipe to output
 	outDone     chan struct{} // closed when copyOutput returns
 	shell       *channel
 	control     *channel

@@ -25,8 +25,9 @@ const (
 	// eofGrace bounds how long teardown waits for the readers to see the
 	// dead process's connections close before closing the sockets.
 	eofGrace = time.Second
-	// outputDrain bounds how long a dead kernel's last output is waited for.
-	outputDrain = 250 * time.Millisecond
+	// outputDrain bounds how long a dead kernel's last output is waited
+	// for: the copier is behind only while it waits for a CPU.
+	outputDrain = 5 * time.Second
 )
 
 // wait is the only caller of waitExit (cmd.Wait for a spawned kernel, the
@@ -35,12 +36,7 @@ const (
 // of the Kernel. It is not in wg: it waits for wg.
 func (k *Kernel) wait() {
 	d := k.waitExit()
-	// The last lines often explain the death; let the copier drain the pipe
-	// first. Children of the kernel may still hold it, hence the bound.
-	select {
-	case <-k.outDone:
-	case <-time.After(outputDrain):
-	}
+	k.awaitOutput()
 	d.Output = k.output.String()
 	k.exitErr = d
 	k.log.Debug("kernel process ended", "cause", d.Cause)
@@ -48,6 +44,24 @@ func (k *Kernel) wait() {
 	<-k.started
 	k.end.Set(k.exitErr) // no-op when Close, the heartbeat or Start set a cause
 	k.teardown()
+}
+
+// awaitOutput waits, at most outputDrain, until the copier has passed on
+// what the dead kernel's pipe holds: its last lines often explain the
+// death. Children of the kernel may still hold the pipe's write end, so
+// this waits for the copier to catch up, not for the pipe's end.
+func (k *Kernel) awaitOutput() {
+	drain := time.NewTimer(outputDrain)
+	defer drain.Stop()
+	for !k.outCopy.CaughtUp() {
+		select {
+		case <-k.outCopy.Parked():
+		case <-k.outDone:
+			return
+		case <-drain.C:
+			return
+		}
+	}
 }
 
 // teardown releases everything once the process has exited: the rest of

@@ -3,7 +3,6 @@ package kernel
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"strconv"
@@ -174,7 +173,7 @@ func baseEnviron(env []string) []string {
 // arrive on out, and starts the goroutines that copy its output, wait for
 // its exit (waitExit, called once) and supervise the kernel's end.
 func (k *Kernel) watch(pid int, out *os.File, waitExit func() *jupyter.DeadError) {
-	k.pid, k.outPipe, k.waitExit = pid, out, waitExit
+	k.pid, k.outPipe, k.outCopy, k.waitExit = pid, out, bufconn.NewPipe(out), waitExit
 	k.log = k.log.With("pid", k.pid)
 	k.wg.Add(1)
 	go k.copyOutput()
@@ -186,20 +185,9 @@ func (k *Kernel) watch(pid int, out *os.File, waitExit func() *jupyter.DeadError
 func (k *Kernel) copyOutput() {
 	defer k.wg.Done()
 	defer close(k.outDone)
-	if err := copyPipe(k.output, k.outPipe); err != nil && !isClosed(k.stop) {
+	if err := k.outCopy.Copy(k.output); err != nil && !isClosed(k.stop) {
 		k.log.Debug("read kernel output failed", "err", err)
 	}
-}
-
-// copyPipe copies the pipe f to w until its end or its close, reading into
-// pooled buffers once it is readable (little comes: ipykernel sends stdout
-// and stderr on iopub), so that an idle kernel holds no buffer.
-func copyPipe(w io.Writer, f *os.File) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	return bufconn.Copy(w, rc)
 }
 
 // connect dials the sockets and runs the readiness handshake, bounded by

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aiod/aiod/kernel/bufconn"
 	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/kernel/proc"
 	"github.com/goccy/go-json"
@@ -272,7 +273,7 @@ func launchTemplate(ctx context.Context, spec *Spec, cfg TemplateConfig, log *sl
 func (p *templateProc) copyOutput(r *os.File) {
 	defer p.wg.Done()
 	defer r.Close()
-	copyPipe(p.output, r) //nolint:errcheck // ends with the process
+	bufconn.NewPipe(r).Copy(p.output) //nolint:errcheck // ends with the process
 }
 
 // wait reaps the template process; its socket's end then ends the reader.

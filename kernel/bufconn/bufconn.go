@@ -87,7 +87,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 }
 
 func (c *Conn) fill() error {
-	bp, n, err := pool.take(c.rc)
+	bp, n, err := pool.take(c.rc, nil)
 	if err == nil && n > 0 {
 		c.buf, c.r, c.w = bp, 0, n
 		c.n.Add(uint64(n))
@@ -100,21 +100,78 @@ func (c *Conn) fill() error {
 	return io.EOF
 }
 
-// Copy copies what the file behind rc (a pipe) delivers to w, each read
-// into a pooled buffer taken once the pipe is readable, until the pipe's
-// end (nil) or its close (the error). A kernel's stdout and stderr go to
-// aiod through such a pipe: with a buffer of its own, each idle kernel held one.
-func Copy(w io.Writer, rc syscall.RawConn) error {
+// Pipe is the read end of a pipe copied through pooled buffers (a
+// kernel's stdout and stderr, which with a buffer of its own each idle
+// kernel held). It can tell when the copy has caught up with what was
+// written to the pipe, which a dead process's last words need: children
+// may still hold the write end, so its EOF can be long in coming.
+type Pipe struct {
+	rc  syscall.RawConn
+	err error // from SyscallConn: Copy returns it
+	// waiting is true while Copy waits for bytes with all it read passed
+	// on, and once it has returned; parked has a token each time it
+	// begins to wait.
+	waiting atomic.Bool
+	parked  chan struct{}
+}
+
+// NewPipe returns the pipe whose read end is f.
+func NewPipe(f *os.File) *Pipe {
+	p := &Pipe{parked: make(chan struct{}, 1)}
+	p.rc, p.err = f.SyscallConn()
+	return p
+}
+
+// Copy copies what the pipe delivers to w until the pipe's end (nil) or
+// its close (the error). Only one Copy runs on a Pipe.
+func (p *Pipe) Copy(w io.Writer) error {
+	defer p.park()
+	if p.err != nil {
+		return p.err
+	}
 	for {
-		err := pool.Read(rc, func(b []byte) {
-			w.Write(b) //nolint:errcheck // w keeps what it can
-		})
-		if err == io.EOF {
+		bp, n, err := pool.take(p.rc, p)
+		if n > 0 {
+			w.Write((*bp)[:n]) //nolint:errcheck // w keeps what it can
+		}
+		pool.put(bp)
+		switch {
+		case err != nil:
+			return err
+		case n == 0:
 			return nil
 		}
-		if err != nil {
-			return err
-		}
+	}
+}
+
+// CaughtUp reports whether everything written to the pipe so far has
+// been passed to Copy's writer: the pipe holds no byte and Copy waits for
+// more, or has returned.
+func (p *Pipe) CaughtUp() bool {
+	if p.err != nil {
+		return true
+	}
+	held := 1
+	if err := p.rc.Control(func(fd uintptr) {
+		held, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ) // FIONREAD: the bytes unread
+	}); err != nil {
+		held = 0 // closed: nothing more will be copied
+	}
+	// Read the pipe before the copier: bytes it held were taken by a read
+	// that cleared waiting first, and waiting is set again only after
+	// they were written.
+	return held == 0 && p.waiting.Load()
+}
+
+// Parked has a value each time Copy begins to wait for bytes (one may be
+// stale): a caller waiting for CaughtUp checks again when it comes.
+func (p *Pipe) Parked() <-chan struct{} { return p.parked }
+
+func (p *Pipe) park() {
+	p.waiting.Store(true)
+	select {
+	case p.parked <- struct{}{}:
+	default:
 	}
 }
 
@@ -123,7 +180,7 @@ func Copy(w io.Writer, rc syscall.RawConn) error {
 // must not keep it. It returns io.EOF at the file's end and an error once
 // the file is closed (or past its deadline).
 func (p *Pool) Read(rc syscall.RawConn, use func([]byte)) error {
-	bp, n, err := p.take(rc)
+	bp, n, err := p.take(rc, nil)
 	defer p.put(bp)
 	switch {
 	case err != nil:
@@ -143,14 +200,18 @@ func (p *Pool) put(bp *[]byte) {
 
 // take waits until rc is readable, holding no buffer, then reads what is
 // there into a buffer of the pool: n bytes, 0 at the end. The buffer,
-// when not nil, goes back to the pool by the caller (put).
-func (p *Pool) take(rc syscall.RawConn) (*[]byte, int, error) {
+// when not nil, goes back to the pool by the caller (put). A pipe, when
+// not nil, is told when the read waits and when it reads.
+func (p *Pool) take(rc syscall.RawConn, pipe *Pipe) (*[]byte, int, error) {
 	var (
 		n    int
 		rerr error
 		bp   *[]byte
 	)
 	err := rc.Read(func(fd uintptr) bool {
+		if pipe != nil {
+			pipe.waiting.Store(false) // before the read: see CaughtUp
+		}
 		bp = p.p.Get().(*[]byte)
 		for {
 			n, rerr = unix.Read(int(fd), *bp)
@@ -161,6 +222,9 @@ func (p *Pool) take(rc syscall.RawConn) (*[]byte, int, error) {
 		if rerr == unix.EAGAIN {
 			p.p.Put(bp) // nothing yet: wait without a buffer
 			bp = nil
+			if pipe != nil {
+				pipe.park()
+			}
 			return false
 		}
 		return true

@@ -126,13 +126,9 @@ func TestCopy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rc, err := r.SyscallConn()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var got bytes.Buffer
 	done := make(chan error, 1)
-	go func() { done <- Copy(&got, rc) }()
+	go func() { done <- NewPipe(r).Copy(&got) }()
 	want := strings.Repeat("output line\n", 2000) // past several buffers
 	if _, err := w.WriteString(want); err != nil {
 		t.Fatal(err)
@@ -148,10 +144,69 @@ func TestCopy(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer w.Close()
-	rc, _ = r.SyscallConn()
-	go func() { done <- Copy(io.Discard, rc) }()
+	go func() { done <- NewPipe(r).Copy(io.Discard) }()
 	r.Close()
 	if err := <-done; err == nil {
 		t.Fatal("a copy from a closed read end ended without an error")
+	}
+}
+
+// gate is a writer that holds each write until it is let go.
+type gate struct {
+	got     chan string
+	release chan struct{}
+}
+
+func (g *gate) Write(b []byte) (int, error) {
+	g.got <- string(b)
+	<-g.release
+	return len(b), nil
+}
+
+// TestPipeCaughtUp: CaughtUp is false while bytes wait in the pipe or
+// while Copy still holds them on their way to the writer, and true once
+// they are written and Copy waits for more, though the write end is open
+// (as when a dead kernel's children still hold it).
+func TestPipeCaughtUp(t *testing.T) {
+	t.Parallel()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	p := NewPipe(r)
+	if _, err := w.WriteString("last words\n"); err != nil {
+		t.Fatal(err)
+	}
+	if p.CaughtUp() {
+		t.Fatal("caught up before any copy, with bytes in the pipe")
+	}
+	g := &gate{got: make(chan string), release: make(chan struct{})}
+	done := make(chan error, 1)
+	go func() { done <- p.Copy(g) }()
+	for round := range 3 {
+		if got := <-g.got; got != "last words\n" {
+			t.Fatalf("round %d: the writer got %q", round, got)
+		}
+		if p.CaughtUp() {
+			t.Fatalf("round %d: caught up while the bytes are held on their way to the writer", round)
+		}
+		g.release <- struct{}{}
+		for !p.CaughtUp() {
+			<-p.Parked()
+		}
+		if _, err := w.WriteString("last words\n"); err != nil {
+			t.Fatal(err)
+		}
+		if p.CaughtUp() { // in the pipe, or taken and held: not written yet
+			t.Fatalf("round %d: caught up with a write not passed on", round)
+		}
+	}
+	<-g.got
+	w.Close()
+	g.release <- struct{}{}
+	if err := <-done; err != nil || !p.CaughtUp() {
+		t.Fatalf("after the end: %v, caught up %v", err, p.CaughtUp())
 	}
 }
