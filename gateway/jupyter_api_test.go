@@ -13,6 +13,7 @@ import (
 
 	"github.com/aiod/aiod/gateway/jupyterapi"
 	"github.com/aiod/aiod/kernel/jupyter"
+	"github.com/aiod/aiod/kernel/kerneltest"
 )
 
 // jUUIDRE matches a kernel id as jupyter_server requires it.
@@ -122,7 +123,7 @@ func (k *kernelWS) until(within time.Duration, match func(m *jupyter.Message) bo
 	for {
 		m, err := k.recv(time.Until(deadline))
 		if err != nil {
-			k.t.Fatalf("read: %v after %d messages", err, len(seen))
+			k.t.Fatalf("read: %v after %d messages: %s", err, len(seen), kerneltest.Summary(seen))
 		}
 		seen = append(seen, m)
 		if match(m) {
@@ -172,11 +173,18 @@ func TestJupyterKernelsAPIShowsRESTSessions(t *testing.T) {
 		}
 		// The agent's REST execution shows on the notebook's iopub, its shell
 		// reply does not.
-		go ts.exec(t, map[string]any{"language": "python", "code": "print(a + 1)", "session_id": "agent-1"})
+		answered := make(chan map[string]any, 1)
+		go func() {
+			_, env, _ := ts.exec(t, map[string]any{"language": "python", "code": "print(a + 1)", "session_id": "agent-1"})
+			answered <- env
+		}()
 		seen := k.until(time.Minute, func(m *jupyter.Message) bool {
 			return m.Channel == "iopub" && m.Header.MsgType == "stream" && strings.Contains(string(m.Content), `"2\n"`)
 		})
 		k.until(time.Minute, func(m *jupyter.Message) bool { return m.Header.MsgType == "status" && state(m) == "idle" })
+		if env := <-answered; env["success"] != true {
+			t.Fatalf("the agent's REST execution: %v", env)
+		}
 		for _, m := range seen {
 			if m.Channel == "shell" && m.Parent.MsgID != infoID {
 				t.Fatalf("another client's shell reply reached the notebook: %+v", m.Header)
