@@ -178,8 +178,14 @@ func TestJupyterKernelsAPIShowsRESTSessions(t *testing.T) {
 			_, env, _ := ts.exec(t, map[string]any{"language": "python", "code": "print(a + 1)", "session_id": "agent-1"})
 			answered <- env
 		}()
+		// ipykernel may send one print as several stream messages ("2",
+		// then "\n", when its output thread runs between the two writes).
+		var printed strings.Builder
 		seen := k.until(time.Minute, func(m *jupyter.Message) bool {
-			return m.Channel == "iopub" && m.Header.MsgType == "stream" && strings.Contains(string(m.Content), `"2\n"`)
+			if m.Channel == "iopub" && m.Header.MsgType == "stream" {
+				printed.WriteString(kerneltest.Field(m, "text"))
+			}
+			return strings.Contains(printed.String(), "2\n")
 		})
 		k.until(time.Minute, func(m *jupyter.Message) bool { return m.Header.MsgType == "status" && state(m) == "idle" })
 		if env := <-answered; env["success"] != true {
