@@ -62,6 +62,7 @@ type Settings struct {
 	FloorKernel        string `json:"floor_kernel"`
 	RSSSessions        string `json:"rss_sessions"`
 	RSSFlood           string `json:"rss_flood"`
+	RestoreRows        []int  `json:"restore_rows,omitempty"` // the restore phase's sizes (none: not run)
 }
 
 // Goal is one of issue 6's targets, checked.
@@ -130,7 +131,9 @@ type Result struct {
 	// Start is the kernel start benchmark (fork against spawn); nil when
 	// it was not run.
 	Start *StartResult `json:"start,omitempty"`
-	Notes []string     `json:"notes,omitempty"`
+	// Restores is the snapshot and restore phase; nil when it was not run.
+	Restores *RestoreResult `json:"restores,omitempty"`
+	Notes    []string       `json:"notes,omitempty"`
 }
 
 // Hop is the p50 of a GET /healthz round trip to the main daemon, in µs:
@@ -216,6 +219,7 @@ func (r *Result) derive() {
 		"js_cold_over_node_process":               div(r.OneshotP50[JSCold], r.OneshotP50[NodeProc]),
 		"python_cold_over_process":                div(r.OneshotP50[PyCold], r.OneshotP50[PyProc]),
 	}
+	defer func() { r.Goals = append(r.Goals, r.restoreGoals()...) }()
 	defer r.deriveStart()
 	if len(r.Runs) == 0 {
 		return // the start benchmark alone
@@ -244,6 +248,7 @@ func (r *Result) WriteTable(w io.Writer) {
 			r.Mode, r.Date, r.Machine.Cores, r.Machine.CPUModel, r.Machine.Kernel, r.Machine.Go, r.Machine.LoadAvg, r.Machine.LoadEnd, r.Seconds)
 	}
 	r.writeStartTable(w)
+	r.writeRestoreTable(w)
 	r.writeFailures(w)
 }
 

@@ -30,6 +30,11 @@ type Config struct {
 	// StartMax caps the live-sessions staircase (default 1000, quick 100);
 	// StartBurst is the burst's size (default 64, quick 16).
 	StartMax, StartBurst int
+	// RestoreRows are the sizes of the snapshot and restore phase (rows
+	// of a DataFrame; 0 a session without one); none skips it (StartOnly
+	// does too). RestoreRounds is its restarts (5 when zero).
+	RestoreRows   []int
+	RestoreRounds int
 }
 
 // plan holds the sizes of one mode.
@@ -84,6 +89,9 @@ func (r *runner) logf(format string, args ...any) {
 // Run measures everything and returns the result; an error means the run
 // could not be made at all. Paths that failed are in Result.Failures.
 func Run(ctx context.Context, cfg Config) (res *Result, err error) {
+	if cfg.RestoreRounds <= 0 {
+		cfg.RestoreRounds = 5
+	}
 	r := &runner{cfg: cfg, p: planFor(cfg.Quick), run: randHex(6), res: newResult(), t0: time.Now(), logw: cfg.Log}
 	r.res.Mode = "full"
 	if cfg.Quick {
@@ -119,6 +127,9 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		if err := r.all(ctx); err != nil {
 			return r.res, err
 		}
+		if len(cfg.RestoreRows) > 0 {
+			r.restores(ctx)
+		}
 	}
 	if cfg.StartOnly || !cfg.NoStart {
 		if err := r.start(ctx); err != nil {
@@ -135,6 +146,9 @@ func (r *runner) settings() {
 	s := &r.res.Settings
 	p := r.p
 	s.Code = passCode + "\nprint('<token>')"
+	if !r.cfg.StartOnly {
+		s.RestoreRows = r.cfg.RestoreRows
+	}
 	s.SequentialRounds = p.seqRounds
 	s.Interleaving = "each round makes one call on every path (floor, aiod REST, aiod WS, Jupyter Server), cycling through all 24 orders so each path follows each other path equally often"
 	s.ConcurrentSeconds = p.concSeconds

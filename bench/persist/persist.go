@@ -67,27 +67,9 @@ type Report struct {
 	BySize          []Size    `json:"by_size"`
 }
 
-// Size is the snapshot and restore of a session holding a DataFrame of
-// Rows rows (three columns, one of strings) beside a few small values.
-type Size struct {
-	Rows          int       `json:"rows"`
-	SnapshotBytes int64     `json:"snapshot_bytes"`
-	SnapshotMs    []float64 `json:"snapshot_ms"` // POST .../snapshot, three times
-	// RestoreCallMs is the first call on the saved session after a
-	// restart, with the new daemon's pool full: a runtime taken from
-	// the pool (or started), the restore, and a one-line cell.
-	RestoreCallMs []float64 `json:"restore_call_ms"`
-}
-
-// sizeSetup makes a session of a DataFrame of rows rows (none for 0).
-func sizeSetup(rows int) string {
-	code := "x = 1\ny = [1, 2, 3]\ndef f(a):\n    return a + x\n"
-	if rows > 0 {
-		code += fmt.Sprintf("import numpy as np\nimport pandas as pd\nn = %d\n", rows) +
-			"df = pd.DataFrame({'a': np.arange(n), 'b': np.arange(n) * 0.5, 'c': ['r%d' % i for i in range(n)]})\n"
-	}
-	return code + "print(1)\n"
-}
+// Size is the snapshot and restore of a session of one size, as
+// aiobench compare measures it too.
+type Size = compare.RestoreSize
 
 const dfSetup = `import numpy as np
 import pandas as pd
@@ -376,73 +358,18 @@ func startKernelDaemon(ctx context.Context, name, bin, dir, state string, first 
 	return d, &client{url: d.URL(), hc: &http.Client{Timeout: 5 * time.Minute}}, nil
 }
 
-// bySize saves a session of each of cfg.SizeRows, three snapshots each,
-// then restarts the daemon cfg.SizeRounds times and times the first call
-// on each saved session, each once the daemon's pool is full. The daemon
-// runs with its defaults (tenant isolation when run as root).
+// bySize times snapshots and restores by size (compare.RestoreBySize)
+// over cfg.SizeRounds restarts of a daemon with its defaults (tenant
+// isolation when run as root).
 func bySize(ctx context.Context, cfg Config, bin string, r *Report, say func(string, ...any)) error {
-	state := filepath.Join(cfg.Dir, "state-sizes")
 	first := 1_700_000_000 + rand.IntN(200_000)*1000
-	start := func() (*compare.Daemon, *client, error) {
-		d, c, err := startKernelDaemon(ctx, "sizes", bin, cfg.Dir, state, first)
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := d.WaitFullPool(ctx); err != nil {
-			d.Stop()
-			return nil, nil, err
-		}
-		return d, c, nil
-	}
-	d, c, err := start()
+	env := []string{"AIO_STATE_DIR=" + filepath.Join(cfg.Dir, "state-sizes"),
+		fmt.Sprintf("AIO_TENANT_UIDS=%d-%d", first, first+999), "AIO_CODE_BACKEND=kernel"}
+	sizes, err := compare.RestoreBySize(ctx, "sizes", bin, cfg.Dir, "gobench", cfg.SizeRows, cfg.SizeRounds, env, say)
 	if err != nil {
 		return err
 	}
-	sizes := make([]Size, len(cfg.SizeRows))
-	for i, rows := range cfg.SizeRows {
-		sizes[i].Rows = rows
-		sid := fmt.Sprintf("size-%d", rows)
-		if _, _, err := c.exec(ctx, sid, sizeSetup(rows)); err != nil {
-			d.Stop()
-			return err
-		}
-		for range 3 {
-			began := time.Now()
-			env, err := c.do(ctx, http.MethodPost, "/v2/code/sessions/"+sid+"/snapshot", map[string]any{})
-			if err != nil {
-				d.Stop()
-				return err
-			}
-			sizes[i].SnapshotMs = append(sizes[i].SnapshotMs, float64(time.Since(began).Microseconds())/1000)
-			sizes[i].SnapshotBytes = int64(data(env)["bytes"].(float64))
-		}
-	}
-	for range cfg.SizeRounds {
-		d.Stop()
-		if d, c, err = start(); err != nil {
-			return err
-		}
-		for i, rows := range cfg.SizeRows {
-			// Each restore takes a pooled kernel, as the first call after
-			// a restart would: the one before it took one.
-			if err := d.WaitFullPool(ctx); err != nil {
-				d.Stop()
-				return err
-			}
-			sid := fmt.Sprintf("size-%d", rows)
-			out, ms, err := c.exec(ctx, sid, "print(f(1), y)")
-			if err != nil || out["restored"] != true || out["stdout"] != "2 [1, 2, 3]\n" {
-				d.Stop()
-				return fmt.Errorf("saved session %s after a restart: %v %v", sid, out, err)
-			}
-			sizes[i].RestoreCallMs = append(sizes[i].RestoreCallMs, ms)
-		}
-	}
-	d.Stop()
 	r.BySize = sizes
-	for _, s := range sizes {
-		say("by size: %d rows, %d bytes: snapshot %v ms, first call after a restart %v ms", s.Rows, s.SnapshotBytes, s.SnapshotMs, s.RestoreCallMs)
-	}
 	return nil
 }
 

@@ -27,6 +27,8 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	withStart := fs.Bool("start", false, "with --quick: run the kernel start benchmark too (quick mode skips it, to stay under a minute)")
 	startMax := fs.Int("start-max", 0, "most live sessions the start benchmark's staircase opens (default 1000, quick 100)")
 	startBurst := fs.Int("start-burst", 0, "sessions of the start benchmark's burst (default 64, quick 16)")
+	restoreSizes := fs.String("restore-sizes", "0,100000", "rows of the DataFrames of the snapshot and restore phase (empty skips it; quick mode skips it unless set)")
+	restoreRounds := fs.Int("restore-rounds", 5, "restarts the snapshot and restore phase times a restore over")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -39,7 +41,16 @@ func runCompare(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *quick && !*withStart && !*startOnly {
 		*noStart = true
 	}
-	cfg := compare.Config{Quick: *quick, StartOnly: *startOnly, NoStart: *noStart, StartMax: *startMax, StartBurst: *startBurst}
+	cfg := compare.Config{Quick: *quick, StartOnly: *startOnly, NoStart: *noStart, StartMax: *startMax, StartBurst: *startBurst, RestoreRounds: *restoreRounds}
+	restoreSet := false
+	fs.Visit(func(f *flag.Flag) { restoreSet = restoreSet || f.Name == "restore-sizes" })
+	if !*quick || restoreSet {
+		rows, err := parseRows("--restore-sizes", *restoreSizes)
+		if err != nil {
+			return fmt.Errorf("compare: %w", err)
+		}
+		cfg.RestoreRows = rows
+	}
 	if !*quiet {
 		cfg.Log = stderr
 	}

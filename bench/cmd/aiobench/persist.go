@@ -31,16 +31,11 @@ func runPersist(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	for _, f := range strings.Split(*sizes, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		n, err := strconv.Atoi(f)
-		if err != nil || n < 0 {
-			return fmt.Errorf("persist: --sizes: %q is not a number of rows", f)
-		}
-		cfg.SizeRows = append(cfg.SizeRows, n)
+	rows, err := parseRows("--sizes", *sizes)
+	if err != nil {
+		return fmt.Errorf("persist: %w", err)
 	}
+	cfg.SizeRows = rows
 	cfg.Progress = stdout
 	r, err := persist.Run(ctx, cfg)
 	if r != nil && *jsonOut != "" {
@@ -53,4 +48,21 @@ func runPersist(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fmt.Errorf("persist: %w", err)
 	}
 	return nil
+}
+
+// parseRows reads a comma-separated list of row counts (flag is its name,
+// for the error); an empty list is none.
+func parseRows(flag, list string) ([]int, error) {
+	var rows []int
+	for _, f := range strings.Split(list, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%s: %q is not a number of rows", flag, f)
+		}
+		rows = append(rows, n)
+	}
+	return rows, nil
 }
