@@ -150,12 +150,17 @@ func writeConnectionFile(info *connectionInfo) (dir, path string, err error) {
 	return dir, path, nil
 }
 
+// MaxConnDir is the longest Options.ConnDir a kernel's private folder is
+// made in; a longer one is replaced by the temporary folder. A socket's
+// address holds 107 bytes, and "/aiod-kernel-", ten digits and "/k-5"
+// take 27 of them.
+const MaxConnDir = 72
+
 // makeConnectionDir creates a kernel's private folder (mode 0700) in
-// parent, or in the temporary folder when parent is "" or longer than 72
-// bytes (a socket's address holds 107; "/aiod-kernel-" and ten digits and
-// "/k-5" take 27): its connection file and ipc sockets live there.
+// parent, or in the temporary folder when parent is "" or longer than
+// MaxConnDir: its connection file and ipc sockets live there.
 func makeConnectionDir(parent string) (string, error) {
-	if len(parent) > 72 {
+	if len(parent) > MaxConnDir {
 		parent = ""
 	}
 	dir, err := os.MkdirTemp(parent, "aiod-kernel-")

@@ -2,11 +2,15 @@ package backend
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"github.com/aiod/aiod/kernel"
@@ -142,19 +146,69 @@ func New(ctx context.Context, cfg Config) (*Runtimes, error) {
 // kernelsDir makes STATE/kernels, the folder of the kernels' private
 // folders (connection files, ipc sockets), emptied first: what is there is
 // a stopped daemon's (the state directory is one daemon's at a time), one
-// killed without a stop. "" (the system's temporary folder) when it cannot
-// be made.
+// killed without a stop. When that path is too long for a socket's
+// address under it (kernel.MaxConnDir), the folder is a stand-in in the
+// temporary folder named after the state directory, so that the next
+// daemon of that state directory empties it too. "" (each kernel's folder
+// in the temporary folder) when it cannot be made.
 func kernelsDir(state string, log *slog.Logger) string {
 	dir := filepath.Join(state, "kernels")
+	standIn := len(dir) > kernel.MaxConnDir
+	if standIn {
+		sweepKernelsDirs()
+		dir = shortKernelsDir(state)
+	}
 	err := os.RemoveAll(dir)
 	if err == nil {
 		err = os.Mkdir(dir, 0o700)
+	}
+	if err == nil && standIn {
+		err = os.WriteFile(filepath.Join(dir, standInOf), []byte(absPath(state)), 0o600)
 	}
 	if err != nil {
 		log.Warn("kernels' folders go to the temporary folder", "err", err)
 		return ""
 	}
 	return dir
+}
+
+// shortKernelsDir is the stand-in for STATE/kernels in the temporary
+// folder: the same for one state directory, another for each other. Made
+// with Mkdir, never reused as found: a folder someone else put there
+// first makes kernelsDir fail (and each kernel get a random folder).
+func shortKernelsDir(state string) string {
+	sum := sha256.Sum256([]byte(absPath(state)))
+	return filepath.Join(os.TempDir(), "aiod-kernels-"+hex.EncodeToString(sum[:6]))
+}
+
+// standInOf is the file of a stand-in that names its state directory.
+const standInOf = "state-dir"
+
+// sweepKernelsDirs removes the stand-ins (ours: this user's, naming their
+// state directory) whose state directory is gone: a daemon killed without
+// a stop, and never started again there, left them.
+func sweepKernelsDirs() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "aiod-kernels-*"))
+	for _, d := range dirs {
+		fi, err := os.Lstat(d)
+		if err != nil || !fi.IsDir() || !ownedByUs(fi) {
+			continue
+		}
+		state, err := os.ReadFile(filepath.Join(d, standInOf))
+		if err != nil || len(state) == 0 {
+			continue
+		}
+		if _, err := os.Stat(string(state)); errors.Is(err, fs.ErrNotExist) {
+			_ = os.RemoveAll(d)
+		}
+	}
+}
+
+func absPath(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
 }
 
 // hiddenWorkdir warns when, under tenant isolation, the host's folder at
@@ -526,4 +580,10 @@ func workdirProblem(dir string, t *sandbox.Tenant, err error) error {
 		return fmt.Errorf("the working folder %q (--workdir) is not a folder, so no runtime can start there: %w", dir, err)
 	}
 	return err
+}
+
+// ownedByUs says whether fi is owned by this process's user.
+func ownedByUs(fi fs.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && int(st.Uid) == os.Getuid()
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aiod/aiod/kernel"
 	"github.com/aiod/aiod/stream/backend/sandbox"
 )
 
@@ -56,5 +57,77 @@ func TestKernelsDirEmptiedAtStart(t *testing.T) {
 	}
 	if dir := kernelsDir(file, slog.New(slog.DiscardHandler)); dir != "" {
 		t.Fatalf("kernelsDir under a file = %q, want \"\"", dir)
+	}
+}
+
+// TestKernelsDirOfALongStateDir: a state directory too long for sockets
+// under STATE/kernels gets a stand-in in the temporary folder, named after
+// it: the next daemon of the same state directory empties what a killed
+// one left there (kernels' folders leaked into the temporary folder
+// before), and another state directory gets another.
+func TestKernelsDirOfALongStateDir(t *testing.T) {
+	state := filepath.Join(t.TempDir(), strings.Repeat("s", kernel.MaxConnDir))
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	dir := kernelsDir(state, log)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if dir == "" || len(dir) > kernel.MaxConnDir || filepath.Dir(dir) != filepath.Clean(os.TempDir()) {
+		t.Fatalf("kernelsDir of a long state directory = %q, want a short folder in %s", dir, os.TempDir())
+	}
+	if fi, err := os.Stat(dir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("%s: %v %v, want mode 0700", dir, fi, err)
+	}
+	left := filepath.Join(dir, "aiod-kernel-1")
+	if err := os.Mkdir(left, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if again := kernelsDir(state, log); again != dir {
+		t.Fatalf("the same state directory's next daemon: %q, want %q", again, dir)
+	}
+	if _, err := os.Stat(left); !os.IsNotExist(err) {
+		t.Fatalf("a killed daemon's kernel folder survived the next start: %v", err)
+	}
+	other := filepath.Join(t.TempDir(), strings.Repeat("o", kernel.MaxConnDir))
+	if err := os.Mkdir(other, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	od := kernelsDir(other, log)
+	t.Cleanup(func() { os.RemoveAll(od) })
+	if od == dir || od == "" {
+		t.Fatalf("another state directory's folder %q, the first's %q", od, dir)
+	}
+}
+
+// TestKernelsDirsOfGoneStateDirsSwept: a stand-in whose state directory is
+// gone (its daemon killed, the folder removed) is removed by the next
+// daemon that makes a stand-in, whatever its state directory; one whose
+// state directory is there is kept.
+func TestKernelsDirsOfGoneStateDirsSwept(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	long := func() string {
+		s := filepath.Join(t.TempDir(), strings.Repeat("g", kernel.MaxConnDir))
+		if err := os.Mkdir(s, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	gone, kept, next := long(), long(), long()
+	goneDir, keptDir := kernelsDir(gone, log), kernelsDir(kept, log)
+	t.Cleanup(func() { os.RemoveAll(goneDir); os.RemoveAll(keptDir) })
+	if err := os.Mkdir(filepath.Join(goneDir, "aiod-kernel-7"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(gone); err != nil {
+		t.Fatal(err)
+	}
+	nd := kernelsDir(next, log)
+	t.Cleanup(func() { os.RemoveAll(nd) })
+	if _, err := os.Stat(goneDir); !os.IsNotExist(err) {
+		t.Errorf("the stand-in of a removed state directory is still there: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(keptDir, standInOf)); err != nil {
+		t.Errorf("the stand-in of a live state directory was swept: %v", err)
 	}
 }
