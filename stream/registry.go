@@ -450,7 +450,7 @@ func (r *Registry) goUnlessClosed(f func()) {
 // meanwhile when rt, or the runtime it wraps, calls back
 // (jupyter.DoneNotifier): a wrapper's Done is the runtime's it wraps.
 func (r *Registry) afterDoneUnlessClosed(rt jupyter.Runtime, f func()) {
-	n, ok := wrapped[jupyter.DoneNotifier](rt)
+	n, ok := jupyter.Find[jupyter.DoneNotifier](rt)
 	if !ok {
 		r.goUnlessClosed(func() { <-rt.Done(); f() })
 		return

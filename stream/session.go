@@ -738,27 +738,10 @@ func ended(c <-chan struct{}) bool {
 // it counts it (a local kernel: the bytes read from its shell and iopub
 // sockets); 0 otherwise.
 func received(rt jupyter.Runtime) uint64 {
-	if p, ok := wrapped[interface{ Received() uint64 }](rt); ok {
+	if p, ok := jupyter.Find[interface{ Received() uint64 }](rt); ok {
 		return p.Received()
 	}
 	return 0
-}
-
-// wrapped finds a T in rt or in the runtimes it wraps (Unwrap, as the
-// limits' wrapper does).
-func wrapped[T any](rt jupyter.Runtime) (T, bool) {
-	for rt != nil {
-		if v, ok := rt.(T); ok {
-			return v, true
-		}
-		u, ok := rt.(interface{ Unwrap() jupyter.Runtime })
-		if !ok {
-			break
-		}
-		rt = u.Unwrap()
-	}
-	var zero T
-	return zero, false
 }
 
 // drainPoke empties a poke channel.

@@ -468,18 +468,8 @@ func (s *Surface) job(tenant, regID string) (jobRuntime, jupyter.Runtime) {
 		return nil, nil
 	}
 	rt := sess.Runtime()
-	top := rt
-	for rt != nil {
-		if j, ok := rt.(jobRuntime); ok {
-			return j, top
-		}
-		u, ok := rt.(interface{ Unwrap() jupyter.Runtime })
-		if !ok {
-			break
-		}
-		rt = u.Unwrap()
-	}
-	return nil, top
+	j, _ := jupyter.Find[jobRuntime](rt)
+	return j, rt
 }
 
 // stop ends c: sig to its job (SIGINT: to the shell too, which abandons

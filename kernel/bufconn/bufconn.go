@@ -129,17 +129,14 @@ func (p *Pipe) Copy(w io.Writer) error {
 	if p.err != nil {
 		return p.err
 	}
+	write := func(b []byte) { w.Write(b) } //nolint:errcheck // w keeps what it can
 	for {
-		bp, n, err := pool.take(p.rc, p)
-		if n > 0 {
-			w.Write((*bp)[:n]) //nolint:errcheck // w keeps what it can
-		}
-		pool.put(bp)
-		switch {
-		case err != nil:
-			return err
-		case n == 0:
+		switch err := pool.read(p.rc, p, write); err {
+		case nil:
+		case io.EOF:
 			return nil
+		default:
+			return err
 		}
 	}
 }
@@ -180,7 +177,13 @@ func (p *Pipe) park() {
 // must not keep it. It returns io.EOF at the file's end and an error once
 // the file is closed (or past its deadline).
 func (p *Pool) Read(rc syscall.RawConn, use func([]byte)) error {
-	bp, n, err := p.take(rc, nil)
+	return p.read(rc, nil, use)
+}
+
+// read is Read that tells pipe, when not nil, when it waits and when it
+// reads (see Pipe.CaughtUp).
+func (p *Pool) read(rc syscall.RawConn, pipe *Pipe, use func([]byte)) error {
+	bp, n, err := p.take(rc, pipe)
 	defer p.put(bp)
 	switch {
 	case err != nil:

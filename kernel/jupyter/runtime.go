@@ -44,6 +44,23 @@ type DoneNotifier interface {
 	AfterDone(f func()) (stop func() bool)
 }
 
+// Find returns the first T among rt and the runtimes it wraps (a wrapper
+// has an Unwrap() Runtime method, as the resource limits' one does).
+func Find[T any](rt Runtime) (T, bool) {
+	for rt != nil {
+		if v, ok := rt.(T); ok {
+			return v, true
+		}
+		u, ok := rt.(interface{ Unwrap() Runtime })
+		if !ok {
+			break
+		}
+		rt = u.Unwrap()
+	}
+	var zero T
+	return zero, false
+}
+
 // Sender is a Runtime that takes any client message as it is (a Jupyter
 // kernel, local or remote), for Jupyter front ends attached to it.
 type Sender interface {
