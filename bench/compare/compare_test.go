@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aiod/aiod/bench/restore"
 	"github.com/aiod/aiod/kernel"
 	"github.com/goccy/go-json"
 )
@@ -297,7 +298,7 @@ func TestFloorAndJupyterServer(t *testing.T) {
 func TestRestoreGoals(t *testing.T) {
 	r := newResult()
 	r.Settings.RestoreRows = []int{0, 10_000, 100_000}
-	r.Restores = &RestoreResult{Rounds: 3, Sizes: []RestoreSize{
+	r.Restores = &restore.Result{Rounds: 3, Sizes: []restore.Size{
 		{Rows: 0, SnapshotBytes: 376, SnapshotMs: []float64{30, 12, 13}, RestoreCallMs: []float64{400, 40, 35}},
 		{Rows: 10_000, SnapshotBytes: 240_000, SnapshotMs: []float64{60}, RestoreCallMs: []float64{50}},
 		{Rows: 100_000, SnapshotBytes: 2_490_502, SnapshotMs: []float64{180, 190, 300}, RestoreCallMs: []float64{520, 510, 90}},
@@ -325,7 +326,7 @@ func TestRestoreGoals(t *testing.T) {
 		}
 	}
 
-	r.Restores = &RestoreResult{Rounds: 3, Err: "aiod restore exited at start"}
+	r.Restores = &restore.Result{Rounds: 3, Err: "aiod restore exited at start"}
 	r.Goals = nil
 	r.derive()
 	n := 0

@@ -6,6 +6,8 @@ import (
 	"math"
 	"sort"
 	"strings"
+
+	"github.com/aiod/aiod/bench/restore"
 )
 
 // Path names, as in the JSON.
@@ -132,8 +134,8 @@ type Result struct {
 	// it was not run.
 	Start *StartResult `json:"start,omitempty"`
 	// Restores is the snapshot and restore phase; nil when it was not run.
-	Restores *RestoreResult `json:"restores,omitempty"`
-	Notes    []string       `json:"notes,omitempty"`
+	Restores *restore.Result `json:"restores,omitempty"`
+	Notes    []string        `json:"notes,omitempty"`
 }
 
 // Hop is the p50 of a GET /healthz round trip to the main daemon, in µs:

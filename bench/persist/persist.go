@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/aiod/aiod/bench/compare"
+	"github.com/aiod/aiod/bench/restore"
 	"github.com/aiod/aiod/stream/snapshot"
 )
 
@@ -69,7 +70,7 @@ type Report struct {
 
 // Size is the snapshot and restore of a session of one size, as
 // aiobench compare measures it too.
-type Size = compare.RestoreSize
+type Size = restore.Size
 
 const dfSetup = `import numpy as np
 import pandas as pd
@@ -365,7 +366,8 @@ func bySize(ctx context.Context, cfg Config, bin string, r *Report, say func(str
 	first := 1_700_000_000 + rand.IntN(200_000)*1000
 	env := []string{"AIO_STATE_DIR=" + filepath.Join(cfg.Dir, "state-sizes"),
 		fmt.Sprintf("AIO_TENANT_UIDS=%d-%d", first, first+999), "AIO_CODE_BACKEND=kernel"}
-	sizes, err := compare.RestoreBySize(ctx, "sizes", bin, cfg.Dir, "gobench", cfg.SizeRows, cfg.SizeRounds, env, say)
+	start := func() (restore.Daemon, error) { return compare.StartDaemon(ctx, "sizes", bin, cfg.Dir, env...) }
+	sizes, err := restore.BySize(ctx, start, cfg.SizeRows, cfg.SizeRounds, say)
 	if err != nil {
 		return err
 	}
