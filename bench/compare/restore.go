@@ -17,7 +17,13 @@ func (r *runner) restores(ctx context.Context) {
 	r.res.Restores = rr
 	r.logf("restores: sessions of %v rows, %d restarts", r.cfg.RestoreRows, rr.Rounds)
 	env := append(slices.Clone(r.env), "AIO_CODE_BACKEND=kernel", "AIO_TENANT_UIDS="+tenantUIDs())
-	start := func() (restore.Daemon, error) { return StartDaemonRun(ctx, "restore", r.bin, r.dir, r.run, env...) }
+	start := func() (restore.Daemon, error) {
+		d, err := StartDaemonRun(ctx, "restore", r.bin, r.dir, r.run, env...)
+		if err != nil {
+			return nil, err // not a nil *Daemon in an interface
+		}
+		return d, nil
+	}
 	sizes, err := restore.BySize(ctx, start, r.cfg.RestoreRows, rr.Rounds, r.logf)
 	if err != nil {
 		rr.Err = err.Error()

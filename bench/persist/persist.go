@@ -359,14 +359,18 @@ func startKernelDaemon(ctx context.Context, name, bin, dir, state string, first 
 	return d, &client{url: d.URL(), hc: &http.Client{Timeout: 5 * time.Minute}}, nil
 }
 
-// bySize times snapshots and restores by size (compare.RestoreBySize)
-// over cfg.SizeRounds restarts of a daemon with its defaults (tenant
-// isolation when run as root).
+// bySize times snapshots and restores by size (restore.BySize) over
+// cfg.SizeRounds restarts of a daemon with its defaults (tenant isolation
+// when run as root), one state folder and uid range for every start.
 func bySize(ctx context.Context, cfg Config, bin string, r *Report, say func(string, ...any)) error {
-	first := 1_700_000_000 + rand.IntN(200_000)*1000
-	env := []string{"AIO_STATE_DIR=" + filepath.Join(cfg.Dir, "state-sizes"),
-		fmt.Sprintf("AIO_TENANT_UIDS=%d-%d", first, first+999), "AIO_CODE_BACKEND=kernel"}
-	start := func() (restore.Daemon, error) { return compare.StartDaemon(ctx, "sizes", bin, cfg.Dir, env...) }
+	state, first := filepath.Join(cfg.Dir, "state-sizes"), 1_700_000_000+rand.IntN(200_000)*1000
+	start := func() (restore.Daemon, error) {
+		d, _, err := startKernelDaemon(ctx, "sizes", bin, cfg.Dir, state, first)
+		if err != nil {
+			return nil, err // not a nil *compare.Daemon in an interface
+		}
+		return d, nil
+	}
 	sizes, err := restore.BySize(ctx, start, cfg.SizeRows, cfg.SizeRounds, say)
 	if err != nil {
 		return err
