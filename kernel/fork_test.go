@@ -221,6 +221,42 @@ print(json.dumps({"names": sorted(n for n in globals() if not n.startswith('_'))
 	}
 }
 
+// TestForkedKernelTakesTheTemplatesModuleNames checks a forked kernel's
+// note of the modules it started with (what %reset --aggressive keeps) is
+// the one its template made before it forked, not one the child built by
+// taking a reference to every module name (which copies some 900 of the
+// template's pages), and that %reset --aggressive still drops just what
+// the session imported.
+func TestForkedKernelTakesTheTemplatesModuleNames(t *testing.T) {
+	t.Parallel()
+	ts := sharedTemplates(t)
+	k, rec := startForkedKernel(t, ts)
+	var got struct {
+		Noted    bool `json:"noted"`
+		Same     bool `json:"same"`
+		Imported bool `json:"imported"`
+	}
+	runJSON(t, k, rec, `import json, sys
+from ipykernel.kernelapp import IPKernelApp
+noted = get_ipython()._sys_modules_keys
+app_globals = getattr(IPKernelApp.instance().init_code, "__globals__", {})
+print(json.dumps({"noted": noted is app_globals.get("MODULE_NAMES"), "same": noted == set(sys.modules),
+    "imported": "wave" in sys.modules}))`, &got)
+	if !got.Noted || !got.Same || got.Imported {
+		t.Fatalf("the kernel's module names: the template's %v, the modules it started with %v; wave already imported %v", got.Noted, got.Same, got.Imported)
+	}
+	run(t, k, rec, "import wave\n%reset -f --aggressive")
+	var after struct {
+		Colorsys bool `json:"wave"`
+		Kept     bool `json:"kept"`
+	}
+	runJSON(t, k, rec, `import json, sys
+print(json.dumps({"wave": "wave" in sys.modules, "kept": "ipykernel.kernelapp" in sys.modules and "json" in sys.modules}))`, &after)
+	if after.Colorsys || !after.Kept {
+		t.Errorf("after %%reset --aggressive: wave still imported %v, the start's modules kept %v", after.Colorsys, after.Kept)
+	}
+}
+
 // fdInfo is one descriptor of a kernel process, as it reports it.
 type fdInfo struct {
 	FD   int    `json:"fd"`
