@@ -1,6 +1,6 @@
 GO      ?= go
 ARGS    ?=
-TESTFLAGS ?= -race -count=1 -parallel 4 -timeout 20m
+TESTFLAGS ?= -race -count=1 -parallel 4 -timeout 45m
 # The packages whose tests take longest go first, so that they start first:
 # go test ./... runs two packages at a time on two cores, in this order.
 TESTPKGS ?= ./gateway ./cmd/aiod ./gateway/e2e ./kernel ./kernel/remote ./...

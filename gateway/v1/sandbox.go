@@ -302,8 +302,14 @@ const pkgTTL = 30 * time.Second
 
 // packages runs list (bounded by 20 s) at most once per pkgTTL per key;
 // callers asking while it runs wait for its answer.
+// pkgListTimeout bounds one listing of the installed packages (pip, npm):
+// npm alone takes 0.1 s on an idle machine and was killed at 20 s on a
+// 2-core one loaded a hundred times over (its first answer is shared by
+// every caller, then cached).
+const pkgListTimeout = time.Minute
+
 func (v *Surface) packages(key string, list func(context.Context) ([]pkgInfo, error)) ([]pkgInfo, error) {
-	return share(v.core, &v.pkgMu, v.pkgCache, key, pkgTTL, 20*time.Second, func(ctx context.Context) ([]pkgInfo, error) {
+	return share(v.core, &v.pkgMu, v.pkgCache, key, pkgTTL, pkgListTimeout, func(ctx context.Context) ([]pkgInfo, error) {
 		pkgs, err := list(ctx)
 		if err != nil {
 			return nil, err

@@ -3,6 +3,7 @@ package remote
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/aiod/aiod/kernel/remote/remotetest"
 )
@@ -15,7 +16,9 @@ func startJupyter(t testing.TB, extra ...string) *jupyterServer { return remotet
 // at cleanup.
 func client(t testing.TB, s *jupyterServer) *Client {
 	t.Helper()
-	c, err := NewClient(s.URL, s.Token)
+	// A probe's default 10 s was once not enough for a Jupyter Server on
+	// a machine loaded far past its two cores.
+	c, err := NewClient(s.URL, s.Token, WithProbeTimeout(30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
