@@ -259,7 +259,7 @@ func start(ctx context.Context, opts Options, launch func(*Kernel) error) (*Kern
 		os.RemoveAll(k.connDir)
 		return nil, fmt.Errorf("start kernel %s: %w", opts.Spec.Name, err)
 	}
-	jupyter.Launched(ctx) // the kernel app's own start-up follows
+	jupyter.Launched(ctx, k.pid) // the kernel app's own start-up follows
 	if err := k.connect(ctx); err != nil {
 		return nil, fmt.Errorf("start kernel %s: %w", opts.Spec.Name, k.abort(err))
 	}

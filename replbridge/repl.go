@@ -119,7 +119,7 @@ func Start(ctx context.Context, opts Options) (*REPL, error) {
 	if err := r.launch(opts, args); err != nil {
 		return nil, fmt.Errorf("start %s REPL: %w", opts.Language, err)
 	}
-	jupyter.Launched(ctx) // the interpreter's own start-up follows
+	jupyter.Launched(ctx, r.pid) // the interpreter's own start-up follows
 	if err := r.awaitReady(ctx, opts.StartTimeout); err != nil {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killWait)
 		defer cancel()

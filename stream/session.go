@@ -533,10 +533,10 @@ func (s *Session) start(ctx context.Context) (jupyter.Runtime, uint64, error) {
 		}
 		return nil, 0, &StartError{Err: err}
 	}
-	// The slot is given back once the runtime's process runs: its own
-	// start-up (imports, a tenant's startup files) does not hold it.
-	release = sync.OnceFunc(release)
-	sctx, how := withStartMode(jupyter.WithLaunched(sctx, release))
+	// The slot is held through the runtime's own start-up while that
+	// keeps a CPU busy (holdWhileBusy).
+	hctx, release := holdWhileBusy(sctx, release)
+	sctx, how := withStartMode(hctx)
 	began := time.Now()
 	rt, err := s.Backend.Start(sctx, s.mux.Handler(gen))
 	release()

@@ -173,6 +173,9 @@ func TestBurstOf200NewSessions(t *testing.T) {
 	// the others' start-up: on a machine loaded far past its two cores
 	// (CI) a minute was once not enough for print(1), and on a slower one
 	// (page faults of 12 us, load average 120) four minutes were not.
+	// When every start-up ran at once, some of them even missed
+	// --kernel-start-timeout there; a start slot is now held through a
+	// busy start-up, and what waits too long for one is refused (503).
 	answers := d.openAtOnce(ctx, n, "burst-%03d", "print(1)", 480)
 	took := time.Since(began)
 	counts := map[int]int{}

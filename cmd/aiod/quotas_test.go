@@ -113,27 +113,49 @@ open(os.path.join(d, str(os.getpid())), "w").close()
 time.sleep(600)
 `
 
+// busyStartup is an IPython startup file that notes its kernel's pid, as
+// slowStartup does, and then keeps a CPU busy for ten minutes.
+const busyStartup = `import os, time
+d = os.path.expanduser("~/slow-started")
+os.makedirs(d, exist_ok=True)
+open(os.path.join(d, str(os.getpid())), "w").close()
+end = time.monotonic() + 600
+while time.monotonic() < end:
+    pass
+`
+
 // TestSlowStartupCodeKeepsNoStartSlot: alice plants an IPython startup
 // file that sleeps for ten minutes and opens six Python sessions at once,
 // three times the start slots of this machine (--max-concurrent-starts
-// auto: 2 on two cores). A slot is held until the runtime's process runs,
-// not through its start-up, so while her six hang there bob's new session
-// starts and answers 1+1. Her sessions are then deleted (200) and her
-// calls given up; once the file is gone she starts a session again, bob's
-// still answers, and aiod's stop ends her six kernels. How soon a DELETE
-// itself ends a start hanging in its startup file is only logged: today
-// it does not, the start and its kernel go on until
-// --kernel-start-timeout. No pool (--kernel-prewarm 0): bob's start goes through the gate, and
-// alice's pooled kernels would have run their start-up before the plant;
-// a long --kernel-start-timeout keeps alice's starts from failing on their
-// own while the test looks.
+// auto: 2 on two cores). A slot is held through a runtime's start-up only
+// while that keeps a CPU busy, so while her six hang there bob's new
+// session starts and answers 1+1. Her sessions are then deleted (200) and
+// her calls given up; once the file is gone she starts a session again,
+// bob's still answers, and aiod's stop ends her six kernels. No pool
+// (--kernel-prewarm 0): bob's start goes through the gate, and alice's
+// pooled kernels would have run their start-up before the plant; a long
+// --kernel-start-timeout keeps alice's starts from failing on their own
+// while the test looks.
 func TestSlowStartupCodeKeepsNoStartSlot(t *testing.T) {
 	t.Parallel()
+	startupHoldsNoSlot(t, slowStartup)
+}
+
+// TestBusyStartupCodeHoldsSlotsBriefly is TestSlowStartupCodeKeepsNoStartSlot
+// with a startup file that spins: each of alice's start-ups holds a slot
+// for at most 2 s of CPU (or 15 s), so her six all reach the file and
+// bob's start still gets a slot.
+func TestBusyStartupCodeHoldsSlotsBriefly(t *testing.T) {
+	t.Parallel()
+	startupHoldsNoSlot(t, busyStartup)
+}
+
+func startupHoldsNoSlot(t *testing.T, startupCode string) {
 	d, alice, bob := aliceAndBob(t, "--isolation", "tenant", "--kernel-prewarm", "0", "--kernel-start-timeout", "300")
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	const startup = "/home/user/.ipython/profile_default/startup/00-slow.py"
-	if st, env := alice.call(ctx, http.MethodPost, "/v2/fs/write", map[string]any{"path": startup, "content": slowStartup}); st != 200 {
+	if st, env := alice.call(ctx, http.MethodPost, "/v2/fs/write", map[string]any{"path": startup, "content": startupCode}); st != 200 {
 		t.Fatalf("plant the startup file: %d %v", st, env)
 	}
 

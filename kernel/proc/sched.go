@@ -116,19 +116,50 @@ func runDelay(pid int) (sum time.Duration, runnable, waiting bool, err error) {
 				waiting = true
 			}
 		}
-		b, err := os.ReadFile(task + "/schedstat")
-		if err != nil {
-			continue // a thread that ended
-		}
-		fs := bytes.Fields(b)
-		if len(fs) < 2 {
-			continue
-		}
-		if n, err := strconv.ParseInt(string(fs[1]), 10, 64); err == nil {
-			sum += time.Duration(n)
+		if _, wait, ok := taskSched(task); ok {
+			sum += wait
 		}
 	}
 	return sum, runnable, waiting, nil
+}
+
+// taskSched reads a thread's /proc/PID/task/TID/schedstat: the time it
+// ran on a CPU and the time it waited in a run queue; ok is false for a
+// thread that ended.
+func taskSched(task string) (run, wait time.Duration, ok bool) {
+	b, err := os.ReadFile(task + "/schedstat")
+	if err != nil {
+		return 0, 0, false
+	}
+	fs := bytes.Fields(b)
+	if len(fs) < 2 {
+		return 0, 0, false
+	}
+	r, err1 := strconv.ParseInt(string(fs[0]), 10, 64)
+	w, err2 := strconv.ParseInt(string(fs[1]), 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, 0, false
+	}
+	return time.Duration(r), time.Duration(w), true
+}
+
+// schedTimes sums, over pid's threads, the time they ran on a CPU and the
+// time they waited in a run queue.
+func schedTimes(pid int) (run, wait time.Duration, err error) {
+	tasks, err := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*")
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(tasks) == 0 {
+		return 0, 0, os.ErrNotExist
+	}
+	for _, task := range tasks {
+		if r, w, ok := taskSched(task); ok {
+			run += r
+			wait += w
+		}
+	}
+	return run, wait, nil
 }
 
 // WithStarvedTimeout is context.WithTimeoutCause for a wait on process pid

@@ -1,0 +1,48 @@
+package proc
+
+import (
+	"context"
+	"os/exec"
+	"testing"
+	"time"
+)
+
+// TestSettle: a sleeping process is found asleep, a busy loop runs until
+// its CPU budget or its wall time, an ended process is gone, and a
+// cancelled wait says nothing.
+func TestSettle(t *testing.T) {
+	ctx := t.Context()
+	sleeper := exec.Command("sleep", "600")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() }()
+	if got := Settle(ctx, sleeper.Process.Pid, time.Hour, time.Hour); got != SettledAsleep {
+		t.Errorf("a sleeper: %q, want %q", got, SettledAsleep)
+	}
+
+	spinner := spin(t)
+	began := CPUSeconds(spinner.Process.Pid)
+	if got := Settle(ctx, spinner.Process.Pid, 300*time.Millisecond, time.Hour); got != SettledCPU {
+		t.Errorf("a busy loop with a CPU budget: %q, want %q", got, SettledCPU)
+	}
+	if ran := CPUSeconds(spinner.Process.Pid) - began; ran < 0.25 {
+		t.Errorf("the busy loop's budget of 0.3 s ended after %.2f s of CPU", ran)
+	}
+	if got := Settle(ctx, spinner.Process.Pid, time.Hour, 300*time.Millisecond); got != SettledWall {
+		t.Errorf("a busy loop with a wall bound: %q, want %q", got, SettledWall)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if got := Settle(cctx, spinner.Process.Pid, time.Hour, time.Hour); got != "" {
+		t.Errorf("a cancelled wait: %q", got)
+	}
+
+	if err := spinner.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = spinner.Wait()
+	if got := Settle(ctx, spinner.Process.Pid, time.Hour, time.Hour); got != SettledGone {
+		t.Errorf("an ended process: %q, want %q", got, SettledGone)
+	}
+}
