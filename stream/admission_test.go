@@ -457,11 +457,10 @@ func launch(t *testing.T, script string) *exec.Cmd {
 	return cmd
 }
 
-// A start slot is held through the runtime's own start-up only while its
-// process keeps a CPU busy: a start-up that sleeps (a tenant's startup
-// file) gives the slot back, and another session's start goes ahead.
-func TestStartSlotFreedWhileStartupSleeps(t *testing.T) {
-	fs := &fakes{}
+// oneSlotRegistry is a registry with one start slot, closed at the end of
+// the test after hold is closed (which ends the fake start-ups that wait
+// on it).
+func oneSlotRegistry(t *testing.T) (*Registry, chan struct{}) {
 	reg := NewRegistry(Config{Admission: Admission{MaxStarts: 1, StartQueue: 4, StartQueueWait: time.Minute}})
 	hold := make(chan struct{})
 	t.Cleanup(func() {
@@ -470,6 +469,15 @@ func TestStartSlotFreedWhileStartupSleeps(t *testing.T) {
 		defer cancel()
 		_ = reg.Close(ctx)
 	})
+	return reg, hold
+}
+
+// A start slot is held through the runtime's own start-up only while its
+// process keeps a CPU busy: a start-up that sleeps (a tenant's startup
+// file) gives the slot back, and another session's start goes ahead.
+func TestStartSlotFreedWhileStartupSleeps(t *testing.T) {
+	fs := &fakes{}
+	reg, hold := oneSlotRegistry(t)
 	slow := fs.backend()
 	fast := slow.Start
 	inside := make(chan struct{}, 3)
@@ -511,14 +519,7 @@ func TestStartSlotFreedWhileStartupSleeps(t *testing.T) {
 // only then. A start that reports no process gives the slot back at once.
 func TestStartSlotHeldWhileStartupIsBusy(t *testing.T) {
 	fs := &fakes{}
-	reg := NewRegistry(Config{Admission: Admission{MaxStarts: 1, StartQueue: 4, StartQueueWait: time.Minute}})
-	hold := make(chan struct{})
-	t.Cleanup(func() {
-		close(hold)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = reg.Close(ctx)
-	})
+	reg, hold := oneSlotRegistry(t)
 	busy := fs.backend()
 	fast := busy.Start
 	var spinner *exec.Cmd
