@@ -259,8 +259,12 @@ func start(ctx context.Context, opts Options, launch func(*Kernel) error) (*Kern
 		os.RemoveAll(k.connDir)
 		return nil, fmt.Errorf("start kernel %s: %w", opts.Spec.Name, err)
 	}
-	jupyter.Launched(ctx, k.pid) // the kernel app's own start-up follows
-	if err := k.connect(ctx); err != nil {
+	// The kernel app's own start-up follows: the caller's start slot is
+	// given back once it stops keeping a CPU busy, or when it is ready.
+	settled := proc.WhenSettled(ctx, k.pid, func() { jupyter.Launched(ctx) })
+	err = k.connect(ctx)
+	settled()
+	if err != nil {
 		return nil, fmt.Errorf("start kernel %s: %w", opts.Spec.Name, k.abort(err))
 	}
 	return k, nil

@@ -119,8 +119,12 @@ func Start(ctx context.Context, opts Options) (*REPL, error) {
 	if err := r.launch(opts, args); err != nil {
 		return nil, fmt.Errorf("start %s REPL: %w", opts.Language, err)
 	}
-	jupyter.Launched(ctx, r.pid) // the interpreter's own start-up follows
-	if err := r.awaitReady(ctx, opts.StartTimeout); err != nil {
+	// The interpreter's own start-up follows: the caller's start slot is
+	// given back once it stops keeping a CPU busy, or when it is ready.
+	settled := proc.WhenSettled(ctx, r.pid, func() { jupyter.Launched(ctx) })
+	err = r.awaitReady(ctx, opts.StartTimeout)
+	settled()
+	if err != nil {
 		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), killWait)
 		defer cancel()
 		r.Close(closeCtx)

@@ -6,9 +6,6 @@ import (
 	"math"
 	"sync"
 	"time"
-
-	"github.com/aiod/aiod/kernel/jupyter"
-	"github.com/aiod/aiod/kernel/proc"
 )
 
 // Reasons an admission was refused, as the AdmissionRejects label and
@@ -334,58 +331,4 @@ func (r *Registry) AdmissionStats() AdmissionStats {
 	live := r.live
 	r.mu.Unlock()
 	return AdmissionStats{Live: live, Gate: r.gate.stats(), Limit: r.cfg.Admission}
-}
-
-// How long a start keeps its slot through the runtime's own start-up, at
-// most (see holdWhileBusy).
-const (
-	slotCPU  = 2 * time.Second  // of the runtime's CPU time: a forked pandas kernel takes about 0.2 s, a spawned one under 1
-	slotWall = 15 * time.Second // from the runtime's launch
-)
-
-// holdWhileBusy returns ctx carrying a jupyter.Launched hook under which
-// the start slot that release gives back is kept through the runtime's
-// own start-up while its process is busy with it (proc.Settle): a
-// start-up is CPU work, and letting every start of a burst run its
-// start-up at once only makes each slower, until on a loaded machine
-// they all miss --kernel-start-timeout together. A start-up that sleeps
-// (a tenant's startup file waiting on something) gives the slot back
-// within two tenths of a second, and one that stays busy after slotCPU of
-// CPU or slotWall, so no tenant's start-ups hold the slots for long. With
-// no process (pid 0) the slot is given back at once. done gives the slot
-// back (if still held) and ends the watch; call it once the start is over.
-func holdWhileBusy(ctx context.Context, release func()) (hctx context.Context, done func()) {
-	release = sync.OnceFunc(release)
-	wctx, cancel := context.WithCancel(ctx)
-	var (
-		mu      sync.Mutex
-		watched bool
-		wg      sync.WaitGroup
-	)
-	hook := func(pid int) {
-		mu.Lock()
-		defer mu.Unlock()
-		if watched {
-			return // a second launch: the first's watch gives the slot back
-		}
-		watched = true
-		if pid <= 0 {
-			release()
-			return
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			proc.Settle(wctx, pid, slotCPU, slotWall)
-			release()
-		}()
-	}
-	return jupyter.WithLaunched(ctx, hook), func() {
-		cancel()
-		mu.Lock()
-		watched = true // a launch reported after the end starts no watch
-		mu.Unlock()
-		wg.Wait()
-		release()
-	}
 }

@@ -227,8 +227,8 @@ func (p *Pool) add() error {
 		return err
 	}
 	fwd := &forwarder{}
-	hctx, release := holdWhileBusy(p.ctx, release)
-	rt, err := p.cfg.Start(hctx, fwd.deliver)
+	release = sync.OnceFunc(release)
+	rt, err := p.cfg.Start(jupyter.WithLaunched(p.ctx, release), fwd.deliver)
 	release()
 	if err != nil {
 		return err

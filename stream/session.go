@@ -533,10 +533,11 @@ func (s *Session) start(ctx context.Context) (jupyter.Runtime, uint64, error) {
 		}
 		return nil, 0, &StartError{Err: err}
 	}
-	// The slot is held through the runtime's own start-up while that
-	// keeps a CPU busy (holdWhileBusy).
-	hctx, release := holdWhileBusy(sctx, release)
-	sctx, how := withStartMode(hctx)
+	// The slot is given back once the start says its runtime no longer
+	// needs it (jupyter.Launched: kernels and REPLs hold it through their
+	// own start-up only while that keeps a CPU busy), or when it returns.
+	release = sync.OnceFunc(release)
+	sctx, how := withStartMode(jupyter.WithLaunched(sctx, release))
 	began := time.Now()
 	rt, err := s.Backend.Start(sctx, s.mux.Handler(gen))
 	release()

@@ -5,18 +5,19 @@ import "context"
 type launchedKey struct{}
 
 // WithLaunched returns ctx carrying f, which the start of a runtime under
-// ctx calls (through Launched) once its process, pid, runs: what remains
-// of the start is the runtime's own (imports, a profile's startup files,
-// NODE_OPTIONS), which the caller may watch (a start slot is held while
-// it keeps a CPU busy). f may be called more than once: a start that is
-// tried again launches another process.
-func WithLaunched(ctx context.Context, f func(pid int)) context.Context {
+// ctx calls (through Launched) once the rest of the start no longer needs
+// the caller's start slot: its process runs, and its own start-up
+// (imports, a profile's startup files, NODE_OPTIONS) has stopped keeping
+// a CPU busy or has run for long (kernel and replbridge watch it with
+// proc.WhenSettled). f may be called more than once.
+func WithLaunched(ctx context.Context, f func()) context.Context {
 	return context.WithValue(ctx, launchedKey{}, f)
 }
 
-// Launched tells ctx's WithLaunched that the runtime's process pid runs.
-func Launched(ctx context.Context, pid int) {
-	if f, ok := ctx.Value(launchedKey{}).(func(int)); ok {
-		f(pid)
+// Launched tells ctx's WithLaunched that the rest of the start needs no
+// start slot.
+func Launched(ctx context.Context) {
+	if f, ok := ctx.Value(launchedKey{}).(func()); ok {
+		f()
 	}
 }

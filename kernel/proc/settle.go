@@ -13,6 +13,34 @@ const (
 	SettledGone   = "gone"   // it ended, or its threads cannot be read
 )
 
+// How long a runtime's start-up keeps its start slot, at most (see
+// WhenSettled).
+const (
+	StartSlotCPU  = 2 * time.Second  // of its CPU time: a forked pandas kernel takes about 0.2 s, a spawned one under 1
+	StartSlotWall = 15 * time.Second // from its launch
+)
+
+// WhenSettled watches the start-up of the runtime process pid and runs f
+// once Settle(ctx, pid, StartSlotCPU, StartSlotWall) has returned (not when
+// ctx ended first): a runtime start calls it with jupyter.Launched, so that
+// the start slot the caller holds is kept through the start-up while that
+// keeps a CPU busy. stop ends the watch and waits for it; after stop, f
+// has run or never will.
+func WhenSettled(ctx context.Context, pid int, f func()) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if Settle(ctx, pid, StartSlotCPU, StartSlotWall) != "" {
+			f()
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
 // settlePeriod is how often Settle samples; the process is asleep once
 // two periods in a row were mostly idle.
 const settlePeriod = 100 * time.Millisecond

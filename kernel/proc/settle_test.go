@@ -3,6 +3,7 @@ package proc
 import (
 	"context"
 	"os/exec"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -44,5 +45,38 @@ func TestSettle(t *testing.T) {
 	_ = spinner.Wait()
 	if got := Settle(ctx, spinner.Process.Pid, time.Hour, time.Hour); got != SettledGone {
 		t.Errorf("an ended process: %q, want %q", got, SettledGone)
+	}
+}
+
+// TestWhenSettled: f runs once a watched process sleeps; a busy loop
+// watched beside it is not settled by then (it has not run for
+// StartSlotCPU: one thread runs for at most the time that passed), and
+// after stop its f never runs.
+func TestWhenSettled(t *testing.T) {
+	sleeper := exec.Command("sleep", "600")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() }()
+	spinner := spin(t)
+	began := time.Now()
+	var busyRan atomic.Bool
+	stopBusy := WhenSettled(t.Context(), spinner.Process.Pid, func() { busyRan.Store(true) })
+	ran := make(chan struct{})
+	stop := WhenSettled(t.Context(), sleeper.Process.Pid, func() { close(ran) })
+	defer stop()
+	select {
+	case <-ran:
+	case <-time.After(time.Minute):
+		t.Fatal("a sleeping process was not found settled in a minute")
+	}
+	if took := time.Since(began); took < StartSlotCPU {
+		stopBusy()
+		if busyRan.Load() {
+			t.Errorf("a busy loop was found settled %v after its watch began", took)
+		}
+	} else {
+		stopBusy()
+		t.Logf("the sleeper took %v to settle, past the busy loop's budget: no check of the busy loop", took)
 	}
 }
