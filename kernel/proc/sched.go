@@ -105,22 +105,8 @@ func runDelay(pid int) (sum time.Duration, runnable, waiting bool, err error) {
 		return 0, false, false, os.ErrInvalid
 	}
 	runnable = !strings.ContainsAny(f[0][:1], "TtZXx")
-	dir := "/proc/" + strconv.Itoa(pid)
-	tasks, err := filepath.Glob(dir + "/task/*")
-	if err != nil {
-		return 0, false, false, err
-	}
-	for _, task := range tasks {
-		if st, err := os.ReadFile(task + "/stat"); err == nil {
-			if i := bytes.LastIndexByte(st, ')'); i >= 0 && i+2 < len(st) && (st[i+2] == 'R' || st[i+2] == 'D') {
-				waiting = true
-			}
-		}
-		if _, wait, ok := taskSched(task); ok {
-			sum += wait
-		}
-	}
-	return sum, runnable, waiting, nil
+	_, sum, waiting, err = schedTimes(pid)
+	return sum, runnable, waiting, err
 }
 
 // taskSched reads a thread's /proc/PID/task/TID/schedstat: the time it
@@ -144,22 +130,31 @@ func taskSched(task string) (run, wait time.Duration, ok bool) {
 }
 
 // schedTimes sums, over pid's threads, the time they ran on a CPU and the
-// time they waited in a run queue.
-func schedTimes(pid int) (run, wait time.Duration, err error) {
+// time they waited in a run queue, and says whether one of them is
+// runnable or in the kernel (state R or D) now: the scheduler adds a
+// thread's wait to its count only once the thread gets a CPU, so a thread
+// that has stood in the run queue since the last look has counted none of
+// it yet.
+func schedTimes(pid int) (run, wait time.Duration, active bool, err error) {
 	tasks, err := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*")
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, false, err
 	}
 	if len(tasks) == 0 {
-		return 0, 0, os.ErrNotExist
+		return 0, 0, false, os.ErrNotExist
 	}
 	for _, task := range tasks {
+		if st, err := os.ReadFile(task + "/stat"); err == nil {
+			if i := bytes.LastIndexByte(st, ')'); i >= 0 && i+2 < len(st) && (st[i+2] == 'R' || st[i+2] == 'D') {
+				active = true
+			}
+		}
 		if r, w, ok := taskSched(task); ok {
 			run += r
 			wait += w
 		}
 	}
-	return run, wait, nil
+	return run, wait, active, nil
 }
 
 // WithStarvedTimeout is context.WithTimeoutCause for a wait on process pid

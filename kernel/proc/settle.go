@@ -45,19 +45,20 @@ func WhenSettled(ctx context.Context, pid int, f func()) (stop func()) {
 // two periods in a row were mostly idle.
 const settlePeriod = 100 * time.Millisecond
 
-// Settle waits while process pid is busy starting: running on a CPU, or
-// waiting in a run queue for one, for more than a quarter of each period
-// of settlePeriod. That is what a start slot is held for: a start-up is
-// CPU work, and more of them at once only makes each slower, until, past
-// the machine's cores, each waits long enough to miss its deadline. It
-// returns why it stopped waiting: pid was mostly idle for two periods in
-// a row (a start-up that sleeps, such as a tenant's startup file waiting
-// on the network, costs no CPU and gives its slot back), it has run for
-// cpu in all (a start-up busy far past a kernel's, such as a startup file
-// that spins, holds a slot for a bounded time), wall has passed since the
-// call, or pid is gone. It returns "" when ctx ends first.
+// Settle waits while process pid is busy starting: running on a CPU or
+// waiting in a run queue for one for more than a quarter of each period of
+// settlePeriod, or with a thread runnable at the period's end. That is
+// what a start slot is held for: a start-up is CPU work, and more of them
+// at once only makes each slower, until, past the machine's cores, each
+// waits long enough to miss its deadline. It returns why it stopped
+// waiting: pid was mostly idle for two periods in a row (a start-up that
+// sleeps, such as a tenant's startup file waiting on the network, costs
+// no CPU and gives its slot back), it has run for cpu in all (a start-up
+// busy far past a kernel's, such as a startup file that spins, holds a
+// slot for a bounded time), wall has passed since the call, or pid is
+// gone. It returns "" when ctx ends first.
 func Settle(ctx context.Context, pid int, cpu, wall time.Duration) string {
-	run0, wait0, err := schedTimes(pid)
+	run0, wait0, _, err := schedTimes(pid)
 	if err != nil {
 		return SettledGone
 	}
@@ -74,7 +75,7 @@ func Settle(ctx context.Context, pid int, cpu, wall time.Duration) string {
 		case <-deadline.C:
 			return SettledWall
 		case now := <-tick.C:
-			run, wait, err := schedTimes(pid)
+			run, wait, active, err := schedTimes(pid)
 			if err != nil || !alive(pid) {
 				return SettledGone
 			}
@@ -82,9 +83,10 @@ func Settle(ctx context.Context, pid int, cpu, wall time.Duration) string {
 				return SettledCPU
 			}
 			// A thread that ended takes its times with it: a sum that
-			// went down counts as a busy period.
+			// went down counts as a busy period. So does one that is
+			// runnable now: its wait is counted only once it runs.
 			busy := run + wait - last
-			if busy >= 0 && 4*busy < now.Sub(prev) {
+			if !active && busy >= 0 && 4*busy < now.Sub(prev) {
 				idle++
 			} else {
 				idle = 0
