@@ -244,10 +244,16 @@ func TestFakeTimeoutInterruptsAndKeepsState(t *testing.T) {
 // kept.
 func TestFakeInterruptAfterTheResult(t *testing.T) {
 	for _, reply := range []string{"error", ""} {
+		// The interrupt reaches the code only after its result: on a
+		// loaded machine the script's goroutine may start after the
+		// 100 ms timeout.
+		ran := make(chan struct{})
 		fs := &fakes{script: func(f *fakeRuntime, req jupyter.ExecuteRequest) {
 			f.status(req, jupyter.StateBusy)
 			f.publish(req, jupyter.IOPub, jupyter.MsgExecuteResult, map[string]any{"data": map[string]any{"text/plain": "2"}, "metadata": map[string]any{}, "execution_count": 7})
+			close(ran)
 		}, interrupt: func(f *fakeRuntime) error {
+			<-ran
 			f.mu.Lock()
 			req := f.running
 			f.mu.Unlock()
