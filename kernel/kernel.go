@@ -261,7 +261,7 @@ func start(ctx context.Context, opts Options, launch func(*Kernel) error) (*Kern
 	}
 	// The kernel app's own start-up follows: the caller's start slot is
 	// given back once it stops keeping a CPU busy, or when it is ready.
-	settled := proc.WhenSettled(ctx, k.pid, func() { jupyter.Launched(ctx) })
+	settled := proc.WhenSettled(ctx, k.pid, jupyter.LaunchedHook(ctx))
 	err = k.connect(ctx)
 	settled()
 	if err != nil {

@@ -121,7 +121,7 @@ func Start(ctx context.Context, opts Options) (*REPL, error) {
 	}
 	// The interpreter's own start-up follows: the caller's start slot is
 	// given back once it stops keeping a CPU busy, or when it is ready.
-	settled := proc.WhenSettled(ctx, r.pid, func() { jupyter.Launched(ctx) })
+	settled := proc.WhenSettled(ctx, r.pid, jupyter.LaunchedHook(ctx))
 	err = r.awaitReady(ctx, opts.StartTimeout)
 	settled()
 	if err != nil {

@@ -17,7 +17,14 @@ func WithLaunched(ctx context.Context, f func()) context.Context {
 // Launched tells ctx's WithLaunched that the rest of the start needs no
 // start slot.
 func Launched(ctx context.Context) {
-	if f, ok := ctx.Value(launchedKey{}).(func()); ok {
+	if f := LaunchedHook(ctx); f != nil {
 		f()
 	}
+}
+
+// LaunchedHook returns the f of ctx's WithLaunched, or nil when ctx
+// carries none (the start holds no slot to give back).
+func LaunchedHook(ctx context.Context) func() {
+	f, _ := ctx.Value(launchedKey{}).(func())
+	return f
 }

@@ -97,16 +97,11 @@ func machinePressure() time.Duration {
 // dead (/proc/PID/stat's state), and whether one of its threads is
 // runnable or in the kernel (state R or D) now.
 func runDelay(pid int) (sum time.Duration, runnable, waiting bool, err error) {
-	f, err := StatFields(pid)
+	t, err := schedTimes(pid)
 	if err != nil {
 		return 0, false, false, err
 	}
-	if len(f) == 0 || f[0] == "" {
-		return 0, false, false, os.ErrInvalid
-	}
-	runnable = !strings.ContainsAny(f[0][:1], "TtZXx")
-	_, sum, waiting, err = schedTimes(pid)
-	return sum, runnable, waiting, err
+	return t.wait, !strings.ContainsRune("TtZXx", rune(t.state)), t.active, nil
 }
 
 // taskSched reads a thread's /proc/PID/task/TID/schedstat: the time it
@@ -129,32 +124,50 @@ func taskSched(task string) (run, wait time.Duration, ok bool) {
 	return time.Duration(r), time.Duration(w), true
 }
 
-// schedTimes sums, over pid's threads, the time they ran on a CPU and the
-// time they waited in a run queue, and says whether one of them is
-// runnable or in the kernel (state R or D) now: the scheduler adds a
-// thread's wait to its count only once the thread gets a CPU, so a thread
-// that has stood in the run queue since the last look has counted none of
-// it yet.
-func schedTimes(pid int) (run, wait time.Duration, active bool, err error) {
-	tasks, err := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*")
+// threadTimes is what schedTimes reads of a process's threads.
+type threadTimes struct {
+	run, wait time.Duration // summed over the threads: on a CPU, in a run queue
+	// active says whether a thread is runnable or in the kernel (state R or
+	// D) now: the scheduler adds a thread's wait to its count only once the
+	// thread gets a CPU, so a thread that has stood in the run queue since
+	// the last look has counted none of it yet.
+	active bool
+	state  byte // the main thread's state (/proc/PID/stat's third field)
+}
+
+// ended says whether the process can no longer run: a zombie, or dead.
+func (t threadTimes) ended() bool { return strings.ContainsRune("ZXx", rune(t.state)) }
+
+// schedTimes reads pid's threads' /proc/PID/task/TID/stat and schedstat,
+// once each. The error is os.ErrNotExist when the process, or its main
+// thread, is gone.
+func schedTimes(pid int) (t threadTimes, err error) {
+	dir := "/proc/" + strconv.Itoa(pid) + "/task/"
+	tasks, err := filepath.Glob(dir + "*")
 	if err != nil {
-		return 0, 0, false, err
+		return t, err
 	}
-	if len(tasks) == 0 {
-		return 0, 0, false, os.ErrNotExist
-	}
+	main := dir + strconv.Itoa(pid)
 	for _, task := range tasks {
 		if st, err := os.ReadFile(task + "/stat"); err == nil {
-			if i := bytes.LastIndexByte(st, ')'); i >= 0 && i+2 < len(st) && (st[i+2] == 'R' || st[i+2] == 'D') {
-				active = true
+			if i := bytes.LastIndexByte(st, ')'); i >= 0 && i+2 < len(st) {
+				if st[i+2] == 'R' || st[i+2] == 'D' {
+					t.active = true
+				}
+				if task == main {
+					t.state = st[i+2]
+				}
 			}
 		}
 		if r, w, ok := taskSched(task); ok {
-			run += r
-			wait += w
+			t.run += r
+			t.wait += w
 		}
 	}
-	return run, wait, active, nil
+	if t.state == 0 {
+		return t, os.ErrNotExist
+	}
+	return t, nil
 }
 
 // WithStarvedTimeout is context.WithTimeoutCause for a wait on process pid

@@ -22,11 +22,15 @@ const (
 
 // WhenSettled watches the start-up of the runtime process pid and runs f
 // once Settle(ctx, pid, StartSlotCPU, StartSlotWall) has returned (not when
-// ctx ended first): a runtime start calls it with jupyter.Launched, so that
-// the start slot the caller holds is kept through the start-up while that
-// keeps a CPU busy. stop ends the watch and waits for it; after stop, f
-// has run or never will.
+// ctx ended first): a runtime start calls it with the start's
+// jupyter.LaunchedHook, so that the start slot the caller holds is kept
+// through the start-up while that keeps a CPU busy. A nil f (a start that
+// holds no slot) starts no watch. stop ends the watch and waits for it;
+// after stop, f has run or never will.
 func WhenSettled(ctx context.Context, pid int, f func()) (stop func()) {
+	if f == nil {
+		return func() {}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -58,7 +62,7 @@ const settlePeriod = 100 * time.Millisecond
 // slot for a bounded time), wall has passed since the call, or pid is
 // gone. It returns "" when ctx ends first.
 func Settle(ctx context.Context, pid int, cpu, wall time.Duration) string {
-	run0, wait0, _, err := schedTimes(pid)
+	t0, err := schedTimes(pid)
 	if err != nil {
 		return SettledGone
 	}
@@ -66,7 +70,7 @@ func Settle(ctx context.Context, pid int, cpu, wall time.Duration) string {
 	defer tick.Stop()
 	deadline := time.NewTimer(wall)
 	defer deadline.Stop()
-	last, idle := run0+wait0, 0
+	last, idle := t0.run+t0.wait, 0
 	prev := time.Now()
 	for {
 		select {
@@ -75,18 +79,18 @@ func Settle(ctx context.Context, pid int, cpu, wall time.Duration) string {
 		case <-deadline.C:
 			return SettledWall
 		case now := <-tick.C:
-			run, wait, active, err := schedTimes(pid)
-			if err != nil || !alive(pid) {
+			t, err := schedTimes(pid)
+			if err != nil || t.ended() {
 				return SettledGone
 			}
-			if run-run0 >= cpu {
+			if t.run-t0.run >= cpu {
 				return SettledCPU
 			}
 			// A thread that ended takes its times with it: a sum that
 			// went down counts as a busy period. So does one that is
 			// runnable now: its wait is counted only once it runs.
-			busy := run + wait - last
-			if !active && busy >= 0 && 4*busy < now.Sub(prev) {
+			busy := t.run + t.wait - last
+			if !t.active && busy >= 0 && 4*busy < now.Sub(prev) {
 				idle++
 			} else {
 				idle = 0
@@ -94,14 +98,7 @@ func Settle(ctx context.Context, pid int, cpu, wall time.Duration) string {
 			if idle >= 2 {
 				return SettledAsleep
 			}
-			last, prev = run+wait, now
+			last, prev = t.run+t.wait, now
 		}
 	}
-}
-
-// alive says whether pid is a process that can still run: not a zombie or
-// dead.
-func alive(pid int) bool {
-	f, err := StatFields(pid)
-	return err == nil && len(f) > 0 && f[0] != "" && f[0][0] != 'Z' && f[0][0] != 'X' && f[0][0] != 'x'
 }

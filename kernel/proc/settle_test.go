@@ -2,10 +2,14 @@ package proc
 
 import (
 	"context"
+	"os"
 	"os/exec"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestSettle: a sleeping process is found asleep, a busy loop runs until
@@ -78,5 +82,38 @@ func TestWhenSettled(t *testing.T) {
 	} else {
 		stopBusy()
 		t.Logf("the sleeper took %v to settle, past the busy loop's budget: no check of the busy loop", took)
+	}
+}
+
+// TestWhenSettledWithoutHook: a start that holds no slot (a nil f) starts
+// no watch: stop returns at once, and no goroutine is left.
+func TestWhenSettledWithoutHook(t *testing.T) {
+	before := runtime.NumGoroutine()
+	stop := WhenSettled(t.Context(), os.Getpid(), nil)
+	if n := runtime.NumGoroutine(); n > before {
+		t.Errorf("goroutines: %d with a watch of nothing, %d before", n, before)
+	}
+	stop()
+}
+
+// TestSchedTimesState: schedTimes reads the main thread's state with the
+// threads' times, and a process that ended reads as ended or gone.
+func TestSchedTimesState(t *testing.T) {
+	self, err := schedTimes(os.Getpid())
+	if err != nil || self.ended() || self.run <= 0 {
+		t.Fatalf("this process: %+v, %v; want it running with some CPU time", self, err)
+	}
+	c := exec.Command("true")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Wait() }()
+	// Wait for its exit without reaping it: a zombie now.
+	var info unix.Siginfo
+	if err := unix.Waitid(unix.P_PID, c.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := schedTimes(c.Process.Pid); err == nil && !st.ended() {
+		t.Errorf("an exited child not reaped: %+v, want it ended", st)
 	}
 }
