@@ -970,3 +970,37 @@ func TestTemplateCommandLineIsShort(t *testing.T) {
 		}
 	}
 }
+
+// TestHungTemplateIsGivenUp: a template whose imports hang, on a machine
+// with CPU to spare, is given up at its ReadyTimeout and stopped, and its
+// stats say why (the wait stretches only while the template is starved).
+func TestHungTemplateIsGivenUp(t *testing.T) {
+	kerneltest.SkipShort(t, "a kernel template")
+	spec, err := DefaultPythonSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "aiod_hang.py"), []byte("import time\ntime.sleep(600)\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ts, err := NewTemplates(TemplateConfig{Preload: []string{"aiod_hang"}, ReadyTimeout: time.Second,
+		Environ: append(os.Environ(), "PYTHONPATH="+dir), Logger: testLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ts.Close(context.Background()) })
+	ts.Prepare(spec)
+	ts.mu.Lock()
+	tpl := ts.order[0]
+	ts.mu.Unlock()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	// The first start waits until the template is ready or has failed.
+	if err := ts.AwaitFirst(ctx, spec); err != nil {
+		t.Fatalf("AwaitFirst: %v", err)
+	}
+	if st := tpl.Stats(); !strings.Contains(st.LastError, "not ready within 1s") || st.State != "restarting" || st.PID != 0 {
+		t.Errorf("stats of a hung template: %+v", st)
+	}
+}

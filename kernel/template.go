@@ -57,8 +57,9 @@ type TemplateConfig struct {
 	// IPython, e.g. DefaultPreload. A module that fails to import is
 	// skipped and reported in TemplateStats.PreloadFailed.
 	Preload []string
-	// ReadyTimeout bounds a template's start up to its imports being done;
-	// zero means DefaultTemplateReadyTimeout.
+	// ReadyTimeout bounds a template's start up to its imports being done,
+	// up to three times it while the template waits for a CPU (as a
+	// kernel's StartTimeout); zero means DefaultTemplateReadyTimeout.
 	ReadyTimeout time.Duration
 	// Logger receives the template's life (starts, failures, restarts) and,
 	// at debug level, its output. Nil discards.
@@ -326,11 +327,8 @@ func (t *Template) supervise() {
 		if n > 0 {
 			t.restarts.Add(1)
 		}
-		ctx, cancel := context.WithTimeoutCause(t.stopCtx, t.ts.cfg.ReadyTimeout,
-			fmt.Errorf("not ready within %s", t.ts.cfg.ReadyTimeout))
 		start := time.Now()
-		p, err := launchTemplate(ctx, t.spec, t.ts.cfg, t.log)
-		cancel()
+		p, err := launchTemplate(t.stopCtx, t.spec, t.ts.cfg, t.log)
 		if err == nil {
 			t.serve(p, start)
 			select {

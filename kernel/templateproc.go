@@ -177,7 +177,8 @@ func templateArgs(spec *Spec) []string {
 
 // launchTemplate starts a template process for spec and returns once it
 // has imported what it preloads and said it is ready. It gives up when ctx
-// ends, and then leaves nothing running.
+// ends or past cfg.ReadyTimeout (stretched while the template is starved),
+// and then leaves nothing running.
 func launchTemplate(ctx context.Context, spec *Spec, cfg TemplateConfig, log *slog.Logger) (*templateProc, error) {
 	preload := cfg.Preload
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
@@ -255,6 +256,12 @@ func launchTemplate(ctx context.Context, spec *Spec, cfg TemplateConfig, log *sl
 	go p.read()
 	go p.wait()
 	go func() { p.wg.Wait(); close(p.done) }()
+	// The imports take seconds of CPU: on a loaded machine the wait
+	// stretches while the template waits for a CPU, as a kernel's start
+	// does, rather than throwing that work away for a restart.
+	ctx, cancel := proc.WithStarvedTimeout(ctx, p.pid, cfg.ReadyTimeout, starvedTimeouts*cfg.ReadyTimeout/4,
+		fmt.Errorf("not ready within %s", cfg.ReadyTimeout))
+	defer cancel()
 	select {
 	case <-p.ready:
 		return p, nil
