@@ -52,7 +52,7 @@ func startForked(ctx context.Context, opts Options, t *Template) (k *Kernel, spa
 		t.fallbacks.Add(1)
 		return nil, true, nil
 	}
-	k, err = start(ctx, opts, func(k *Kernel) error { return k.launchForked(ctx, p) })
+	k, err = start(ctx, opts, func(k *Kernel) error { return k.launchForked(ctx, p, t.ts.pins) })
 	if err == nil {
 		t.starts.Add(1)
 		t.childStarted()
@@ -75,8 +75,9 @@ func startForked(ctx context.Context, opts Options, t *Template) (k *Kernel, spa
 
 // launchForked asks template p for the kernel process, with what launch
 // would give a spawned one: the spec's command line, the environment of
-// environ, the working directory, a pipe for its stdout and stderr.
-func (k *Kernel) launchForked(ctx context.Context, p *templateProc) error {
+// environ, the working directory, a pipe for its stdout and stderr, and
+// one CPU of pins for its start-up.
+func (k *Kernel) launchForked(ctx context.Context, p *templateProc, pins *proc.Pins) error {
 	argv := k.spec.command(k.viewDir + "/kernel.json")
 	cwd, err := forkCwd(k.opts.Cwd, k.conf != nil)
 	if err != nil {
@@ -94,10 +95,12 @@ func (k *Kernel) launchForked(ctx context.Context, p *templateProc) error {
 		w.Close()
 		return fmt.Errorf("launch %s: %w", argv[0], err)
 	}
-	c, err := p.fork(ctx, argv[3:], env, cwd, w, gr, k.conf)
+	cpu := pins.Take()
+	c, err := p.fork(ctx, argv[3:], env, cwd, w, gr, k.conf, cpu)
 	w.Close()
 	gr.Close() // the child holds its own; nil-safe
 	if err != nil {
+		pins.Give(cpu)
 		r.Close()
 		g.Shut()
 		return &templateError{
@@ -107,6 +110,7 @@ func (k *Kernel) launchForked(ctx context.Context, p *templateProc) error {
 	}
 	if err := g.Admit(c.pid, k.opts.Admit); err != nil {
 		killOrphan(c) // it was leaving at its gate; the template reaps it
+		pins.Give(cpu)
 		r.Close()
 		return &spawnAlikeError{fmt.Errorf("limit the kernel (pid %d): %w", c.pid, err)}
 	}
@@ -114,7 +118,16 @@ func (k *Kernel) launchForked(ctx context.Context, p *templateProc) error {
 	pidfd := proc.Pidfd(c.pid)
 	k.mode = StartFork
 	k.watch(c.pid, r, func() *jupyter.DeadError { return k.waitForked(c, pidfd) })
-	k.log.Debug("kernel forked", "template_pid", p.pid, "argv", argv)
+	if cpu >= 0 { // its threads get all CPUs back once its start-up is over
+		k.wg.Add(1) // before the start is over: teardown waits for it only then
+		go func() {
+			defer k.wg.Done()
+			if err := pins.UnpinWhenSettled(k.exitCtx, k.pid, cpu); err != nil {
+				k.log.Warn("could not give the kernel all CPUs after its start-up", "cpu", cpu, "err", err)
+			}
+		}()
+	}
+	k.log.Debug("kernel forked", "template_pid", p.pid, "argv", argv, "cpu", cpu)
 	testHookForked()
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/aiod/aiod/kernel/jupyter"
 	"github.com/aiod/aiod/kernel/kerneltest"
 	"github.com/goccy/go-json"
+	"golang.org/x/sys/unix"
 )
 
 // shared is the template set the fork tests share (one template process
@@ -1002,5 +1003,77 @@ func TestHungTemplateIsGivenUp(t *testing.T) {
 	}
 	if st := tpl.Stats(); !strings.Contains(st.LastError, "not ready within 1s") || st.State != "restarting" || st.PID != 0 {
 		t.Errorf("stats of a hung template: %+v", st)
+	}
+}
+
+// TestForkedKernelPinnedThroughStartup: every thread of a forked kernel
+// runs on one CPU through its start-up (its IPython startup file, run
+// after its zmq threads were made, finds them so), and all of them get
+// every CPU back once the kernel has gone idle.
+func TestForkedKernelPinnedThroughStartup(t *testing.T) {
+	ts := sharedTemplates(t)
+	if ts.pins == nil {
+		t.Skip("one CPU: nothing to pin to")
+	}
+	dir := t.TempDir()
+	startup := filepath.Join(dir, "ipython", "profile_default", "startup")
+	if err := os.MkdirAll(startup, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	seen := filepath.Join(dir, "seen")
+	code := fmt.Sprintf("import os\nopen(%q, 'w').write(' '.join(str(sorted(os.sched_getaffinity(int(t)))) for t in os.listdir('/proc/self/task')))\n", seen)
+	if err := os.WriteFile(filepath.Join(startup, "00-cpus.py"), []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := func(o *Options) { o.Env = append(o.Env, "IPYTHONDIR="+filepath.Join(dir, "ipython")) }
+	k, rec := startForkedKernel(t, ts, env)
+	defer k.Close(context.Background())
+	b, err := os.ReadFile(seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets := strings.Fields(string(b))
+	if len(sets) < 3 {
+		t.Fatalf("the startup file saw %d threads (%q), want the main one and zmq's", len(sets), b)
+	}
+	for _, s := range sets {
+		if s != sets[0] || strings.Contains(s, ",") {
+			t.Fatalf("threads' CPUs during the start-up: %q, want one and the same CPU each", b)
+		}
+	}
+	// Once idle (its first execution done), every thread has all CPUs.
+	if got := stdout(run(t, k, rec, "print('ok')")); got != "ok\n" {
+		t.Fatalf("printed %q", got)
+	}
+	var mine unix.CPUSet // what the kernels get back: this process's CPUs
+	if err := unix.SchedGetaffinity(0, &mine); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		n, all := 0, true
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", k.pid))
+		for _, task := range tasks {
+			tid, _ := strconv.Atoi(filepath.Base(task))
+			var got unix.CPUSet
+			if unix.SchedGetaffinity(tid, &got) == nil {
+				n++
+				all = all && got == mine
+			}
+		}
+		if n > 0 && all {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("threads of the idle kernel still pinned after a minute (%d threads read)", n)
+		}
+		select {
+		case <-k.Done():
+			t.Fatal("the kernel ended")
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	if got := stdout(run(t, k, rec, "print(len(__import__('os').sched_getaffinity(0)))")); got != strconv.Itoa(mine.Count())+"\n" {
+		t.Errorf("the unpinned kernel runs on %q CPUs, want %d", got, mine.Count())
 	}
 }

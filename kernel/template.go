@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/aiod/aiod/kernel/proc"
 	"github.com/aiod/aiod/kernel/procmem"
 	"github.com/goccy/go-json"
 )
@@ -57,9 +58,8 @@ type TemplateConfig struct {
 	// IPython, e.g. DefaultPreload. A module that fails to import is
 	// skipped and reported in TemplateStats.PreloadFailed.
 	Preload []string
-	// ReadyTimeout bounds a template's start up to its imports being done,
-	// up to three times it while the template waits for a CPU (as a
-	// kernel's StartTimeout); zero means DefaultTemplateReadyTimeout.
+	// ReadyTimeout bounds a template's start up to its imports being done (3
+	// times it while it waits for a CPU); zero: DefaultTemplateReadyTimeout.
 	ReadyTimeout time.Duration
 	// Logger receives the template's life (starts, failures, restarts) and,
 	// at debug level, its output. Nil discards.
@@ -87,8 +87,9 @@ type TemplateConfig struct {
 // Give it to Start in Options.Templates. The zero value is not usable; a nil
 // *Templates spawns every kernel. Methods are safe for concurrent use.
 type Templates struct {
-	cfg TemplateConfig
-	log *slog.Logger
+	cfg  TemplateConfig
+	log  *slog.Logger
+	pins *proc.Pins // one CPU for each forked kernel's start-up; nil on one CPU
 
 	mu     sync.Mutex
 	byKey  map[string]*Template // guarded by mu
@@ -112,7 +113,7 @@ func NewTemplates(cfg TemplateConfig) (*Templates, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Templates{cfg: cfg, log: cfg.Logger, byKey: map[string]*Template{}}, nil
+	return &Templates{cfg: cfg, log: cfg.Logger, byKey: map[string]*Template{}, pins: proc.NewPins()}, nil
 }
 
 // Mode returns StartFork or StartSpawn; a nil *Templates spawns.

@@ -89,6 +89,7 @@ type forkRequest struct {
 	// Gate: the descriptor after the output pipe's is the child's gate
 	// (Options.Admit), read before anything else.
 	Gate bool `json:"gate,omitempty"`
+	CPU  *int `json:"cpu,omitempty"` // the one CPU the child starts on (proc.Pins)
 }
 
 // forkedChild is a kernel process forked by a template. The template reaps
@@ -256,9 +257,8 @@ func launchTemplate(ctx context.Context, spec *Spec, cfg TemplateConfig, log *sl
 	go p.read()
 	go p.wait()
 	go func() { p.wg.Wait(); close(p.done) }()
-	// The imports take seconds of CPU: on a loaded machine the wait
-	// stretches while the template waits for a CPU, as a kernel's start
-	// does, rather than throwing that work away for a restart.
+	// On a loaded machine the wait stretches while the template waits for
+	// a CPU, rather than throw its imports' seconds of CPU away.
 	ctx, cancel := proc.WithStarvedTimeout(ctx, p.pid, cfg.ReadyTimeout, starvedTimeouts*cfg.ReadyTimeout/4,
 		fmt.Errorf("not ready within %s", cfg.ReadyTimeout))
 	defer cancel()
@@ -387,8 +387,9 @@ func (p *templateProc) endChildren() {
 
 // fork asks the template for a kernel process running the kernel app with
 // args, in cwd with env, writing its output to out, held at gate and
-// confined by conf when they are not nil. It returns the child once forked.
-func (p *templateProc) fork(ctx context.Context, args []string, env map[string]string, cwd string, out, gate *os.File, conf *Confinement) (*forkedChild, error) {
+// confined by conf when they are not nil, pinned to cpu when it is not
+// negative. It returns the child once forked.
+func (p *templateProc) fork(ctx context.Context, args []string, env map[string]string, cwd string, out, gate *os.File, conf *Confinement, cpu int) (*forkedChild, error) {
 	reply := make(chan forkResult, 1)
 	p.mu.Lock()
 	if p.ended {
@@ -405,6 +406,9 @@ func (p *templateProc) fork(ctx context.Context, args []string, env map[string]s
 		p.mu.Unlock()
 	}
 	req := forkRequest{Op: "fork", ID: id, Args: args, Env: env, Cwd: cwd}
+	if cpu >= 0 {
+		req.CPU = &cpu
+	}
 	files := []*os.File{out}
 	if gate != nil {
 		req.Gate = true

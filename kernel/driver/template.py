@@ -9,11 +9,12 @@
 #   template -> aiod  {"op": "ready", "pid", "python", "ipykernel", "seconds",
 #                      "failed": {module: error}, "threads"}
 #   aiod -> template  {"op": "fork", "id", "args", "env", "cwd", "confine",
-#                      "gate"} with descriptors attached (SCM_RIGHTS): first
+#                      "gate", "cpu"} with descriptors attached (SCM_RIGHTS): first
 #                      the write end of the kernel's own stdout/stderr pipe,
 #                      with "gate" the read end of the child's gate, then
 #                      those the confinement plan refers to (a network
-#                      namespace)
+#                      namespace); "cpu", when there, is the one CPU the
+#                      child runs on until aiod unpins it
 #   template -> aiod  {"op": "forked", "id", "pid"} or {"op": "forked", "id",
 #                      "error"}
 #   template -> aiod  {"op": "exit", "pid", "code"} or {"op": "exit", "pid",
@@ -78,6 +79,7 @@ PR_SET_DUMPABLE = 4
 CONFINE = None  # confine(plan, fds) from aiod's sandbox applier, when one was given
 SHELL = None  # the kernels' IPython shell, made here (premake_shell)
 MODULE_NAMES = None  # set(sys.modules) when the template was ready (note_modules)
+CPUS = os.sched_getaffinity(0)  # the CPUs the template was started with
 
 # The modules IPKernelApp.initialize imports on its own: importing them here
 # moves their cost out of every kernel start.
@@ -482,6 +484,21 @@ def fork(ctl, req, fds, children, state):
     sys.stdout.flush()
     sys.stderr.flush()
     gc.freeze()
+    # Fork on the one CPU the kernel is to start on, which the child and
+    # every thread it makes inherit until aiod unpins them: a page the
+    # child's start-up copies from the template then needs no other CPU's
+    # TLB flushed (the child has never run anywhere else). Without "cpu",
+    # or when that CPU cannot be had, on all the template's CPUs.
+    cpus = CPUS
+    if req.get("cpu") is not None:
+        cpus = {req["cpu"]}
+    try:
+        os.sched_setaffinity(0, cpus)
+    except OSError:
+        try:
+            os.sched_setaffinity(0, CPUS)
+        except OSError:
+            pass
     try:
         pid = os.fork()
     except OSError as e:
