@@ -41,6 +41,11 @@ func NewPins() *Pins {
 	if err := unix.SchedGetaffinity(0, &all); err != nil {
 		return nil
 	}
+	return newPins(all)
+}
+
+// newPins returns the Pins of the CPUs in all, or nil for fewer than two.
+func newPins(all unix.CPUSet) *Pins {
 	var cpus []int
 	for c := range len(all) * 64 {
 		if all.IsSet(c) {

@@ -9,12 +9,13 @@ import (
 
 // TestPins: starts are spread over the CPUs, the least held first; Unpin
 // gives all CPUs back to a process pinned to the CPU it was given, and
-// leaves alone one that placed itself elsewhere since.
+// leaves alone one that placed itself elsewhere since. The spreading is
+// checked on a set of two CPUs, the unpinning on this machine's own.
 func TestPins(t *testing.T) {
-	p := NewPins()
-	if p == nil {
-		t.Skip("one CPU: nothing to pin to")
-	}
+	var two unix.CPUSet
+	two.Set(0)
+	two.Set(1)
+	p := newPins(two)
 	a, b := p.Take(), p.Take()
 	if a == b {
 		t.Errorf("two starts on CPU %d of %v", a, p.cpus)
@@ -25,8 +26,25 @@ func TestPins(t *testing.T) {
 	}
 	p.Give(a)
 	p.Give(b)
+	var one unix.CPUSet
+	one.Set(0)
+	if q := newPins(one); q != nil || q.Take() != -1 {
+		t.Errorf("one CPU: Pins %v, want none and no CPU to take", q)
+	}
 
-	pinned := func(cpu int) *exec.Cmd {
+	var mine unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &mine); err != nil {
+		t.Fatal(err)
+	}
+	first := -1
+	for c := range len(mine) * 64 {
+		if mine.IsSet(c) {
+			first = c
+			break
+		}
+	}
+	own := &Pins{all: mine}
+	pinned := func() *exec.Cmd {
 		t.Helper()
 		c := exec.Command("sleep", "600")
 		if err := c.Start(); err != nil {
@@ -34,27 +52,28 @@ func TestPins(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = c.Process.Kill(); _ = c.Wait() })
 		var one unix.CPUSet
-		one.Set(cpu)
+		one.Set(first)
 		if err := unix.SchedSetaffinity(c.Process.Pid, &one); err != nil {
 			t.Fatal(err)
 		}
 		return c
 	}
-	mine, moved := pinned(a), pinned(b)
-	if err := p.Unpin(mine.Process.Pid, a); err != nil {
+	given, moved := pinned(), pinned()
+	if err := own.Unpin(given.Process.Pid, first); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Unpin(moved.Process.Pid, a); err != nil {
+	// Pinned to first, not to the CPU its start-up was given.
+	if err := own.Unpin(moved.Process.Pid, first+1); err != nil {
 		t.Fatal(err)
 	}
 	var got unix.CPUSet
-	if err := unix.SchedGetaffinity(mine.Process.Pid, &got); err != nil || got != p.all {
-		t.Errorf("unpinned: CPUs %d (%v), want all %d", got.Count(), err, p.all.Count())
+	if err := unix.SchedGetaffinity(given.Process.Pid, &got); err != nil || got != mine {
+		t.Errorf("unpinned: CPUs %d (%v), want all %d", got.Count(), err, mine.Count())
 	}
-	if err := unix.SchedGetaffinity(moved.Process.Pid, &got); err != nil || got.Count() != 1 || !got.IsSet(b) {
-		t.Errorf("a process on CPU %d was changed by the unpin of CPU %d: %d CPUs (%v)", b, a, got.Count(), err)
+	if err := unix.SchedGetaffinity(moved.Process.Pid, &got); err != nil || got.Count() != 1 || !got.IsSet(first) {
+		t.Errorf("a process on CPU %d was changed by the unpin of CPU %d: %d CPUs (%v)", first, first+1, got.Count(), err)
 	}
-	if err := p.Unpin(1<<22, a); err != nil {
+	if err := own.Unpin(1<<22, first); err != nil {
 		t.Errorf("unpin of a process that is gone: %v", err)
 	}
 }
