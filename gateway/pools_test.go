@@ -30,9 +30,10 @@ func TestKernelPoolServesOneShotsAndRefills(t *testing.T) {
 	if st := poolStats(t, ts, "kernel"); st["size"] != 2.0 || st["warmup"] != true {
 		t.Fatalf("pool stats %v", st)
 	}
-	// Warm-up imports bind no names and do not count as executions.
-	_, _, data := ts.exec(t, map[string]any{"language": "python", "code": "print('pandas' in dir(), 'matplotlib' in dir())"})
-	if data["stdout"] != "False False\n" || data["execution_count"] != 1.0 {
+	// Warm-up imports bind no names and do not count as executions, and
+	// the priming's output is not the first caller's.
+	_, _, data := ts.exec(t, map[string]any{"language": "python", "code": "print('pandas' in dir(), 'matplotlib' in dir(), repr(_), len(Out))"})
+	if data["stdout"] != "False False '' 0\n" || data["stderr"] != "" || data["execution_count"] != 1.0 || len(outputs(data)) != 1 {
 		t.Fatalf("pooled one-shot: %v", data)
 	}
 	_, _, data = ts.exec(t, map[string]any{"language": "python", "code": "leak = 1"})
