@@ -1040,6 +1040,21 @@ func TestForkedKernelPinnedThroughStartup(t *testing.T) {
 			t.Fatalf("threads' CPUs during the start-up: %q, want one and the same CPU each", b)
 		}
 	}
+	if pinning { // the template left that CPU to the child once it had forked
+		cpu, err := strconv.Atoi(strings.Trim(sets[0], "[]"))
+		if err != nil {
+			t.Fatalf("startup file: %q", b)
+		}
+		for _, st := range ts.Stats() {
+			var set unix.CPUSet
+			if st.LiveKernels == 0 || unix.SchedGetaffinity(st.PID, &set) != nil {
+				continue
+			}
+			if set.IsSet(cpu) || set.Count() == 0 {
+				t.Errorf("template %d runs on %d CPUs, CPU %d among them, while its child starts there", st.PID, set.Count(), cpu)
+			}
+		}
+	}
 	// Once idle (its first execution done), every thread has all CPUs.
 	if got := stdout(run(t, k, rec, "print('ok')")); got != "ok\n" {
 		t.Fatalf("printed %q", got)
