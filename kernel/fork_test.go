@@ -975,6 +975,22 @@ func TestTemplateCommandLineIsShort(t *testing.T) {
 // TestHungTemplateIsGivenUp: a template whose imports hang, on a machine
 // with CPU to spare, is given up at its ReadyTimeout and stopped, and its
 // stats say why (the wait stretches only while the template is starved).
+// TestTemplateStepsAllWork checks that every step the template takes
+// before it forks worked with this machine's Python, ipykernel and C
+// library: the preloads, the kernel app's configuration, the shell, the
+// note of the modules, and the fills of the free blocks and chunks. Each
+// step that fails is skipped in silence but for this report, and only the
+// children's start-up would show it.
+func TestTemplateStepsAllWork(t *testing.T) {
+	ts := sharedTemplates(t)
+	templateUp(t, ts)
+	for _, st := range ts.Stats() {
+		if st.State == "ready" && len(st.PreloadFailed) > 0 {
+			t.Errorf("template %d (%s): steps that failed: %v", st.PID, st.Kernelspec, st.PreloadFailed)
+		}
+	}
+}
+
 func TestHungTemplateIsGivenUp(t *testing.T) {
 	kerneltest.SkipShort(t, "a kernel template")
 	spec, err := DefaultPythonSpec()

@@ -387,6 +387,7 @@ def main():
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # aiod interrupts kernels, never us
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop, killing the children
     gc.collect()
+    fill_free_chunks(libc, failed)
     fill_free_blocks(failed)
     gc.freeze()
     threads = len(os.listdir("/proc/self/task"))
@@ -441,6 +442,51 @@ def fill_free_blocks(failed):
                 FILLERS.extend(bytes(n) for _ in range(avail))
     except Exception as e:  # an allocator without statistics: no fill
         failed["aiod: fill free blocks"] = repr(e)
+
+
+def fill_free_chunks(libc, failed):
+    """Allocate, and keep for ever, the C allocator's free chunks, as
+    fill_free_blocks does for Python's small objects: a child's first C
+    allocations then come from the top of the heap, a few pages, instead of
+    reusing chunks spread over the template's pages, each of which the reuse
+    (and the unlinking of its neighbours) would copy into the child. The
+    allocator's own report (malloc_info) says how many chunks of each size
+    are free; a few rounds take what the first leaves (about 2,150 chunks,
+    650 KB, in a pandas template)."""
+    try:
+        import ctypes
+        import xml.etree.ElementTree as ET
+
+        libc.fdopen.restype = ctypes.c_void_p
+        libc.fdopen.argtypes = [ctypes.c_int, ctypes.c_char_p]
+        libc.malloc_info.argtypes = [ctypes.c_int, ctypes.c_void_p]
+        libc.fclose.argtypes = [ctypes.c_void_p]
+        libc.malloc.restype = ctypes.c_void_p
+        libc.malloc.argtypes = [ctypes.c_size_t]
+        for _ in range(4):
+            fd = os.memfd_create("aiod-malloc-info")
+            try:
+                f = libc.fdopen(os.dup(fd), b"w")
+                if not f:
+                    raise OSError("fdopen failed")
+                libc.malloc_info(0, f)
+                libc.fclose(f)
+                os.lseek(fd, 0, os.SEEK_SET)
+                with os.fdopen(os.dup(fd), "rb") as r:
+                    report = ET.fromstring(r.read())
+            finally:
+                os.close(fd)
+            taken = 0
+            for size in report.iterfind("heap/sizes/size"):
+                # A chunk of "from" bytes serves a request of 16 fewer.
+                n, count = max(int(size.get("from")) - 16, 1), int(size.get("count"))
+                for _ in range(count):
+                    libc.malloc(n)  # never freed
+                taken += count
+            if not taken:
+                break
+    except Exception as e:  # no report, or one of another form: no fill
+        failed["aiod: fill free chunks"] = repr(e)
 
 
 def serve(ctl, wake_r, children, state):
