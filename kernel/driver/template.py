@@ -466,8 +466,10 @@ def fill_free_chunks(libc, failed):
         for _ in range(4):
             fd = os.memfd_create("aiod-malloc-info")
             try:
-                f = libc.fdopen(os.dup(fd), b"w")
+                dup = os.dup(fd)
+                f = libc.fdopen(dup, b"w")
                 if not f:
+                    os.close(dup)
                     raise OSError("fdopen failed")
                 libc.malloc_info(0, f)
                 libc.fclose(f)
