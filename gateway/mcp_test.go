@@ -100,12 +100,13 @@ func TestMCPGoSDK(t *testing.T) {
 	hostGate := ts.hostPath(t, "token", gate)
 	var mu sync.Mutex
 	var progress []string
+	var gateErr error // of the first notification's gate; read once the run is over
 	cs := mcpClient(t, ts, token, func(p *mcp.ProgressNotificationParams) {
 		mu.Lock()
+		defer mu.Unlock()
 		progress = append(progress, p.Message)
-		mu.Unlock()
-		if err := os.WriteFile(hostGate, nil, 0o644); err != nil {
-			t.Errorf("make the gate: %v", err)
+		if len(progress) == 1 {
+			gateErr = os.WriteFile(hostGate, nil, 0o644)
 		}
 	})
 	if init := cs.InitializeResult(); init.ServerInfo.Name != "aiod" || init.ServerInfo.Version != Version || init.ProtocolVersion < "2025-06-18" {
@@ -196,6 +197,12 @@ func TestMCPGoSDK(t *testing.T) {
 		if len(got) >= 3 || time.Now().After(deadline) {
 			break
 		}
+	}
+	mu.Lock()
+	err = gateErr
+	mu.Unlock()
+	if err != nil {
+		t.Fatalf("make the gate: %v", err)
 	}
 	if r.IsError || texts(r) != "line 0\nline 1\nline 2\n" {
 		t.Fatalf("progress run: isError=%v %q", r.IsError, texts(r))
