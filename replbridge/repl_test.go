@@ -3,6 +3,9 @@ package replbridge
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -307,24 +310,41 @@ func TestPartialAndBinaryOutput(t *testing.T) {
 	})
 }
 
+// TestLiveOutput proves that output streams while the code runs, by cause:
+// the code prints a line, then waits for a file that the test makes only
+// once that line's stream message has arrived. A bridge that held output
+// back until the code ended would never deliver it, and the code would
+// give up after 60 s and say so.
 func TestLiveOutput(t *testing.T) {
 	src := code{
-		LangPython:     "import time\nfor i in range(3):\n    print(i)\n    time.sleep(0.3)",
-		LangJavaScript: "for (let i = 0; i < 3; i++) { console.log(i); await new Promise(r => setTimeout(r, 300)) }",
+		LangPython: "import os, time\nprint(0)\nfor _ in range(600):\n    if os.path.exists(%q): break\n    time.sleep(0.1)\n" +
+			"else:\n    print('no gate')\nprint(1)",
+		LangJavaScript: "console.log(0); let gated = false; for (let i = 0; i < 600 && !(gated = require('fs').existsSync(%q)); i++) " +
+			"await new Promise(r => setTimeout(r, 100)); if (!gated) console.log('no gate'); console.log(1)",
 	}
 	forEachLang(t, func(t *testing.T, h *harness) {
-		res := h.ok(src[h.lang])
-		var at []time.Time
-		for _, m := range res.msgs {
-			if m.Header.MsgType == "stream" {
-				at = append(at, m.At)
+		gate := filepath.Join(t.TempDir(), "gate")
+		id := h.send(fmt.Sprintf(src[h.lang], gate))
+		first := func() bool {
+			for _, m := range h.rec.Stamped(id) {
+				if m.Header.MsgType == "stream" {
+					return true
+				}
 			}
+			return false
 		}
-		if len(at) < 3 || res.stdout != "0\n1\n2\n" {
-			t.Fatalf("%d stream messages, stdout %q", len(at), res.stdout)
+		if !h.rec.WaitUntil(waitLimit, first) {
+			t.Fatalf("no stream message while the code waits: %s", dump(h.rec.Stamped(id)))
 		}
-		if d := at[len(at)-1].Sub(at[0]); d < 450*time.Millisecond {
-			t.Errorf("stream messages only %s apart: batched, not live", d)
+		if finished(h.rec.Stamped(id)) {
+			t.Fatalf("the code ended before its gate was made: %s", dump(h.rec.Stamped(id)))
+		}
+		if err := os.WriteFile(gate, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		res := h.await(id, waitLimit)
+		if res.err != nil || res.stdout != "0\n1\n" {
+			t.Fatalf("stdout %q, error %v", res.stdout, res.err)
 		}
 	})
 }
