@@ -2,8 +2,10 @@ package gateway
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -107,12 +109,36 @@ func readUntil(t testing.TB, c *websocket.Conn, typ string, id any, within time.
 	}
 }
 
-// threeLines prints three flushed lines a second apart. A test that
-// checks outputs arrive live asks for the first and the last to arrive
-// at least a second apart (half of the two seconds between their
-// prints): a machine loaded by other tests delayed a first output by a
-// quarter of a second, and the old 0.3 s spacing flaked.
-const threeLines = "import time\nfor i in range(3):\n    print(i, flush=True)\n    if i < 2: time.sleep(1)"
+// threeLines prints three flushed lines, 0 to 2, and after the first waits
+// (up to 60 s) for the file gate. A test that checks outputs arrive live
+// makes gate when the first line reaches it: proof by cause, where a
+// spread in time between the first and last output could be squeezed by
+// a loaded machine. A stream held back until the code ended would never
+// deliver the first line, and the code would end with a SystemExit that
+// says so. Once gate exists, the code runs straight through.
+func threeLines(gate string) string {
+	return fmt.Sprintf("import os, time\nprint(0, flush=True)\nfor _ in range(600):\n    if os.path.exists(%q):\n        break\n    time.sleep(0.1)\n"+
+		"else:\n    raise SystemExit('the first line never reached the client')\nprint(1, flush=True)\nprint(2, flush=True)", gate)
+}
+
+// streamGate is a gate for threeLines run as tenant: its path in the
+// tenant's view (for the code) and on this host (for the test).
+func streamGate(t *testing.T, ts *testServer, tenant string) (inView, onHost string) {
+	t.Helper()
+	inView = ts.viewDir(t, tenant) + "/first-line-seen"
+	return inView, ts.hostPath(t, tenant, inView)
+}
+
+// openGate makes the gate at path, once.
+func openGate(t *testing.T, path string) {
+	t.Helper()
+	if _, err := os.Stat(path); err == nil {
+		return
+	}
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		t.Fatalf("make the gate: %v", err)
+	}
+}
 
 // stripVolatile removes the fields that differ between two runs of the
 // same code (queued_ms appears once a call waited a millisecond or more).
