@@ -264,8 +264,15 @@ func TestDurableStreamCutAndResumed(t *testing.T) {
 				seqs = append(seqs, e.ID)
 			}
 		}
-		if strings.Join(seqs, ",") != "1,2,3,4,5,6,7,8,9,10" {
-			t.Fatalf("%s: seqs %v", format, seqs)
+		// One output per line as a rule; but print writes its parts one by
+		// one and the kernel's output thread flushes on a timer, so on a
+		// loaded machine a line can come in two outputs (11 for 10 lines,
+		// once in CI). What must hold is the numbering: 1, 2, 3, ... with
+		// none left out or repeated across the cut.
+		for i, seq := range seqs {
+			if seq != strconv.Itoa(i+1) || len(seqs) < 10 {
+				t.Fatalf("%s: seqs %v, want 1 to n (n >= 10) in order", format, seqs)
+			}
 		}
 	}
 }

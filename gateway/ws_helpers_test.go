@@ -115,10 +115,12 @@ func readUntil(t testing.TB, c *websocket.Conn, typ string, id any, within time.
 // spread in time between the first and last output could be squeezed by
 // a loaded machine. A stream held back until the code ended would never
 // deliver the first line, and the code would end with a SystemExit that
-// says so. Once gate exists, the code runs straight through.
+// says so. Once gate exists, the code runs straight through. Each line is
+// one write, flushed: print writes a line in parts, and the kernel's
+// output thread, which flushes on a timer, could send them apart.
 func threeLines(gate string) string {
-	return fmt.Sprintf("import os, time\nprint(0, flush=True)\nfor _ in range(600):\n    if os.path.exists(%q):\n        break\n    time.sleep(0.1)\n"+
-		"else:\n    raise SystemExit('the first line never reached the client')\nprint(1, flush=True)\nprint(2, flush=True)", gate)
+	return fmt.Sprintf("import os, sys, time\nout = sys.stdout\nout.write('0\\n'); out.flush()\nfor _ in range(600):\n    if os.path.exists(%q):\n        break\n    time.sleep(0.1)\n"+
+		"else:\n    raise SystemExit('the first line never reached the client')\nout.write('1\\n'); out.flush()\nout.write('2\\n'); out.flush()", gate)
 }
 
 // streamGate is a gate for threeLines run as tenant: its path in the
