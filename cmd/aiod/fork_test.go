@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -133,4 +134,77 @@ func TestBadKernelStartFails(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `"udp": want auto, ipc or tcp`) {
 		t.Errorf("err = %v", err)
 	}
+}
+
+// TestRuntimesDieWithAiod kills aiod with SIGKILL while a Python REPL, a
+// Node.js REPL and a bash session each spin in user code: none of them may
+// outlive it (an orphaned Node.js REPL spun at 43 % of a CPU for half an
+// hour before they had a parent-death signal, since a REPL only notices its
+// closed command pipe between two commands).
+func TestRuntimesDieWithAiod(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, "--code-backend", "native")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	spin := map[string]string{"python": "while True: pass", "javascript": "while (true) {}", "bash": "while :; do :; done"}
+	pids := map[string]int{}
+	for lang := range spin {
+		if a := d.post(ctx, "/v2/code/execute", map[string]any{"language": lang, "code": "1", "session_id": lang}); a.err != nil || a.status != http.StatusOK {
+			t.Fatalf("%s: %v %s", lang, a.err, a.raw)
+		}
+	}
+	for sid, pid := range d.sessionPIDs(ctx) {
+		pids[sid] = pid
+	}
+	if len(pids) != len(spin) {
+		t.Fatalf("runtime pids %v, want one per language", pids)
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for lang, code := range spin {
+		wg.Add(1)
+		go func() { // ends with an error when aiod dies
+			defer wg.Done()
+			d.post(ctx, "/v2/code/execute", map[string]any{"language": lang, "code": code, "session_id": lang, "timeout": 300})
+		}()
+	}
+	// Each runtime spins once it has used 100 ms of CPU more than before.
+	for lang, pid := range pids {
+		before := cpuTicks(pid)
+		for cpuTicks(pid) < before+10 {
+			if ctx.Err() != nil {
+				t.Fatalf("%s (pid %d) never ran its loop", lang, pid)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if err := d.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	d.wait(30 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
+	for lang, pid := range pids {
+		for exists(pid) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s's runtime (pid %d) outlived aiod: %s", lang, pid, kerneltest.Describe(pid))
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// cpuTicks is the user and system CPU time pid has used, in clock ticks,
+// or 0 when it is gone.
+func cpuTicks(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.Atoi(f[11])
+	s, _ := strconv.Atoi(f[12])
+	return u + s
 }
