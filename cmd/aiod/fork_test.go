@@ -160,7 +160,7 @@ func TestRuntimesDieWithAiod(t *testing.T) {
 		t.Fatalf("runtime pids %v, want one per language", pids)
 	}
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() { cancel(); wg.Wait() }() // on a failure below, the calls end with ctx
 	for lang, code := range spin {
 		wg.Add(1)
 		go func() { // ends with an error when aiod dies
