@@ -43,19 +43,23 @@ func exists(pid int) bool {
 	return err == nil
 }
 
-// ppid reads a process's parent pid from /proc.
-func ppid(pid int) int {
+// statField is field i (0: the state) of /proc/PID/stat after the
+// command's name, as a number; 0 when the process is gone.
+func statField(pid, i int) int {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
 	}
 	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	if len(f) < 2 {
+	if len(f) <= i {
 		return 0
 	}
-	n, _ := strconv.Atoi(f[1])
+	n, _ := strconv.Atoi(f[i])
 	return n
 }
+
+// ppid reads a process's parent pid from /proc.
+func ppid(pid int) int { return statField(pid, 1) }
 
 // TestDefaultStartIsFork checks that, with no setting, a session's kernel
 // is forked from the default kernelspec's template, that discovery says
@@ -195,16 +199,4 @@ func TestRuntimesDieWithAiod(t *testing.T) {
 
 // cpuTicks is the user and system CPU time pid has used, in clock ticks,
 // or 0 when it is gone.
-func cpuTicks(pid int) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	if len(f) < 13 {
-		return 0
-	}
-	u, _ := strconv.Atoi(f[11])
-	s, _ := strconv.Atoi(f[12])
-	return u + s
-}
+func cpuTicks(pid int) int { return statField(pid, 11) + statField(pid, 12) }
