@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -335,8 +334,7 @@ func TestV1ShellTypeScriptSDK(t *testing.T) {
 func TestV1ShellSSE(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, Config{})
-	gate := ts.viewDir(t, "default") + "/first-line-seen"
-	hostGate := ts.hostPath(t, "default", gate)
+	gate, hostGate := streamGate(t, ts, "default")
 	cmd := fmt.Sprintf("echo line1; for i in $(seq 600); do [ -e %[1]s ] && break; sleep 0.1; done; [ -e %[1]s ] || echo no-gate; echo line2; echo line3", gate)
 	body, _ := json.Marshal(map[string]any{"command": cmd})
 	req, _ := http.NewRequest("POST", ts.URL+"/v1/shell/exec", bytes.NewReader(body))
@@ -366,11 +364,7 @@ func TestV1ShellSSE(t *testing.T) {
 			}
 			if event == "output" {
 				outputs = append(outputs, m["output"].(string))
-				if len(outputs) == 1 {
-					if err := os.WriteFile(hostGate, nil, 0o644); err != nil {
-						t.Fatalf("make the gate: %v", err)
-					}
-				}
+				openGate(t, hostGate)
 			} else {
 				result = m
 			}

@@ -123,8 +123,9 @@ func threeLines(gate string) string {
 		"else:\n    raise SystemExit('the first line never reached the client')\nout.write('1\\n'); out.flush()\nout.write('2\\n'); out.flush()", gate)
 }
 
-// streamGate is a gate for threeLines run as tenant: its path in the
-// tenant's view (for the code) and on this host (for the test).
+// streamGate is a gate for code that waits on one (threeLines, a shell
+// command) run as tenant: its path in the tenant's view (for the code)
+// and on this host (for the test).
 func streamGate(t *testing.T, ts *testServer, tenant string) (inView, onHost string) {
 	t.Helper()
 	inView = ts.viewDir(t, tenant) + "/first-line-seen"

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +16,7 @@ import (
 	"time"
 
 	"github.com/aiod/aiod/kernel/kerneltest"
+	"github.com/aiod/aiod/kernel/proc"
 )
 
 // kernelStartInfo is /v2/code/info's kernel_start.
@@ -43,23 +47,19 @@ func exists(pid int) bool {
 	return err == nil
 }
 
-// statField is field i (0: the state) of /proc/PID/stat after the
-// command's name, as a number; 0 when the process is gone.
-func statField(pid, i int) int {
+// ppid reads a process's parent pid from /proc.
+func ppid(pid int) int {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
 	}
 	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	if len(f) <= i {
+	if len(f) < 2 {
 		return 0
 	}
-	n, _ := strconv.Atoi(f[i])
+	n, _ := strconv.Atoi(f[1])
 	return n
 }
-
-// ppid reads a process's parent pid from /proc.
-func ppid(pid int) int { return statField(pid, 1) }
 
 // TestDefaultStartIsFork checks that, with no setting, a session's kernel
 // is forked from the default kernelspec's template, that discovery says
@@ -150,7 +150,12 @@ func TestRuntimesDieWithAiod(t *testing.T) {
 	d := startDaemon(t, "--code-backend", "native")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	spin := map[string]string{"python": "while True: pass", "javascript": "while (true) {}", "bash": "while :; do :; done"}
+	// Each prints a line, then spins: the line's output event says it spins.
+	spin := map[string]string{
+		"python":     "print('spinning', flush=True)\nwhile True: pass",
+		"javascript": "console.log('spinning'); while (true) {}",
+		"bash":       "echo spinning; while :; do :; done",
+	}
 	pids := map[string]int{}
 	for lang := range spin {
 		if a := d.post(ctx, "/v2/code/execute", map[string]any{"language": lang, "code": "1", "session_id": lang}); a.err != nil || a.status != http.StatusOK {
@@ -163,40 +168,67 @@ func TestRuntimesDieWithAiod(t *testing.T) {
 	if len(pids) != len(spin) {
 		t.Fatalf("runtime pids %v, want one per language", pids)
 	}
+	spinning := make(chan string, len(spin))
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }() // on a failure below, the calls end with ctx
 	for lang, code := range spin {
 		wg.Add(1)
-		go func() { // ends with an error when aiod dies
+		go func() { // streams until aiod dies
 			defer wg.Done()
-			d.post(ctx, "/v2/code/execute", map[string]any{"language": lang, "code": code, "session_id": lang, "timeout": 300})
+			b, _ := json.Marshal(map[string]any{"language": lang, "code": code, "session_id": lang, "timeout": 300})
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, d.url+"/v2/code/execute", bytes.NewReader(b))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/x-ndjson")
+			resp, err := d.client.Do(req)
+			if err != nil {
+				return
+			}
+			defer resp.Body.Close()
+			sc := bufio.NewScanner(resp.Body)
+			for told := false; sc.Scan(); {
+				if !told && strings.Contains(sc.Text(), `"type":"output"`) {
+					spinning <- lang
+					told = true
+				}
+			}
 		}()
 	}
-	// Each runtime spins once it has used 100 ms of CPU more than before.
+	for range spin {
+		select {
+		case <-spinning:
+		case <-ctx.Done():
+			t.Fatal("not every runtime began its loop")
+		}
+	}
+	// Their pidfds, opened while aiod is their parent: readable once each
+	// has exited.
+	fds := map[string]*os.File{}
 	for lang, pid := range pids {
-		before := cpuTicks(pid)
-		for cpuTicks(pid) < before+10 {
-			if ctx.Err() != nil {
-				t.Fatalf("%s (pid %d) never ran its loop", lang, pid)
-			}
-			time.Sleep(20 * time.Millisecond)
+		if fds[lang] = proc.Pidfd(pid); fds[lang] == nil {
+			t.Fatalf("%s's runtime (pid %d): no pidfd", lang, pid)
 		}
 	}
 	if err := d.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	d.wait(30 * time.Second)
-	deadline := time.Now().Add(30 * time.Second)
-	for lang, pid := range pids {
-		for exists(pid) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s's runtime (pid %d) outlived aiod: %s", lang, pid, kerneltest.Describe(pid))
-			}
-			time.Sleep(20 * time.Millisecond)
+	dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer dcancel()
+	for lang, f := range fds {
+		exited := make(chan struct{})
+		go func() { proc.WaitPidfd(f); close(exited) }()
+		select {
+		case <-exited:
+			f.Close()
+			// Ended; init reaps it when it gets to it, so the daemon's
+			// stop need not look for it.
+			d.mu.Lock()
+			delete(d.pids, pids[lang])
+			d.mu.Unlock()
+		case <-dctx.Done():
+			t.Errorf("%s's runtime (pid %d) outlived aiod by 30 s: %s", lang, pids[lang], kerneltest.Describe(pids[lang]))
+			f.Close() // ends the wait
+			<-exited
 		}
 	}
 }
-
-// cpuTicks is the user and system CPU time pid has used, in clock ticks,
-// or 0 when it is gone.
-func cpuTicks(pid int) int { return statField(pid, 11) + statField(pid, 12) }
