@@ -455,7 +455,7 @@ func TestStartFailure(t *testing.T) {
 	if err == nil || err.Error() != "start kernel mute: not ready within 1s" {
 		t.Fatalf("err = %v", err)
 	}
-	if d := time.Since(start); d > 5*time.Second {
+	if d := time.Since(start); d > 60*time.Second { // far less than the mute kernel's 600 s
 		t.Errorf("failed start took %s", d)
 	}
 }
