@@ -225,7 +225,7 @@ func TestKilledKernelIsDetected(t *testing.T) {
 	// A Close that waited for the dead kernel's shutdown reply would take
 	// the whole grace.
 	if d := time.Since(start); d >= shutdownGrace/2 {
-		t.Errorf("Close after death took %s, the shutdown grace or more", d)
+		t.Errorf("Close after death took %s, half the shutdown grace or more", d)
 	}
 	if !errors.As(k.Err(), &dead) {
 		t.Errorf("after Close, Err = %v, want the jupyter.DeadError", k.Err())
