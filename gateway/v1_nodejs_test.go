@@ -165,22 +165,27 @@ func TestV1NodeSessions(t *testing.T) {
 	if gs["session_id"] != "ns" || gs["last_used"].(float64) < gs["created_at"].(float64) {
 		t.Fatalf("get: %s", g.Raw)
 	}
-	// A busy session is EXECUTING.
+	// A busy session is EXECUTING: the call waits (up to 60 s) for a gate
+	// that the test opens once it has seen that state.
+	gate, gateOnHost := streamGate(t, ts, "default")
+	busy := fmt.Sprintf("for (let i = 0; i < 600 && !require('fs').existsSync(%q); i++) await new Promise(r => setTimeout(r, 100))", gate)
 	done := make(chan v1Reply, 1)
 	go func() {
-		done <- ts.sdk(t, "POST", "v1/nodejs/execute", map[string]any{"code": "await new Promise(r => setTimeout(r, 1500))", "session_id": "ns"})
+		done <- ts.sdk(t, "POST", "v1/nodejs/execute", map[string]any{"code": busy, "session_id": "ns"})
 	}()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		g = ts.sdkOK(t, "GET", "v1/nodejs/sessions/ns", nil)
 		if g.data()["session"].(map[string]any)["state"] == "EXECUTING" {
 			break
 		}
 		if time.Now().After(deadline) {
+			openGate(t, gateOnHost)
 			t.Fatalf("never EXECUTING: %s", g.Raw)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	openGate(t, gateOnHost)
 	if r := <-done; r.Status != 200 {
 		t.Fatalf("slow call: %s", r.Raw)
 	}
