@@ -468,7 +468,7 @@ func assertGone(t *testing.T, k *Kernel) {
 	t.Helper()
 	// Killed members of the group may take a moment to be reaped.
 	var err error
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		if err = syscall.Kill(-k.pid, 0); errors.Is(err, syscall.ESRCH) {
 			break
 		}

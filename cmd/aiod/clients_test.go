@@ -244,7 +244,7 @@ func TestChannelsAnswerEveryClientMessage(t *testing.T) {
 			break
 		}
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for strings.Count(d.stderr.String(), "level=WARN msg=\"kernel websocket: ") < 3 && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}

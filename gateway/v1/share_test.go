@@ -79,7 +79,7 @@ func TestShareDoesNotQueueBehindSlowListing(t *testing.T) {
 	// The other callers take the lock for a moment as they join the run;
 	// a lock held through the listing is never free.
 	free := false
-	for deadline := time.Now().Add(2 * time.Second); !free && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); !free && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
 		if free = mu.TryLock(); free {
 			mu.Unlock()
 		}

@@ -102,7 +102,7 @@ func TestTerminal(t *testing.T) {
 	default:
 		t.Fatal("Done not closed after Close")
 	}
-	for deadline := time.Now().Add(5 * time.Second); kerneltest.Alive(job); time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); kerneltest.Alive(job); time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the background job %d outlived Close", job)
 		}
