@@ -145,11 +145,13 @@ func TestTenantsOwnTheirNames(t *testing.T) {
 		}
 		notFound(t, &bob, "POST", "/v2/code/executions/a-only/interrupt", nil)
 		// A running one: bob can neither see nor interrupt it, and his
-		// interrupt of his own session of the same id leaves it alone.
+		// interrupt of his own session of the same id leaves it alone. It
+		// runs until the test opens its gate (or 60 s).
+		gate, gateOnHost := streamGate(t, ts, "jwt:alice")
 		done := make(chan map[string]any, 1)
 		go func() {
 			_, _, d := alice.exec(t, map[string]any{"language": "javascript", "session_id": "js", "execution_id": "a-run",
-				"code": "await new Promise(r => setTimeout(r, 3000)); console.log('slept')"})
+				"code": fmt.Sprintf("for (let i = 0; i < 600 && !require('fs').existsSync(%[1]q); i++) await new Promise(r => setTimeout(r, 100)); console.log(require('fs').existsSync(%[1]q) ? 'slept' : 'no gate')", gate)})
 			done <- d
 		}()
 		waitRunning(t, &alice, "a-run")
@@ -159,6 +161,10 @@ func TestTenantsOwnTheirNames(t *testing.T) {
 		if st, env := bob.call(t, "POST", "/v2/code/sessions/js/interrupt", nil); st != 200 || env["message"] != "nothing was running" {
 			t.Errorf("bob interrupts his own js session: %d %v", st, env)
 		}
+		if st, env := alice.call(t, "GET", "/v2/code/executions/a-run", nil); st != 200 || env["data"].(map[string]any)["state"] != "running" {
+			t.Errorf("alice's execution after bob's calls: %d %v, want it running", st, env)
+		}
+		openGate(t, gateOnHost)
 		if d := <-done; d["stdout"] != "slept\n" || d["status"] != "ok" {
 			t.Fatalf("alice's running execution after bob's interrupts: %v", d)
 		}

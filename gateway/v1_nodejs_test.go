@@ -168,7 +168,7 @@ func TestV1NodeSessions(t *testing.T) {
 	// A busy session is EXECUTING: the call waits (up to 60 s) for a gate
 	// that the test opens once it has seen that state.
 	gate, gateOnHost := streamGate(t, ts, "default")
-	busy := fmt.Sprintf("for (let i = 0; i < 600 && !require('fs').existsSync(%q); i++) await new Promise(r => setTimeout(r, 100))", gate)
+	busy := fmt.Sprintf("const fs = require('fs')\nfor (let i = 0; i < 600 && !fs.existsSync(%[1]q); i++) await new Promise(r => setTimeout(r, 100))\nconsole.log(fs.existsSync(%[1]q) ? 'opened' : 'no gate')", gate)
 	done := make(chan v1Reply, 1)
 	go func() {
 		done <- ts.sdk(t, "POST", "v1/nodejs/execute", map[string]any{"code": busy, "session_id": "ns"})
@@ -186,7 +186,7 @@ func TestV1NodeSessions(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	openGate(t, gateOnHost)
-	if r := <-done; r.Status != 200 {
+	if r := <-done; r.Status != 200 || r.data()["stdout"] != "opened\n" {
 		t.Fatalf("slow call: %s", r.Raw)
 	}
 

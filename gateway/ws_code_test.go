@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -278,9 +279,13 @@ func TestWSClosedSocketDoesNotStopExecution(t *testing.T) {
 	t.Parallel()
 	ts := startServer(t, Config{})
 	c := dialWS(t, ts, nil)
-	sendJSON(t, c, map[string]any{"type": "execute", "id": "bg", "language": "python", "code": "import time\ntime.sleep(1)\ndone = 'yes'", "session_id": "bg"})
+	// It runs until the test opens its gate (or 60 s), after the close.
+	gate, gateOnHost := streamGate(t, ts, "default")
+	code := fmt.Sprintf("import os, time\nfor _ in range(600):\n    if os.path.exists(%[1]q):\n        break\n    time.sleep(0.1)\ndone = 'yes' if os.path.exists(%[1]q) else 'no gate'", gate)
+	sendJSON(t, c, map[string]any{"type": "execute", "id": "bg", "language": "python", "code": code, "session_id": "bg"})
 	waitRunning(t, ts, acceptedID(t, c, "bg")) // else the REST call below could run first
 	_ = c.Close(websocket.StatusNormalClosure, "bye")
+	openGate(t, gateOnHost)
 	_, env, data := ts.exec(t, map[string]any{"language": "python", "code": "print(done)", "session_id": "bg"})
 	if env["success"] != true || data["stdout"] != "yes\n" {
 		t.Fatalf("execution did not go on after the socket closed: %v", env)
