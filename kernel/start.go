@@ -119,8 +119,8 @@ func (k *Kernel) launch() error {
 	if patches != "" {
 		cmd.Env = append(cmd.Env, patches)
 	}
-	// Pdeathsig: dies with aiod at once (JPY_PARENT_PID: within a second).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: k.opts.Credential}
+	// proc.Start adds a parent-death signal (JPY_PARENT_PID: a second).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: k.opts.Credential}
 	var wrap func(*exec.Cmd) // a confined kernel's wrapper, in front of its gate
 	if k.conf != nil {
 		wrap = k.conf.Wrap

@@ -82,8 +82,7 @@ func RunNode(ctx context.Context, r NodeRun) (NodeOutcome, error) {
 	cmd.Stdin = strings.NewReader(r.Stdin)
 	cmd.Stdout, cmd.Stderr = stdout, stderr
 	cmd.ExtraFiles = []*os.File{code} // descriptor 3
-	// Pdeathsig: the process dies with aiod.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: r.Credential}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: r.Credential}
 	cmd.WaitDelay = 2 * time.Second
 	if err := proc.Start(cmd, r.Wrap, r.Started); err != nil {
 		return out, fmt.Errorf("start node: %w", err)

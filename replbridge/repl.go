@@ -199,9 +199,10 @@ func (r *REPL) launch(opts Options, args []string) error {
 		cmd.Stdin, cmd.Stderr = rd, nil
 		cmd.ExtraFiles = append(cmd.ExtraFiles, p[3][1])
 	}
-	// Pdeathsig: the REPL dies with aiod, even while it runs user code
-	// (it only sees its command pipe close between two commands).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: opts.Credential}
+	// proc.Start adds the parent-death signal: the REPL dies with aiod even
+	// while it runs user code (it only sees its command pipe close between
+	// two commands).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: opts.Credential}
 	if err := proc.Start(cmd, opts.Wrap, opts.Admit); err != nil {
 		closeAll(p[:])
 		if in[0] != nil {

@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -121,8 +122,16 @@ func PipeFor(admit func(pid int) error) (r *os.File, g *Gate, err error) {
 // its pid and lets it go. Without admit it is cmd.Start after wrap. When
 // admit fails, the process is killed with its process group (cmd should
 // have one of its own: Setpgid or Setsid) and reaped, and the error is
-// admit's.
+// admit's. Unless cmd names its own, the process gets SIGKILL as its
+// parent-death signal: a runtime dies with aiod, even while it runs user
+// code.
 func Start(cmd *exec.Cmd, wrap func(*exec.Cmd), admit func(pid int) error) error {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	if cmd.SysProcAttr.Pdeathsig == 0 {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
 	var g *Gate
 	if admit != nil {
 		var err error

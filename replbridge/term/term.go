@@ -104,8 +104,7 @@ func Start(opts Options) (*Term, error) {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
 	// A session of its own with the terminal as its controlling one (fd 0
 	// in the child): Ctrl-C reaches the foreground job, not aiod.
-	// Pdeathsig: the shell dies with aiod.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Pdeathsig: syscall.SIGKILL, Credential: opts.Credential}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0, Credential: opts.Credential}
 	if err := proc.Start(cmd, opts.Wrap, opts.Admit); err != nil {
 		ptm.Close()
 		pts.Close()
