@@ -557,13 +557,8 @@ func TestSIGTERMEndsOneShotInFlight(t *testing.T) {
 		t.Error("the call in flight got no answer and no error after the daemon exited")
 	}
 	for _, p := range kids {
-		deadline := time.Now().Add(30 * time.Second)
-		for kerneltest.Alive(p) {
-			if time.Now().After(deadline) {
-				t.Errorf("process %d (%s) outlived the daemon by 30 s", p, kerneltest.Cmdline(p))
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
+		if !kerneltest.Ends(p, 30*time.Second) {
+			t.Errorf("process %d (%s) outlived the daemon by 30 s", p, kerneltest.Cmdline(p))
 		}
 	}
 	t.Logf("aiod exited %s after SIGTERM", took.Round(time.Millisecond))

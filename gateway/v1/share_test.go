@@ -77,14 +77,17 @@ func TestShareDoesNotQueueBehindSlowListing(t *testing.T) {
 	}
 	<-started
 	// The other callers take the lock for a moment as they join the run;
-	// a lock held through the listing is never free.
-	free := false
-	for deadline := time.Now().Add(30 * time.Second); !free && time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if free = mu.TryLock(); free {
-			mu.Unlock()
-		}
-	}
-	if !free {
+	// a lock held through the listing is never free. (Should it be, the
+	// waiter gets it once the deferred release ends the listing.)
+	free := make(chan struct{})
+	go func() {
+		mu.Lock()
+		mu.Unlock()
+		close(free)
+	}()
+	select {
+	case <-free:
+	case <-time.After(30 * time.Second):
 		t.Fatal("the lock is held while a listing runs")
 	}
 	fast := make(chan string, 1)

@@ -102,10 +102,8 @@ func TestTerminal(t *testing.T) {
 	default:
 		t.Fatal("Done not closed after Close")
 	}
-	for deadline := time.Now().Add(30 * time.Second); kerneltest.Alive(job); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("the background job %d outlived Close", job)
-		}
+	if !kerneltest.Ends(job, 30*time.Second) {
+		t.Fatalf("the background job %d outlived Close", job)
 	}
 }
 
