@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/aiod/aiod/kernel/kerneltest"
-	"github.com/aiod/aiod/kernel/proc"
 )
 
 // kernelStartInfo is /v2/code/info's kernel_start.
@@ -200,35 +199,26 @@ func TestRuntimesDieWithAiod(t *testing.T) {
 			t.Fatal("not every runtime began its loop")
 		}
 	}
-	// Their pidfds, opened while aiod is their parent: readable once each
-	// has exited.
-	fds := map[string]*os.File{}
+	// Held by their pidfds, taken while aiod is their parent.
+	held := map[string]*kerneltest.Held{}
 	for lang, pid := range pids {
-		if fds[lang] = proc.Pidfd(pid); fds[lang] == nil {
-			t.Fatalf("%s's runtime (pid %d): no pidfd", lang, pid)
-		}
+		held[lang] = kerneltest.Hold(pid)
+		defer held[lang].Release()
 	}
 	if err := d.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	d.wait(30 * time.Second)
-	dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer dcancel()
-	for lang, f := range fds {
-		exited := make(chan struct{})
-		go func() { proc.WaitPidfd(f); close(exited) }()
-		select {
-		case <-exited:
-			f.Close()
-			// Ended; init reaps it when it gets to it, so the daemon's
-			// stop need not look for it.
-			d.mu.Lock()
-			delete(d.pids, pids[lang])
-			d.mu.Unlock()
-		case <-dctx.Done():
-			t.Errorf("%s's runtime (pid %d) outlived aiod by 30 s: %s", lang, pids[lang], kerneltest.Describe(pids[lang]))
-			f.Close() // ends the wait
-			<-exited
+	deadline := time.Now().Add(30 * time.Second)
+	for lang, h := range held {
+		if !h.Ends(deadline) {
+			t.Errorf("%s's runtime (pid %d) outlived aiod by 30 s: %s", lang, h.PID, kerneltest.Describe(h.PID))
+			continue
 		}
+		// Ended; init reaps it when it gets to it, so the daemon's stop
+		// need not look for it.
+		d.mu.Lock()
+		delete(d.pids, h.PID)
+		d.mu.Unlock()
 	}
 }
