@@ -5,16 +5,12 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
-	mrand "math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
-	"sync"
-	"time"
 
+	"github.com/aiod/aiod/kernel/ports"
 	"github.com/goccy/go-json"
 )
 
@@ -48,7 +44,7 @@ func (c *connectionInfo) address(port int) (network, addr string) {
 // key. The ports are free when picked; the kernel binds them a moment
 // later, as every Jupyter launcher does.
 func newConnectionInfo(kernelName string) (*connectionInfo, error) {
-	ports, err := freePorts(5)
+	picked, err := ports.Free(5)
 	if err != nil {
 		return nil, err
 	}
@@ -59,80 +55,15 @@ func newConnectionInfo(kernelName string) (*connectionInfo, error) {
 	return &connectionInfo{
 		IP:              "127.0.0.1",
 		Transport:       "tcp",
-		ShellPort:       ports[0],
-		IOPubPort:       ports[1],
-		StdinPort:       ports[2],
-		ControlPort:     ports[3],
-		HBPort:          ports[4],
+		ShellPort:       picked[0],
+		IOPubPort:       picked[1],
+		StdinPort:       picked[2],
+		ControlPort:     picked[3],
+		HBPort:          picked[4],
 		Key:             hex.EncodeToString(key),
 		SignatureScheme: "hmac-sha256",
 		KernelName:      kernelName,
 	}, nil
-}
-
-// recentPorts holds ports handed to kernels in the last portHold: between
-// freePorts closing its listener and the kernel binding the port, a kernel
-// started concurrently could otherwise be given the same port.
-var recentPorts = struct {
-	sync.Mutex
-	at map[int]time.Time
-}{at: map[int]time.Time{}}
-
-const portHold = time.Minute
-
-// freePorts returns n distinct free TCP ports on 127.0.0.1, none handed
-// out by this process in the last minute. All listeners stay open until
-// every port is picked so that none is picked twice.
-//
-// Ports are picked below the kernel's ephemeral range: a port from bind(0)
-// is in that range, and between our pick and the kernel's bind the OS may
-// hand it to any outgoing connection (ours to other kernels included) as
-// its source port. Ports below the range are never handed out that way.
-func freePorts(n int) ([]int, error) {
-	recentPorts.Lock()
-	defer recentPorts.Unlock()
-	now := time.Now()
-	for p, t := range recentPorts.at {
-		if now.Sub(t) > portHold {
-			delete(recentPorts.at, p)
-		}
-	}
-	lo, hi := portRange()
-	ports := make([]int, 0, n)
-	for tries := 0; len(ports) < n; tries++ {
-		if tries > 50*n {
-			return nil, fmt.Errorf("pick free port: none free in %d-%d after %d tries", lo, hi, tries)
-		}
-		p := lo + mrand.IntN(hi-lo)
-		if _, taken := recentPorts.at[p]; taken || slices.Contains(ports, p) {
-			continue
-		}
-		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err != nil {
-			continue // in use
-		}
-		defer l.Close()
-		ports = append(ports, p)
-	}
-	for _, p := range ports {
-		recentPorts.at[p] = now
-	}
-	return ports, nil
-}
-
-// portRange is where kernel ports are picked: the 12,000 ports below the
-// ephemeral range (/proc/sys/net/ipv4/ip_local_port_range, 32768 when
-// unreadable), and never below 1024.
-func portRange() (lo, hi int) {
-	hi = 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if v, err := strconv.Atoi(f[0]); err == nil && v > 2048 {
-				hi = v
-			}
-		}
-	}
-	return max(1024, hi-12000), hi
 }
 
 // writeConnectionFile creates a private folder (mode 0700) and writes the
