@@ -264,6 +264,10 @@ type TemplateStats struct {
 	PreloadFailed map[string]string `json:"preload_failed,omitempty"`
 	// LastError says why the template last failed, if it ever did.
 	LastError string `json:"last_error,omitempty"`
+	// HotPages counts the template's pages that a fork copies at once
+	// (docs/kernels.md); HotError says why there are none.
+	HotPages int    `json:"hot_pages"`
+	HotError string `json:"hot_error,omitempty"`
 }
 
 // Stats describes every template, in the order they were created.
@@ -498,6 +502,11 @@ func (t *Template) Stats() TemplateStats {
 		s.PID, s.LiveKernels = p.pid, p.live()
 		s.ReadySeconds, s.Python, s.IPyKernel, s.PreloadFailed = p.info.Seconds, p.info.Python, p.info.IPyKernel, p.info.Failed
 		s.RSSBytes, s.PSSBytes = t.memory(p.pid)
+		select {
+		case <-p.hotSet:
+			s.HotPages, s.HotError = p.hot.Pages, p.hot.Error
+		default:
+		}
 	}
 	return s
 }

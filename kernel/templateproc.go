@@ -11,7 +11,9 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -73,6 +75,8 @@ type templateMsg struct {
 	Seconds   float64           `json:"seconds"`
 	Failed    map[string]string `json:"failed"`
 	Threads   int               `json:"threads"`
+	ProbeDir  string            `json:"probe_dir"` // of "ready"
+	Pages     int               `json:"pages"`     // of "hot"
 }
 
 // forkRequest is what aiod asks the template for; the write end of the
@@ -137,6 +141,8 @@ type templateProc struct {
 	quiet  time.Duration // forkReplyTimeout, or a test's
 	info   templateMsg   // the ready message
 	ready  chan struct{} // closed when info is set
+	hot    templateMsg   // the "hot" message
+	hotSet chan struct{} // closed when hot is set
 	exited chan struct{} // closed when the process has been reaped
 	done   chan struct{} // closed when the reader, the waiter and the copier are over
 	wg     sync.WaitGroup
@@ -247,7 +253,7 @@ func launchTemplate(ctx context.Context, spec *Spec, cfg TemplateConfig, log *sl
 	defer func() { <-srcDone }()
 	p := &templateProc{
 		pid: cmd.Process.Pid, cmd: cmd, conn: conn, quiet: cmp.Or(cfg.replyTimeout, forkReplyTimeout),
-		ready: make(chan struct{}), exited: make(chan struct{}), done: make(chan struct{}),
+		ready: make(chan struct{}), hotSet: make(chan struct{}), exited: make(chan struct{}), done: make(chan struct{}),
 		pending: map[uint64]chan forkResult{}, children: map[int]*forkedChild{},
 	}
 	p.log = log.With("template_pid", p.pid)
@@ -321,6 +327,10 @@ func (p *templateProc) read() {
 		p.handle(m)
 	}
 	p.endChildren()
+	// The probe's folder, which the template removes unless it was killed.
+	if d := p.info.ProbeDir; filepath.IsAbs(d) && strings.HasPrefix(filepath.Base(d), "aiod-probe-") {
+		os.RemoveAll(d) //nolint:errcheck // best effort, in the temporary folder
+	}
 }
 
 func (p *templateProc) handle(m templateMsg) {
@@ -331,6 +341,18 @@ func (p *templateProc) handle(m templateMsg) {
 		default:
 			p.info = m
 			close(p.ready)
+		}
+	case "hot": // once, after ready (template.py's "Hot pages")
+		select {
+		case <-p.hotSet:
+		default:
+			p.hot = m
+			close(p.hotSet)
+			if m.Error != "" {
+				p.log.Warn("kernel template pins no hot pages: forked kernels copy them one page fault at a time", "err", m.Error)
+			} else {
+				p.log.Info("kernel template pinned its hot pages: forks copy them at once", "pages", m.Pages, "seconds", m.Seconds)
+			}
 		}
 	case "forked":
 		var res forkResult

@@ -7,7 +7,7 @@
 # Protocol, on descriptor 3 (a SOCK_SEQPACKET socket; one JSON object per
 # message):
 #   template -> aiod  {"op": "ready", "pid", "python", "ipykernel", "seconds",
-#                      "failed": {module: error}, "threads"}
+#                      "failed": {module: error}, "threads", "probe_dir"}
 #   aiod -> template  {"op": "fork", "id", "args", "env", "cwd", "confine",
 #                      "gate", "cpu"} with descriptors attached (SCM_RIGHTS): first
 #                      the write end of the kernel's own stdout/stderr pipe,
@@ -20,6 +20,9 @@
 #                      "error"}
 #   template -> aiod  {"op": "exit", "pid", "code"} or {"op": "exit", "pid",
 #                      "signal"}: a child ended and was reaped
+#   template -> aiod  {"op": "hot", "pages", "seconds"} or {"op": "hot",
+#                      "error"}: once, after ready, what the probe learned
+#                      (see "Hot pages" below)
 # End of file on descriptor 3 (aiod closed it, or died), SIGTERM (aiod sets
 # it as the template's parent-death signal) and a parent that is no longer
 # aiod all make the template kill every child and exit.
@@ -48,6 +51,17 @@
 # Before the first fork the template imports ipykernel and what the config
 # names, creates no zmq context and starts no Python thread, then freezes the
 # garbage collector so that the children share the imported objects' pages.
+#
+# Hot pages. A child still copies some 3,000 of the template's pages as it
+# starts and runs its first cell (reference counts, the interpreter's inline
+# caches, allocator state), each on a page fault that is slow in a virtual
+# machine. Once ready, the template forks a probe kernel and a client that
+# runs aiod's priming cell on it, reads which of its pages the probe copied
+# (the probe's /proc/PID/pagemap says a page is mapped there alone), kills
+# both, and pins those pages as io_uring fixed buffers. The kernel copies a
+# pinned page into the child inside fork() itself, at a fraction of a page
+# fault's cost, so the child starts with its copies made. Only aiod's own
+# code runs in the probe: no caller decides what is pinned.
 
 import gc
 
@@ -391,16 +405,21 @@ def main():
     fill_free_blocks(failed)
     gc.freeze()
     threads = len(os.listdir("/proc/self/task"))
+    make_probe_dir()
     send(ctl, {
         "op": "ready", "pid": os.getpid(), "python": sys.version.split()[0],
         "ipykernel": ipykernel.__version__, "seconds": round(time.monotonic() - T0, 3),
-        "failed": failed, "threads": threads,
+        "failed": failed, "threads": threads, "probe_dir": HOT["dir"],
     })
     state = {"ctl": ctl, "wake_r": wake_r, "wake_w": wake_w, "libc": libc, "defaults": defaults}
     children = set()
     try:
+        start_probe(ctl, state)
         serve(ctl, wake_r, children, state)
     finally:
+        # A second SIGTERM (aiod's death can send two) must not cut this short.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        stop_probe(wait=True)
         stop_children(children)
     # Nothing to tear down: skip the interpreter's (a tenth of a second and
     # more with pandas loaded).
@@ -490,6 +509,191 @@ def fill_free_chunks(libc, failed):
     except Exception as e:  # no report, or one of another form: no fill
         failed["aiod: fill free chunks"] = repr(e)
 
+# The probe (see "Hot pages" at the top). PROBE_CODE is aiod's priming cell
+# (stream/pool.go's primeCode).
+PROBE_CODE = "print()\nprint(file=__import__('sys').stderr)"
+PROBE_SECONDS = 120
+HOT_MAX_PAGES = 16384  # 64 MiB, and io_uring's bound on buffers a ring
+HOT = {"pids": {}, "kernel": 0, "client": 0, "dir": None, "dir_error": "", "deadline": 0.0, "rings": [],
+       "sent": False}
+
+
+def make_probe_dir():
+    """The probe's private folder (its connection file and sockets), made
+    before ready, which names it: aiod removes it when the template ends,
+    should the template be killed before it could. Under /tmp when the
+    temporary folder's path is too long for a socket's."""
+    import tempfile
+
+    try:
+        d = tempfile.mkdtemp(prefix="aiod-probe-")
+        if len(d) > 90:
+            os.rmdir(d)
+            d = tempfile.mkdtemp(prefix="aiod-probe-", dir="/tmp")
+        HOT["dir"] = d
+    except OSError as e:
+        HOT["dir_error"] = str(e)
+
+
+def start_probe(ctl, state):
+    """Fork the probe kernel and its client (both children of the
+    template, neither reported to aiod); the client's exit says when the
+    kernel has run its cell."""
+    try:
+        d = HOT["dir"]
+        if d is None:
+            raise OSError("no folder: %s" % HOT["dir_error"])
+        conn = os.path.join(d, "kernel.json")
+        info = {"transport": "ipc", "ip": os.path.join(d, "k"), "shell_port": 1, "iopub_port": 2,
+                "stdin_port": 3, "control_port": 4, "hb_port": 5, "key": os.urandom(32).hex(),
+                "signature_scheme": "hmac-sha256", "kernel_name": ""}
+        with open(os.open(conn, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+            json.dump(info, f)
+        HOT["deadline"] = time.monotonic() + PROBE_SECONDS
+        req = {"args": ["-f", conn] + (CONFIG.get("args") or []), "env": TEMPLATE_ENV, "cwd": d}
+        out = os.open(os.devnull, os.O_WRONLY)  # the client's traceback tells a failure
+        pid = os.fork()
+        if pid == 0:
+            child(req, [out], state)  # never returns
+        os.close(out)
+        HOT["pids"][pid], HOT["kernel"] = "kernel", pid
+        pid = os.fork()
+        if pid == 0:
+            probe_client(conn, state)  # never returns
+        HOT["pids"][pid], HOT["client"] = "client", pid
+    except Exception as e:
+        stop_probe()
+        send_hot(ctl, error="start the probe: %r" % e)
+
+
+def probe_client(conn, state):
+    code = 1
+    try:
+        for s in ("ctl", "wake_r", "wake_w"):
+            state[s].close()
+        signal.set_wakeup_fd(-1)
+        state["libc"].prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        from jupyter_client.blocking import BlockingKernelClient
+
+        kc = BlockingKernelClient(connection_file=conn)
+        kc.load_connection_file()
+        kc.start_channels(shell=True, iopub=True, stdin=False, hb=False, control=False)
+        kc.wait_for_ready(timeout=PROBE_SECONDS)
+        msg_id = kc.execute(PROBE_CODE, store_history=False)
+        kc.get_shell_msg(timeout=PROBE_SECONDS)
+        while True:
+            m = kc.get_iopub_msg(timeout=PROBE_SECONDS)
+            if m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "status" \
+                    and m["content"]["execution_state"] == "idle":
+                break
+        code = 0
+    except BaseException:
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
+def probe_ended(ctl, pid, status):
+    role = HOT["pids"].pop(pid)
+    HOT[role] = 0
+    if role == "client" and HOT["kernel"] and os.waitstatus_to_exitcode(status) == 0:
+        try:
+            pages, seconds = hold_hot_pages(HOT["kernel"])
+            send_hot(ctl, pages=pages, seconds=round(seconds, 3))
+        except Exception as e:
+            send_hot(ctl, error="pin the hot pages: %s" % e)
+    elif HOT[{"client": "kernel", "kernel": "client"}[role]]:
+        send_hot(ctl, error="the probe's %s ended before its cell had run (wait status %d)" % (role, status))
+    stop_probe()
+
+
+def stop_probe(wait=False):
+    """Kill what is left of the probe (reap collects it, or with wait
+    this) and, once it is all gone, remove its folder."""
+    for pid in list(HOT["pids"]):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+        if wait:
+            try:
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+            del HOT["pids"][pid]
+    if not HOT["pids"] and HOT["dir"]:
+        import shutil
+
+        shutil.rmtree(HOT["dir"], ignore_errors=True)
+        HOT["dir"] = None
+
+
+def send_hot(ctl, **msg):
+    if not HOT["sent"]:
+        HOT["sent"] = True
+        try:
+            send(ctl, dict(msg, op="hot"))
+        except OSError:
+            pass
+
+
+def hold_hot_pages(pid):
+    """Pin the pages of the template's private writable mappings that
+    process pid (a child) has copied: present in both, and mapped in pid
+    alone (pagemap bits 63 and 56). Returns how many, and the time taken."""
+    import ctypes
+
+    t0 = time.monotonic()
+    maps = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            x = line.split()
+            name = x[5] if len(x) > 5 else ""
+            if x[1][1] == "w" and x[1][3] == "p" and name not in ("[stack]", "[vvar]", "[vdso]", "[vsyscall]"):
+                maps.append(tuple(int(v, 16) for v in x[0].split("-")))
+    runs = []  # [start, length] of consecutive hot pages
+    with open("/proc/%d/pagemap" % pid, "rb") as theirs, open("/proc/self/pagemap", "rb") as mine:
+        for lo, hi in maps:
+            theirs.seek(lo // 4096 * 8)
+            mine.seek(lo // 4096 * 8)
+            t, m = array.array("Q"), array.array("Q")
+            t.frombytes(theirs.read((hi - lo) // 4096 * 8))
+            m.frombytes(mine.read((hi - lo) // 4096 * 8))
+            for i in range(min(len(t), len(m))):
+                if t[i] >> 63 & t[i] >> 56 & m[i] >> 63 & 1:
+                    a = lo + i * 4096
+                    if runs and runs[-1][0] + runs[-1][1] == a:
+                        runs[-1][1] += 4096
+                    else:
+                        runs.append([a, 4096])
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+
+    class iovec(ctypes.Structure):
+        _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+    while runs and (len(runs) > HOT_MAX_PAGES or sum(n for _, n in runs) > HOT_MAX_PAGES * 4096):
+        runs.pop()
+    params = ctypes.create_string_buffer(120)  # struct io_uring_params
+    ring = libc.syscall(425, ctypes.c_uint(1), params)  # io_uring_setup
+    if ring < 0:
+        raise OSError(ctypes.get_errno(), "io_uring_setup: " + os.strerror(ctypes.get_errno()))
+    while runs:
+        iov = (iovec * len(runs))(*[(a, n) for a, n in runs])
+        # io_uring_register(ring, IORING_REGISTER_BUFFERS, iov, n)
+        if libc.syscall(427, ctypes.c_int(ring), ctypes.c_uint(0), iov, ctypes.c_uint(len(runs))) == 0:
+            HOT["rings"].append(ring)
+            return sum(n for _, n in runs) // 4096, time.monotonic() - t0
+        err = ctypes.get_errno()
+        if err != 12:  # ENOMEM: over RLIMIT_MEMLOCK; try with half
+            os.close(ring)
+            raise OSError(err, "io_uring_register: " + os.strerror(err))
+        del runs[len(runs) // 2:]
+    os.close(ring)
+    raise OSError(12, "io_uring_register: no pages fit RLIMIT_MEMLOCK")
+
 
 def serve(ctl, wake_r, children, state):
     while True:
@@ -504,6 +708,9 @@ def serve(ctl, wake_r, children, state):
             except BlockingIOError:
                 pass
         reap(ctl, children)
+        if HOT["pids"] and time.monotonic() > HOT["deadline"]:
+            stop_probe()
+            send_hot(ctl, error="the probe did not run its cell within %d s" % PROBE_SECONDS)
         if os.getppid() != PARENT:
             return  # aiod died; the children go with us
         if ctl not in ready:
@@ -573,14 +780,18 @@ def fork(ctl, req, fds, children, state):
 
 
 def reap(ctl, children):
-    while children:
+    while children or HOT["pids"]:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
             children.clear()
+            HOT["pids"].clear()
             return
         if pid == 0:
             return
+        if pid in HOT["pids"]:
+            probe_ended(ctl, pid, status)
+            continue
         children.discard(pid)
         msg = {"op": "exit", "pid": pid}
         if os.WIFSIGNALED(status):
@@ -622,6 +833,8 @@ def child(req, fds, state):
     and, when the request says so, its tenant's sandbox."""
     code = 1
     try:
+        for ring in HOT["rings"]:
+            os.close(ring)  # the pins are the template's; no child holds them
         if req.get("gate"):
             # Wait until aiod has put this process in its cgroups: nothing
             # of the kernel, the tenant's profile or its sandbox runs before.
