@@ -83,6 +83,12 @@ func (k *Kernel) launchForked(ctx context.Context, p *templateProc, pins *proc.P
 	if err != nil {
 		return fmt.Errorf("launch %s: %w", argv[0], &spawnAlikeError{err})
 	}
+	charge := "" // the memory group the kernel will join, made now
+	if k.opts.Charge != nil && p.home != "" {
+		if charge, err = k.opts.Charge(); err != nil {
+			return &spawnAlikeError{fmt.Errorf("limit the kernel: %w", err)}
+		}
+	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("launch %s: make output pipe: %w", argv[0], err)
@@ -96,7 +102,7 @@ func (k *Kernel) launchForked(ctx context.Context, p *templateProc, pins *proc.P
 		return fmt.Errorf("launch %s: %w", argv[0], err)
 	}
 	cpu := pins.Take()
-	c, err := p.fork(ctx, argv[3:], env, cwd, w, gr, k.conf, cpu)
+	c, err := p.fork(ctx, argv[3:], env, cwd, w, gr, k.conf, cpu, charge)
 	w.Close()
 	gr.Close() // the child holds its own; nil-safe
 	if err != nil {

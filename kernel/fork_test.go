@@ -1150,11 +1150,14 @@ func TestForkCopiesHotPagesAtOnce(t *testing.T) {
 	case <-time.After(3 * time.Minute):
 		t.Fatal("the template did not report its hot pages within 3 minutes of being ready")
 	}
-	if p.hot.Error != "" || p.hot.Pages < 500 {
-		t.Fatalf("hot pages: %d, error %q; want 500 or more", p.hot.Pages, p.hot.Error)
+	p.mu.Lock()
+	hot := p.hot
+	p.mu.Unlock()
+	if hot.Error != "" || hot.Pages < 500 {
+		t.Fatalf("hot pages: %d, error %q; want 500 or more", hot.Pages, hot.Error)
 	}
-	if st := tpl.Stats(); st.HotPages != p.hot.Pages || st.HotError != "" {
-		t.Errorf("stats say %d hot pages (error %q), the template %d", st.HotPages, st.HotError, p.hot.Pages)
+	if st := tpl.Stats(); st.HotPages != hot.Pages || st.HotError != "" {
+		t.Errorf("stats say %d hot pages (error %q), the template %d", st.HotPages, st.HotError, hot.Pages)
 	}
 	k, rec := startKernel(t, forked(ts))
 	if k.StartMode() != StartFork {
@@ -1172,9 +1175,9 @@ for fd in os.listdir('/proc/self/fd'):
     except OSError:
         pass
 print(json.dumps({"faults": resource.getrusage(resource.RUSAGE_SELF).ru_minflt, "links": links}))`, &got)
-	t.Logf("hot pages %d (learned in %.3f s); the kernel's page faults %d", p.hot.Pages, p.hot.Seconds, got.Faults)
-	if got.Faults >= p.hot.Pages/2 {
-		t.Errorf("the kernel took %d page faults through its start and first execution, want fewer than half the %d hot pages", got.Faults, p.hot.Pages)
+	t.Logf("hot pages %d (learned in %.3f s); the kernel's page faults %d", hot.Pages, hot.Seconds, got.Faults)
+	if got.Faults >= hot.Pages/2 {
+		t.Errorf("the kernel took %d page faults through its start and first execution, want fewer than half the %d hot pages", got.Faults, hot.Pages)
 	}
 	for _, l := range got.Links {
 		if strings.Contains(l, "io_uring") {

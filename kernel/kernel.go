@@ -103,6 +103,10 @@ type Options struct {
 	// returns; an error ends it and fails the start. A fork that falls back
 	// to a spawn calls it again, with the new process.
 	Admit func(pid int) error
+	// Charge, with TemplateConfig.ChargeHome, is called before a fork: the
+	// cgroup.procs file of the memory group the kernel will join, where the
+	// template forks, so that what fork() copies is charged to the kernel.
+	Charge func() (string, error)
 }
 
 func (o *Options) setDefaults() {

@@ -78,6 +78,12 @@ type TemplateConfig struct {
 	// the kernel app exists.
 	Confine string
 	Setup   json.RawMessage
+	// ChargeHome: the cgroup.procs of the template's memory group, where it
+	// returns after each fork charged to a kernel (Options.Charge). Its
+	// kernels then have an OOM score of 1000, so that the OOM killer picks
+	// one of them, not the template forking in their group.
+	ChargeHome string
+	NoHotPages bool // pin no hot pages (template.py): forks could not be charged to their kernels
 
 	replyTimeout time.Duration // forkReplyTimeout unless a test sets it
 }
@@ -502,11 +508,9 @@ func (t *Template) Stats() TemplateStats {
 		s.PID, s.LiveKernels = p.pid, p.live()
 		s.ReadySeconds, s.Python, s.IPyKernel, s.PreloadFailed = p.info.Seconds, p.info.Python, p.info.IPyKernel, p.info.Failed
 		s.RSSBytes, s.PSSBytes = t.memory(p.pid)
-		select {
-		case <-p.hotSet:
-			s.HotPages, s.HotError = p.hot.Pages, p.hot.Error
-		default:
-		}
+		p.mu.Lock()
+		s.HotPages, s.HotError = p.hot.Pages, p.hot.Error
+		p.mu.Unlock()
 	}
 	return s
 }

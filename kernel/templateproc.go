@@ -93,7 +93,9 @@ type forkRequest struct {
 	// Gate: the descriptor after the output pipe's is the child's gate
 	// (Options.Admit), read before anything else.
 	Gate bool `json:"gate,omitempty"`
-	CPU  *int `json:"cpu,omitempty"` // the one CPU the child starts on (proc.Pins)
+	// Charge is the cgroup.procs file the template forks in (Options.Charge).
+	Charge string `json:"charge,omitempty"`
+	CPU    *int   `json:"cpu,omitempty"` // the one CPU the child starts on (proc.Pins)
 }
 
 // forkedChild is a kernel process forked by a template. The template reaps
@@ -141,12 +143,13 @@ type templateProc struct {
 	quiet  time.Duration // forkReplyTimeout, or a test's
 	info   templateMsg   // the ready message
 	ready  chan struct{} // closed when info is set
-	hot    templateMsg   // the "hot" message
+	hot    templateMsg   // the last "hot" message; guarded by mu
 	hotSet chan struct{} // closed when hot is set
 	exited chan struct{} // closed when the process has been reaped
 	done   chan struct{} // closed when the reader, the waiter and the copier are over
 	wg     sync.WaitGroup
 
+	home  string       // TemplateConfig.ChargeHome
 	wmu   sync.Mutex   // one writer at a time on conn
 	heard atomic.Int64 // when the last message came, in Unix nanoseconds
 
@@ -201,11 +204,13 @@ func launchTemplate(ctx context.Context, spec *Spec, cfg TemplateConfig, log *sl
 	}
 	conn := fc.(*net.UnixConn)
 	cfgArg := map[string]any{"parent": os.Getpid(), "preload": preload, "module": spec.Argv[2],
-		"args": templateArgs(spec), "patches": kernelPatches}
+		"args": templateArgs(spec), "patches": kernelPatches, "hot": !cfg.NoHotPages}
+	if cfg.ChargeHome != "" { // kernels first for the OOM killer, never the template
+		cfgArg["charge_home"], cfgArg["oom_score_adj"] = cfg.ChargeHome, 1000
+	}
 	if cfg.Confine != "" {
 		cfgArg["confine"], cfgArg["setup"] = cfg.Confine, cfg.Setup
 	}
-	arg, _ := json.Marshal(cfgArg)
 	// The program and its configuration (the sandbox's applier and plan
 	// among it) come on a pipe, not the command line: every local user
 	// reads a command line in ps, and every forked kernel kept the
@@ -240,6 +245,10 @@ func launchTemplate(ctx context.Context, spec *Spec, cfg TemplateConfig, log *sl
 		srcW.Close()
 		return nil, fmt.Errorf("launch template %s: %w", spec.Argv[0], err)
 	}
+	if cfg.ChargeHome != "" { // needs CAP_SYS_RESOURCE; the kernels' 1000 is the guard
+		_ = os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", cmd.Process.Pid), []byte("-1000"), 0)
+	}
+	arg, _ := json.Marshal(cfgArg)
 	// The template reads it all before anything else; a template that
 	// dies first ends the write (EPIPE), and the deadline bounds a stuck
 	// one, which then never says it is ready.
@@ -252,7 +261,7 @@ func launchTemplate(ctx context.Context, spec *Spec, cfg TemplateConfig, log *sl
 	}()
 	defer func() { <-srcDone }()
 	p := &templateProc{
-		pid: cmd.Process.Pid, cmd: cmd, conn: conn, quiet: cmp.Or(cfg.replyTimeout, forkReplyTimeout),
+		pid: cmd.Process.Pid, cmd: cmd, conn: conn, quiet: cmp.Or(cfg.replyTimeout, forkReplyTimeout), home: cfg.ChargeHome,
 		ready: make(chan struct{}), hotSet: make(chan struct{}), exited: make(chan struct{}), done: make(chan struct{}),
 		pending: map[uint64]chan forkResult{}, children: map[int]*forkedChild{},
 	}
@@ -342,18 +351,14 @@ func (p *templateProc) handle(m templateMsg) {
 			p.info = m
 			close(p.ready)
 		}
-	case "hot": // once, after ready (template.py's "Hot pages")
-		select {
-		case <-p.hotSet:
-		default:
-			p.hot = m
+	case "hot": // after ready, and when the pins go (template.py's "Hot pages")
+		p.mu.Lock()
+		p.hot = m
+		p.mu.Unlock()
+		if !isClosed(p.hotSet) {
 			close(p.hotSet)
-			if m.Error != "" {
-				p.log.Warn("kernel template pins no hot pages: forked kernels copy them one page fault at a time", "err", m.Error)
-			} else {
-				p.log.Info("kernel template pinned its hot pages: forks copy them at once", "pages", m.Pages, "seconds", m.Seconds)
-			}
 		}
+		p.log.Info("kernel template's hot pages, which its forks copy at once", "pages", m.Pages, "seconds", m.Seconds, "err", m.Error)
 	case "forked":
 		var res forkResult
 		if m.PID > 0 {
@@ -411,7 +416,7 @@ func (p *templateProc) endChildren() {
 // args, in cwd with env, writing its output to out, held at gate and
 // confined by conf when they are not nil, pinned to cpu when it is not
 // negative. It returns the child once forked.
-func (p *templateProc) fork(ctx context.Context, args []string, env map[string]string, cwd string, out, gate *os.File, conf *Confinement, cpu int) (*forkedChild, error) {
+func (p *templateProc) fork(ctx context.Context, args []string, env map[string]string, cwd string, out, gate *os.File, conf *Confinement, cpu int, charge string) (*forkedChild, error) {
 	reply := make(chan forkResult, 1)
 	p.mu.Lock()
 	if p.ended {
@@ -427,7 +432,7 @@ func (p *templateProc) fork(ctx context.Context, args []string, env map[string]s
 		delete(p.pending, id)
 		p.mu.Unlock()
 	}
-	req := forkRequest{Op: "fork", ID: id, Args: args, Env: env, Cwd: cwd}
+	req := forkRequest{Op: "fork", ID: id, Args: args, Env: env, Cwd: cwd, Charge: charge}
 	if cpu >= 0 {
 		req.CPU = &cpu
 	}

@@ -28,6 +28,8 @@ type kernelStartInfo struct {
 		PSSBytes    int64  `json:"pss_bytes"`
 		Starts      uint64 `json:"starts"`
 		LiveKernels int    `json:"live_kernels"`
+		HotPages    int    `json:"hot_pages"`
+		HotError    string `json:"hot_error"`
 	} `json:"templates"`
 }
 
@@ -103,6 +105,69 @@ func TestDefaultStartIsFork(t *testing.T) {
 				pid, kerneltest.Alive(pid), tp.PID, kerneltest.Alive(tp.PID))
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestForkIsChargedToItsKernel: what fork() copies at once for a kernel
+// (its template's hot pages) is charged to the kernel's own memory group,
+// where its memory limit counts it, and not to the template: the template
+// forks in that group and goes back to aiod's right after. While it is
+// there the OOM killer must pick a kernel of the group, never the template
+// (it would take every forked kernel with it): the kernel's OOM score is
+// 1000.
+func TestForkIsChargedToItsKernel(t *testing.T) {
+	t.Parallel()
+	d := startDaemon(t, "--code-backend", "kernel", "--kernel-prewarm", "0", "--runtime-memory-limit", "1g")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	// The pins come once the template's probe has run: no event reaches a
+	// client, so ask discovery until they are there.
+	var tp struct{ pid, hot int }
+	for deadline := time.Now().Add(3 * time.Minute); tp.hot == 0; time.Sleep(50 * time.Millisecond) {
+		if ks := d.kernelStart(ctx); len(ks.Templates) == 1 && ks.Templates[0].State == "ready" {
+			if e := ks.Templates[0].HotError; e != "" {
+				t.Fatalf("the template has no hot pages: %s", e)
+			}
+			tp.pid, tp.hot = ks.Templates[0].PID, ks.Templates[0].HotPages
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no hot pages 3 minutes after start; log:\n%s", d.stderr)
+		}
+	}
+	if out := d.execute(ctx, "charged", "print('ok')", 60); out.Stdout != "ok\n" {
+		t.Fatalf("stdout %q", out.Stdout)
+	}
+	var env envelope[struct {
+		Source      string `json:"source"`
+		PID         int    `json:"pid"`
+		MemoryBytes int64  `json:"memory_bytes"`
+	}]
+	d.do(ctx, http.MethodGet, "/v2/code/sessions/charged/stats", nil, &env)
+	st := env.Data
+	if st.Source != "cgroup" || st.PID <= 0 {
+		t.Fatalf("stats = %+v, want the kernel's cgroup", st)
+	}
+	if hot := int64(tp.hot) * 4096; st.MemoryBytes < hot {
+		t.Errorf("the kernel's group holds %d bytes, fewer than the %d bytes of hot pages its fork copied", st.MemoryBytes, hot)
+	}
+	memcg := func(pid int) string {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.SplitN(l, ":", 3); len(f) == 3 && f[1] == "memory" {
+				return f[2]
+			}
+		}
+		return ""
+	}
+	if got, want := memcg(tp.pid), memcg(d.cmd.Process.Pid); got != want || got == "" {
+		t.Errorf("template in memory group %q after the fork, want aiod's %q", got, want)
+	}
+	score := func(pid int) string {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid))
+		return strings.TrimSpace(string(b))
+	}
+	if got := score(st.PID); got != "1000" {
+		t.Errorf("kernel's OOM score %q, want 1000", got)
 	}
 }
 

@@ -9,20 +9,23 @@
 #   template -> aiod  {"op": "ready", "pid", "python", "ipykernel", "seconds",
 #                      "failed": {module: error}, "threads", "probe_dir"}
 #   aiod -> template  {"op": "fork", "id", "args", "env", "cwd", "confine",
-#                      "gate", "cpu"} with descriptors attached (SCM_RIGHTS): first
+#                      "gate", "cpu", "charge"} with descriptors attached
+#                      (SCM_RIGHTS): first
 #                      the write end of the kernel's own stdout/stderr pipe,
 #                      with "gate" the read end of the child's gate, then
 #                      those the confinement plan refers to (a network
 #                      namespace); "cpu", when there, is the one CPU the
 #                      child runs on until aiod unpins it (the template
-#                      runs on the other CPUs until its next fork)
+#                      runs on the other CPUs until its next fork);
+#                      "charge", when there, the cgroup.procs file of the
+#                      kernel's memory group, which the template forks in
 #   template -> aiod  {"op": "forked", "id", "pid"} or {"op": "forked", "id",
 #                      "error"}
 #   template -> aiod  {"op": "exit", "pid", "code"} or {"op": "exit", "pid",
 #                      "signal"}: a child ended and was reaped
 #   template -> aiod  {"op": "hot", "pages", "seconds"} or {"op": "hot",
-#                      "error"}: once, after ready, what the probe learned
-#                      (see "Hot pages" below)
+#                      "error"}: after ready, what the probe learned (see
+#                      "Hot pages" below); again if the pins are dropped
 # End of file on descriptor 3 (aiod closed it, or died), SIGTERM (aiod sets
 # it as the template's parent-death signal) and a parent that is no longer
 # aiod all make the template kill every child and exit.
@@ -31,7 +34,12 @@
 # "module": the launcher module of the kernelspec's "-m", e.g.
 # "ipykernel_launcher", "args": the kernel app's arguments but -f,
 # "confine": the source of aiod's sandbox applier or null, "setup": the
-# template's own confinement plan or null}.
+# template's own confinement plan or null, "hot": false to pin no hot pages
+# (below), and, when aiod charges forks to the kernels' memory groups,
+# "charge_home": the template's own group's cgroup.procs, where it goes back
+# after forking in the group a fork request names ("charge"), and
+# "oom_score_adj": the OOM score each child takes (1000: in a kernel's
+# group, the OOM killer must pick a kernel, never the template)}.
 #
 # Under tenant isolation (a "confine" source), the template is root: it first
 # applies "setup" to itself (a mount namespace of its own), and each child
@@ -68,6 +76,7 @@ import gc
 gc.disable()
 
 import array
+import errno
 import json
 import os
 import select
@@ -414,7 +423,10 @@ def main():
     state = {"ctl": ctl, "wake_r": wake_r, "wake_w": wake_w, "libc": libc, "defaults": defaults}
     children = set()
     try:
-        start_probe(ctl, state)
+        if CONFIG.get("hot", True):
+            start_probe(ctl, state)
+        else:
+            send_hot(ctl, error="off: aiod cannot charge what fork() copies to the kernels' memory groups")
         serve(ctl, wake_r, children, state)
     finally:
         # A second SIGTERM (aiod's death can send two) must not cut this short.
@@ -515,7 +527,7 @@ PROBE_CODE = "print()\nprint(file=__import__('sys').stderr)"
 PROBE_SECONDS = 120
 HOT_MAX_PAGES = 16384  # 64 MiB, and io_uring's bound on buffers a ring
 HOT = {"pids": {}, "kernel": 0, "client": 0, "dir": None, "dir_error": "", "deadline": 0.0, "rings": [],
-       "sent": False}
+       "bytes": 0, "sent": False}
 
 
 def make_probe_dir():
@@ -569,6 +581,7 @@ def start_probe(ctl, state):
 def probe_client(conn, state):
     code = 1
     try:
+        own_oom_score()
         for s in ("ctl", "wake_r", "wake_w"):
             state[s].close()
         signal.set_wakeup_fd(-1)
@@ -630,6 +643,34 @@ def stop_probe(wait=False):
         HOT["dir"] = None
 
 
+def room_for_hot_pages(procs):
+    """Refuse to fork in a memory group whose limit could not hold twice the
+    hot pages: the OOM killer would find only the template there."""
+    d = os.path.dirname(procs)
+    try:
+        with open(os.path.join(d, "memory.limit_in_bytes")) as f:
+            limit = int(f.read())
+    except (OSError, ValueError):
+        return
+    if limit < 2 * HOT["bytes"]:
+        raise OSError(errno.ENOMEM, "its limit of %d bytes is less than twice the %d bytes a fork copies" % (limit, HOT["bytes"]))
+
+
+def join_group(procs):
+    with open(procs, "w") as f:
+        f.write(str(os.getpid()))
+
+
+def drop_hot_pages(ctl, why):
+    """Unpin the hot pages for good: forks then copy page by page again,
+    in the child, charged to the child's group."""
+    for ring in HOT["rings"]:
+        os.close(ring)
+    HOT["rings"] = []
+    HOT["sent"] = False
+    send_hot(ctl, pages=0, error="dropped: " + why)
+
+
 def send_hot(ctl, **msg):
     if not HOT["sent"]:
         HOT["sent"] = True
@@ -685,7 +726,8 @@ def hold_hot_pages(pid):
         # io_uring_register(ring, IORING_REGISTER_BUFFERS, iov, n)
         if libc.syscall(427, ctypes.c_int(ring), ctypes.c_uint(0), iov, ctypes.c_uint(len(runs))) == 0:
             HOT["rings"].append(ring)
-            return sum(n for _, n in runs) // 4096, time.monotonic() - t0
+            HOT["bytes"] = sum(n for _, n in runs)
+            return HOT["bytes"] // 4096, time.monotonic() - t0
         err = ctypes.get_errno()
         if err != 12:  # ENOMEM: over RLIMIT_MEMLOCK; try with half
             os.close(ring)
@@ -755,12 +797,39 @@ def fork(ctl, req, fds, children, state):
             os.sched_setaffinity(0, CPUS)
         except OSError:
             pass
+    charged = False
+    if req.get("charge") and HOT["rings"] and CONFIG.get("charge_home"):
+        # Fork in the kernel's memory group, so that the hot pages fork()
+        # copies are charged to the kernel (see "Hot pages").
+        try:
+            room_for_hot_pages(req["charge"])
+            join_group(req["charge"])
+            charged = True
+        except OSError as e:
+            for fd in fds:
+                os.close(fd)
+            try:
+                os.sched_setaffinity(0, CPUS)
+            except OSError:
+                pass
+            if e.errno in (errno.EACCES, errno.EPERM):  # never will: fork page by page
+                drop_hot_pages(ctl, "cannot fork in the kernels' memory groups: %s" % e)
+            send(ctl, {"op": "forked", "id": req["id"], "error": "join the kernel's memory group: %s" % e})
+            return
     try:
         pid = os.fork()
     except OSError as e:
+        pid = -1
+        err = e
+    if charged and pid != 0:  # the child stays in its kernel's group
+        try:
+            join_group(CONFIG["charge_home"])
+        except OSError as e:  # the template's own group: should not happen
+            drop_hot_pages(ctl, "cannot go back to its own memory group: %s" % e)
+    if pid < 0:
         for fd in fds:
             os.close(fd)
-        send(ctl, {"op": "forked", "id": req["id"], "error": "fork: %s" % e})
+        send(ctl, {"op": "forked", "id": req["id"], "error": "fork: %s" % err})
         return
     if pid == 0:
         child(req, fds, state)  # never returns
@@ -833,6 +902,7 @@ def child(req, fds, state):
     and, when the request says so, its tenant's sandbox."""
     code = 1
     try:
+        own_oom_score()
         for ring in HOT["rings"]:
             os.close(ring)  # the pins are the template's; no child holds them
         if req.get("gate"):
@@ -904,6 +974,14 @@ def child(req, fds, state):
             sys.stderr.flush()
         finally:
             os._exit(code)
+
+
+def own_oom_score():
+    """Take the kernels' OOM score (the config's "oom_score_adj")."""
+    adj = CONFIG.get("oom_score_adj")
+    if adj is not None:
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write(str(adj))
 
 
 def own_profile(app):

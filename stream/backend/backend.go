@@ -439,7 +439,7 @@ func (r *Runtimes) coldKernelBackend(spec *kernel.Spec, env []string, t *sandbox
 				Spec: spec, Handler: h, Cwd: r.cfg.Workdir, ConnDir: r.kernels, Env: env,
 				StartTimeout: r.cfg.KernelStartTimeout, Logger: r.log, Counter: r.cfg.Counter,
 				Templates: r.pools.templates, Transport: r.cfg.KernelTransport,
-				Environ: r.base, Credential: r.iso.Credential(), Confine: confineKernel(t), Admit: p.admit(),
+				Environ: r.base, Credential: r.iso.Credential(), Confine: confineKernel(t), Admit: p.admit(), Charge: p.charge(),
 			})
 			if err != nil {
 				p.failed()

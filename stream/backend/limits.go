@@ -45,12 +45,33 @@ const (
 // placement puts one start's process under the limits before anything of
 // it runs: admit is the start's Admit hook (nil when no limit is set), called
 // while the process waits at its gate (package proc); it makes the process's
-// own cgroup (or sets its rlimits). A start that retries (a fork that fell
-// back to a spawn) calls it again, and the earlier group goes.
+// own cgroup (or sets its rlimits), unless charge, a forked kernel's Charge
+// hook, made it before the fork. A start that retries (a fork that fell
+// back to a spawn) calls admit again, and the earlier group goes unless no
+// process joined it yet.
 type placement struct {
-	r *Runtimes
-	t *sandbox.Tenant // the tenant it starts for; nil none
-	l *isolate.Limits
+	r      *Runtimes
+	t      *sandbox.Tenant // the tenant it starts for; nil none
+	l      *isolate.Limits
+	joined bool // a process joined l
+}
+
+// charge is the Charge hook of a kernel start: the group its process will
+// join, made before the fork (isolate.Limits.ChargeFile); nil unless cgroup
+// v1 (elsewhere a fork's copies stay charged to the template's group).
+func (p *placement) charge() func() (string, error) {
+	if p.r.iso.ChargeHome() == "" {
+		return nil
+	}
+	return func() (string, error) {
+		p.failed() // an earlier attempt's
+		l, err := p.r.iso.Prepare(p.t)
+		if err != nil {
+			return "", err
+		}
+		p.l, p.joined = l, false
+		return l.ChargeFile(), nil
+	}
 }
 
 // admit is the Admit hook of a start; nil without limits.
@@ -59,11 +80,18 @@ func (p *placement) admit() func(pid int) error {
 		return nil
 	}
 	return func(pid int) error {
-		if p.l != nil {
-			_ = p.l.Close() // an earlier attempt's
+		if p.l != nil && !p.joined { // made by charge
+			err := p.l.Join(pid)
+			if err != nil {
+				p.l = nil // Join undid it
+			}
+			p.joined = err == nil
+			return err
 		}
+		p.failed() // an earlier attempt's
 		var err error
 		p.l, err = p.r.iso.Apply(pid, p.t)
+		p.joined = err == nil
 		return err
 	}
 }

@@ -52,7 +52,7 @@ func (r *Runtimes) startPools() error {
 		preload = nil
 	}
 	tc := kernel.TemplateConfig{Mode: r.cfg.KernelStart, Preload: preload, Logger: r.log,
-		Environ: r.base, Credential: r.iso.Credential()}
+		Environ: r.base, Credential: r.iso.Credential(), ChargeHome: r.iso.ChargeHome(), NoHotPages: r.iso.MemoryUncharged()}
 	if r.iso.Mode() == isolate.ModeTenant {
 		tc.Confine, tc.Setup = sandbox.ConfinePy, sandbox.TemplatePlan(sandbox.HomePath).JSON()
 	}

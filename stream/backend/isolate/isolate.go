@@ -584,14 +584,25 @@ const oomSettle = 2 * time.Second
 // Apply puts the process pid (and what it starts from now on) under the
 // limits, before it runs user code. With a tenant t (nil: none) the
 // runtime's group is made in t's group, which weighs and bounds all of
-// t's runtimes together (tenantgroup.go).
+// t's runtimes together (tenantgroup.go). It is Prepare, then Join.
 func (is *Isolator) Apply(pid int, t *sandbox.Tenant) (*Limits, error) {
+	l, err := is.Prepare(t)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.Join(pid); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Prepare makes the limits of a runtime of tenant t (nil: none) before its
+// process exists: with cgroups, its group with every limit in force. Join
+// puts the process in; Close undoes either.
+func (is *Isolator) Prepare(t *sandbox.Tenant) (*Limits, error) {
 	l := &Limits{is: is, oomEvents: -1}
-	switch is.mechanism {
-	case None:
+	if is.mechanism == None || is.mechanism == Rlimit {
 		return l, nil
-	case Rlimit:
-		return l, is.applyRlimits(pid)
 	}
 	if t != nil {
 		name, err := is.holdTenant(t)
@@ -600,16 +611,70 @@ func (is *Isolator) Apply(pid int, t *sandbox.Tenant) (*Limits, error) {
 		}
 		l.tenant = name
 	}
-	applied, err := is.applyCgroup(l, pid)
-	if err != nil && l.tenant != "" {
-		_ = is.releaseTenant(l.tenant)
+	if err := is.makeRuntimeGroup(l); err != nil {
+		if l.tenant != "" {
+			_ = is.releaseTenant(l.tenant)
+		}
+		return nil, err
 	}
-	return applied, err
+	return l, nil
 }
 
-// applyCgroup makes the runtime's own group (in l.tenant's, if any) and
-// puts pid in it.
-func (is *Isolator) applyCgroup(l *Limits, pid int) (*Limits, error) {
+// Join puts the process pid under l; on failure l is undone (its group
+// removed) and must not be used again.
+func (l *Limits) Join(pid int) error {
+	switch l.is.mechanism {
+	case None:
+		return nil
+	case Rlimit:
+		return l.is.applyRlimits(pid)
+	}
+	if err := l.mgr.Apply(pid); err != nil {
+		l.once.Do(func() {
+			l.closeOOM()
+			_ = l.mgr.Destroy()
+			if l.tenant != "" {
+				_ = l.is.releaseTenant(l.tenant)
+			}
+		})
+		return fmt.Errorf("put runtime (pid %d) in its cgroup: %w", pid, err)
+	}
+	return nil
+}
+
+// ChargeFile is the cgroup.procs file of l's memory group with cgroup v1,
+// where a process that forks the runtime's process stays while it forks,
+// so that what fork() copies for the child is charged to the runtime
+// (kernel.Options.Charge); "" otherwise.
+func (l *Limits) ChargeFile() string {
+	if l.is.mechanism != CgroupV1 || l.mgr == nil || l.mgr.Path("memory") == "" {
+		return ""
+	}
+	return filepath.Join(l.mgr.Path("memory"), "cgroup.procs")
+}
+
+// ChargeHome is the cgroup.procs file of aiod's own memory group with
+// cgroup v1 (where the processes aiod starts are, its kernel templates
+// among them), "" otherwise: a template goes back there after a fork
+// charged to a runtime (ChargeFile).
+func (is *Isolator) ChargeHome() string {
+	if is.mechanism != CgroupV1 || is.parents["memory"] == "" {
+		return ""
+	}
+	return filepath.Join(filepath.Dir(is.parents["memory"]), "cgroup.procs")
+}
+
+// MemoryUncharged reports whether a memory limit is in force that a kernel
+// template's forks would escape: with cgroup v2 aiod does not move the
+// template into a kernel's group (ChargeHome is ""), so what fork() copies
+// at once would be charged to the template's group, outside every limit.
+func (is *Isolator) MemoryUncharged() bool {
+	return is.mechanism == CgroupV2 && (is.cfg.MemoryBytes > 0 || is.cfg.TotalMemoryBytes > 0 || is.cfg.TenantMemoryBytes > 0)
+}
+
+// makeRuntimeGroup makes the runtime's own group (in l.tenant's, if any)
+// with its limits, and opens its OOM count.
+func (is *Isolator) makeRuntimeGroup(l *Limits) error {
 	res := is.memPids(is.cfg.MemoryBytes, is.cfg.Pids)
 	if is.cfg.CPU > 0 {
 		res.CpuPeriod = 100000
@@ -618,20 +683,15 @@ func (is *Isolator) applyCgroup(l *Limits, pid int) (*Limits, error) {
 	var err error
 	// Limits in place before the process joins.
 	l.mgr, err = is.makeGroup(filepath.Join(l.tenant, strconv.FormatUint(groupSeq.Add(1), 10)), res)
-	if err == nil {
-		// The v1 manager lists processes from the devices controller,
-		// which aiod does not use; any of the group's folders lists them.
-		for _, c := range []string{"", "pids", "memory", "cpu", "freezer"} {
-			if p := l.mgr.Path(c); p != "" && l.dir == "" {
-				l.dir = p
-			}
-		}
-		if err = l.mgr.Apply(pid); err != nil {
-			_ = l.mgr.Destroy()
-		}
-	}
 	if err != nil {
-		return nil, fmt.Errorf("put runtime (pid %d) in its cgroup: %w", pid, err)
+		return fmt.Errorf("make the runtime's cgroup: %w", err)
+	}
+	// The v1 manager lists processes from the devices controller,
+	// which aiod does not use; any of the group's folders lists them.
+	for _, c := range []string{"", "pids", "memory", "cpu", "freezer"} {
+		if p := l.mgr.Path(c); p != "" && l.dir == "" {
+			l.dir = p
+		}
 	}
 	oomPath := filepath.Join(l.dir, "memory.events")
 	if is.mechanism != CgroupV2 {
@@ -643,7 +703,7 @@ func (is *Isolator) applyCgroup(l *Limits, pid int) (*Limits, error) {
 			l.oomEvents = oomEventfd(f, filepath.Join(l.mgr.Path("memory"), "cgroup.event_control"))
 		}
 	}
-	return l, nil
+	return nil
 }
 
 // oomEventfd registers a non-blocking eventfd for the OOM notifications of
@@ -794,15 +854,7 @@ func (l *Limits) Close() error {
 	l.once.Do(func() {
 		l.OOMKills() // keep the counts: the group goes
 		l.ReachedOwnLimit()
-		if l.oomFile != nil {
-			_ = l.oomFile.Close()
-		}
-		l.evMu.Lock()
-		if l.oomEvents >= 0 {
-			_ = unix.Close(l.oomEvents)
-			l.oomEvents = -1
-		}
-		l.evMu.Unlock()
+		l.closeOOM()
 		l.err = l.killAll()
 		if err := l.mgr.Destroy(); err != nil {
 			l.err = errors.Join(l.err, err)
@@ -812,6 +864,19 @@ func (l *Limits) Close() error {
 		}
 	})
 	return l.err
+}
+
+// closeOOM closes the group's OOM count and its eventfd.
+func (l *Limits) closeOOM() {
+	if l.oomFile != nil {
+		_ = l.oomFile.Close()
+	}
+	l.evMu.Lock()
+	if l.oomEvents >= 0 {
+		_ = unix.Close(l.oomEvents)
+		l.oomEvents = -1
+	}
+	l.evMu.Unlock()
 }
 
 // killAll kills every process in the group and waits until it is empty.

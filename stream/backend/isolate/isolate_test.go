@@ -204,6 +204,63 @@ func TestCgroupV1Group(t *testing.T) {
 	}
 }
 
+// TestCgroupV1PrepareThenJoin: Prepare makes the group with its limits
+// before any process exists, ChargeFile is its memory controller's
+// process list (a process moved there lands in the group's memory alone),
+// ChargeHome is the one this process is in, Join puts the process in every
+// controller, and Close removes it all.
+func TestCgroupV1PrepareThenJoin(t *testing.T) {
+	is, err := New(Config{MemoryBytes: 128 << 20, Pids: 32})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer is.Close()
+	if is.Mechanism() != CgroupV1 {
+		t.Fatalf("mechanism %q (%s); this machine has cgroup v1", is.Mechanism(), is.problem)
+	}
+	l, err := is.Prepare(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	group := filepath.Base(l.dir)
+	read := func(ctrl, file string) string {
+		b, _ := os.ReadFile(filepath.Join(is.parents[ctrl], group, file))
+		return strings.TrimSpace(string(b))
+	}
+	if read("memory", "memory.limit_in_bytes") != "134217728" || read("pids", "pids.max") != "32" || read("memory", "cgroup.procs") != "" {
+		t.Fatalf("prepared group: memory limit %q, pids.max %q, processes %q", read("memory", "memory.limit_in_bytes"), read("pids", "pids.max"), read("memory", "cgroup.procs"))
+	}
+	if want := filepath.Join(is.parents["memory"], group, "cgroup.procs"); l.ChargeFile() != want {
+		t.Errorf("ChargeFile %q, want %q", l.ChargeFile(), want)
+	}
+	home, _ := os.ReadFile(is.ChargeHome())
+	if !slices.Contains(strings.Fields(string(home)), strconv.Itoa(os.Getpid())) {
+		t.Errorf("ChargeHome %q does not list this process", is.ChargeHome())
+	}
+	cmd, _, _ := startWaiter(t, "")
+	pid := strconv.Itoa(cmd.Process.Pid)
+	if err := os.WriteFile(l.ChargeFile(), []byte(pid), 0); err != nil {
+		t.Fatal(err)
+	}
+	if read("memory", "cgroup.procs") != pid || read("pids", "cgroup.procs") != "" {
+		t.Fatalf("after the move to ChargeFile: memory %q, pids %q", read("memory", "cgroup.procs"), read("pids", "cgroup.procs"))
+	}
+	if err := l.Join(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	if read("pids", "cgroup.procs") != pid {
+		t.Fatalf("after Join: pids %q", read("pids", "cgroup.procs"))
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for c, p := range is.parents {
+		if _, err := os.Stat(filepath.Join(p, group)); err == nil {
+			t.Errorf("%s group not removed", c)
+		}
+	}
+}
+
 // cpuGroup is the cpu controller's group of pid, from /proc.
 func cpuGroup(t *testing.T, pid int) string {
 	t.Helper()
