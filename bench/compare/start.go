@@ -175,7 +175,7 @@ func (r *runner) start(ctx context.Context) error {
 			FirstExecRounds: p.rounds, FirstExecCode: passCode + "\nprint('<token>')",
 			BurstSessions: p.burst, PSSSessions: p.pss, LiveStep: p.step, LiveMax: p.max,
 			LiveMinFreeMiB: minAvailable >> 20, SessionCode: pandasCode + "\nprint('<token>')",
-			Daemons: "four daemons, AIO_CODE_BACKEND=kernel, AIO_MAX_SESSIONS=0, AIO_TENANT_MEMORY_LIMIT=0, AIO_TENANT_PIDS_LIMIT=0, AIO_RUNTIMES_MEMORY_TOTAL=0: AIO_KERNEL_START=fork and =spawn with the default isolation (tenant where the machine allows it), fork with AIO_ISOLATION=none (fork_plain), and fork with the default --kernel-prewarm auto (fork_prewarm: 2 kernels here); no pools otherwise; the template's default warm-up imports. Then two with the default pools whose callers are JWT subjects (AIO_JWT_PUBLIC_KEY), isolated (tenants) and not (tenants_plain): one tenant opens 9 sessions 0.3 s apart (the first not counted), then 8 new tenants one session each, 1.5 s apart",
+			Daemons: "four daemons, AIO_CODE_BACKEND=kernel, AIO_MAX_SESSIONS=0, AIO_TENANT_MEMORY_LIMIT=0, AIO_TENANT_PIDS_LIMIT=0, AIO_RUNTIMES_MEMORY_TOTAL=0, AIO_START_QUEUE_TIMEOUT=900: AIO_KERNEL_START=fork and =spawn with the default isolation (tenant where the machine allows it), fork with AIO_ISOLATION=none (fork_plain), and fork with the default --kernel-prewarm auto (fork_prewarm: 2 kernels here); no pools otherwise; the template's default warm-up imports. Then two with the default pools whose callers are JWT subjects (AIO_JWT_PUBLIC_KEY), isolated (tenants) and not (tenants_plain): one tenant opens 9 sessions 0.3 s apart (the first not counted), then 8 new tenants one session each, 1.5 s apart",
 		},
 	}
 	r.res.Start = sr
@@ -200,7 +200,10 @@ func (r *runner) start(ctx context.Context) error {
 				// The live-sessions step measures the machine's capacity,
 				// past the default cap and the default share of one tenant
 				// (every session here is the default tenant's).
-				"AIO_MAX_SESSIONS=0", "AIO_TENANT_MEMORY_LIMIT=0", "AIO_TENANT_PIDS_LIMIT=0", "AIO_RUNTIMES_MEMORY_TOTAL=0"}
+				"AIO_MAX_SESSIONS=0", "AIO_TENANT_MEMORY_LIMIT=0", "AIO_TENANT_PIDS_LIMIT=0", "AIO_RUNTIMES_MEMORY_TOTAL=0",
+				// The burst times 64 starts, not the start queue's bound: a
+				// spawned burst on 2 cores takes about a minute, the default.
+				"AIO_START_QUEUE_TIMEOUT=900"}
 			pooled := mode == ModeForkPrewarm || mode == ModeTenants || mode == ModeTenantsPlain
 			if !pooled {
 				env = append(env, "AIO_KERNEL_PREWARM=0", "AIO_CODE_PREWARM=0")
