@@ -131,13 +131,7 @@ func TestCgroupV1Group(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The group's name counts the groups made in this process (1 in a
-	// first run, more with -count).
-	group := filepath.Base(l.dir)
-	read := func(ctrl, file string) string {
-		b, _ := os.ReadFile(filepath.Join(is.parents[ctrl], group, file))
-		return strings.TrimSpace(string(b))
-	}
+	group, read := groupFiles(is, l)
 	if read("memory", "memory.limit_in_bytes") != "134217728" || read("pids", "pids.max") != "32" || read("cpu", "cpu.cfs_quota_us") != "50000" {
 		t.Fatalf("limits: memory %s, pids %s, cpu quota %s", read("memory", "memory.limit_in_bytes"), read("pids", "pids.max"), read("cpu", "cpu.cfs_quota_us"))
 	}
@@ -222,11 +216,7 @@ func TestCgroupV1PrepareThenJoin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	group := filepath.Base(l.dir)
-	read := func(ctrl, file string) string {
-		b, _ := os.ReadFile(filepath.Join(is.parents[ctrl], group, file))
-		return strings.TrimSpace(string(b))
-	}
+	group, read := groupFiles(is, l)
 	if read("memory", "memory.limit_in_bytes") != "134217728" || read("pids", "pids.max") != "32" || read("memory", "cgroup.procs") != "" {
 		t.Fatalf("prepared group: memory limit %q, pids.max %q, processes %q", read("memory", "memory.limit_in_bytes"), read("pids", "pids.max"), read("memory", "cgroup.procs"))
 	}
@@ -258,6 +248,17 @@ func TestCgroupV1PrepareThenJoin(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(p, group)); err == nil {
 			t.Errorf("%s group not removed", c)
 		}
+	}
+}
+
+// groupFiles returns the name of l's group (it counts the groups made in
+// this process: 1 in a first run, more with -count) and a reader of its
+// files in each controller, trimmed.
+func groupFiles(is *Isolator, l *Limits) (string, func(ctrl, file string) string) {
+	group := filepath.Base(l.dir)
+	return group, func(ctrl, file string) string {
+		b, _ := os.ReadFile(filepath.Join(is.parents[ctrl], group, file))
+		return strings.TrimSpace(string(b))
 	}
 }
 
