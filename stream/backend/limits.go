@@ -58,7 +58,7 @@ type placement struct {
 
 // charge is the Charge hook of a kernel start: the group its process will
 // join, made before the fork (isolate.Limits.ChargeFile); nil unless cgroup
-// v1 (elsewhere a fork's copies stay charged to the template's group).
+// v1 (on v2 with a memory limit the template pins no hot pages).
 func (p *placement) charge() func() (string, error) {
 	if p.r.iso.ChargeHome() == "" {
 		return nil
