@@ -203,6 +203,9 @@ func launchTemplate(ctx context.Context, spec *Spec, cfg TemplateConfig, log *sl
 		return nil, fmt.Errorf("make template socket: %w", err)
 	}
 	conn := fc.(*net.UnixConn)
+	if cfg.ChargeHome != "" && cfg.Credential != nil && cfg.Credential.Uid != 0 {
+		cfg.ChargeHome, cfg.NoHotPages = "", true // it could not fork in the kernels' memory groups
+	}
 	cfgArg := map[string]any{"parent": os.Getpid(), "preload": preload, "module": spec.Argv[2],
 		"args": templateArgs(spec), "patches": kernelPatches, "hot": !cfg.NoHotPages}
 	if cfg.ChargeHome != "" { // kernels first for the OOM killer, never the template
@@ -415,7 +418,8 @@ func (p *templateProc) endChildren() {
 // fork asks the template for a kernel process running the kernel app with
 // args, in cwd with env, writing its output to out, held at gate and
 // confined by conf when they are not nil, pinned to cpu when it is not
-// negative. It returns the child once forked.
+// negative, in the memory group whose cgroup.procs file is charge when it
+// is not "". It returns the child once forked.
 func (p *templateProc) fork(ctx context.Context, args []string, env map[string]string, cwd string, out, gate *os.File, conf *Confinement, cpu int, charge string) (*forkedChild, error) {
 	reply := make(chan forkResult, 1)
 	p.mu.Lock()

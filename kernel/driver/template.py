@@ -617,7 +617,7 @@ def probe_ended(ctl, pid, status):
             send_hot(ctl, pages=pages, seconds=round(seconds, 3))
         except Exception as e:
             send_hot(ctl, error="pin the hot pages: %s" % e)
-    elif HOT[{"client": "kernel", "kernel": "client"}[role]]:
+    elif HOT[{"client": "kernel", "kernel": "client"}[role]] or not HOT["pids"]:
         send_hot(ctl, error="the probe's %s ended before its cell had run (wait status %d)" % (role, status))
     stop_probe()
 

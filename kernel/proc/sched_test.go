@@ -77,14 +77,19 @@ func TestStarvation(t *testing.T) {
 }
 
 // waitSleeping waits until pid runs command comm (its exec is done) and
-// sleeps (state S): a process just started may still stand in the run
-// queue on a loaded machine, and that wait is a real one.
+// sleeps in nanosleep (state S, in system call 230 or 35): a process just
+// started may still stand in the run queue on a loaded machine, and that
+// wait is a real one. State S alone is not enough: a loaded machine can
+// leave the new process asleep on a page or a lock during its start, after
+// which it stands in the run queue again.
 func waitSleeping(t *testing.T, pid int, comm string) {
 	t.Helper()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+		sc, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/syscall")
+		nr, _, _ := strings.Cut(string(sc), " ")
 		f, err := StatFields(pid)
-		if err == nil && len(f) > 0 && f[0] == "S" && strings.TrimSpace(string(b)) == comm {
+		if err == nil && len(f) > 0 && f[0] == "S" && strings.TrimSpace(string(b)) == comm && (nr == "230" || nr == "35") {
 			return
 		}
 		if time.Now().After(deadline) {
